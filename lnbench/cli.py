@@ -1,0 +1,39 @@
+"""The `lnbench` command line: a thin click group; each subcommand lives with its feature."""
+from __future__ import annotations
+
+import click
+
+import lnbench
+from lnbench.cli_common import console, guarded
+from lnbench.config import resolve_device
+from lnbench.env import backend_facts, device_facts, software_facts
+from lnbench.report import Column, render_table
+from lnbench.verify.command import verify_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(lnbench.__version__, prog_name="lnbench")
+def main() -> None:
+    """Validate and benchmark LayerNorm kernels (FlyDSL on AMD Instinct GPUs, torch and Triton peers)."""
+
+
+@main.command("env")
+@click.option("--device", help="Device to check backends on (default: the GPU when torch sees one).")
+@guarded
+def env_command(device: str | None) -> int:
+    """Print devices, software versions, every backend's availability and the FlyDSL toolkit."""
+    dev = resolve_device(device)
+    software = [{"item": k, "value": v} for k, v in software_facts().items()]
+    render_table(console, "software", [Column("item", "item", justify="left"), Column("value", "value", justify="left")],
+                 software)
+    render_table(console, "devices", [Column(k, k, justify="left") for k in ("device", "name", "arch")], device_facts())
+    render_table(console, f"backends on {dev}",
+                 [Column(k, k, justify="left") for k in ("backend", "status", "reason", "ops", "description")],
+                 backend_facts(dev))
+    return 0
+
+
+main.add_command(verify_command)
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

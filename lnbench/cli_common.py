@@ -1,0 +1,79 @@
+"""Pieces every subcommand shares: error handling, output options, writing results."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+from rich.console import Console
+
+from lnbench.errors import ContractError, LnbenchUsageError
+from lnbench.report import check_writable, default_output_path, write_csv, write_json
+
+# Outside a terminal (CI logs, pipes) rich would wrap tables at 80 columns; give them room instead.
+_WIDTH = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "200"))
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def fail_usage(message: str) -> None:
+    """Print a one-line error and exit 2."""
+    err_console.print(f"[bold red]lnbench: error:[/bold red] {message}", soft_wrap=True)
+    sys.exit(EXIT_USAGE)
+
+
+def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
+    """Run a command body: usage/contract errors become one line + exit 2, never a traceback.
+
+    LNBENCH_DEBUG=1 re-raises so a developer sees the traceback.
+    """
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = func(*args, **kwargs)
+        except (LnbenchUsageError, ContractError) as exc:
+            if os.environ.get("LNBENCH_DEBUG"):
+                raise
+            fail_usage(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        except KeyboardInterrupt:
+            err_console.print("lnbench: interrupted")
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
+            if os.environ.get("LNBENCH_DEBUG"):
+                raise
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            fail_usage(f"internal error: {type(exc).__name__}: {first} (set LNBENCH_DEBUG=1 for a traceback)")
+        sys.exit(code or EXIT_OK)
+    return wrapper
+
+
+def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--csv, --json, --quiet."""
+    func = click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")(func)
+    func = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+                        help="Also write the results as JSON to this file.")(func)
+    func = click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+                        help="CSV output file (default: results/<command>-<timestamp>.csv).")(func)
+    return func
+
+
+def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None) -> tuple[Path, Path | None]:
+    """Resolve and check output paths before any work runs (an unwritable path is a usage error)."""
+    csv_final = check_writable(csv_path or default_output_path(command, "csv"))
+    json_final = check_writable(json_path) if json_path else None
+    return csv_final, json_final
+
+
+def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path,
+                 json_path: Path | None, extra_json: dict[str, Any] | None = None) -> None:
+    """Write the CSV (and JSON) and say where they went."""
+    write_csv(rows, csv_path, metadata)
+    console.print(f"CSV written to {csv_path}")
+    if json_path:
+        write_json({"metadata": metadata, **(extra_json or {}), "rows": list(rows)}, json_path)
+        console.print(f"JSON written to {json_path}")

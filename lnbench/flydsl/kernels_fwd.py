@@ -1,0 +1,174 @@
+"""LayerNorm forward kernels and @flyc.jit launchers, Pointer and Tensor ABI.
+
+y = (x - mean) * rstd * weight + bias per row; fp32 math; variance from the centered,
+register-resident row (two passes over registers, one read of x); eps baked in.
+store_stats decides at trace time whether fp32 mean/rstd (M,) are written at all.
+"""
+# no `from __future__ import annotations`: FlyDSL reads the annotations as real types
+
+from typing import Callable
+
+import flydsl.compiler as flyc
+import flydsl.expr as fx
+from flydsl.expr import const_expr, range_constexpr
+
+from lnbench.flydsl.config import RowPlan
+from lnbench.flydsl.reduce import WAVE, RowReducer
+from lnbench.flydsl import rowio
+
+FAST = fx.FastMathFlags.fast
+
+
+def _lds_struct(plan: RowPlan, values: int, slots: int):
+    floats = RowReducer.lds_floats(plan.lanes, values, slots)
+    if floats == 0:
+        return None
+
+    @fx.struct
+    class Scratch:
+        part: fx.Array[fx.Float32, floats, 16]
+
+    return Scratch, floats
+
+
+def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr,
+            row, row_nbytes, lane, stat_nbytes, reducer: RowReducer) -> None:
+    """The whole forward of one row, from typed row pointers (shared by both ABIs; no runtime if).
+
+    row_nbytes bounds x/y (0 masks a row past M); stat_nbytes is 4 for the one lane that writes
+    this row's stats and 0 elsewhere.
+    """
+    n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
+    full = n * rowio.ELEM_BYTES[dt]
+    atom = rowio.copy_atom(vec, dt)
+    xv = rowio.chunked(x_ptr, n, vec, row_nbytes)
+    yv = rowio.chunked(y_ptr, n, vec, row_nbytes)
+    wv = rowio.chunked(w_ptr, n, vec, full)
+    bv = rowio.chunked(b_ptr, n, vec, full)
+
+    xs = []
+    acc = fx.Float32(0.0)
+    for t in range_constexpr(plan.tiles):
+        x = rowio.load_f32(atom, xv, lane + t * lanes, vec, dt)      # past the end: zeros
+        xs.append(x)
+        acc = acc + x.reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    mean = reducer.sum(acc, slot=0) * (1.0 / n)
+
+    sq = fx.Float32(0.0)
+    for t in range_constexpr(plan.tiles):
+        d = xs[t] - mean
+        if const_expr((t + 1) * lanes > plan.chunks):                # tile reaches past the row end
+            inside = (lane + t * lanes) < plan.chunks
+            d = d * inside.select(1.0, 0.0)
+        sq = sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    rstd = fx.rsqrt(reducer.sum(sq, slot=1) * (1.0 / n) + eps, fastmath=FAST)
+
+    for t in range_constexpr(plan.tiles):
+        idx = lane + t * lanes
+        w = rowio.load_f32(atom, wv, idx, vec, dt)
+        b = rowio.load_f32(atom, bv, idx, vec, dt)
+        rowio.store_from_f32(atom, yv, idx, (xs[t] - mean) * rstd * w + b, vec, dt)
+
+    if const_expr(store_stats):
+        rowio.store_scalar_f32(mean_ptr, row, mean, stat_nbytes)
+        rowio.store_scalar_f32(rstd_ptr, row, rstd, stat_nbytes)
+
+
+def _geometry(plan: RowPlan):
+    """Thread -> (row slot, lane in row, wave) from the static plan."""
+    tid = fx.thread_idx.x
+    lanes = plan.lanes
+    if plan.rows_per_block == 1:
+        return fx.Int32(0), tid, tid // WAVE
+    return tid // lanes, tid % lanes, tid // WAVE
+
+
+def _masks(plan: RowPlan, row, lane, m):
+    """(row byte count, stats byte count): rows past M and all lanes but 0 are masked."""
+    full = plan.n * rowio.ELEM_BYTES[plan.dtype]
+    first = lane == 0
+    if plan.rows_per_block == 1:                   # grid == M: every row is real
+        return full, first.select(4, 0)
+    ok = row < m
+    return ok.select(full, 0), first.select(ok.select(4, 0), 0)
+
+
+def build_fwd(plan: RowPlan, eps: float, store_stats: bool, abi: str, name: str = "") -> Callable:
+    """Return the @flyc.jit launcher for one forward variant.
+
+    Pointer ABI launcher: (X, W, B, Y[, Mean, Rstd], m, stream), every tensor a typed fx.Pointer.
+    Tensor ABI launcher: the same order with fx.Tensor (dynamic layout) arguments.
+    """
+    eps = float(eps)
+    R, BLOCK = plan.rows_per_block, plan.block
+    lds = _lds_struct(plan, values=1, slots=2)
+    kname = name or f"ln_fwd_{plan.dtype}_n{plan.n}_{abi}{'' if store_stats else '_nostats'}"
+
+    def reducer_for(wave):
+        if lds is None:
+            return RowReducer(plan.lanes)
+        part = fx.SharedAllocator().allocate(lds[0]).peek().part.view(fx.make_layout(lds[1], 1))
+        return RowReducer(plan.lanes, part, wave)
+
+    def ptr_body(X, W, B, Y, Mean, Rstd, m):
+        slot, lane, wave = _geometry(plan)
+        row = fx.block_idx.x * R + slot
+        off = fx.Int64(row) * plan.n                               # 64-bit row offset
+        row_nb, stat_nb = _masks(plan, row, lane, m)
+        fwd_row(plan, eps, store_stats, X + off, W, B, Y + off, Mean, Rstd, row, row_nb, lane, stat_nb,
+                reducer_for(wave))
+
+    def tensor_body(X, W, B, Y, Mean, Rstd, m):
+        slot, lane, wave = _geometry(plan)
+        row = fx.block_idx.x * R + slot
+        row_nb, stat_nb = _masks(plan, row, lane, m)
+        xr = fx.get_iter(fx.slice(X, (row, None)))                 # the layout's (64-bit) row stride
+        yr = fx.get_iter(fx.slice(Y, (row, None)))
+        mp = fx.get_iter(Mean) if Mean is not None else None
+        rp = fx.get_iter(Rstd) if Rstd is not None else None
+        fwd_row(plan, eps, store_stats, xr, fx.get_iter(W), fx.get_iter(B), yr, mp, rp, row, row_nb, lane,
+                stat_nb, reducer_for(wave))
+
+    if abi == "pointer" and store_stats:
+        @flyc.kernel(name=kname)
+        def kern(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, Mean: fx.Pointer,
+                 Rstd: fx.Pointer, m: fx.Int32):
+            ptr_body(X, W, B, Y, Mean, Rstd, m)
+
+        @flyc.jit
+        def launch(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, Mean: fx.Pointer,
+                   Rstd: fx.Pointer, m: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+            kern(X, W, B, Y, Mean, Rstd, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1),
+                                                   stream=stream)
+    elif abi == "pointer":
+        @flyc.kernel(name=kname)
+        def kern(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, m: fx.Int32):
+            ptr_body(X, W, B, Y, None, None, m)
+
+        @flyc.jit
+        def launch(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, m: fx.Int32,
+                   stream: fx.Stream = fx.Stream(None)):
+            kern(X, W, B, Y, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1), stream=stream)
+    elif abi == "tensor" and store_stats:
+        @flyc.kernel(name=kname)
+        def kern(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
+                 m: fx.Int32):
+            tensor_body(X, W, B, Y, Mean, Rstd, m)
+
+        @flyc.jit
+        def launch(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
+                   m: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+            kern(X, W, B, Y, Mean, Rstd, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1),
+                                                   stream=stream)
+    elif abi == "tensor":
+        @flyc.kernel(name=kname)
+        def kern(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, m: fx.Int32):
+            tensor_body(X, W, B, Y, None, None, m)
+
+        @flyc.jit
+        def launch(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, m: fx.Int32,
+                   stream: fx.Stream = fx.Stream(None)):
+            kern(X, W, B, Y, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1), stream=stream)
+    else:
+        raise ValueError(f"abi must be 'pointer' or 'tensor', got {abi!r}")
+    return launch

@@ -1,0 +1,90 @@
+"""Wave and block sum reductions shared by the forward and backward kernels.
+
+Every helper here is free of runtime `if`s (module-level code is not AST-rewritten by FlyDSL,
+primer pitfall 6): the LDS partial of a wave is written by all its lanes (they hold the same
+bits after the butterfly), and the block total is read back by every thread in a fixed order,
+so results are identical in every lane and bitwise reproducible.
+"""
+from __future__ import annotations
+
+import flydsl.expr as fx
+
+WAVE = 64
+
+
+def wave_sum(v, width: int):
+    """xor-butterfly all-reduce over groups of `width` lanes (a power of two <= 64).
+
+    Each step adds the same two operands in every lane of a pair, so all lanes end bit-identical.
+    """
+    off = width // 2
+    while off >= 1:
+        v = v + v.shuffle_xor(off, WAVE)
+        off //= 2
+    return v
+
+
+def wave_sum2(a, b, width: int):
+    """Two independent butterflies interleaved (a (sum, sum) pair in one pass)."""
+    off = width // 2
+    while off >= 1:
+        a = a + a.shuffle_xor(off, WAVE)
+        b = b + b.shuffle_xor(off, WAVE)
+        off //= 2
+    return a, b
+
+
+class RowReducer:
+    """Sums over the `lanes` threads that share a row.
+
+    lanes <= 64: a butterfly inside the wave (several rows may share one wave), no LDS.
+    lanes  > 64: butterfly per wave, one fp32 per wave and value into LDS, barrier, then every
+    thread adds the per-wave partials 0..W-1 in order. `part` is an LDS view with at least
+    `slots * values * W` fp32; `slot` picks a region so consecutive reductions need no barrier
+    between the read of one and the write of the next.
+    """
+
+    def __init__(self, lanes: int, part=None, wave=None):
+        self.lanes = lanes
+        self.waves = max(1, lanes // WAVE)
+        self.part = part
+        self.wave = wave
+        if self.waves > 1 and (part is None or wave is None):
+            raise ValueError("a multi-wave row needs an LDS view and the wave index")
+
+    @staticmethod
+    def lds_floats(lanes: int, values: int, slots: int) -> int:
+        """fp32 slots of LDS a kernel must allocate (0 when the row fits one wave)."""
+        waves = max(1, lanes // WAVE)
+        return 0 if waves == 1 else values * slots * waves
+
+    def _combine(self, vals: list, slot: int) -> list:
+        w = self.waves
+        base = slot * len(vals) * w
+        for k, v in enumerate(vals):
+            fx.memref_store(v, self.part, self.wave + (base + k * w))
+        fx.gpu.barrier()
+        out = []
+        for k in range(len(vals)):
+            total = fx.memref_load(self.part, base + k * w)
+            for i in range(1, w):
+                total = total + fx.memref_load(self.part, base + k * w + i)
+            out.append(total)
+        return out
+
+    def sum(self, v, slot: int = 0):
+        v = wave_sum(v, min(self.lanes, WAVE))
+        if self.waves == 1:
+            return v
+        return self._combine([v], slot)[0]
+
+    def sum2(self, a, b, slot: int = 0):
+        a, b = wave_sum2(a, b, min(self.lanes, WAVE))
+        if self.waves == 1:
+            return a, b
+        return tuple(self._combine([a, b], slot))
+
+    def fence(self) -> None:
+        """Barrier before an LDS slot is reused (e.g. the next row of a persistent loop)."""
+        if self.waves > 1:
+            fx.gpu.barrier()

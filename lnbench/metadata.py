@@ -1,0 +1,79 @@
+"""Run metadata attached to every CSV/JSON: versions, device, git commit, timestamp."""
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import importlib.metadata
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import lnbench
+
+
+def package_version(name: str) -> str:
+    """Installed version of a distribution, or 'not installed' (never imports it)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def device_name(device: torch.device) -> str:
+    """Human name of a torch device ('cpu (x86_64)', 'NVIDIA H200', 'AMD Instinct MI300X')."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.machine()})"
+
+
+def device_arch(device: torch.device) -> str:
+    """gfx arch on ROCm (gcnArchName), sm_XY on CUDA, the CPU machine type otherwise."""
+    if device.type != "cuda":
+        return platform.machine()
+    props = torch.cuda.get_device_properties(device)
+    if torch.version.hip is not None:
+        return str(getattr(props, "gcnArchName", "unknown")).split(":")[0]
+    return f"sm_{props.major}{props.minor}"
+
+
+def gpu_runtime() -> str:
+    """'hip X', 'cuda X' or 'cpu-only' for the torch build in use."""
+    if torch.version.hip is not None:
+        return f"hip {torch.version.hip}"
+    if torch.version.cuda is not None:
+        return f"cuda {torch.version.cuda}"
+    return "cpu-only"
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """Short commit of the lnbench checkout, or '' when it is not a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(lnbench.__file__).parent,
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def timestamp() -> str:
+    """UTC timestamp in ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def run_metadata(device: torch.device) -> dict[str, Any]:
+    """Columns every result row of a run carries."""
+    return {
+        "lnbench_version": lnbench.__version__,
+        "torch_version": torch.__version__,
+        "flydsl_version": package_version("flydsl"),
+        "gpu_runtime": gpu_runtime(),
+        "device": str(device),
+        "device_name": device_name(device),
+        "device_arch": device_arch(device),
+        "git_commit": git_commit(),
+        "timestamp": timestamp(),
+    }

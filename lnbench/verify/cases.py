@@ -1,0 +1,85 @@
+"""Verify cases (kind × dtype × shape × eps) and their seeded random inputs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from lnbench.config import DTYPES
+
+#: kinds of input rows; every kind runs on every requested shape
+KINDS: tuple[str, ...] = ("randn", "offset", "constant", "eps2", "autograd-3d")
+KIND_HELP = {
+    "randn": "x ~ N(0, 1)",
+    "offset": "x = 1e3 + N(0, 1): catches E[x²]−mean² cancellation",
+    "constant": "every row constant: variance 0, rstd = 1/sqrt(eps)",
+    "eps2": "randn rows with the second eps: eps must be honoured",
+    "autograd-3d": "3-D input (2, T, N) through the backend's public autograd path",
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One verify case. `m` counts rows of the flattened input."""
+
+    kind: str
+    dtype: str
+    m: int
+    n: int
+    eps: float
+    seed: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self.kind == "autograd-3d":
+            return (2, max(1, self.m // 2), self.n)
+        return (self.m, self.n)
+
+    @property
+    def rows(self) -> int:
+        """Rows after flattening leading dims."""
+        rows = 1
+        for dim in self.shape[:-1]:
+            rows *= dim
+        return rows
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.dtype} {'x'.join(map(str, self.shape))} eps={self.eps:g}"
+
+
+@dataclass
+class Inputs:
+    x: torch.Tensor
+    weight: torch.Tensor
+    bias: torch.Tensor
+    dy: torch.Tensor
+
+
+def build_cases(shapes: list[tuple[int, int]], dtypes: list[str], eps_values: list[float], seed: int,
+                kinds: tuple[str, ...] = KINDS) -> list[Case]:
+    """Every kind for every dtype and shape; each case gets its own seed derived from `seed`."""
+    cases: list[Case] = []
+    for dtype in dtypes:
+        for m, n in shapes:
+            for kind in kinds:
+                eps = eps_values[1] if kind == "eps2" and len(eps_values) > 1 else eps_values[0]
+                cases.append(Case(kind, dtype, m, n, eps, seed + len(cases)))
+    return cases
+
+
+def make_inputs(case: Case, device: torch.device) -> Inputs:
+    """Fresh random inputs (never zeros) for a case, drawn on the CPU with a fixed seed, then moved."""
+    gen = torch.Generator().manual_seed(case.seed)
+    dtype = DTYPES[case.dtype]
+    shape, n = case.shape, case.shape[-1]
+    if case.kind == "constant":
+        x = torch.randn(*shape[:-1], 1, generator=gen).expand(shape).contiguous()
+    else:
+        x = torch.randn(*shape, generator=gen)
+        if case.kind == "offset":
+            x = x + 1e3
+    weight = 1.0 + 0.5 * torch.randn(n, generator=gen)
+    bias = 0.5 * torch.randn(n, generator=gen)
+    dy = torch.randn(*shape, generator=gen)
+    return Inputs(*(t.to(dtype=dtype).to(device) for t in (x, weight, bias, dy)))

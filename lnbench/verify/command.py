@@ -1,0 +1,126 @@
+"""The `lnbench verify` command: parse → build cases → run backends → table + CSV, exit code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import torch
+from rich.progress import Progress
+
+from lnbench import config as cfg
+from lnbench.backends import backend_names, get_backend
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.errors import LnbenchUsageError
+from lnbench.metadata import run_metadata
+from lnbench.report import Column, fmt_float, render_table, styled_status
+from lnbench.rocm import has_rocm_gpu
+from lnbench.verify.cases import build_cases
+from lnbench.verify.runner import failed, verify_backend
+from lnbench.verify.selftest import run_self_test
+from lnbench.verify.tolerance import Tolerance
+
+RESULT_COLUMNS = [
+    Column("backend", "backend", justify="left"), Column("case", "case", justify="left"),
+    Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("eps", "eps", fmt_float(2)),
+    Column("tensor", "tensor", justify="left"), Column("max_abs_err", "max abs err", fmt_float()),
+    Column("max_rel_err", "max rel err", fmt_float()), Column("allowed", "allowed", fmt_float()),
+    Column("margin", "margin", fmt_float()), Column("determinism", "dγ/dβ repeat", justify="left"),
+    Column("status", "status", styled_status, justify="left"),
+]
+SELFTEST_COLUMNS = [
+    Column("bug", "planted bug", justify="left"), Column("meaning", "what it does", justify="left"),
+    Column("outcome", "outcome", justify="left"), Column("status", "status", styled_status, justify="left"),
+]
+
+
+def choose_backends(requested: list[str], device: torch.device) -> tuple[list[str], str]:
+    """Backend names to verify and a banner (non-empty when `auto` had to fall back)."""
+    if requested and requested != ["auto"]:
+        for name in requested:
+            if name not in backend_names():
+                raise LnbenchUsageError(f"unknown backend {name!r}; choose from auto, {', '.join(backend_names())}")
+        return requested, ""
+    if has_rocm_gpu():
+        return ["flydsl"], ""
+    runnable = []
+    for name in backend_names():
+        backend = get_backend(name)
+        if {"fwd", "bwd"} <= set(backend.ops) and backend.availability(device).runnable:
+            runnable.append(name)
+    banner = (f"No ROCm GPU: the FlyDSL kernels cannot execute here, so `auto` verifies every runnable "
+              f"backend instead ({', '.join(runnable)}). `--backend flydsl` compiles its kernels without running them.")
+    return runnable, banner
+
+
+def _summary_line(rows: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = row["status"].split(" (")[0]
+        counts[key] = counts.get(key, 0) + 1
+    parts = [f"{n} {k}" for k, n in sorted(counts.items())]
+    return f"{len(rows)} rows: " + ", ".join(parts)
+
+
+@click.command("verify")
+@click.option("--backend", "backends", multiple=True, default=["auto"], show_default=True,
+              help="Backend(s) to check (repeatable or comma list): auto, " + ", ".join(backend_names()) + ".")
+@click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
+@click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
+@click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one).")
+@click.option("--seed", type=int, help="Base random seed (default: config).")
+@click.option("--self-test", is_flag=True, help="Check that the pass rule catches planted bugs (exit 1 if one passes).")
+@output_options
+@guarded
+def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test,
+                   csv_path, json_path, quiet) -> int:
+    """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference."""
+    config = cfg.load_config(config_path)
+    table = cfg.section(config, "verify")
+    tol = Tolerance.from_config(table)
+    dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, "verify"))
+    shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "verify", shape_set)
+    eps_values = [float(e) for e in cfg.require(table, "eps", list, "verify")]
+    if not eps_values or any(e <= 0 for e in eps_values):
+        raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
+    base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "verify"))
+    dev = cfg.resolve_device(device)
+    csv_final, json_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path)
+    cases = build_cases(shape_list, dtype_list, eps_values, base_seed)
+    metadata = {**run_metadata(dev), "seed": base_seed}
+
+    if self_test:
+        return _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet)
+
+    names, banner = choose_backends(cfg.split_list(backends), dev)
+    if banner:
+        console.print(f"[bold yellow]{banner}[/bold yellow]")
+    if not names:
+        raise LnbenchUsageError("no backend can run here")
+    rows: list[dict] = []
+    with Progress(console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task("verifying", total=len(cases) * len(names))
+        for name in names:
+            rows.extend(verify_backend(get_backend(name), cases, dev, tol, lambda: progress.advance(task)))
+    if not quiet:
+        render_table(console, f"lnbench verify on {metadata['device_name']}", RESULT_COLUMNS, rows)
+        for row in rows:
+            if row["detail"] and row["status"] in ("FAIL", "error"):
+                console.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
+                              f"{row['tensor']}:[/red] {row['detail']}")
+    emit_outputs(rows, metadata, csv_final, json_final)
+    console.print(_summary_line(rows))
+    return EXIT_FAILED if failed(rows) else EXIT_OK
+
+
+def _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet) -> int:
+    with Progress(console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task("self-test", total=None)
+        summary, detail = run_self_test(cases, dev, tol, lambda: progress.advance(task))
+    render_table(console, "lnbench verify --self-test: planted bugs vs the pass rule", SELFTEST_COLUMNS, summary)
+    emit_outputs(detail, metadata, csv_final, json_final, {"self_test": summary})
+    bad = [s["bug"] for s in summary if s["status"] != "ok"]
+    console.print("self-test: every planted bug caught, control passes" if not bad
+                  else f"self-test FAILED for: {', '.join(bad)}")
+    return EXIT_FAILED if bad else EXIT_OK

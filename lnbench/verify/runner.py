@@ -1,0 +1,158 @@
+"""Run verify cases on a backend: outputs vs the fp64 reference, judged by the pass rule."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+
+from lnbench.backends import Backend
+from lnbench.backends.torch_native import TorchBackend
+from lnbench.config import DTYPES
+from lnbench.reference import TENSORS, reference
+from lnbench.verify.cases import Case, Inputs, make_inputs
+from lnbench.verify.tolerance import Tolerance
+
+AUTOGRAD_TENSORS = ("y", "dx", "dweight", "dbias")
+COMPILED_ONLY = "compiled, not executed"
+
+
+@dataclass
+class Outputs:
+    """A backend's results for one case; `problems` holds contract breaches found on the way."""
+
+    tensors: dict[str, torch.Tensor]
+    problems: dict[str, str] = field(default_factory=dict)
+    bitwise_repeat: bool | None = None  # dγ/dβ bitwise equal across two backward runs
+
+
+def _check_stats(name: str, value: torch.Tensor | None, rows: int) -> str:
+    if value is None:
+        return f"{name} not returned with store_stats=True"
+    if value.dtype != torch.float32:
+        return f"{name} is {value.dtype}, must be torch.float32"
+    if tuple(value.shape) != (rows,):
+        return f"{name} has shape {tuple(value.shape)}, must be ({rows},)"
+    return ""
+
+
+def run_2d(backend: Backend, inp: Inputs, eps: float) -> Outputs:
+    """forward with stats, then backward twice from the backend's own stats (determinism check)."""
+    rows = inp.x.shape[0]
+    y, mean, rstd = backend.forward(inp.x, inp.weight, inp.bias, eps, store_stats=True)
+    problems = {k: msg for k, msg in (("mean", _check_stats("mean", mean, rows)),
+                                      ("rstd", _check_stats("rstd", rstd, rows))) if msg}
+    dx, dw, db = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)
+    _, dw2, db2 = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)
+    repeat = bool(torch.equal(dw, dw2) and torch.equal(db, db2))
+    tensors = {"y": y, "mean": mean, "rstd": rstd, "dx": dx, "dweight": dw, "dbias": db}
+    return Outputs(tensors, problems, repeat)
+
+
+def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
+    """The backend's public autograd path on N-D input: y, then dx, dγ, dβ from y.backward(dy)."""
+    x = inp.x.detach().clone().requires_grad_(True)
+    w = inp.weight.detach().clone().requires_grad_(True)
+    b = inp.bias.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        y = backend.layernorm(x, w, b, eps)
+        y.backward(inp.dy)
+    problems = {}
+    if tuple(y.shape) != tuple(inp.x.shape):
+        problems["y"] = f"y has shape {tuple(y.shape)}, must be {tuple(inp.x.shape)}"
+    return Outputs({"y": y.detach(), "dx": x.grad, "dweight": w.grad, "dbias": b.grad}, problems)
+
+
+def max_errors(got: torch.Tensor | None, ref: torch.Tensor) -> tuple[float, float]:
+    """(max abs error, max rel error) against the fp64 reference; NaN/Inf or a shape mismatch is inf.
+
+    Relative error divides by max(|ref|, 1e-3 * max|ref|) so that near-zero elements do not dominate.
+    """
+    if got is None or got.numel() != ref.numel():
+        return math.inf, math.inf
+    if ref.numel() == 0:
+        return 0.0, 0.0
+    diff = (got.detach().double().reshape(ref.shape) - ref).abs()
+    if not bool(torch.isfinite(diff).all()):
+        return math.inf, math.inf
+    floor = max(float(ref.abs().max()) * 1e-3, 1e-30)
+    rel = diff / ref.abs().clamp_min(floor)
+    return float(diff.max()), float(rel.max())
+
+
+def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Tensor],
+               tol: Tolerance, deterministic: bool) -> list[dict[str, Any]]:
+    """One row per tensor: errors, allowed error under the pass rule, margin and status."""
+    rows = []
+    names = AUTOGRAD_TENSORS if case.kind == "autograd-3d" else TENSORS
+    for name in names:
+        err, rel = max_errors(got.tensors.get(name), ref[name])
+        torch_err, _ = max_errors(base.tensors.get(name), ref[name])
+        allowed = tol.allowed(name, case.dtype, case.rows, torch_err if math.isfinite(torch_err) else 0.0)
+        detail = got.problems.get(name, "")
+        status = "PASS" if err <= allowed and not detail else "FAIL"
+        determinism = ""
+        if name in ("dweight", "dbias") and got.bitwise_repeat is not None:
+            determinism = "bitwise" if got.bitwise_repeat else "differs"
+            if not got.bitwise_repeat and deterministic:
+                status, detail = "FAIL", (detail + "; " if detail else "") + "dγ/dβ not bitwise reproducible"
+        rows.append({**case_columns(case), "tensor": name, "max_abs_err": err, "max_rel_err": rel,
+                     "torch_err": torch_err, "allowed": allowed, "margin": allowed - err,
+                     "determinism": determinism, "status": status, "detail": detail})
+    return rows
+
+
+def case_columns(case: Case) -> dict[str, Any]:
+    return {"case": case.kind, "dtype": case.dtype, "shape": "x".join(map(str, case.shape)),
+            "M": case.rows, "N": case.n, "eps": case.eps, "seed": case.seed}
+
+
+def status_rows(case: Case, status: str, detail: str) -> list[dict[str, Any]]:
+    """A single row for a case that did not produce values (not run, error, compiled only)."""
+    return [{**case_columns(case), "tensor": "-", "max_abs_err": None, "max_rel_err": None, "torch_err": None,
+             "allowed": None, "margin": None, "determinism": "", "status": status, "detail": detail}]
+
+
+def verify_case(backend: Backend, case: Case, device: torch.device, tol: Tolerance,
+                baseline: Backend | None = None) -> list[dict[str, Any]]:
+    """All rows of one case; an exception inside the case becomes an `error` row."""
+    baseline = baseline or TorchBackend()
+    try:
+        inp = make_inputs(case, device)
+        ref = reference(inp.x, inp.weight, inp.bias, inp.dy, case.eps)
+        run = run_autograd if case.kind == "autograd-3d" else run_2d
+        got = run(backend, inp, case.eps)
+        base = run(baseline, inp, case.eps)
+        return judge_case(case, got, base, ref, tol, backend.deterministic)
+    except Exception as exc:  # one broken case must not lose the others
+        return status_rows(case, "error", f"{type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def verify_backend(backend: Backend, cases: Iterable[Case], device: torch.device, tol: Tolerance,
+                   advance: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Rows for every case on one backend, honest about cases that could not execute."""
+    avail = backend.availability(device)
+    compiled: dict[tuple[int, str, float], str] = {}
+    rows: list[dict[str, Any]] = []
+    for case in cases:
+        if avail.runnable:
+            case_rows = verify_case(backend, case, device, tol)
+        elif avail.can_compile:
+            key = (case.n, case.dtype, case.eps)
+            try:
+                if key not in compiled:
+                    compiled[key] = backend.compile_case(case.n, DTYPES[case.dtype], case.eps)
+                case_rows = status_rows(case, f"{COMPILED_ONLY} ({avail.reason})", compiled[key])
+            except Exception as exc:
+                case_rows = status_rows(case, "error", f"compile failed: {type(exc).__name__}: {exc}".splitlines()[0])
+        else:
+            case_rows = status_rows(case, "not run", avail.reason)
+        rows.extend({"backend": backend.name, **row} for row in case_rows)
+        advance()
+    return rows
+
+
+def failed(rows: Iterable[dict[str, Any]]) -> bool:
+    """Any executed check failed (FAIL or error)?"""
+    return any(row["status"] in ("FAIL", "error") for row in rows)
