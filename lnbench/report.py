@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lnbench.errors import LnbenchUsageError
@@ -29,6 +30,7 @@ class Column:
     header: str
     fmt: Callable[[Any], str] = str
     justify: str = "right"
+    markup: bool = False  # True when fmt returns rich markup (status colours); other text is escaped
 
 
 def fmt_float(digits: int = 3) -> Callable[[Any], str]:
@@ -57,7 +59,8 @@ def render_table(console: Console, title: str, columns: Sequence[Column], rows: 
     for col in columns:
         table.add_column(col.header, justify=col.justify, overflow="fold")
     for row in rows:
-        table.add_row(*[col.fmt(row.get(col.key)) for col in columns])
+        table.add_row(*[col.fmt(row.get(col.key)) if (col.markup or col.fmt is styled_status)
+                        else escape(col.fmt(row.get(col.key))) for col in columns])
     console.print(table)
 
 

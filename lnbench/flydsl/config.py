@@ -18,7 +18,10 @@ ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 #: compute units per arch, for the persistent backward grid
 CU_COUNT = {"gfx942": 304, "gfx950": 256}
 #: fp32 elements a thread keeps per row (x, and dy in the backward); above this the row would spill.
-MAX_ELEMS_PER_THREAD = {"fwd": 32, "bwd": 16}
+MAX_ELEMS_PER_THREAD = {"fwd": 32, "bwd": 32}
+#: backward: above this many elements per thread the dγ/dβ partials live in the program's own
+#: workspace row (read-modify-write, L2-resident) instead of registers, so nothing spills.
+BWD_REG_ACC_MAX = 16
 PROGRAMS_PER_CU = 2
 MIN_ROWS_PER_PROGRAM = 8
 
@@ -75,6 +78,11 @@ class RowPlan:
         return self.tiles * self.vec
 
     @property
+    def acc_in_registers(self) -> bool:
+        """Backward: dγ/dβ partials kept in registers across rows (else in the workspace row)."""
+        return self.elems_per_thread <= BWD_REG_ACC_MAX
+
+    @property
     def access_bits(self) -> int:
         return self.vec * ELEM_BYTES[self.dtype] * 8
 
@@ -96,7 +104,7 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
     dt = dtype_name(dtype)
     vec_max = 16 // ELEM_BYTES[dt]
     cap = vec_max if align_elems is None else min(vec_max, align_elems)
-    vec = math.gcd(n, _pow2_ceil(cap) if cap & (cap - 1) == 0 else 1 << (cap.bit_length() - 1))
+    vec = math.gcd(n, 1 << (max(1, cap).bit_length() - 1))
     chunks = n // vec
     # aim for ~16 fp32 values of x per thread (8 in the backward, which also keeps dy and dγ/dβ)
     target_elems = 16 if kind == "fwd" else 8

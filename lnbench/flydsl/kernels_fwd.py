@@ -87,10 +87,11 @@ def _masks(plan: RowPlan, row, lane, m):
     """(row byte count, stats byte count): rows past M and all lanes but 0 are masked."""
     full = plan.n * rowio.ELEM_BYTES[plan.dtype]
     first = lane == 0
+    i32 = fx.Int32
     if plan.rows_per_block == 1:                   # grid == M: every row is real
-        return full, first.select(4, 0)
+        return full, first.select(i32(4), i32(0))
     ok = row < m
-    return ok.select(full, 0), first.select(ok.select(4, 0), 0)
+    return ok.select(i32(full), i32(0)), first.select(ok.select(i32(4), i32(0)), i32(0))
 
 
 def build_fwd(plan: RowPlan, eps: float, store_stats: bool, abi: str, name: str = "") -> Callable:

@@ -39,6 +39,17 @@ def load_f32(atom, chunks_view, idx, vec: int, dtype_name: str):
     return v if dtype_name == "f32" else v.to(fx.Float32)
 
 
+def load_raw(atom, chunks_view, idx, vec: int, dtype_name: str):
+    """Load chunk `idx` in the tensor dtype (half the registers of fp32 for 16-bit types)."""
+    r = fx.make_rmem_tensor(vec, DTYPES[dtype_name])
+    fx.copy(atom, fx.slice(chunks_view, (None, idx)), r)
+    return fx.memref_load_vec(r)
+
+
+def widen(v, dtype_name: str):
+    return v if dtype_name == "f32" else v.to(fx.Float32)
+
+
 def store_from_f32(atom, chunks_view, idx, value, vec: int, dtype_name: str) -> None:
     """Narrow an fp32 vector to the tensor dtype (RNE) and store it as chunk `idx`."""
     r = fx.make_rmem_tensor(vec, DTYPES[dtype_name])

@@ -25,11 +25,11 @@ RESULT_COLUMNS = [
     Column("tensor", "tensor", justify="left"), Column("max_abs_err", "max abs err", fmt_float()),
     Column("max_rel_err", "max rel err", fmt_float()), Column("allowed", "allowed", fmt_float()),
     Column("margin", "margin", fmt_float()), Column("determinism", "dγ/dβ repeat", justify="left"),
-    Column("status", "status", styled_status, justify="left"),
+    Column("status", "status", styled_status, justify="left", markup=True),
 ]
 SELFTEST_COLUMNS = [
     Column("bug", "planted bug", justify="left"), Column("meaning", "what it does", justify="left"),
-    Column("outcome", "outcome", justify="left"), Column("status", "status", styled_status, justify="left"),
+    Column("outcome", "outcome", justify="left"), Column("status", "status", styled_status, justify="left", markup=True),
 ]
 
 

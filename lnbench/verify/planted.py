@@ -14,6 +14,7 @@ BUGS: dict[str, str] = {
     "drop-c2": "backward drops the c2 = mean(wdy·x̂) term of dx",
     "bf16-mean": "mean stored in bf16 instead of fp32 (and used by the backward)",
     "eps-decade": "eps off by one decade (eps/10 used)",
+    "naive-variance": "variance as E[x²]−mean² in fp32, clamped at 0 (cancellation at large mean)",
 }
 
 
@@ -37,7 +38,10 @@ class PlantedBackend(Backend):
         xf = x.float()
         eps_used = eps / 10 if self.bug == "eps-decade" else eps
         mean = xf.mean(dim=-1)
-        var = (xf - mean[:, None]).square().mean(dim=-1)
+        if self.bug == "naive-variance":
+            var = (xf.square().mean(dim=-1) - mean.square()).clamp_min(0.0)
+        else:
+            var = (xf - mean[:, None]).square().mean(dim=-1)
         rstd = torch.rsqrt(var + eps_used)
         y = ((xf - mean[:, None]) * rstd[:, None] * weight.float() + bias.float()).to(x.dtype)
         if self.bug == "bf16-mean":

@@ -12,7 +12,7 @@ from lnbench.backends.torch_native import TorchBackend
 from lnbench.config import DTYPES
 from lnbench.reference import TENSORS, reference
 from lnbench.verify.cases import Case, Inputs, make_inputs
-from lnbench.verify.tolerance import Tolerance
+from lnbench.verify.tolerance import Conditioning, Tolerance
 
 AUTOGRAD_TENSORS = ("y", "dx", "dweight", "dbias")
 COMPILED_ONLY = "compiled, not executed"
@@ -81,15 +81,22 @@ def max_errors(got: torch.Tensor | None, ref: torch.Tensor) -> tuple[float, floa
     return float(diff.max()), float(rel.max())
 
 
+def conditioning(case: Case, inp: Inputs, ref: dict[str, torch.Tensor]) -> Conditioning:
+    """The case's conditioning, from the fp64 reference stats and the inputs."""
+    return Conditioning(n=case.n, rows=case.rows,
+                        mean_times_rstd=float((ref["mean"].abs() * ref["rstd"]).max()),
+                        max_weight=float(inp.weight.double().abs().max()), max_dy=float(inp.dy.double().abs().max()))
+
+
 def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Tensor],
-               tol: Tolerance, deterministic: bool) -> list[dict[str, Any]]:
+               tol: Tolerance, deterministic: bool, cond: Conditioning | None = None) -> list[dict[str, Any]]:
     """One row per tensor: errors, allowed error under the pass rule, margin and status."""
     rows = []
     names = AUTOGRAD_TENSORS if case.kind == "autograd-3d" else TENSORS
     for name in names:
         err, rel = max_errors(got.tensors.get(name), ref[name])
         torch_err, _ = max_errors(base.tensors.get(name), ref[name])
-        allowed = tol.allowed(name, case.dtype, case.rows, torch_err if math.isfinite(torch_err) else 0.0)
+        allowed = tol.allowed(name, case.dtype, case.rows, torch_err if math.isfinite(torch_err) else 0.0, cond)
         detail = got.problems.get(name, "")
         status = "PASS" if err <= allowed and not detail else "FAIL"
         determinism = ""
@@ -124,7 +131,7 @@ def verify_case(backend: Backend, case: Case, device: torch.device, tol: Toleran
         run = run_autograd if case.kind == "autograd-3d" else run_2d
         got = run(backend, inp, case.eps)
         base = run(baseline, inp, case.eps)
-        return judge_case(case, got, base, ref, tol, backend.deterministic)
+        return judge_case(case, got, base, ref, tol, backend.deterministic, conditioning(case, inp, ref))
     except Exception as exc:  # one broken case must not lose the others
         return status_rows(case, "error", f"{type(exc).__name__}: {exc}".splitlines()[0])
 

@@ -1,0 +1,96 @@
+"""What the runtime comparison times: a case (op, dtype, shape) with two sides, and the pair registry.
+
+A *pair* is a factory of cases whose two sides compute the same thing through two call paths:
+`flydsl` (the Tensor vs the Pointer launch ABI of our kernels, ROCm only) or a stand-in that runs
+anywhere (`torch-entry`, `planted-slow`). The side keys are always "tensor" and "pointer"; a pair
+names what each side really is in `labels`.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from lnbench.errors import LnbenchUsageError
+
+Outputs = tuple[torch.Tensor, ...]
+
+
+@dataclass
+class Side:
+    """One call path of a case.
+
+    direct:  the hot call on preallocated buffers (what `direct` and `device` time);
+    wrapper: the public wrapper, allocation included; returns its outputs (what `wrapper` times);
+    direct_outputs: the buffers `direct` writes (for the checks), or None when the path returns them.
+    """
+
+    direct: Callable[[], Any]
+    wrapper: Callable[[], Outputs]
+    direct_outputs: Outputs | None = None
+
+
+@dataclass
+class PairCase:
+    """One op × dtype × shape with both sides built on the same inputs."""
+
+    op: str
+    dtype: str
+    shape: tuple[int, int]
+    sides: dict[str, Side]
+    #: independent expected outputs (fp32 torch), same order as the wrapper's outputs
+    reference: Callable[[], Outputs]
+    #: both sides must agree bitwise (False: within `agree_atol`, e.g. atomic dγ/dβ)
+    exact: bool = True
+    agree_atol: float = 0.0
+    #: tolerance against the reference (a stale kernel or garbage output is far outside it)
+    ref_atol: float = 5e-2
+    ref_rtol: float = 5e-2
+    #: measurements this case cannot do, with the reason ("direct": "no direct backward entry")
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        m, n = self.shape
+        return f"{self.op}/{self.dtype}/{m}x{n}"
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    """Registry entry: where the case factory lives and what the two sides are."""
+
+    factory: str                  # "module:function"
+    labels: dict[str, str]
+    description: str
+
+
+PAIRS: dict[str, PairInfo] = {
+    "flydsl": PairInfo("lnbench.abi.flydsl_pairs:build_cases",
+                       {"tensor": "Tensor ABI", "pointer": "Pointer ABI"},
+                       "FlyDSL LayerNorm kernels, fx.Tensor vs fx.Pointer launch ABI (needs a ROCm GPU)"),
+    "torch-entry": PairInfo("lnbench.abi.torch_pairs:entry_cases",
+                            {"tensor": "torch.ops.aten (OpOverload)", "pointer": "torch.* C binding"},
+                            "the same ATen LayerNorm kernel entered through two Python paths (runs anywhere)"),
+    "planted-slow": PairInfo("lnbench.abi.torch_pairs:planted_slow_cases",
+                             {"tensor": "torch.* C binding", "pointer": "same + planted host delay"},
+                             "self-check: the 'pointer' side spins extra host time per call; must come out slower"),
+}
+
+
+def pair_info(name: str) -> PairInfo:
+    """Registry entry of a pair; an unknown name is a usage error."""
+    try:
+        return PAIRS[name]
+    except KeyError:
+        raise LnbenchUsageError(f"unknown pair {name!r}; choose from {', '.join(PAIRS)}") from None
+
+
+def build_cases(pair: str, ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]],
+                device: torch.device, eps: float, seed: int, options: dict[str, Any] | None = None
+                ) -> list[PairCase]:
+    """Import the pair's factory lazily (flydsl only when asked for) and build every case."""
+    module_name, func_name = pair_info(pair).factory.split(":")
+    factory = getattr(importlib.import_module(module_name), func_name)
+    return factory(ops, dtypes, shapes, device, eps, seed, **(options or {}))

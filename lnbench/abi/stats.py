@@ -1,0 +1,150 @@
+"""Pointer-vs-Tensor statistics: speed-up with a bootstrap interval, Mann–Whitney U, and a verdict.
+
+Input per measurement: for each worker process, the R per-run µs/call values of each side, measured
+in the same process (ABBA order), so the two sides are *paired by worker*. The headline speed-up is
+
+    speedup = median of Tensor worker medians / median of Pointer worker medians
+
+(> 1: the Pointer ABI is faster; this is the seed's "1.23× throughput"). Its interval comes from a
+paired, two-level bootstrap with a fixed seed: resample workers (both sides together, keeping the
+pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict is
+`same` when the interval contains 1.0 (a difference inside the noise), else `faster`/`slower`.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+SAME, FASTER, SLOWER = "same", "faster", "slower"
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    """Speed-up of the Pointer side over the Tensor side (time_tensor / time_pointer) and its interval."""
+
+    speedup: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    p_value: float          # Mann–Whitney U, two-sided, on the pooled per-run values (informational)
+    verdict: str
+
+    @property
+    def slowdown_pct(self) -> float:
+        """How much slower the Pointer side is, in percent of the Tensor time (negative: faster)."""
+        return (1.0 / self.speedup - 1.0) * 100.0 if self.speedup > 0 else math.inf
+
+
+def worker_medians(runs_per_worker: Sequence[Sequence[float]]) -> list[float]:
+    """Median of each worker's run values."""
+    return [float(np.median(runs)) for runs in runs_per_worker]
+
+
+def median_of_medians(runs_per_worker: Sequence[Sequence[float]]) -> float:
+    """The headline figure: median across workers of each worker's median."""
+    return float(np.median(worker_medians(runs_per_worker)))
+
+
+def _rectangular(runs_per_worker: Sequence[Sequence[float]]) -> np.ndarray:
+    """Workers × runs array; ragged inputs are cut to the shortest worker (rare: a partial worker)."""
+    shortest = min(len(r) for r in runs_per_worker)
+    if shortest == 0:
+        raise ValueError("a worker reported no run values")
+    return np.array([list(r)[:shortest] for r in runs_per_worker], dtype=float)
+
+
+def bootstrap_speedup(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Sequence[float]], *,
+                      n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """(speed-up, low, high): paired two-level percentile bootstrap of the ratio of medians of medians.
+
+    `tensor_runs[w]` and `pointer_runs[w]` are the per-run µs values of worker w for each side.
+    """
+    if len(tensor_runs) != len(pointer_runs) or not tensor_runs:
+        raise ValueError("both sides need run values from the same, non-empty set of workers")
+    t, p = _rectangular(tensor_runs), _rectangular(pointer_runs)
+    point = float(np.median(np.median(t, axis=1)) / np.median(np.median(p, axis=1)))
+    rng = np.random.default_rng(seed)
+    workers = t.shape[0]
+    pick = rng.integers(0, workers, size=(n_boot, workers))            # same workers for both sides
+
+    def resampled(values: np.ndarray) -> np.ndarray:
+        runs = values.shape[1]
+        inner = rng.integers(0, runs, size=(n_boot, workers, runs))
+        chosen = values[pick[:, :, None], inner]                         # n_boot × workers × runs
+        return np.median(np.median(chosen, axis=2), axis=1)
+
+    ratios = resampled(t) / resampled(p)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [alpha, 1.0 - alpha])
+    return point, float(low), float(high)
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Mann–Whitney U p-value: exact for small samples, normal approximation (tie-corrected) else."""
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return math.nan
+    pooled = np.array(a + b)
+    ranks = _ranks(pooled)
+    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
+    mean_u = n1 * n2 / 2.0
+    if math.comb(n1 + n2, n1) <= 20000 and len(set(pooled.tolist())) == n1 + n2:
+        # exact null distribution of U: every way of choosing which ranks belong to sample a
+        observed = abs(u1 - mean_u)
+        total = extreme = 0
+        for combo in itertools.combinations(range(1, n1 + n2 + 1), n1):
+            u = sum(combo) - n1 * (n1 + 1) / 2
+            total += 1
+            extreme += abs(u - mean_u) >= observed - 1e-9
+        return extreme / total
+    _, counts = np.unique(pooled, return_counts=True)
+    n = n1 + n2
+    tie = float((counts ** 3 - counts).sum()) / (n * (n - 1)) if n > 1 else 0.0
+    var = n1 * n2 / 12.0 * ((n + 1) - tie)
+    if var <= 0:
+        return 1.0
+    z = (abs(u1 - mean_u) - 0.5) / math.sqrt(var)                       # continuity correction
+    return float(min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0))))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties given their average rank."""
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(len(values), dtype=float)
+    sorted_vals = values[order]
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def classify(ci_low: float, ci_high: float) -> str:
+    """`same` when the interval contains 1.0, `faster` when it lies above 1 (Pointer faster), else `slower`."""
+    if ci_low <= 1.0 <= ci_high:
+        return SAME
+    return FASTER if ci_low > 1.0 else SLOWER
+
+
+def compare(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Sequence[float]], *,
+            n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
+    """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case."""
+    speedup, low, high = bootstrap_speedup(tensor_runs, pointer_runs, n_boot=n_boot,
+                                           confidence=confidence, seed=seed)
+    pooled_t = [v for runs in tensor_runs for v in runs]
+    pooled_p = [v for runs in pointer_runs for v in runs]
+    return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), classify(low, high))
+
+
+def significantly_slower(estimate: RatioEstimate, pct: float) -> bool:
+    """The `--fail-if-slower PCT` rule: verdict `slower` (interval excludes 1) and the Pointer side's
+    median time more than PCT percent above the Tensor side's."""
+    return estimate.verdict == SLOWER and estimate.slowdown_pct > pct

@@ -1,0 +1,53 @@
+"""The `flydsl` backend: lnbench's own FlyDSL LayerNorm kernels (ROCm GPUs; compile-only elsewhere)."""
+from __future__ import annotations
+
+import torch
+
+from lnbench.backends.base import Availability, Backend
+from lnbench.flydsl import toolkit
+
+DEFAULT_ARCHES = toolkit.DEFAULT_ARCHES
+
+
+class FlyDSLBackend(Backend):
+    name = "flydsl"
+    description = "lnbench FlyDSL kernels (vectorized, fp32 stats, deterministic dγ/dβ)"
+    deterministic = True            # default dγ strategy: fixed-order partials
+
+    def __init__(self, abi: str = "pointer", dgamma_strategy: str = "deterministic") -> None:
+        self.abi = abi
+        self.dgamma_strategy = dgamma_strategy
+
+    def availability(self, device: torch.device) -> Availability:
+        if not toolkit.flydsl_importable():
+            return Availability(False, "flydsl is not importable")
+        if toolkit.has_rocm_gpu() and torch.device(device).type == "cuda":
+            return Availability(True)
+        can = toolkit.toolkit_info().kind != "missing"
+        reason = "no ROCm GPU: compile-only" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
+        return Availability(False, reason, can_compile=can)
+
+    def forward(self, x, weight, bias, eps, store_stats=True):
+        from lnbench.flydsl import launch
+        return launch.forward(x, weight, bias, eps, store_stats=store_stats, abi=self.abi)
+
+    def backward(self, dy, x, weight, mean, rstd):
+        from lnbench.flydsl import launch
+        return launch.backward(dy, x, weight, mean, rstd, abi=self.abi, dgamma_strategy=self.dgamma_strategy)
+
+    def layernorm(self, x, weight, bias, eps):
+        from lnbench.flydsl.autograd import layernorm
+        return layernorm(x, weight, bias, eps=eps, abi=self.abi)
+
+    def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:
+        """Compile fwd (with and without stats) and bwd for gfx942 and gfx950; one-line summary."""
+        from lnbench.flydsl.inspect import compile_facts
+        parts = []
+        for arch in DEFAULT_ARCHES:
+            facts = []
+            for op in ("fwd", "fwd-nostats", "bwd"):
+                facts += compile_facts(op, dtype, n, self.abi, arch, eps=eps, dgamma_strategy=self.dgamma_strategy)
+            vmax = max(f.vgpr for f in facts)
+            spills = sum(f.vgpr_spills + f.sgpr_spills for f in facts)
+            parts.append(f"{arch}: {len(facts)} kernels, max VGPR {vmax}, spills {spills}")
+        return "; ".join(parts)

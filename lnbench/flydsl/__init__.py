@@ -1,0 +1,7 @@
+"""lnbench's FlyDSL LayerNorm kernels (forward with stats, backward), launch wrappers and inspection.
+
+Submodules import FlyDSL lazily where they can, so `import lnbench.flydsl` is cheap.
+"""
+from __future__ import annotations
+
+__all__ = ["autograd", "config", "inspect", "kernels_bwd", "kernels_fwd", "launch", "reduce", "rowio", "toolkit"]

@@ -1,0 +1,48 @@
+"""torch.autograd glue: layernorm() over any leading dimensions through the FlyDSL kernels."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from lnbench.errors import ContractError
+from lnbench.flydsl import launch
+
+
+def to_2d(x: torch.Tensor) -> tuple[torch.Tensor, torch.Size]:
+    """(M, N) contiguous view/copy of x and the shape to restore; M = prod(leading dims)."""
+    if x.dim() < 1:
+        raise ContractError("x must have at least one dimension (the normalized one)")
+    shape = x.shape
+    return x.reshape(-1, shape[-1]).contiguous(), shape
+
+
+def from_2d(y: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    return y.reshape(shape)
+
+
+class LayerNormFn(torch.autograd.Function):
+    """Saves x and the fp32 stats; the backward runs the deterministic dγ/dβ strategy."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                abi: str) -> torch.Tensor:
+        x2, shape = to_2d(x)
+        y, mean, rstd = launch.forward(x2, weight, bias, eps, store_stats=True, abi=abi)
+        ctx.save_for_backward(x2, weight, mean, rstd)
+        ctx.abi = abi
+        ctx.shape = shape
+        return from_2d(y, shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor):  # type: ignore[override]
+        x2, weight, mean, rstd = ctx.saved_tensors
+        dy2, _ = to_2d(dy)
+        dx, dw, db = launch.backward(dy2, x2, weight, mean, rstd, abi=ctx.abi)
+        return from_2d(dx, ctx.shape), dw, db, None, None
+
+
+def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
+              abi: str = "pointer") -> torch.Tensor:
+    """LayerNorm over the last dimension (autograd-aware), any leading dimensions."""
+    return LayerNormFn.apply(x, weight, bias, float(eps), abi)

@@ -1,0 +1,151 @@
+"""Compile-only facts per kernel variant, read from the compiled ISA and its metadata.
+
+Each compile dumps FlyDSL's IR stages into a fresh temp dir (FLYDSL_DUMP_IR) and is guarded
+against LLVM `error:` output (guard.py). The arch is switched per compile through ARCH and
+FLYDSL_GPU_ARCH: FlyDSL 0.5.0 reads both on every compile (backend instances are cached per
+(backend, arch) and the target enters the compile-cache key), so one process can serve both arches.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from lnbench.flydsl import config, launch
+from lnbench.flydsl.guard import guarded_compile
+from lnbench.flydsl.toolkit import compile_env
+
+OPS = ("fwd", "fwd-nostats", "bwd")
+_KEYS = ("kernarg_segment_size", "sgpr_count", "vgpr_count", "agpr_count", "sgpr_spill_count",
+         "vgpr_spill_count", "group_segment_fixed_size", "private_segment_fixed_size")
+_INSTR = re.compile(r"^\s+(?:s|v|ds|buffer|global|flat|scratch)_\w+", re.MULTILINE)
+_LOAD128 = re.compile(r"\b(?:buffer|global)_load_(?:dwordx4|b128)\b")
+_STORE128 = re.compile(r"\b(?:buffer|global)_store_(?:dwordx4|b128)\b")
+
+
+@dataclass
+class KernelFacts:
+    op: str
+    kernel_name: str
+    arch: str
+    abi: str
+    dtype: str
+    n: int
+    kernarg_bytes: int
+    kernel_args: list = field(default_factory=list)      # (offset, size, value_kind)
+    launcher_slots: int = 0
+    vgpr: int = 0
+    sgpr: int = 0
+    agpr: int = 0
+    vgpr_spills: int = 0
+    sgpr_spills: int = 0
+    lds_bytes: int = 0
+    scratch_bytes: int = 0
+    loads_128bit: bool = False
+    stores_128bit: bool = False
+    instruction_count: int = 0
+    vectorized: bool = False
+
+
+def parse_isa(text: str) -> dict:
+    """Metadata numbers, argument list, instruction count and 128-bit memory ops of one kernel's .s."""
+    meta = text[text.index("amdhsa.kernels:"):]
+    out: dict = {}
+    for key in _KEYS:
+        hit = re.search(rf"\.{key}:\s+(\d+)", meta)
+        out[key] = int(hit.group(1)) if hit else 0
+    args_block = meta.split(".args:", 1)[1].split("\n    .", 1)[0]
+    out["args"] = [(int(o), int(s), v) for o, s, v in re.findall(
+        r"\.offset:\s+(\d+)\s+\.size:\s+(\d+)\s+\.value_kind:\s+(\w+)", args_block)]
+    name = re.search(r"\.name:\s+(\S+)", meta)
+    out["name"] = name.group(1) if name else ""
+    code = text[:text.index("amdhsa.kernels:")]
+    out["instructions"] = len(_INSTR.findall(code))
+    out["load128"] = bool(_LOAD128.search(code))
+    out["store128"] = bool(_STORE128.search(code))
+    return out
+
+
+def launcher_slots(dump_subdir: str) -> int:
+    """Host dispatch slots: the %argN count of the launcher after fly-rewrite-func-signature."""
+    paths = glob.glob(os.path.join(dump_subdir, "*_fly_rewrite_func_signature.mlir"))
+    if not paths:
+        return 0
+    with open(paths[0]) as fh:
+        sig = re.search(r"func\.func @\w+\((.*?)\) attributes", fh.read(), re.DOTALL)
+    return len(re.findall(r"%arg\d+:", sig.group(1))) if sig else 0
+
+
+def compile_dump(launcher: Callable, args: list, arch: str) -> list[tuple[str, dict, int]]:
+    """Compile (COMPILE_ONLY) with IR dumps for `arch`; [(dump subdir name, isa facts, slots)]."""
+    with tempfile.TemporaryDirectory(prefix="lnbench-dump-") as tmp:
+        env = compile_env(arch, compile_only=True)
+        env.update(FLYDSL_DUMP_IR="1", FLYDSL_DUMP_DIR=tmp)
+        import flydsl.compiler as flyc
+        guarded_compile(flyc.compile, launcher, *args, env=env)
+        found = []
+        for isa in sorted(glob.glob(os.path.join(tmp, "*", "*_final_isa.s"))):
+            sub = os.path.dirname(isa)
+            with open(isa) as fh:
+                found.append((os.path.basename(sub), parse_isa(fh.read()), launcher_slots(sub)))
+        if not found:
+            raise RuntimeError("FlyDSL produced no ISA dump")
+        return found
+
+
+def _facts(op: str, arch: str, abi: str, plan: config.RowPlan, vectorized: bool, dump: tuple) -> KernelFacts:
+    _, isa, slots = dump
+    return KernelFacts(op=op, kernel_name=isa["name"], arch=arch, abi=abi, dtype=plan.dtype, n=plan.n,
+                       kernarg_bytes=isa["kernarg_segment_size"], kernel_args=isa["args"], launcher_slots=slots,
+                       vgpr=isa["vgpr_count"], sgpr=isa["sgpr_count"], agpr=isa["agpr_count"],
+                       vgpr_spills=isa["vgpr_spill_count"], sgpr_spills=isa["sgpr_spill_count"],
+                       lds_bytes=isa["group_segment_fixed_size"], scratch_bytes=isa["private_segment_fixed_size"],
+                       loads_128bit=isa["load128"], stores_128bit=isa["store128"],
+                       instruction_count=isa["instructions"], vectorized=vectorized)
+
+
+@functools.lru_cache(maxsize=None)
+def _compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float,
+                   strategy: str) -> tuple[KernelFacts, ...]:
+    if op not in OPS:
+        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    if abi not in launch.ABIS:
+        raise ValueError(f"abi must be one of {launch.ABIS}, got {abi!r}")
+    dt = config.dtype_name(dtype)
+    if op in ("fwd", "fwd-nostats"):
+        stats = op == "fwd"
+        plan = config.row_plan(n, dt, "fwd")
+        dumps = compile_dump(launch.build_fwd_launcher(plan, eps, stats, abi),
+                             launch.fwd_compile_args(plan, stats, abi), arch)
+        return tuple(_facts(op, arch, abi, plan, plan.vectorized, d) for d in dumps)
+    launch.check_strategy(strategy)
+    plan = config.row_plan(n, dt, "bwd")
+    main, red = launch.build_bwd_launchers(plan, strategy, abi)
+    out = [_facts("bwd", arch, abi, plan, plan.vectorized, d)
+           for d in compile_dump(main, launch.bwd_compile_args(plan, abi), arch)]
+    if red is not None:
+        rp = config.reduce_plan(n)
+        out += [_facts("bwd", arch, abi, plan, rp.vec == 4, d)
+                for d in compile_dump(red, launch.reduce_compile_args(n, dt, abi), arch)]
+    return tuple(out)
+
+
+def compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float = 1e-5,
+                  dgamma_strategy: str = "deterministic") -> list[KernelFacts]:
+    """Compile one variant for `arch` (no GPU needed) and return the facts of every kernel it
+    launches: one for fwd / fwd-nostats, main (+ partial-reduce for deterministic) for bwd."""
+    return list(_compile_facts(op, config.dtype_name(dtype), int(n), abi, arch, float(eps), dgamma_strategy))
+
+
+def facts_to_rows(facts: list[KernelFacts]) -> list[dict]:
+    """Flat dicts for tables / CSV (kernel_args as 'offset:size:kind' joined by spaces)."""
+    rows = []
+    for f in facts:
+        row = asdict(f)
+        row["kernel_args"] = " ".join(f"{o}:{s}:{k}" for o, s, k in f.kernel_args)
+        rows.append(row)
+    return rows

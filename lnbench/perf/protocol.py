@@ -1,0 +1,119 @@
+"""The timing protocol: how many processes, runs, iterations, and how long to warm up."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from lnbench.backends.base import ALL_OPS
+from lnbench.errors import LnbenchUsageError
+
+MODES: tuple[str, ...] = ("hot", "cold", "wall")
+MODE_HELP = {
+    "hot": "same buffers back to back, device timer (launch-bound / cache-warm behaviour)",
+    "cold": "rotate input/output sets whose total exceeds the last-level cache, device timer",
+    "wall": "host wall time per call of the public wrapper (allocation included), synchronised at run end",
+}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Every knob of a perf run. Build with `Protocol(...)` or `from_table`, then call `validate()`.
+
+    processes (P) independent workers each run every case: a warm-up of at least `warmup_s` seconds and
+    `min_warmup_calls` calls, then `runs` (R) timed runs of I back-to-back calls, I chosen so a run
+    lasts about `target_run_s`, clamped to [min_iters, max_iters].
+    """
+
+    processes: int = 3
+    runs: int = 5
+    warmup_s: float = 0.2
+    min_warmup_calls: int = 30
+    target_run_s: float = 0.02
+    min_iters: int = 150
+    max_iters: int = 1000
+    worker_timeout_s: float = 600.0
+    modes: tuple[str, ...] = ("cold", "hot")
+    ops: tuple[str, ...] = ("fwd", "bwd")
+    #: cold mode: rotate sets until the total is at least this many times the last-level cache
+    cold_factor: float = 3.0
+    #: cold mode: never hold more than this fraction of the device's free memory in rotated sets
+    cold_mem_fraction: float = 0.4
+    #: override of the last-level cache size in MiB (0 = read it off the device)
+    llc_mib: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def validate(self) -> "Protocol":
+        """Raise LnbenchUsageError (one line, exit 2) on malformed values; return self."""
+        def positive_int(name: str, value: Any) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise LnbenchUsageError(f"{name} must be an integer >= 1, got {value!r}")
+
+        def non_negative(name: str, value: Any, strict: bool = False) -> None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (strict and value == 0):
+                bound = "> 0" if strict else ">= 0"
+                raise LnbenchUsageError(f"{name} must be a number {bound}, got {value!r}")
+
+        positive_int("processes (-P)", self.processes)
+        positive_int("runs (-R)", self.runs)
+        non_negative("warmup_s", self.warmup_s)
+        if isinstance(self.min_warmup_calls, bool) or not isinstance(self.min_warmup_calls, int) \
+                or self.min_warmup_calls < 0:
+            raise LnbenchUsageError(f"min_warmup_calls must be an integer >= 0, got {self.min_warmup_calls!r}")
+        non_negative("target_run_s", self.target_run_s)
+        positive_int("min_iters", self.min_iters)
+        positive_int("max_iters", self.max_iters)
+        if self.min_iters > self.max_iters:
+            raise LnbenchUsageError(f"min_iters ({self.min_iters}) is larger than max_iters ({self.max_iters})")
+        non_negative("worker_timeout_s", self.worker_timeout_s, strict=True)
+        non_negative("cold_factor", self.cold_factor, strict=True)
+        non_negative("llc_mib", self.llc_mib)
+        if not (0 < self.cold_mem_fraction <= 0.9):
+            raise LnbenchUsageError(f"cold_mem_fraction must be in (0, 0.9], got {self.cold_mem_fraction!r}")
+        if not self.modes:
+            raise LnbenchUsageError("no mode given; choose from " + ", ".join(MODES))
+        for mode in self.modes:
+            if mode not in MODES:
+                raise LnbenchUsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+        if not self.ops:
+            raise LnbenchUsageError("no op given; choose from " + ", ".join(ALL_OPS))
+        for op in self.ops:
+            if op not in ALL_OPS:
+                raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(ALL_OPS)}")
+        return self
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], **overrides: Any) -> "Protocol":
+        """Protocol from the config's [perf] table, CLI overrides (None = keep) applied, validated."""
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            if name == "extra":
+                continue
+            if name in table:
+                values[name] = table[name]
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = value
+        for name in ("modes", "ops"):
+            if name in values:
+                value = values[name]
+                values[name] = tuple([value] if isinstance(value, str) else value)
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise LnbenchUsageError(f"unknown protocol setting(s): {', '.join(sorted(unknown))}")
+        return cls(**values).validate()
+
+    def with_(self, **changes: Any) -> "Protocol":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("extra", None)
+        out["modes"], out["ops"] = list(self.modes), list(self.ops)
+        return out
+
+    def timing_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments `timing.measure` takes."""
+        return {"runs": self.runs, "warmup_s": self.warmup_s, "min_warmup_calls": self.min_warmup_calls,
+                "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters}

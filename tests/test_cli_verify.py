@@ -1,0 +1,98 @@
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lnbench.cli import main
+
+META_COLUMNS = {"lnbench_version", "torch_version", "flydsl_version", "device_name", "backend", "dtype",
+                "M", "N", "seed", "timestamp"}
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_verify_torch_bf16_writes_csv_and_exits_0(tmp_path, results_dir):
+    out = tmp_path / "v.csv"
+    result = invoke("verify", "--backend", "torch", "--dtype", "bf16", "--shapes", "64x256,3x257", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    assert "CSV written to" in result.output and "PASS" in result.output
+    frame = pd.read_csv(out)
+    assert META_COLUMNS <= set(frame.columns)
+    # 2 shapes x (4 two-D kinds x 6 tensors + the 3-D autograd case x 4 tensors)
+    assert len(frame) == 2 * (4 * 6 + 4)
+    assert set(frame["status"]) == {"PASS"} and set(frame["dtype"]) == {"bf16"}
+
+
+def test_default_csv_goes_to_results_dir_and_json(tmp_path, results_dir):
+    result = invoke("verify", "--backend", "torch", "--dtype", "f32", "--shapes", "4x8", "--json",
+                    str(tmp_path / "v.json"), "--quiet")
+    assert result.exit_code == 0, result.output
+    written = list(results_dir.glob("verify-*.csv"))
+    assert len(written) == 1 and (tmp_path / "v.json").stat().st_size > 0
+
+
+def test_self_test_exits_0_and_names_every_bug(results_dir):
+    result = invoke("verify", "--self-test", "--shapes", "8x64,3x33")
+    assert result.exit_code == 0, result.output
+    for bug in ("drop-c2", "bf16-mean", "eps-decade", "naive-variance"):
+        assert bug in result.output
+    assert "every planted bug caught" in result.output
+
+
+BAD_INPUTS = [
+    (["--shapes", "4096x"], "malformed shape"),
+    (["--shapes", "0x128"], "at least 1"),
+    (["--shapes", "-1x5"], "malformed shape"),
+    (["--shapes", "abc"], "malformed shape"),
+    (["--shapes", "4096x4096x2"], "malformed shape"),
+    (["--dtype", "f8"], "unknown dtype"),
+    (["--backend", "nope"], "unknown backend"),
+    (["--config", "/nonexistent/cfg.toml"], "config file not found"),
+    (["--device", "tpu"], "device"),
+    (["--csv", "/proc/forbidden/x.csv"], "cannot create folder"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2(args, message, results_dir):
+    result = invoke("verify", "--backend", "torch", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
+
+
+def test_malformed_and_unreadable_config(tmp_path, results_dir):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[verify]\nseed = [")
+    result = invoke("verify", "--config", str(bad))
+    assert result.exit_code == 2 and "malformed config" in result.output
+    incomplete = tmp_path / "incomplete.toml"
+    incomplete.write_text("[verify]\nseed = 1\n")
+    result = invoke("verify", "--config", str(incomplete))
+    assert result.exit_code == 2 and "tolerance" in result.output and "Traceback" not in result.output
+
+
+def test_env_lists_every_backend():
+    result = invoke("env", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    for name in ("torch", "compile", "liger", "flydsl"):
+        assert name in result.output
+
+
+def test_installed_entry_point_runs(tmp_path):
+    exe = shutil.which("lnbench") or os.path.join(os.path.dirname(sys.executable), "lnbench")
+    assert os.path.exists(exe), "the lnbench console script is not installed"
+    env = {**os.environ, "LNBENCH_RESULTS_DIR": str(tmp_path)}
+    done = subprocess.run([exe, "verify", "--backend", "torch", "--dtype", "f16", "--shapes", "3x257", "--quiet"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(tmp_path.glob("verify-*.csv"))
+    bad = subprocess.run([exe, "verify", "--shapes", "4096x"], capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr + bad.stdout
