@@ -5,7 +5,7 @@ from typing import Any
 
 import torch
 
-from lnbench.backends import backend_names, get_backend
+from lnbench.backends import backend_names, probe_backend
 from lnbench.metadata import device_arch, device_name, gpu_runtime, package_version
 from lnbench.rocm import has_rocm_gpu
 
@@ -24,16 +24,21 @@ def backend_facts(device: torch.device) -> list[dict[str, Any]]:
     """Every registered backend with its availability on `device` and the reason when it cannot run."""
     rows = []
     for name in backend_names():
-        try:
-            backend = get_backend(name)
-            avail = backend.availability(device)
-            status = "runnable" if avail.runnable else ("compile-only" if avail.can_compile else "unavailable")
-            rows.append({"backend": name, "status": status, "reason": avail.reason,
-                         "description": backend.description, "ops": ",".join(backend.ops)})
-        except Exception as exc:  # a broken optional backend must not hide the others
-            rows.append({"backend": name, "status": "unavailable", "reason": f"{type(exc).__name__}: {exc}",
-                         "description": "", "ops": ""})
+        backend, avail = probe_backend(name, device)
+        status = "runnable" if avail.runnable else ("compile-only" if avail.can_compile else "unavailable")
+        rows.append({"backend": name, "status": status, "reason": avail.reason,
+                     "description": backend.description if backend else "",
+                     "ops": ",".join(backend.ops) if backend else ""})
     return rows
+
+
+def toolkit_fact() -> str:
+    """Which linker toolkit FlyDSL compiles with (ROCm install, the pip-only ziglang route, or none)."""
+    try:
+        from lnbench.flydsl.toolkit import describe
+        return describe()
+    except Exception as exc:  # the toolkit probe must never break `lnbench env`
+        return f"unknown ({type(exc).__name__}: {exc})"
 
 
 def software_facts() -> dict[str, str]:
@@ -42,4 +47,5 @@ def software_facts() -> dict[str, str]:
         "flydsl": package_version("flydsl"), "click": package_version("click"), "rich": package_version("rich"),
         "pandas": package_version("pandas"), "liger-kernel": package_version("liger-kernel"),
         "triton": package_version("triton"), "ziglang": package_version("ziglang"),
+        "FlyDSL toolkit": toolkit_fact(),
     }

@@ -30,6 +30,8 @@ class Side:
     direct: Callable[[], Any]
     wrapper: Callable[[], Outputs]
     direct_outputs: Outputs | None = None
+    #: what `device` times (default: direct)
+    device: Callable[[], Any] | None = None
 
 
 @dataclass
@@ -42,9 +44,10 @@ class PairCase:
     sides: dict[str, Side]
     #: independent expected outputs (fp32 torch), same order as the wrapper's outputs
     reference: Callable[[], Outputs]
-    #: both sides must agree bitwise (False: within `agree_atol`, e.g. atomic dγ/dβ)
+    #: both sides must agree bitwise (False: max|diff| <= agree_atol + agree_rtol·max|out|, e.g. atomic dγ/dβ)
     exact: bool = True
     agree_atol: float = 0.0
+    agree_rtol: float = 0.0
     #: tolerance against the reference (a stale kernel or garbage output is far outside it)
     ref_atol: float = 5e-2
     ref_rtol: float = 5e-2

@@ -32,9 +32,20 @@ def get_backend(name: str) -> Backend:
     return getattr(module, class_name)()
 
 
+def probe_backend(name: str, device) -> tuple[Backend | None, Availability]:
+    """(backend, availability) without raising: a backend whose module fails to import is unavailable."""
+    try:
+        backend = get_backend(name)
+        return backend, backend.availability(device)
+    except LnbenchUsageError:
+        raise
+    except Exception as exc:  # a broken optional backend must not hide the others
+        return None, Availability(False, f"cannot load: {type(exc).__name__}: {exc}".splitlines()[0])
+
+
 def register_backend(name: str, target: str) -> None:
     """Add a backend ("package.module:ClassName") to the registry, e.g. from a plugin."""
     _REGISTRY[name] = target
 
 
-__all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "register_backend"]
+__all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend"]

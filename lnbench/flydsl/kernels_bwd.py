@@ -81,7 +81,8 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes
         x = rowio.load_raw(atom, xv, idx, vec, dt)                    # past the end / past M: zeros
         dy = rowio.load_raw(atom, dyv, idx, vec, dt)
         xr.append(x)
-        dyr.append(dy)
+        if const_expr(plan.acc_in_registers):
+            dyr.append(dy)
         xhat = (rowio.widen(x, dt) - mean) * rstd
         wdy = rowio.widen(dy, dt) * gamma(t)
         s1 = s1 + wdy.reduce(fx.ReductionOp.ADD, fastmath=FAST)
@@ -93,7 +94,10 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes
     for t in range_constexpr(plan.tiles):
         idx = lane + t * lanes
         xhat = (rowio.widen(xr[t], dt) - mean) * rstd
-        dy = rowio.widen(dyr[t], dt)
+        if const_expr(plan.acc_in_registers):
+            dy = rowio.widen(dyr[t], dt)
+        else:                       # very wide rows: re-read dy (L2-resident) instead of spilling
+            dy = rowio.load_f32(atom, dyv, idx, vec, dt)
         wdy = dy * gamma(t)
         dx = (wdy - c1 - xhat * c2) * rstd
         rowio.store_from_f32(atom, dxv, idx, dx, vec, dt)
@@ -142,23 +146,27 @@ def zero_ws(plan: RowPlan, views, lane) -> None:
 def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, lane) -> None:
     """Hand this program's partials over: workspace row (deterministic) or atomics (atomic)."""
     gv, bv = views
+    w, k = _f32_parts(plan.vec)
+    ratom = rowio.copy_atom(w, "f32")
     for t in range_constexpr(plan.tiles):
         idx = lane + t * plan.lanes
         if const_expr(plan.acc_in_registers):
             g_parts, b_parts = _split(acc_g[t], plan.vec), _split(acc_b[t], plan.vec)
-        else:
-            g_parts, b_parts = _ws_load(gv, idx, plan.vec), _ws_load(bv, idx, plan.vec)
         if const_expr(strategy == "deterministic"):
             if const_expr(plan.acc_in_registers):
                 _ws_store(gv, idx, plan.vec, g_parts)
                 _ws_store(bv, idx, plan.vec, b_parts)
         else:
-            w, k = _f32_parts(plan.vec)
             inside = (idx < plan.chunks) if (t + 1) * plan.lanes > plan.chunks else None
             for piece in range_constexpr(k):
+                if const_expr(plan.acc_in_registers):
+                    gp, bp = g_parts[piece], b_parts[piece]
+                else:                                   # one piece at a time keeps registers low
+                    gp = rowio.load_f32(ratom, gv, idx * k + piece, w, "f32")
+                    bp = rowio.load_f32(ratom, bv, idx * k + piece, w, "f32")
                 for e in range_constexpr(w):
                     col = idx * plan.vec + piece * w + e
-                    gval, bval = g_parts[piece][e], b_parts[piece][e]
+                    gval, bval = gp[e], bp[e]
                     if const_expr(inside is not None):
                         col = inside.select(col, 0)                     # masked: add +0.0 to column 0
                         gval = inside.select(gval, 0.0)

@@ -29,7 +29,7 @@ class NeedsRocmGpu(RuntimeError):
 
 def require_rocm_gpu() -> None:
     if not has_rocm_gpu():
-        raise NeedsRocmGpu("FlyDSL LayerNorm kernels need a ROCm GPU to execute "
+        raise NeedsRocmGpu("executing the FlyDSL LayerNorm kernels needs a ROCm GPU "
                            "(this machine can only compile them: `lnbench inspect`)")
 
 

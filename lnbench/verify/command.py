@@ -8,7 +8,7 @@ import torch
 from rich.progress import Progress
 
 from lnbench import config as cfg
-from lnbench.backends import backend_names, get_backend
+from lnbench.backends import backend_names, get_backend, probe_backend
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
@@ -44,8 +44,8 @@ def choose_backends(requested: list[str], device: torch.device) -> tuple[list[st
         return ["flydsl"], ""
     runnable = []
     for name in backend_names():
-        backend = get_backend(name)
-        if {"fwd", "bwd"} <= set(backend.ops) and backend.availability(device).runnable:
+        backend, avail = probe_backend(name, device)
+        if backend is not None and avail.runnable and {"fwd", "bwd"} <= set(backend.ops):
             runnable.append(name)
     banner = (f"No ROCm GPU: the FlyDSL kernels cannot execute here, so `auto` verifies every runnable "
               f"backend instead ({', '.join(runnable)}). `--backend flydsl` compiles its kernels without running them.")

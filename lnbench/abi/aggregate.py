@@ -1,0 +1,81 @@
+"""Worker payloads -> one runtime row per case × measurement (median of worker medians, ratio, CI, verdict)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from lnbench.abi import stats
+from lnbench.abi.runtime import METRICS
+
+NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
+
+
+def base_row(pair: str, labels: dict[str, str], op: str, dtype: str, shape: Sequence[int], metric: str) -> dict[str, Any]:
+    m, n = int(shape[0]), int(shape[1])
+    return {"part": "runtime", "pair": pair, "op": op, "dtype": dtype, "shape": f"{m}x{n}", "M": m, "N": n,
+            "metric": metric, "tensor_label": labels.get("tensor", "tensor"),
+            "pointer_label": labels.get("pointer", "pointer")}
+
+
+def not_run_rows(pair: str, labels: dict[str, str], ops: Sequence[str], dtypes: Sequence[str],
+                 shapes: Sequence[Sequence[int]], status: str, metrics: Sequence[str] = METRICS) -> list[dict[str, Any]]:
+    """Placeholder rows when the runtime part cannot run here (e.g. no ROCm GPU)."""
+    return [{**base_row(pair, labels, op, dtype, shape, metric), "status": status}
+            for op in ops for dtype in dtypes for shape in shapes for metric in metrics]
+
+
+def _spread(runs_per_worker: list[list[float]]) -> tuple[float, float, float]:
+    medians = stats.worker_medians(runs_per_worker)
+    return float(np.median(medians)), float(min(medians)), float(max(medians))
+
+
+def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, Any]],
+              metrics: Sequence[str] = METRICS, *, n_boot: int = 4000, confidence: float = 0.95,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """Rows from the payloads of the workers that returned results (partial payloads included)."""
+    rows: list[dict[str, Any]] = []
+    if not payloads:
+        return rows
+    first = payloads[0]
+    check_problems: dict[str, list[str]] = {}
+    for payload in payloads:
+        for check in payload.get("checks", []):
+            if not check["ok"]:
+                check_problems.setdefault(check["case"], []).append(f"{check['check']}: {check['detail']}")
+    for key, entry in first["cases"].items():
+        for metric in metrics:
+            if metric not in entry["metrics"]:
+                continue
+            row = base_row(pair, labels, entry["op"], entry["dtype"], entry["shape"], metric)
+            rows.append(row)
+            if key in check_problems:
+                row.update(status="check failed", detail=check_problems[key][0])
+                continue
+            skipped = entry["metrics"][metric].get("skipped")
+            if skipped:
+                row.update(status=f"not measured ({skipped})")
+                continue
+            records = [p["cases"][key]["metrics"][metric] for p in payloads if key in p.get("cases", {})]
+            records = [r for r in records if r["tensor"] and r["pointer"]]
+            if not records:
+                row.update(status="error", detail="no worker produced run values")
+                continue
+            t_runs = [list(r["tensor"]) for r in records]
+            p_runs = [list(r["pointer"]) for r in records]
+            t_med, t_min, t_max = _spread(t_runs)
+            p_med, p_min, p_max = _spread(p_runs)
+            est = stats.compare(t_runs, p_runs, n_boot=n_boot, confidence=confidence, seed=seed)
+            spin_short = sum(int(r.get("spin_short", 0)) for r in records)
+            row.update(
+                tensor_us=t_med, tensor_min_us=t_min, tensor_max_us=t_max,
+                pointer_us=p_med, pointer_min_us=p_min, pointer_max_us=p_max,
+                tensor_calls_per_s=1e6 / t_med if t_med > 0 else None,
+                pointer_calls_per_s=1e6 / p_med if p_med > 0 else None,
+                speedup=est.speedup, ci_low=est.ci_low, ci_high=est.ci_high, confidence=est.confidence,
+                mw_p=est.p_value, verdict=est.verdict, slowdown_pct=est.slowdown_pct,
+                iters=int(np.median([r["iters"] for r in records])), workers=len(records),
+                runs=min(len(r) for r in t_runs), spin_short=spin_short, status="ok",
+                detail=(f"{spin_short} device run(s): spin ended before the host finished enqueueing"
+                        if spin_short else ""))
+    return rows

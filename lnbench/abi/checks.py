@@ -1,0 +1,134 @@
+"""Checks before any timing: both sides agree, and alternating shapes never returns a stale result.
+
+Agreement: both sides' wrapper and direct outputs are bitwise identical (`exact` cases, e.g. the
+forward of both ABIs) or within `agree_atol` (backward with atomic dγ/dβ). Reference: every output is
+within tolerance of an independent fp32 result; this is what catches a stale compiled function,
+since both sides could be equally stale. Alternation: cases are called in the order c1 c2 … c1 c2 …
+(each switch changes shape) and every output is checked against its own case's reference.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import torch
+
+from lnbench.abi.cases import Outputs, PairCase, Side
+from lnbench.abi.schedule import alternation
+from lnbench.perf.timing import synchronize
+
+
+@dataclass
+class CheckResult:
+    case: str
+    check: str          # "agreement" | "reference" | "alternation"
+    ok: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _as_tuple(value: Any) -> Outputs:
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    return tuple(value)
+
+
+def call_outputs(side: Side, path: str, device: torch.device) -> Outputs:
+    """Run one call of a side's `path` ("wrapper" or "direct") and return what it produced."""
+    if path == "wrapper":
+        out = _as_tuple(side.wrapper())
+    else:
+        result = side.direct()
+        out = side.direct_outputs if side.direct_outputs is not None else _as_tuple(result)
+    synchronize(device)
+    return out
+
+
+def _mismatch(a: Outputs, b: Outputs, atol: float, rtol: float, exact: bool) -> str:
+    """'' when equal (bitwise, or max|a-b| <= atol + rtol·max|b|), else a one-line description of the first difference."""
+    if len(a) != len(b):
+        return f"{len(a)} outputs vs {len(b)}"
+    for i, (u, v) in enumerate(zip(a, b)):
+        if u.numel() != v.numel():
+            return f"output {i}: {u.numel()} elements vs {v.numel()} (shape {tuple(u.shape)} vs {tuple(v.shape)})"
+        if exact:
+            if u.dtype != v.dtype or not torch.equal(u.reshape(-1), v.reshape(-1)):
+                diff = (u.reshape(-1).double() - v.reshape(-1).double()).abs().max().item() if u.numel() else 0.0
+                return f"output {i}: not bitwise identical (max |diff| {diff:.3g})"
+            continue
+        uu, vv = u.reshape(-1).double().cpu(), v.reshape(-1).double().cpu()
+        if uu.numel() == 0:
+            continue
+        if not bool(torch.isfinite(uu).all()):
+            return f"output {i}: non-finite values"
+        # norm-wise: max |diff| against the output's scale (dγ/dβ sums over M rows grow with M)
+        err = (uu - vv).abs().max().item()
+        allowed = atol + rtol * vv.abs().max().item()
+        if err > allowed:
+            return f"output {i}: max |diff| {err:.3g} above the allowed {allowed:.3g}"
+    return ""
+
+
+def check_agreement(case: PairCase, device: torch.device) -> CheckResult:
+    """Both sides give the same outputs on the same inputs (wrapper, and direct when it is measured)."""
+    paths = ["wrapper"] + ([] if "direct" in case.unsupported else ["direct"])
+    for path in paths:
+        t = call_outputs(case.sides["tensor"], path, device)
+        p = call_outputs(case.sides["pointer"], path, device)
+        problem = _mismatch(t, p, case.agree_atol, case.agree_rtol, case.exact)
+        if problem:
+            kind = "bitwise" if case.exact else f"within {case.agree_atol:g} + {case.agree_rtol:g}·max|out|"
+            return CheckResult(case.key, "agreement", False, f"{path}: sides differ ({kind} required): {problem}")
+    how = "bitwise identical" if case.exact else f"agree within {case.agree_atol:g} + {case.agree_rtol:g}·max|out|"
+    return CheckResult(case.key, "agreement", True, f"{' and '.join(paths)} outputs {how}")
+
+
+def check_reference(case: PairCase, device: torch.device, expected: Outputs | None = None) -> CheckResult:
+    """Each side's outputs are within tolerance of the independent fp32 result."""
+    expected = expected if expected is not None else case.reference()
+    for side_name, side in case.sides.items():
+        for path in ["wrapper"] + ([] if "direct" in case.unsupported else ["direct"]):
+            problem = _mismatch(call_outputs(side, path, device), expected, case.ref_atol, case.ref_rtol, False)
+            if problem:
+                return CheckResult(case.key, "reference", False, f"{side_name} {path}: {problem}")
+    return CheckResult(case.key, "reference", True, "within tolerance of the fp32 reference")
+
+
+def check_alternation(cases: Sequence[PairCase], device: torch.device, repeats: int = 2) -> list[CheckResult]:
+    """Call the cases in alternation (c1 c2 … c1 c2 …) and check each result against its own reference.
+
+    One result per case; needs at least two cases with different shapes.
+    """
+    if len({c.shape for c in cases}) < 2:
+        raise ValueError("the alternation check needs at least two different shapes")
+    expected = {c.key: c.reference() for c in cases}
+    problems: dict[str, str] = {}
+    for step, case in enumerate(alternation(list(cases), repeats)):
+        if case.key in problems:
+            continue
+        for side_name, side in case.sides.items():
+            for path in ["wrapper"] + ([] if "direct" in case.unsupported else ["direct"]):
+                problem = _mismatch(call_outputs(side, path, device), expected[case.key],
+                                    case.ref_atol, case.ref_rtol, False)
+                if problem:
+                    problems[case.key] = f"step {step} ({side_name} {path}, after a shape switch): {problem}"
+                    break
+            if case.key in problems:
+                break
+    return [CheckResult(c.key, "alternation", c.key not in problems,
+                        problems.get(c.key, f"{repeats} alternations over {len(cases)} cases, results stay right"))
+            for c in cases]
+
+
+def run_checks(cases: Sequence[PairCase], device: torch.device) -> tuple[list[CheckResult], set[str]]:
+    """All checks; returns the results and the keys of cases that failed any of them."""
+    results: list[CheckResult] = []
+    for case in cases:
+        results.append(check_agreement(case, device))
+        results.append(check_reference(case, device))
+    if len({c.shape for c in cases}) >= 2:
+        results.extend(check_alternation(cases, device))
+    failed = {r.case for r in results if not r.ok}
+    return results, failed

@@ -1,0 +1,85 @@
+"""The ROCm pair: our FlyDSL LayerNorm kernels through the Tensor ABI and the Pointer ABI.
+
+direct  = lnbench.flydsl.launch.direct_forward_call (compiled function called with preallocated
+          outputs: raw data_ptr() ints for the Pointer ABI, tensors for the Tensor ABI); for the
+          backward, launch.direct_backward_call when the kernels module provides one, else the
+          direct measurement is reported as not measured and `device` times the wrapper;
+wrapper = launch.forward(store_stats=True/False) / launch.backward, allocation included.
+Checks (lnbench.abi.checks): forward outputs bitwise identical between the ABIs; backward bitwise
+identical with the deterministic dγ/dβ strategy, within a relative 1e-2 with atomics.
+Needs a ROCm GPU; flydsl is imported only when cases are built.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from lnbench.abi.cases import PairCase, Side
+from lnbench.config import DTYPES
+from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu
+
+ABIS = ("tensor", "pointer")
+
+
+def _reference(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dy: torch.Tensor, eps: float):
+    def ref():
+        n = x.shape[1]
+        xf, wf, bf = x.float(), w.float(), b.float()
+        y, mean, rstd = torch.native_layer_norm(xf, [n], wf, bf, eps)
+        if op == "fwd":
+            return y, mean.reshape(-1), rstd.reshape(-1)
+        if op == "fwd-nostats":
+            return (y,)
+        return tuple(torch.ops.aten.native_layer_norm_backward(dy.float(), xf, [n], mean, rstd, wf, bf,
+                                                               [True, True, True]))
+    return ref
+
+
+def _not_none(outputs: tuple) -> tuple:
+    return tuple(t for t in outputs if t is not None)
+
+
+def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], device: torch.device,
+                eps: float, seed: int, dgamma_strategy: str = "deterministic", **_: Any) -> list[PairCase]:
+    """Both ABIs of every op × dtype × shape on the same inputs (raises without a ROCm GPU)."""
+    if not has_rocm_gpu() or device.type != "cuda":
+        raise RuntimeError(f"the flydsl pair {NEEDS_ROCM}")
+    from lnbench.flydsl import launch
+
+    direct_bwd = getattr(launch, "direct_backward_call", None)
+    cases = []
+    for op in ops:
+        for dtype in dtypes:
+            for index, (m, n) in enumerate(shapes):
+                gen = torch.Generator().manual_seed(seed + index)
+                make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
+                x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+                sides: dict[str, Side] = {}
+                unsupported: dict[str, str] = {}
+                if op in ("fwd", "fwd-nostats"):
+                    stats = op == "fwd"
+                    for abi in ABIS:
+                        call = launch.direct_forward_call(x, w, b, eps, stats, abi)
+                        sides[abi] = Side(
+                            direct=call,
+                            wrapper=lambda abi=abi, stats=stats: _not_none(launch.forward(x, w, b, eps, stats, abi)),
+                            direct_outputs=tuple(call.outputs))
+                else:
+                    _, mean, rstd = launch.forward(x, w, b, eps, True, "pointer")
+                    for abi in ABIS:
+                        def wrapper(abi: str = abi) -> tuple:
+                            return tuple(launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy))
+                        if direct_bwd is not None:
+                            call = direct_bwd(dy, x, w, mean, rstd, abi, dgamma_strategy)
+                            sides[abi] = Side(direct=call, wrapper=wrapper,
+                                              direct_outputs=tuple(getattr(call, "outputs", ())) or None)
+                        else:
+                            sides[abi] = Side(direct=wrapper, wrapper=wrapper, device=wrapper)
+                    if direct_bwd is None:
+                        unsupported["direct"] = "no direct backward entry in lnbench.flydsl.launch"
+                exact = op != "bwd" or dgamma_strategy == "deterministic"
+                cases.append(PairCase(op=op, dtype=dtype, shape=(m, n), sides=sides,
+                                      reference=_reference(op, x, w, b, dy, eps), exact=exact,
+                                      agree_rtol=0.0 if exact else 1e-2, unsupported=unsupported))
+    return cases

@@ -1,0 +1,180 @@
+"""The timing core of one worker, generic over a pair of call paths per case.
+
+Three measurements per side (all µs per call, R runs of I calls each, per worker):
+    direct   host wall time of I back-to-back hot calls (preallocated outputs), synchronised once at
+             the end of the run: launch/dispatch throughput (calls/s = 1e6 / µs);
+    wrapper  host wall time of I calls of the public wrapper, allocation included, synchronised at the end;
+    device   GPU time per call from events on the current stream around I direct calls. The stream is
+             first held by a spin kernel (torch.cuda._sleep, nvbench's "blocking kernel") long enough for
+             the host to enqueue all I calls, so host gaps between small kernels are not charged as
+             device time; a run where the spin ran out before the host finished is counted in
+             `spin_short`. Not measured on the CPU (no device events there).
+Order: warm-up and loop-count calibration per case, then R rounds; each round visits every
+(case, measurement) unit, rotated per round, and both sides in ABBA order (lnbench.abi.schedule).
+Timer primitives come from lnbench.perf.timing (shared with `lnbench perf`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+from lnbench.abi.cases import PairCase, Side
+from lnbench.abi.checks import run_checks
+from lnbench.abi.schedule import SIDES, schedule
+from lnbench.perf import timing
+from lnbench.perf.protocol import Protocol
+
+METRICS: tuple[str, ...] = ("direct", "wrapper", "device")
+METRIC_HELP = {
+    "direct": "hot call on preallocated outputs, host wall time, synchronised once per run",
+    "wrapper": "public wrapper, allocation included, host wall time, synchronised once per run",
+    "device": "device time per call: events on the current stream, stream held by a spin kernel while enqueueing",
+}
+# lnbench.perf.timing's one-run timer (private there today; ask: make it public as `timed_run`)
+_timed_run: Callable[..., float] = getattr(timing, "timed_run", None) or timing._timed_run
+_SPIN_MARGIN = 1.5
+_SPIN_MAX_US = 500_000.0
+
+
+class _Spin:
+    """Hold the current stream busy for a given time with torch.cuda._sleep (cycles calibrated once)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cycles_per_us = 0.0
+        self.available = device.type == "cuda" and hasattr(torch.cuda, "_sleep")
+
+    def _calibrate(self) -> None:
+        stream = torch.cuda.current_stream(self.device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)                      # first call: module load
+        start.record(stream)
+        torch.cuda._sleep(cycles)
+        end.record(stream)
+        end.synchronize()
+        self.cycles_per_us = cycles / max(start.elapsed_time(end) * 1e3, 1e-3)
+
+    def hold(self, us: float) -> None:
+        if not self.available:
+            return
+        if self.cycles_per_us == 0.0:
+            self._calibrate()
+        torch.cuda._sleep(int(min(us, _SPIN_MAX_US) * self.cycles_per_us))
+
+
+def device_run(fn: Callable[[], object], device: torch.device, iters: int, spin: _Spin,
+               host_us_per_call: float) -> tuple[float, bool]:
+    """One device-timed run: (µs per call, whether the spin ran out before the host finished enqueueing)."""
+    if not spin.available:
+        return _timed_run(fn, device, iters, "device"), False
+    stream = torch.cuda.current_stream(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    timing.synchronize(device)
+    spin.hold(_SPIN_MARGIN * iters * host_us_per_call + 50.0)
+    start.record(stream)
+    for _ in range(iters):
+        fn()
+    short = start.query()                 # the spin already finished: host gaps may be inside
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / iters, bool(short)
+
+
+def _path(side: Side, metric: str) -> Callable[[], object]:
+    """The callable a measurement times."""
+    if metric == "wrapper":
+        return side.wrapper
+    if metric == "device" and side.device is not None:
+        return side.device
+    return side.direct
+
+
+def _metrics_for(case: PairCase, metrics: Sequence[str], device: torch.device) -> dict[str, str]:
+    """metric -> '' when measurable, else the reason it is not."""
+    out = {}
+    for metric in metrics:
+        if metric in case.unsupported:
+            out[metric] = case.unsupported[metric]
+        elif metric == "device" and device.type != "cuda":
+            out[metric] = "no device events on the CPU"
+        else:
+            out[metric] = ""
+    return out
+
+
+def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.device, *, worker_index: int = 0,
+               metrics: Sequence[str] = METRICS, probe_cases: Sequence[PairCase] = (),
+               on_update: Callable[[dict[str, Any]], None] | None = None,
+               on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Check, warm up, calibrate and time every case; return the worker's payload (JSON-able).
+
+    probe_cases take part in the alternation check only (never timed). on_update receives the payload
+    after the checks and after every round (a crash later still leaves partial results).
+    """
+    started = time.perf_counter()
+    update = on_update or (lambda payload: None)
+    progress = on_progress or (lambda label: None)
+    checks, failed = run_checks(list(cases) + list(probe_cases), device)
+    payload: dict[str, Any] = {"worker": worker_index, "pid": os.getpid(), "device": str(device),
+                               "checks": [c.to_dict() for c in checks], "cases": {}, "rounds_done": 0}
+    units: list[tuple[PairCase, str]] = []
+    for case in cases:
+        reasons = _metrics_for(case, metrics, device)
+        entry: dict[str, Any] = {"op": case.op, "dtype": case.dtype, "shape": list(case.shape),
+                                 "failed_check": case.key in failed, "metrics": {}}
+        for metric, reason in reasons.items():
+            entry["metrics"][metric] = {"skipped": reason, "iters": 0, "tensor": [], "pointer": [], "spin_short": 0}
+            if not reason and case.key not in failed:
+                units.append((case, metric))
+        payload["cases"][case.key] = entry
+    update(payload)
+
+    # warm-up: time-based on the first path of each case and side, a few calls of the others; the
+    # per-call estimate of each path sets I (the faster side's, so both sides' runs reach the target)
+    estimate: dict[tuple[str, str, str], float] = {}
+    measured: dict[str, list[str]] = {}
+    for case, metric in units:
+        measured.setdefault(case.key, []).append(metric)
+    for case in {id(c): c for c, _ in units}.values():
+        for side_name in SIDES:
+            warmed: dict[int, float] = {}
+            for metric in measured[case.key]:
+                fn = _path(case.sides[side_name], metric)
+                if id(fn) not in warmed:
+                    seconds = protocol.warmup_s if not warmed else 0.0
+                    calls = protocol.min_warmup_calls if not warmed else max(3, protocol.min_warmup_calls // 3)
+                    warmed[id(fn)] = timing.warm_up(fn, device, seconds, calls)[2]
+                estimate[(case.key, metric, side_name)] = warmed[id(fn)]
+        progress(f"warm {case.key}")
+    for case, metric in units:
+        fastest = min(estimate[(case.key, metric, s)] for s in SIDES)
+        payload["cases"][case.key]["metrics"][metric]["iters"] = timing.choose_iters(
+            fastest, protocol.target_run_s, protocol.min_iters, protocol.max_iters)
+
+    spin = _Spin(device)
+    order = schedule(units, protocol.runs, worker_index)
+    per_round = 2 * len(units)
+    for position, (round_index, (case, metric), side_name) in enumerate(order):
+        record = payload["cases"][case.key]["metrics"][metric]
+        side = case.sides[side_name]
+        iters = record["iters"]
+        fn = _path(side, metric)
+        if metric == "device":
+            host_us = estimate[(case.key, metric, side_name)] * 1e6
+            value, short = device_run(fn, device, iters, spin, host_us)
+            record["spin_short"] += int(short)
+        else:
+            value = _timed_run(fn, device, iters, "wall")
+        record[side_name].append(value)
+        if (position + 1) % per_round == 0:
+            payload["rounds_done"] = round_index + 1
+            update(payload)
+            progress(f"round {round_index + 1}")
+    payload["rounds_done"] = protocol.runs if units else 0
+    payload["duration_s"] = time.perf_counter() - started
+    update(payload)
+    return payload

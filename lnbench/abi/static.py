@@ -1,0 +1,102 @@
+"""Static comparison: compile both ABIs of each kernel (compile-only, no GPU) and compare their facts.
+
+One row per arch × op × dtype × N × kernel (the backward launches a main and, for the deterministic
+dγ/dβ strategy, a reduce kernel), with the Tensor and Pointer values side by side and Pointer/Tensor
+ratios for kernarg bytes, launcher dispatch slots and instruction count.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from typing import Any, Callable, Sequence
+
+DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
+#: KernelFacts field -> row key prefix
+FIELDS: dict[str, str] = {
+    "kernarg_bytes": "kernarg", "launcher_slots": "slots", "vgpr": "vgpr", "sgpr": "sgpr",
+    "lds_bytes": "lds", "scratch_bytes": "scratch", "instruction_count": "instr",
+}
+RATIO_FIELDS: tuple[str, ...] = ("kernarg", "args", "slots", "instr")
+
+FactsFn = Callable[..., list]
+
+
+def flydsl_installed() -> bool:
+    """True when the flydsl package can be imported (it is never imported here)."""
+    return importlib.util.find_spec("flydsl") is not None
+
+
+def default_arches() -> list[str]:
+    """The present ROCm GPU's arch, else gfx942 and gfx950."""
+    from lnbench.rocm import has_rocm_gpu
+    if has_rocm_gpu():
+        import torch
+
+        from lnbench.metadata import device_arch
+        return [device_arch(torch.device("cuda"))]
+    return list(DEFAULT_ARCHES)
+
+
+def _kernel_role(name: str) -> str:
+    """Kernel name without its ABI token: ln_fwd_bf16_n1024_pointer -> ln_fwd_bf16_n1024."""
+    return re.sub(r"_(pointer|tensor)(?=_|$)", "", name)
+
+
+def _ratio(pointer: float, tensor: float) -> float | None:
+    return pointer / tensor if tensor else None
+
+
+def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> list[dict[str, Any]]:
+    """Side-by-side rows for the kernels of one variant (matched by position: main, then reduce)."""
+    if len(tensor_facts) != len(pointer_facts):
+        raise ValueError(f"Tensor ABI launches {len(tensor_facts)} kernel(s), Pointer ABI {len(pointer_facts)}")
+    rows = []
+    for t, p in zip(tensor_facts, pointer_facts):
+        row: dict[str, Any] = {"kernel": _kernel_role(p.kernel_name), "tensor_kernel": t.kernel_name,
+                               "pointer_kernel": p.kernel_name}
+        for attr, key in FIELDS.items():
+            row[f"{key}_tensor"], row[f"{key}_pointer"] = int(getattr(t, attr)), int(getattr(p, attr))
+        row["args_tensor"], row["args_pointer"] = len(t.kernel_args), len(p.kernel_args)
+        row["spills_tensor"] = int(t.vgpr_spills) + int(t.sgpr_spills)
+        row["spills_pointer"] = int(p.vgpr_spills) + int(p.sgpr_spills)
+        for key in RATIO_FIELDS:
+            row[f"{key}_ratio"] = _ratio(row[f"{key}_pointer"], row[f"{key}_tensor"])
+        row["tensor_args_list"] = " ".join(f"{o}:{s}:{k}" for o, s, k in t.kernel_args)
+        row["pointer_args_list"] = " ".join(f"{o}:{s}:{k}" for o, s, k in p.kernel_args)
+        rows.append(row)
+    return rows
+
+
+def _base(arch: str, op: str, dtype: str, n: int) -> dict[str, Any]:
+    return {"part": "static", "arch": arch, "op": op, "dtype": dtype, "N": n}
+
+
+def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str], widths: Sequence[int], *,
+                eps: float = 1e-5, dgamma_strategy: str = "deterministic", facts_fn: FactsFn | None = None,
+                on_step: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """Compile every variant for both ABIs and compare; a failing compile becomes an `error` row.
+
+    facts_fn defaults to lnbench.flydsl.inspect.compile_facts (imported here, lazily); without flydsl
+    every row says `not run (flydsl not installed)`.
+    """
+    if facts_fn is None:
+        if not flydsl_installed():
+            return [{**_base(a, o, d, n), "status": "not run (flydsl not installed)"}
+                    for a in arches for o in ops for d in dtypes for n in widths]
+        from lnbench.flydsl.inspect import compile_facts as facts_fn
+    rows: list[dict[str, Any]] = []
+    for arch in arches:
+        for op in ops:
+            for dtype in dtypes:
+                for n in widths:
+                    base = _base(arch, op, dtype, n)
+                    try:
+                        t = facts_fn(op, dtype, n, "tensor", arch, eps=eps, dgamma_strategy=dgamma_strategy)
+                        p = facts_fn(op, dtype, n, "pointer", arch, eps=eps, dgamma_strategy=dgamma_strategy)
+                        rows.extend({**base, **row, "status": "ok"} for row in compare_facts(t, p))
+                    except Exception as exc:  # noqa: BLE001 - one failing variant must not hide the others
+                        first = (str(exc).splitlines() or [""])[0][:300]
+                        rows.append({**base, "status": "error", "detail": f"{type(exc).__name__}: {first}"})
+                    if on_step:
+                        on_step()
+    return rows

@@ -1,0 +1,131 @@
+"""Stand-in pairs that run on any device torch sees: the same ATen LayerNorm, two host paths.
+
+`torch-entry`: the "tensor" side enters ATen through the Python dispatcher object
+(`torch.ops.aten.<op>.default`, an OpOverload: extra Python layers per call), the "pointer" side through
+the C-bound function (`torch.native_layer_norm`, `torch.layer_norm`; the backward has no C-bound torch
+function, so it calls the overload's raw builtin `OpOverload._op`). Same kernel, same inputs, so the
+outputs are bitwise identical and only host overhead differs — what the FlyDSL ABI change is about.
+
+`planted-slow`: both sides use the C binding, the "pointer" side spins `delay_us` extra host time per
+call. It must come out `slower`: a self-check of the statistics and of `--fail-if-slower`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+
+from lnbench.abi.cases import Outputs, PairCase, Side
+from lnbench.config import DTYPES
+
+_NLN = torch.ops.aten.native_layer_norm.default
+_LN = torch.ops.aten.layer_norm.default
+_NLN_BWD = torch.ops.aten.native_layer_norm_backward.default
+_MASK = [True, True, True]
+
+
+def _inputs(m: int, n: int, dtype: torch.dtype, device: torch.device, seed: int, eps: float
+            ) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    make = lambda *shape: torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)  # noqa: E731
+    x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+    _, mean, rstd = torch.native_layer_norm(x, [n], w, b, eps)
+    return {"x": x, "w": w, "b": b, "dy": dy, "mean": mean, "rstd": rstd}
+
+
+def _check(x: torch.Tensor, *others: torch.Tensor) -> None:
+    """The contracts a lnbench wrapper checks (part of the wrapper's host cost on both sides)."""
+    if not x.is_contiguous():
+        raise ValueError("x must be contiguous")
+    for t in others:
+        if t.dtype != x.dtype or t.device != x.device:
+            raise ValueError("all tensors need x's dtype and device")
+
+
+def _entries(op: str, side: str) -> Callable[..., Any]:
+    """The raw entry point of `op` for a side of the torch-entry pair."""
+    if op == "fwd":
+        return _NLN if side == "tensor" else torch.native_layer_norm
+    if op == "fwd-nostats":
+        return _LN if side == "tensor" else torch.layer_norm
+    return _NLN_BWD if side == "tensor" else _NLN_BWD._op
+
+
+def _spin(us: float) -> None:
+    end = time.perf_counter_ns() + int(us * 1e3)
+    while time.perf_counter_ns() < end:
+        pass
+
+
+def _side(op: str, entry: Callable[..., Any], t: dict[str, torch.Tensor], eps: float, delay_us: float) -> Side:
+    """direct = the bare entry call; wrapper = contract checks + entry + stats reshaped to (M,)."""
+    x, w, b, dy, mean, rstd = t["x"], t["w"], t["b"], t["dy"], t["mean"], t["rstd"]
+    n = x.shape[1]
+    shape = [n]
+    pause = (lambda: _spin(delay_us)) if delay_us > 0 else (lambda: None)
+
+    if op == "fwd":
+        def direct() -> Any:
+            pause()
+            return entry(x, shape, w, b, eps)
+
+        def wrapper() -> Outputs:
+            _check(x, w, b)
+            y, mu, rs = direct()
+            return y, mu.reshape(-1), rs.reshape(-1)
+    elif op == "fwd-nostats":
+        def direct() -> Any:
+            pause()
+            return entry(x, shape, w, b, eps)
+
+        def wrapper() -> Outputs:
+            _check(x, w, b)
+            return (direct(),)
+    else:
+        def direct() -> Any:
+            pause()
+            return entry(dy, x, shape, mean, rstd, w, b, _MASK)
+
+        def wrapper() -> Outputs:
+            _check(x, dy, w)
+            return tuple(direct())
+    return Side(direct=direct, wrapper=wrapper)
+
+
+def _reference(op: str, t: dict[str, torch.Tensor], eps: float) -> Callable[[], Outputs]:
+    """fp32 results of the same op on fp32 copies of the inputs."""
+    def ref() -> Outputs:
+        f = {k: v.float() for k, v in t.items()}
+        n = f["x"].shape[1]
+        if op == "bwd":
+            return tuple(_NLN_BWD(f["dy"], f["x"], [n], f["mean"], f["rstd"], f["w"], f["b"], _MASK))
+        y, mu, rs = torch.native_layer_norm(f["x"], [n], f["w"], f["b"], eps)
+        return (y, mu.reshape(-1), rs.reshape(-1)) if op == "fwd" else (y,)
+    return ref
+
+
+def _build(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], device: torch.device, eps: float,
+           seed: int, sides: dict[str, tuple[str, float]]) -> list[PairCase]:
+    """sides: side key -> (which entry family to use, planted delay µs)."""
+    cases = []
+    for op in ops:
+        for dtype in dtypes:
+            for index, (m, n) in enumerate(shapes):
+                t = _inputs(m, n, DTYPES[dtype], device, seed + index, eps)
+                built = {key: _side(op, _entries(op, family), t, eps, delay) for key, (family, delay) in sides.items()}
+                cases.append(PairCase(op=op, dtype=dtype, shape=(m, n), sides=built, reference=_reference(op, t, eps)))
+    return cases
+
+
+def entry_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], device: torch.device,
+                eps: float, seed: int, **_: Any) -> list[PairCase]:
+    """The torch-entry pair (see the module docstring)."""
+    return _build(ops, dtypes, shapes, device, eps, seed, {"tensor": ("tensor", 0.0), "pointer": ("pointer", 0.0)})
+
+
+def planted_slow_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], device: torch.device,
+                       eps: float, seed: int, delay_us: float = 20.0, **_: Any) -> list[PairCase]:
+    """The planted-slow pair: identical paths, the pointer side spins `delay_us` more per call."""
+    return _build(ops, dtypes, shapes, device, eps, seed,
+                  {"tensor": ("pointer", 0.0), "pointer": ("pointer", float(delay_us))})

@@ -1,0 +1,54 @@
+"""Worker process of `lnbench abi-compare` (`python -m lnbench.abi.worker_main SPEC RESULT [PROGRESS]`).
+
+Spec keys: pair, ops, dtypes, shapes, probe_shapes, device, eps, seed, metrics, protocol (Protocol fields),
+pair_options. The worker builds its cases once, then runs lnbench.abi.runtime.run_worker, writing the
+(possibly partial) payload after the checks and after every round.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from lnbench.abi.cases import build_cases
+from lnbench.abi.runtime import run_worker
+from lnbench.perf.protocol import Protocol
+from lnbench.perf.workers import read_spec, report_progress, write_result
+
+
+def protocol_from_spec(values: dict[str, Any]) -> Protocol:
+    known = {k: v for k, v in values.items() if k in Protocol.__dataclass_fields__ and k != "extra"}
+    for name in ("modes", "ops"):
+        if name in known:
+            known[name] = tuple(known[name])
+    return Protocol(**known)
+
+
+def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str, Any]:
+    """Build the cases a spec describes and run one worker over them (also used in-process by tests)."""
+    device = torch.device(spec.get("device", "cpu"))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads(int(spec.get("cpu_threads", 1)))   # no thread oversubscription noise
+    shapes = [tuple(s) for s in spec["shapes"]]
+    probes = [tuple(s) for s in spec.get("probe_shapes", [])]
+    options = spec.get("pair_options", {})
+    cases = build_cases(spec["pair"], spec["ops"], spec["dtypes"], shapes, device, spec["eps"], spec["seed"], options)
+    probe_cases = (build_cases(spec["pair"], spec["ops"][:1], spec["dtypes"][:1], probes, device, spec["eps"],
+                               spec["seed"] + 1000, options) if probes else [])
+    index = int(spec.get("worker_index", os.environ.get("LNBENCH_WORKER_INDEX", 0)))
+    return run_worker(cases, protocol_from_spec(spec["protocol"]), device, worker_index=index,
+                      metrics=spec.get("metrics", ["direct", "wrapper", "device"]), probe_cases=probe_cases,
+                      on_update=on_update, on_progress=on_progress)
+
+
+def main() -> None:
+    spec, result_path, progress_path = read_spec()
+    run_spec(spec, on_update=lambda payload: write_result(result_path, payload),
+             on_progress=lambda label: report_progress(progress_path, label))
+
+
+if __name__ == "__main__":
+    main()

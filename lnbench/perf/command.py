@@ -1,0 +1,254 @@
+"""`lnbench perf` and `lnbench peak`: config → protocol → cases → workers → rows → table + CSV/JSON."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lnbench import config as cfg
+from lnbench.backends import backend_names
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
+                                prepare_outputs)
+from lnbench.errors import LnbenchUsageError
+from lnbench.metadata import run_metadata
+from lnbench.perf.aggregate import build_rows, failed
+from lnbench.perf.cases import backend_skips, build_cases, worker_order
+from lnbench.perf.clocks import gpu_facts
+from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, store_peak
+from lnbench.perf.protocol import MODES, Protocol
+from lnbench.perf.workers import WorkerResult, run_workers
+from lnbench.report import Column, fmt_float, render_table, styled_status
+from lnbench.rocm import has_rocm_gpu
+
+WORKER_MODULE = "lnbench.perf.worker_main"
+
+
+def _num(digits: int = 4):
+    return fmt_float(digits)
+
+
+def _minmax(row: dict[str, Any]) -> str:
+    lo, hi = row.get("min_us"), row.get("max_us")
+    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
+        return ""
+    return f"{lo:.4g}–{hi:.4g}"
+
+
+def _pct(row: dict[str, Any]) -> str:
+    value = row.get("pct_peak")
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"[bold red]{value:.1f} >peak[/bold red]" if row.get("above_peak") else f"{value:.1f}"
+
+
+TABLE_COLUMNS = [
+    Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
+    Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
+    Column("median_us", "median µs", _num()), Column("_minmax", "min–max µs (workers)"),
+    Column("gbps", "GB/s", _num()), Column("_pct", "% peak"), Column("speedup", "speed-up", fmt_float(3)),
+    Column("iters", "I", fmt_float(6)), Column("status", "status", styled_status, justify="left"),
+]
+
+
+def choose_backends(requested: list[str]) -> list[str]:
+    """Expand `auto` (FlyDSL on a ROCm GPU, plus torch) and reject unknown names (usage error)."""
+    out: list[str] = []
+    for name in requested:
+        names = (["flydsl", "torch"] if has_rocm_gpu() else ["torch"]) if name == "auto" else [name]
+        for item in names:
+            if item not in backend_names():
+                raise LnbenchUsageError(f"unknown backend {item!r}; choose from auto, {', '.join(backend_names())}")
+            if item not in out:
+                out.append(item)
+    if not out:
+        raise LnbenchUsageError("no backend given")
+    return out
+
+
+def _list_option(values: tuple[str, ...], table: dict[str, Any], key: str) -> list[str]:
+    items = cfg.split_list(values)
+    return items or cfg.split_list(cfg.require(table, key, list, "perf"))
+
+
+def _worker_lines(results: list[WorkerResult]) -> None:
+    for result in results:
+        if result.ok:
+            continue
+        err_console.print(f"[bold red]{result.problem()}[/bold red]", soft_wrap=True)
+        tail = [line for line in result.stderr_tail.splitlines() if line.strip()][-8:]
+        for line in tail:
+            err_console.print(f"  [dim]{line}[/dim]", soft_wrap=True, markup=False)
+
+
+def _detail_lines(rows: list[dict[str, Any]]) -> None:
+    """Why rows did not run or failed: one line per distinct (backend, op, reason)."""
+    seen: dict[tuple[str, str, str], int] = {}
+    for row in rows:
+        if row["status"] != "ok" and row["detail"]:
+            key = (row["backend"], row["op"] if "has no" in row["detail"] else "", row["detail"])
+            seen[key] = seen.get(key, 0) + 1
+    for (backend, op, detail), count in seen.items():
+        what = f"{backend} {op}".strip()
+        console.print(f"[yellow]{what}[/yellow] ({count} case{'s' if count > 1 else ''}): {detail}", soft_wrap=True)
+
+
+def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: float) -> str:
+    agg = [r for r in rows if r["row_kind"] == "aggregate"]
+    counts: dict[str, int] = {}
+    for row in agg:
+        key = row["status"].split(" (")[0]
+        counts[key] = counts.get(key, 0) + 1
+    bad = sum(1 for r in results if not r.ok)
+    parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    workers = f"{len(results)} worker(s)" + (f", {bad} failed" if bad else "")
+    return f"{len(agg)} cases: {parts}; {workers}; {seconds:.1f} s"
+
+
+@click.command("perf")
+@click.option("--backend", "backends", multiple=True,
+              help="Backends to time (repeatable or comma list): auto, " + ", ".join(backend_names()) + ".")
+@click.option("--baseline", help="Backend the speed-up column divides by (default: config, torch).")
+@click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd, fwd+bwd (repeatable or comma list).")
+@click.option("--mode", "modes", multiple=True, help=f"{', '.join(MODES)} (repeatable or comma list).")
+@click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list).")
+@click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,32768x8192 (default: config shape set).")
+@click.option("--shape-set", help="Named shape set from the config's [perf.shape_sets].")
+@click.option("-P", "--processes", type=int, help="Independent worker processes (P).")
+@click.option("-R", "--runs", type=int, help="Timed runs per case and worker (R).")
+@click.option("--warmup-s", type=float, help="Minimum warm-up seconds per case and worker.")
+@click.option("--min-warmup-calls", type=int, help="Minimum warm-up calls per case and worker.")
+@click.option("--target-run-s", type=float, help="Target seconds per run (sets I).")
+@click.option("--min-iters", type=int, help="Lower clamp of I (iterations per run).")
+@click.option("--max-iters", type=int, help="Upper clamp of I.")
+@click.option("--worker-timeout-s", type=float, help="Kill a worker that runs longer than this.")
+@click.option("--cold-factor", type=float, help="Cold mode: rotated bytes >= this × last-level cache.")
+@click.option("--llc-mib", type=float, help="Cold mode: last-level cache size in MiB (0 = read off the device).")
+@click.option("--eps", type=float, help="LayerNorm eps (default: config).")
+@click.option("--seed", type=int, help="Base random seed (default: config).")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
+@output_options
+@guarded
+def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
+                 min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
+                 eps, seed, device, config_path, peak_file, csv_path, json_path, quiet) -> int:
+    """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
+    the worker medians, with the min–max across workers, GB/s and % of the measured copy peak."""
+    import time
+
+    config = cfg.load_config(config_path)
+    table = cfg.section(config, "perf")
+    protocol = Protocol.from_table(
+        table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
+        target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
+        cold_factor=cold_factor, llc_mib=llc_mib,
+        modes=tuple(cfg.split_list(modes)) or None, ops=tuple(cfg.split_list(ops)) or None)
+    backend_list = choose_backends(_list_option(backends, table, "backends"))
+    base_name = baseline or str(cfg.require(table, "baseline", str, "perf"))
+    if base_name not in backend_names():
+        raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
+    dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, "perf"))
+    shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "perf", shape_set)
+    eps_value = float(eps if eps is not None else cfg.require(table, "eps", (int, float), "perf"))
+    if not eps_value > 0:
+        raise LnbenchUsageError(f"eps must be > 0, got {eps_value}")
+    base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "perf"))
+    dev = cfg.resolve_device(device)
+    csv_final, json_final = prepare_outputs("perf", csv_path, json_path)
+
+    skips = backend_skips(backend_list, dev)
+    cases = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
+                        eps_value, base_seed, skips)
+    orders = [worker_order(cases, backend_list, w) for w in range(protocol.processes)]
+    peak = load_peak(dev, peak_file)
+    peak_gbps = float(peak["gbps"]) if peak else None
+    if peak is None and not quiet:
+        console.print(f"[yellow]no measured peak for {run_metadata(dev)['device_name']} in "
+                      f"{peak_file or default_peak_path()}: % peak left blank (run `lnbench peak` once)[/yellow]")
+    before = gpu_facts(dev)
+    specs = [{"device": str(dev), "protocol": protocol.to_dict(), "cases": [c.to_spec() for c in order]}
+             for order in orders]
+    start = time.monotonic()
+    results: list[WorkerResult] = []
+    if any(orders):
+        totals = [len(o) for o in orders]
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True, disable=quiet) as progress:
+            task = progress.add_task(f"worker 1/{protocol.processes}", total=sum(totals))
+
+            def on_progress(index: int, done: int) -> None:
+                progress.update(task, completed=sum(totals[:index]) + done,
+                                description=f"worker {index + 1}/{protocol.processes}")
+
+            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, on_progress=on_progress)
+    seconds = time.monotonic() - start
+    after = gpu_facts(dev)
+    rows = build_rows(cases, orders, results, peak_gbps, base_name)
+
+    metadata = {**run_metadata(dev), "processes": protocol.processes, "runs": protocol.runs,
+                "iters_min": protocol.min_iters, "iters_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
+                "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
+                "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before["driver"],
+                "clocks_before": before["clocks"], "clocks_after": after["clocks"],
+                "peak_gbps": peak_gbps, "peak_timestamp": peak.get("timestamp") if peak else None,
+                "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2)}
+    if not quiet:
+        shown = [{**r, "_minmax": _minmax(r), "_pct": _pct(r)} for r in rows if r["row_kind"] == "aggregate"]
+        title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
+                 f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}])")
+        render_table(console, title, TABLE_COLUMNS, shown)
+        _detail_lines(shown)
+        if any(r["above_peak"] for r in shown):
+            console.print("[bold red]>peak[/bold red]: above the measured copy bandwidth — a cache effect, "
+                          "not a result (use --mode cold)")
+    _worker_lines(results)
+    workers_json = [{"index": r.index, "ok": r.ok, "exit_code": r.exit_code, "timed_out": r.timed_out,
+                     "duration_s": round(r.duration_s, 3), "problem": r.problem(), "stderr_tail": r.stderr_tail,
+                     "order": [c.id for c in orders[r.index]]} for r in results]
+    emit_outputs(rows, metadata, csv_final, json_final,
+                 {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
+                  "clocks": {"before": before, "after": after}})
+    console.print(_summary(rows, results, seconds))
+    if not any(orders):
+        console.print("[yellow]no case could run here[/yellow]")
+        return EXIT_FAILED
+    return EXIT_FAILED if failed(rows, results) else EXIT_OK
+
+
+@click.command("peak")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one).")
+@click.option("--size-mib", type=float, help="Bytes copied per call, in MiB (default 1024 on a GPU, 256 on the CPU).")
+@click.option("--runs", type=int, default=10, show_default=True, help="Timed runs (median taken).")
+@click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Cache file to update (default results/peak.json).")
+@guarded
+def peak_command(device, size_mib, runs, peak_file) -> int:
+    """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak."""
+    if runs < 1:
+        raise LnbenchUsageError(f"runs must be >= 1, got {runs}")
+    if size_mib is not None and not (size_mib > 0 and math.isfinite(size_mib)):
+        raise LnbenchUsageError(f"size-mib must be > 0, got {size_mib}")
+    dev = cfg.resolve_device(device)
+    path = Path(peak_file or default_peak_path())
+    from lnbench.report import check_writable
+    check_writable(path)
+    size = int(size_mib * (1 << 20)) if size_mib else None
+    record = measure_copy_bandwidth(dev, size, runs)
+    record.update({k: v for k, v in gpu_facts(dev).items() if k in ("driver", "clocks")})
+    store_peak(dev, record, path)
+    name = run_metadata(dev)["device_name"]
+    render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
+                 [Column("device", "device", justify="left"), Column("gbps", "GB/s", _num()),
+                  Column("copy_mib", "copy MiB", _num()), Column("median_us", "median µs", _num()),
+                  Column("iters_per_run", "I")],
+                 [{"device": name, **record, "copy_mib": record["copy_bytes"] / (1 << 20)}])
+    console.print(f"peak cached in {path}")
+    return EXIT_OK
+
+
+__all__ = ["perf_command", "peak_command"]

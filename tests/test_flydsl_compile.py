@@ -1,0 +1,136 @@
+"""Compile-only matrix (no GPU): every kernel variant for gfx942 and gfx950, checked from the
+compiled ISA metadata. One test per (arch, dtype, N) compiles all 10 kernels of that cell:
+fwd, fwd-nostats, bwd deterministic (main + reduce), bwd atomic, each for both ABIs."""
+import pytest
+
+pytest.importorskip("flydsl")
+
+from lnbench.flydsl import config  # noqa: E402
+from lnbench.flydsl.guard import FlyDSLCompileError, guarded_compile  # noqa: E402
+from lnbench.flydsl.inspect import compile_facts, facts_to_rows  # noqa: E402
+from lnbench.flydsl.toolkit import toolkit_info  # noqa: E402
+
+if toolkit_info().kind == "missing":  # pragma: no cover
+    pytest.skip("no linker toolkit (install ziglang)", allow_module_level=True)
+
+ARCHES = ("gfx942", "gfx950")
+DTYPES = ("f32", "f16", "bf16")
+NS = (1, 7, 64, 257, 1000, 2048, 4096, 5120, 8192, 12288, 16384, 32768)
+#: (pointer args, 4-byte scalars) of each kernel, by kernel-name prefix
+SIGNATURES = {"ln_fwd_nostats": (4, 1), "ln_fwd": (6, 1), "ln_bwd_reduce": (4, 1), "ln_bwd": (10, 2)}
+
+
+def _signature(f):
+    key = "ln_fwd_nostats" if (f.op == "fwd-nostats") else (
+        "ln_bwd_reduce" if "reduce" in f.kernel_name else ("ln_fwd" if f.op == "fwd" else "ln_bwd"))
+    return SIGNATURES[key]
+
+
+def _variants(arch, dtype, n):
+    out = {}
+    for abi in ("pointer", "tensor"):
+        out[(abi, "fwd")] = compile_facts("fwd", dtype, n, abi, arch)
+        out[(abi, "fwd-nostats")] = compile_facts("fwd-nostats", dtype, n, abi, arch)
+        out[(abi, "bwd-det")] = compile_facts("bwd", dtype, n, abi, arch, dgamma_strategy="deterministic")
+        out[(abi, "bwd-atomic")] = compile_facts("bwd", dtype, n, abi, arch, dgamma_strategy="atomic")
+    return out
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("arch", ARCHES)
+def test_compile_matrix(arch, dtype, n):
+    v = _variants(arch, dtype, n)
+    assert len(v[("pointer", "bwd-det")]) == 2 and len(v[("pointer", "bwd-atomic")]) == 1
+    fwd_plan = config.row_plan(n, dtype, "fwd")
+    bwd_plan = config.row_plan(n, dtype, "bwd")
+    for (abi, variant), facts in v.items():
+        for f in facts:
+            where = f"{arch} {dtype} N={n} {abi} {variant} {f.kernel_name}"
+            assert f.arch == arch and f.n == n and f.abi == abi
+            assert f.scratch_bytes == 0, where
+            assert f.vgpr_spills == 0 and f.sgpr_spills == 0, where
+            assert f.vgpr <= 128, where                       # fits 16 waves/CU (1024-thread blocks)
+            if f.vectorized:
+                assert f.loads_128bit, where
+                if "reduce" not in f.kernel_name:
+                    assert f.stores_128bit, where
+            if abi == "pointer":
+                ptrs, scalars = _signature(f)
+                assert f.kernarg_bytes == 8 * ptrs + 4 * scalars, where
+                assert [s for _, s, _ in f.kernel_args] == [8] * ptrs + [4] * scalars, where
+                assert f.launcher_slots == ptrs + scalars + 1, where   # + stream
+    for variant in ("fwd", "fwd-nostats", "bwd-det", "bwd-atomic"):
+        for p, t in zip(v[("pointer", variant)], v[("tensor", variant)]):
+            assert p.kernarg_bytes < t.kernarg_bytes, (variant, p.kernel_name)
+            assert p.launcher_slots < t.launcher_slots
+    # vectorized paths are exactly those the plan marks (16-byte access), in forward and backward
+    assert v[("pointer", "fwd")][0].vectorized == fwd_plan.vectorized
+    assert v[("pointer", "bwd-det")][0].vectorized == bwd_plan.vectorized
+    if fwd_plan.vectorized and n <= 8192:
+        for abi in ("pointer", "tensor"):
+            assert v[(abi, "fwd")][0].vgpr <= 128 and v[(abi, "bwd-det")][0].vgpr <= 128
+
+
+def test_ragged_rows_use_narrow_access_and_no_128bit_ops():
+    f = compile_facts("fwd", "bf16", 257, "pointer", "gfx942")[0]
+    assert not f.vectorized and not f.loads_128bit and not f.stores_128bit
+
+
+def test_stats_variant_writes_stats_and_nostats_does_not():
+    with_stats = compile_facts("fwd", "bf16", 4096, "pointer", "gfx942")[0]
+    without = compile_facts("fwd-nostats", "bf16", 4096, "pointer", "gfx942")[0]
+    assert with_stats.kernarg_bytes - without.kernarg_bytes == 16     # Mean and Rstd pointers
+    assert with_stats.instruction_count > without.instruction_count
+
+
+def test_arches_differ_in_isa():
+    a = compile_facts("fwd", "bf16", 4096, "pointer", "gfx942")[0]
+    b = compile_facts("fwd", "bf16", 4096, "pointer", "gfx950")[0]
+    assert (a.arch, b.arch) == ("gfx942", "gfx950")
+    assert a.instruction_count != b.instruction_count    # gfx950 has v_cvt_pk_bf16_f32
+
+
+def test_facts_to_rows_flattens_args():
+    rows = facts_to_rows(compile_facts("fwd", "f32", 64, "pointer", "gfx942"))
+    assert rows[0]["kernel_args"].startswith("0:8:global_buffer")
+    assert rows[0]["dtype"] == "f32" and rows[0]["n"] == 64
+
+
+def _big_lds_launcher():
+    """A kernel asking for 80 000 bytes of LDS (over gfx942's 64 KiB)."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+
+    @fx.struct
+    class Big:
+        buf: fx.Array[fx.Float32, 20000, 16]
+
+    @flyc.kernel
+    def big_lds(X: fx.Pointer):
+        part = fx.SharedAllocator().allocate(Big).peek().buf.view(fx.make_layout(20000, 1))
+        fx.memref_store(fx.Float32(1.0), part, fx.thread_idx.x)
+        fx.gpu.barrier()
+        v = fx.memref_load(part, fx.thread_idx.x + 1)
+        (X + fx.Int64(fx.thread_idx.x)).store(v)
+
+    @flyc.jit
+    def launch_big(X: fx.Pointer, stream: fx.Stream = fx.Stream(None)):
+        big_lds(X).launch(grid=(1, 1, 1), block=(64, 1, 1), stream=stream)
+
+    return launch_big
+
+
+def test_printed_llvm_error_is_a_failure():
+    """Pitfall 7: an LDS overflow makes LLVM print `error:` yet flyc.compile returns normally."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from lnbench.flydsl.toolkit import compile_env
+    launcher = _big_lds_launcher()
+    ptr = flyc.from_c_void_p(fx.Float32, None)
+    env = compile_env("gfx950", compile_only=True)
+    env["FLYDSL_RUNTIME_ENABLE_CACHE"] = "0"
+    guarded_compile(flyc.compile, launcher, ptr, None, env=env)            # fits gfx950's 160 KiB
+    env.update(ARCH="gfx942", FLYDSL_GPU_ARCH="gfx942")
+    with pytest.raises(FlyDSLCompileError, match="error"):
+        guarded_compile(flyc.compile, _big_lds_launcher(), ptr, None, env=env)
