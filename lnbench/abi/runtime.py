@@ -4,7 +4,7 @@ Three measurements per side (all µs per call, R runs of I calls each, per worke
     direct   host wall time of I back-to-back hot calls (preallocated outputs), synchronised once at
              the end of the run: launch/dispatch throughput (calls/s = 1e6 / µs);
     wrapper  host wall time of I calls of the public wrapper, allocation included, synchronised at the end;
-    device   GPU time per call from events on the current stream around I direct calls. The stream is
+    device   GPU time per call from events on the current stream around I direct calls (I <= 256). The stream is
              first held by a spin kernel (torch.cuda._sleep, nvbench's "blocking kernel") long enough for
              the host to enqueue all I calls, so host gaps between small kernels are not charged as
              device time; a run where the spin ran out before the host finished is counted in
@@ -35,6 +35,9 @@ METRIC_HELP = {
 }
 # lnbench.perf.timing's one-run timer (private there today; ask: make it public as `timed_run`)
 _timed_run: Callable[..., float] = getattr(timing, "timed_run", None) or timing._timed_run
+#: cap of I for `device` runs: the calls must fit the GPU's pending-launch queue while the spin holds
+#: the stream (a full queue blocks the host until the spin ends, and host gaps would enter the timing)
+DEVICE_MAX_ITERS = 256
 _SPIN_MARGIN = 1.5
 _SPIN_MAX_US = 500_000.0
 
@@ -152,8 +155,10 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
         progress(f"warm {case.key}")
     for case, metric in units:
         fastest = min(estimate[(case.key, metric, s)] for s in SIDES)
-        payload["cases"][case.key]["metrics"][metric]["iters"] = timing.choose_iters(
-            fastest, protocol.target_run_s, protocol.min_iters, protocol.max_iters)
+        iters = timing.choose_iters(fastest, protocol.target_run_s, protocol.min_iters, protocol.max_iters)
+        if metric == "device" and device.type == "cuda":
+            iters = min(iters, max(protocol.min_iters, DEVICE_MAX_ITERS))
+        payload["cases"][case.key]["metrics"][metric]["iters"] = iters
 
     spin = _Spin(device)
     order = schedule(units, protocol.runs, worker_index)

@@ -38,8 +38,8 @@ def default_arches() -> list[str]:
 
 
 def _kernel_role(name: str) -> str:
-    """Kernel name without its ABI token: ln_fwd_bf16_n1024_pointer -> ln_fwd_bf16_n1024."""
-    return re.sub(r"_(pointer|tensor)(?=_|$)", "", name)
+    """Kernel name without its ABI, dtype and width tokens (columns of their own): ln_fwd_bf16_n1024_pointer -> ln_fwd."""
+    return re.sub(r"_(pointer|tensor|f32|f16|bf16|n\d+)(?=_|$)", "", name)
 
 
 def _ratio(pointer: float, tensor: float) -> float | None:

@@ -29,7 +29,8 @@ def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str
     """Build the cases a spec describes and run one worker over them (also used in-process by tests)."""
     device = torch.device(spec.get("device", "cpu"))
     if device.type == "cuda":
-        torch.cuda.set_device(device)
+        if device.index is not None:
+            torch.cuda.set_device(device)
     else:
         torch.set_num_threads(int(spec.get("cpu_threads", 1)))   # no thread oversubscription noise
     shapes = [tuple(s) for s in spec["shapes"]]

@@ -24,7 +24,7 @@ class FlyDSLBackend(Backend):
         if toolkit.has_rocm_gpu() and torch.device(device).type == "cuda":
             return Availability(True)
         can = toolkit.toolkit_info().kind != "missing"
-        reason = "no ROCm GPU: compile-only" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
+        reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
         return Availability(False, reason, can_compile=can)
 
     def forward(self, x, weight, bias, eps, store_stats=True):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from lnbench.rocm import has_rocm_gpu  # the one project-wide check, re-exported here
 
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
 DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
@@ -103,15 +103,6 @@ def toolkit_info() -> ToolkitInfo:
                        note="no ROCm install and no `ziglang` package: pip install 'lnbench[compile]'")
 
 
-def has_rocm_gpu() -> bool:
-    """True when torch is a ROCm build and sees a GPU."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    return getattr(torch.version, "hip", None) is not None and torch.cuda.is_available()
-
-
 def compile_env(arch: str | None = None, *, compile_only: bool | None = None) -> dict[str, str]:
     """The environment variables a FlyDSL compile needs (not applied; see apply_compile_env)."""
     info = toolkit_info()
@@ -162,7 +153,3 @@ def describe() -> str:
     bc = "with AMDGPU bitcode" if info.bitcode else "no AMDGPU bitcode"
     return f"toolkit: {info.kind} at {info.root} ({info.lld_version}; {bc})"
 
-
-if __name__ == "__main__":  # pragma: no cover - manual check
-    print(describe(), file=sys.stdout)
-    _ = shutil  # keep import for future use

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lnbench import config as cfg
@@ -48,7 +49,7 @@ TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
     Column("median_us", "median µs", _num()), Column("_minmax", "min–max µs (workers)"),
-    Column("gbps", "GB/s", _num()), Column("_pct", "% peak"), Column("speedup", "speed-up", fmt_float(3)),
+    Column("gbps", "GB/s", _num()), Column("_pct", "% peak", markup=True), Column("speedup", "speed-up", fmt_float(3)),
     Column("iters", "I", fmt_float(6)), Column("status", "status", styled_status, justify="left"),
 ]
 
@@ -77,7 +78,7 @@ def _worker_lines(results: list[WorkerResult]) -> None:
     for result in results:
         if result.ok:
             continue
-        err_console.print(f"[bold red]{result.problem()}[/bold red]", soft_wrap=True)
+        err_console.print(f"[bold red]{escape(result.problem())}[/bold red]", soft_wrap=True)
         tail = [line for line in result.stderr_tail.splitlines() if line.strip()][-8:]
         for line in tail:
             err_console.print(f"  [dim]{line}[/dim]", soft_wrap=True, markup=False)
@@ -92,7 +93,8 @@ def _detail_lines(rows: list[dict[str, Any]]) -> None:
             seen[key] = seen.get(key, 0) + 1
     for (backend, op, detail), count in seen.items():
         what = f"{backend} {op}".strip()
-        console.print(f"[yellow]{what}[/yellow] ({count} case{'s' if count > 1 else ''}): {detail}", soft_wrap=True)
+        console.print(f"[yellow]{escape(what)}[/yellow] ({count} case{'s' if count > 1 else ''}): {escape(detail)}",
+                      soft_wrap=True)
 
 
 def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: float) -> str:
@@ -168,8 +170,9 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     peak = load_peak(dev, peak_file)
     peak_gbps = float(peak["gbps"]) if peak else None
     if peak is None and not quiet:
-        console.print(f"[yellow]no measured peak for {run_metadata(dev)['device_name']} in "
-                      f"{peak_file or default_peak_path()}: % peak left blank (run `lnbench peak` once)[/yellow]")
+        console.print(escape(f"no measured peak for {run_metadata(dev)['device_name']} in "
+                             f"{peak_file or default_peak_path()}: % peak left blank (run `lnbench peak` once)"),
+                      style="yellow")
     before = gpu_facts(dev)
     specs = [{"device": str(dev), "protocol": protocol.to_dict(), "cases": [c.to_spec() for c in order]}
              for order in orders]
@@ -190,8 +193,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     after = gpu_facts(dev)
     rows = build_rows(cases, orders, results, peak_gbps, base_name)
 
-    metadata = {**run_metadata(dev), "processes": protocol.processes, "runs": protocol.runs,
-                "iters_min": protocol.min_iters, "iters_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
+    metadata = {**run_metadata(dev), "P": protocol.processes, "R": protocol.runs,
+                "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
                 "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
                 "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before["driver"],
                 "clocks_before": before["clocks"], "clocks_after": after["clocks"],
@@ -246,7 +249,7 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
                  [Column("device", "device", justify="left"), Column("gbps", "GB/s", _num()),
                   Column("copy_mib", "copy MiB", _num()), Column("median_us", "median µs", _num()),
                   Column("iters_per_run", "I")],
-                 [{"device": name, **record, "copy_mib": record["copy_bytes"] / (1 << 20)}])
+                 [{**record, "device": name, "copy_mib": record["copy_bytes"] / (1 << 20)}])
     console.print(f"peak cached in {path}")
     return EXIT_OK
 

@@ -66,12 +66,14 @@ def warm_up(fn: Callable[[], object], device: torch.device, warmup_s: float, min
             ) -> tuple[int, float, float]:
     """Call fn until at least `warmup_s` seconds and `min_warmup_calls` calls have passed (≥ 1 call).
 
-    Calls go in doubling batches (at most 64), synchronised after each batch. Returns
-    (calls, seconds, per-call seconds of the last batch).
+    One first call runs before the clock starts (first-use work such as JIT compilation or autotuning
+    does not count towards the warm-up time), then calls go in doubling batches (at most 64), synchronised
+    after each batch. Returns (calls including the first, seconds, per-call seconds of the last batch).
     """
+    fn()
     synchronize(device)
     start = time.perf_counter_ns()
-    calls, batch, per_call = 0, 1, math.nan
+    calls, batch, per_call = 1, 1, math.nan
     while True:
         t0 = time.perf_counter_ns()
         for _ in range(batch):

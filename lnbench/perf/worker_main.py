@@ -10,8 +10,8 @@ Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" 
 "detail", "measurement": Measurement.to_dict(), "nbytes", "sets", "working_set_bytes", "llc_bytes",
 "note", "seconds"}, ...]}.
 
-Test hook: LNBENCH_PERF_FAULT="<worker index>:<crash|hang>[:<after N cases>]" makes that worker exit with
-status 3 (after a line on stderr) or sleep forever once N cases are done. It exists for the unit tests.
+Test hook: LNBENCH_PERF_FAULT="<worker index>:<crash|hang>[:<after N cases>][,...]" makes that worker exit
+with status 3 (after a line on stderr) or sleep forever once N cases are done. It exists for the unit tests.
 """
 from __future__ import annotations
 
@@ -25,24 +25,20 @@ from lnbench.perf.workers import read_spec, report_progress, write_result
 
 
 def _fault(index: int, done: int) -> None:
-    """Honour LNBENCH_PERF_FAULT for this worker (test hook)."""
-    spec = os.environ.get("LNBENCH_PERF_FAULT", "")
-    if not spec:
-        return
-    parts = spec.split(":")
-    if len(parts) < 2 or parts[0] != str(index):
-        return
-    after = int(parts[2]) if len(parts) > 2 else 0
-    if done != after:
-        return
-    if parts[1] == "crash":
-        sys.stderr.write(f"lnbench test fault: worker {index} crashing after {done} case(s)\n")
+    """Honour LNBENCH_PERF_FAULT for this worker (test hook; comma-separated entries allowed)."""
+    for item in os.environ.get("LNBENCH_PERF_FAULT", "").split(","):
+        parts = item.strip().split(":")
+        if len(parts) < 2 or parts[0] != str(index):
+            continue
+        after = int(parts[2]) if len(parts) > 2 else 0
+        if done != after:
+            continue
+        sys.stderr.write(f"lnbench test fault: worker {index} {parts[1]} after {done} case(s)\n")
         sys.stderr.flush()
-        os._exit(3)
-    if parts[1] == "hang":
-        sys.stderr.write(f"lnbench test fault: worker {index} hanging after {done} case(s)\n")
-        sys.stderr.flush()
-        time.sleep(3600)
+        if parts[1] == "crash":
+            os._exit(3)
+        if parts[1] == "hang":
+            time.sleep(3600)
 
 
 def run_case(case: dict[str, Any], device: Any, protocol: dict[str, Any], backends: dict[str, Any]
@@ -101,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device(spec.get("device", "cpu"))
     if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     backends: dict[str, Any] = {}
     for case in spec["cases"]:

@@ -130,16 +130,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _child_env(index: int, count: int, root: Path, env: dict[str, str] | None) -> dict[str, str]:
-    child = dict(os.environ)
+    """os.environ + `env` (wins), own cache folders unless `env` names them, lnbench importable."""
+    child = {**os.environ, **(env or {})}
     pkg_parent = str(Path(lnbench.__file__).resolve().parent.parent)
     child["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, child.get("PYTHONPATH", "")) if p)
     for var in CACHE_VARS:
+        if env and var in env:
+            continue
         folder = root / "cache" / var.lower()
         folder.mkdir(parents=True, exist_ok=True)
         child[var] = str(folder)
     child["LNBENCH_WORKER_INDEX"] = str(index)
     child["LNBENCH_WORKER_COUNT"] = str(count)
-    child.update(env or {})
     return child
 
 

@@ -102,11 +102,19 @@ def cold_sets(per_set: int, llc: int, factor: float, mem_cap: int) -> tuple[int,
 
 
 def _inputs(sets: int, m: int, n: int, dtype: torch.dtype, device: torch.device, seed: int
-            ) -> dict[str, torch.Tensor]:
+            ) -> dict[str, Any]:
+    """x and dy as `sets` separate (m, n) tensors, each its own allocation (storage offset 0, so compiled
+    backends see identical, aligned inputs and never recompile per set); γ, β shared."""
     gen = torch.Generator(device=device).manual_seed(seed)
+
+    def stack() -> list[torch.Tensor]:
+        out = []
+        for _ in range(sets):
+            out.append(torch.randn(m, n, generator=gen, device=device, dtype=torch.float32).to(dtype))
+        return out
+
     return {
-        "x": torch.randn(sets, m, n, generator=gen, device=device, dtype=torch.float32).to(dtype),
-        "dy": torch.randn(sets, m, n, generator=gen, device=device, dtype=torch.float32).to(dtype),
+        "x": stack(), "dy": stack(),
         "weight": (1.0 + 0.5 * torch.randn(n, generator=gen, device=device)).to(dtype),
         "bias": (0.5 * torch.randn(n, generator=gen, device=device)).to(dtype),
     }

@@ -1,0 +1,299 @@
+"""The `lnbench abi-compare` command: config → cases → workers / compiles → rows → tables + CSV/JSON.
+
+Runtime part: P worker processes (lnbench.perf.workers) each check and time every case of the chosen
+pair (lnbench.abi.runtime); the parent aggregates (lnbench.abi.aggregate). Static part: compile both
+ABIs for each arch and compare the compiled facts (lnbench.abi.static). Exit 0 when everything ran,
+1 on a failed check / error / `--fail-if-slower` hit, 2 on usage errors.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+import torch
+from rich.markup import escape
+from rich.progress import Progress
+
+from lnbench import config as cfg
+from lnbench.abi import stats
+from lnbench.abi.aggregate import NOT_RUN_NO_ROCM, aggregate, not_run_rows
+from lnbench.abi.cases import PAIRS, pair_info
+from lnbench.abi.runtime import METRICS
+from lnbench.abi.static import default_arches, flydsl_installed, static_rows
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.errors import LnbenchUsageError
+from lnbench.metadata import run_metadata
+from lnbench.perf.protocol import Protocol
+from lnbench.report import Column, render_table, styled_status
+from lnbench.rocm import has_rocm_gpu
+
+OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
+WORKER_MODULE = "lnbench.abi.worker_main"
+TABLE = "abi_compare"
+
+
+def _us(value: Any) -> str:
+    return "" if value is None else f"{value:.2f}" if value < 100 else f"{value:.1f}"
+
+
+def _timing_cell(side: str):
+    def fmt(row: dict[str, Any]) -> str:
+        med = row.get(f"{side}_us")
+        if med is None:
+            return ""
+        return f"{_us(med)} [{_us(row[f'{side}_min_us'])}–{_us(row[f'{side}_max_us'])}]"
+    return fmt
+
+
+def _calls_cell(side: str):
+    def fmt(row: dict[str, Any]) -> str:
+        value = row.get(f"{side}_calls_per_s")
+        return f"{value:,.0f}" if value and row.get("metric") == "direct" else ""
+    return fmt
+
+
+def _ratio_cell(row: dict[str, Any]) -> str:
+    if row.get("speedup") is None:
+        return ""
+    return f"{row['speedup']:.3f}× [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+
+
+def _verdict_cell(row: dict[str, Any]) -> str:
+    return styled_status(escape(str(row.get("verdict") if row.get("status") == "ok" else row.get("status"))))
+
+
+def _render_runtime(rows: list[dict[str, Any]], title: str) -> None:
+    display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
+                "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
+                "tensor_cps": _calls_cell("tensor")(r), "pointer_cps": _calls_cell("pointer")(r),
+                "ratio": _ratio_cell(r), "verdict": _verdict_cell(r)} for r in rows]
+    columns = [Column("op", "op", justify="left"), Column("dtype", "dtype", justify="left"), Column("shape", "shape"),
+               Column("metric", "measurement", justify="left"),
+               Column("tensor", "Tensor µs/call [min–max]"), Column("pointer", "Pointer µs/call [min–max]"),
+               Column("tensor_cps", "Tensor calls/s"), Column("pointer_cps", "Pointer calls/s"),
+               Column("ratio", "speed-up P vs T [CI]"), Column("verdict", "verdict", justify="left", markup=True)]
+    render_table(console, title, columns, display)
+
+
+def _pair_cell(key: str, ratio: bool = False):
+    def fmt(row: dict[str, Any]) -> str:
+        if row.get("status") != "ok":
+            return ""
+        text = f"{row[f'{key}_tensor']} → {row[f'{key}_pointer']}"
+        value = row.get(f"{key}_ratio")
+        return f"{text} ({value:.2f})" if ratio and value is not None else text
+    return fmt
+
+
+def _render_static(rows: list[dict[str, Any]]) -> None:
+    display = []
+    for r in rows:
+        d = {k: r.get(k, "") for k in ("arch", "op", "dtype", "N", "kernel")}
+        for key, ratio in (("kernarg", True), ("args", True), ("slots", True), ("vgpr", False), ("sgpr", False),
+                           ("spills", False), ("lds", False), ("scratch", False), ("instr", True)):
+            d[key] = _pair_cell(key, ratio)(r)
+        d["status"] = styled_status(escape(r["status"] if r["status"] != "error" else f"error: {r.get('detail', '')}"))
+        display.append(d)
+    columns = [Column("arch", "arch", justify="left"), Column("op", "op", justify="left"),
+               Column("dtype", "dtype", justify="left"), Column("N", "N"), Column("kernel", "kernel", justify="left"),
+               Column("kernarg", "kernarg B T→P (P/T)"), Column("args", "kernel args"), Column("slots", "launcher slots"),
+               Column("vgpr", "VGPR"), Column("sgpr", "SGPR"), Column("spills", "spills"), Column("lds", "LDS B"),
+               Column("scratch", "scratch B"), Column("instr", "ISA instrs"),
+               Column("status", "status", justify="left", markup=True)]
+    render_table(console, "abi-compare static: Tensor ABI → Pointer ABI (compile-only)", columns, display)
+
+
+def _list(values: Sequence[str], table: dict[str, Any], key: str) -> list[str]:
+    return cfg.split_list(values) or cfg.split_list(cfg.require(table, key, list, TABLE))
+
+
+def _choose(items: list[str], allowed: Sequence[str], what: str) -> list[str]:
+    for item in items:
+        if item not in allowed:
+            raise LnbenchUsageError(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
+    return list(dict.fromkeys(items))
+
+
+def probe_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """An extra, untimed shape for the alternation check when all shapes share one N."""
+    if len({n for _, n in shapes}) >= 2:
+        return []
+    m, n = shapes[0]
+    return [(m, n * 2 if n <= 8192 else n // 2)]
+
+
+def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device, protocol: Protocol, table: dict[str, Any],
+                 eps: float, seed: int, pair_options: dict[str, Any], in_process: bool, quiet: bool
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """(rows, worker payloads, worker problems) of the runtime part."""
+    labels = pair_info(pair).labels
+    if pair == "flydsl":
+        if not has_rocm_gpu():
+            return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_NO_ROCM, metrics), [], []
+        if not flydsl_installed():
+            return not_run_rows(pair, labels, ops, dtypes, shapes, "not run (flydsl not installed)", metrics), [], []
+    spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
+            "probe_shapes": [list(s) for s in probe_shapes(shapes)], "device": str(device), "eps": eps,
+            "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
+    specs = [{**spec, "worker_index": i} for i in range(protocol.processes)]
+    payloads: list[dict[str, Any]] = []
+    problems: list[str] = []
+    per_worker = len(ops) * len(dtypes) * len(shapes) + protocol.runs
+    with Progress(console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task(f"abi-compare {pair}", total=per_worker * len(specs))
+        if in_process:
+            from lnbench.abi.worker_main import run_spec
+            for i, one in enumerate(specs):
+                payloads.append(run_spec(one, on_progress=lambda label: progress.advance(task)))
+        else:
+            from lnbench.perf.workers import run_workers
+            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s,
+                                  on_progress=lambda i, done: progress.update(task, completed=i * per_worker + done))
+            for result in results:
+                if result.payload:
+                    payloads.append(result.payload)
+                if not result.ok:
+                    problems.append(result.problem())
+    rows = aggregate(pair, labels, payloads, metrics, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
+                     confidence=float(cfg.require(table, "confidence", (int, float), TABLE)),
+                     seed=int(cfg.require(table, "stats_seed", int, TABLE)))
+    if not payloads:
+        rows = not_run_rows(pair, labels, ops, dtypes, shapes, "error (no worker returned results)", metrics)
+    return rows, payloads, problems
+
+
+@click.command("abi-compare")
+@click.option("--pair", type=click.Choice(list(PAIRS)), help="Call-path pair of the runtime part (default: config, flydsl).")
+@click.option("--shapes", multiple=True, help="MxN list, e.g. 32x1024,4096x4096 (default: config). Static part: their N.")
+@click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
+@click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (repeatable or comma list).")
+@click.option("--metric", "metrics", multiple=True, help="direct, wrapper, device (repeatable or comma list).")
+@click.option("--arch", "arches", multiple=True, help="Static part: gfx942, gfx950 (default: this ROCm GPU's arch, else both).")
+@click.option("--static-only", is_flag=True, help="Only the compile-only comparison (no GPU needed).")
+@click.option("--runtime-only", is_flag=True, help="Only the runtime comparison.")
+@click.option("--fail-if-slower", "fail_pct", type=float, metavar="PCT",
+              help="Exit 1 when the Pointer side is significantly slower than the Tensor side by more than PCT %.")
+@click.option("-P", "--processes", type=int, help="Independent worker processes (P).")
+@click.option("-R", "--runs", type=int, help="Timed runs per case, measurement and side in each worker (R).")
+@click.option("--warmup-s", type=float, help="Minimum warm-up seconds per case and side.")
+@click.option("--min-warmup-calls", type=int, help="Minimum warm-up calls per case and side.")
+@click.option("--target-run-s", type=float, help="Target seconds per run (sets I).")
+@click.option("--min-iters", type=int, help="Lower clamp of I (calls per run).")
+@click.option("--max-iters", type=int, help="Upper clamp of I.")
+@click.option("--worker-timeout-s", type=float, help="Kill a worker that runs longer than this.")
+@click.option("--eps", type=float, help="LayerNorm eps (default: config).")
+@click.option("--seed", type=int, help="Input seed (default: config).")
+@click.option("--device", help="Runtime device for stand-in pairs: cpu, cuda, cuda:N (default: the GPU when there is one).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--planted-delay-us", type=float, help="planted-slow pair: extra host µs per call on the pointer side.")
+@click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
+@output_options
+@guarded
+def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, fail_pct, processes,
+                        runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, eps,
+                        seed, device, config_path, planted_delay_us, in_process, csv_path, json_path, quiet) -> int:
+    """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
+    if static_only and runtime_only:
+        raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
+    if fail_pct is not None and fail_pct < 0:
+        raise LnbenchUsageError(f"--fail-if-slower must be a percentage >= 0, got {fail_pct}")
+    config = cfg.load_config(config_path)
+    table = cfg.section(config, TABLE)
+    pair = pair or str(cfg.require(table, "pair", str, TABLE))
+    pair_info(pair)
+    shape_list = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
+    dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, TABLE))
+    op_list = _choose(_list(ops, table, "ops"), OPS, "op")
+    metric_list = _choose(_list(metrics, table, "metrics"), METRICS, "measurement")
+    arch_list = cfg.split_list(arches) or default_arches()
+    for arch in arch_list:
+        if not arch.startswith("gfx"):
+            raise LnbenchUsageError(f"unknown arch {arch!r}; AMD targets look like gfx942, gfx950")
+    eps_value = float(eps if eps is not None else cfg.require(table, "eps", (int, float), TABLE))
+    if eps_value <= 0:
+        raise LnbenchUsageError(f"eps must be > 0, got {eps_value}")
+    seed_value = int(seed if seed is not None else cfg.require(table, "seed", int, TABLE))
+    protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
+                                   min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
+                                   min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
+                                   modes=("hot",), ops=tuple(op_list))
+    strategy = str(cfg.require(table, "dgamma_strategy", str, TABLE))
+    pair_options: dict[str, Any] = {}
+    if pair == "flydsl":
+        pair_options["dgamma_strategy"] = strategy
+    elif pair == "planted-slow":
+        delay = planted_delay_us if planted_delay_us is not None else cfg.require(
+            table, "planted_delay_us", (int, float), TABLE)
+        if delay < 0:
+            raise LnbenchUsageError(f"--planted-delay-us must be >= 0, got {delay}")
+        pair_options["delay_us"] = float(delay)
+    dev = torch.device("cuda") if pair == "flydsl" and has_rocm_gpu() and device is None else cfg.resolve_device(device)
+    csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path)
+    metadata = {**run_metadata(dev), "pair": pair, "processes": protocol.processes, "runs": protocol.runs,
+                "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
+                "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "eps": eps_value, "seed": seed_value,
+                "confidence": table.get("confidence"), "bootstrap": table.get("bootstrap")}
+
+    runtime_rows: list[dict[str, Any]] = []
+    payloads: list[dict[str, Any]] = []
+    problems: list[str] = []
+    if not static_only:
+        runtime_rows, payloads, problems = _run_runtime(
+            pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
+            pair_options, in_process, quiet)
+        if not quiet:
+            labels = pair_info(pair).labels
+            _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
+                                          f"(median of {protocol.processes} worker medians × {protocol.runs} runs)")
+            console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
+                          f"Pointer time (> 1: Pointer faster); `same` = the {metadata['confidence']} bootstrap "
+                          f"interval contains 1.")
+        for problem in problems:
+            console.print(f"[red]{problem}[/red]")
+        for row in runtime_rows:
+            if row.get("status") in ("check failed", "error") and row.get("detail"):
+                console.print(f"[red]{row['op']} {row['dtype']} {row['shape']} {row['metric']}:[/red] {row['detail']}")
+
+    static: list[dict[str, Any]] = []
+    if not runtime_only:
+        widths = list(dict.fromkeys(n for _, n in shape_list))
+        with Progress(console=console, transient=True, disable=quiet) as progress:
+            task = progress.add_task("compiling", total=len(arch_list) * len(op_list) * len(dtype_list) * len(widths))
+            static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
+                                 on_step=lambda: progress.advance(task))
+        if not quiet:
+            _render_static(static)
+
+    checks = [c for p in payloads for c in p.get("checks", [])]
+    emit_outputs(runtime_rows + static, metadata, csv_final, json_final,
+                 {"checks": checks, "worker_problems": problems, "workers": payloads})
+    return _exit_code(runtime_rows, static, problems, fail_pct)
+
+
+def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]], problems: list[str],
+               fail_pct: float | None) -> int:
+    """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
+    bad = [r for r in runtime_rows + static if str(r.get("status", "")).startswith(("error", "check failed"))]
+    slower = []
+    if fail_pct is not None:
+        for r in runtime_rows:
+            if r.get("status") == "ok":
+                est = stats.RatioEstimate(r["speedup"], r["ci_low"], r["ci_high"], r["confidence"], r["mw_p"],
+                                          r["verdict"])
+                if stats.significantly_slower(est, fail_pct):
+                    slower.append(r)
+    ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
+    verdicts = {v: sum(r.get("verdict") == v for r in ok_rows) for v in (stats.FASTER, stats.SAME, stats.SLOWER)}
+    parts = []
+    if runtime_rows:
+        parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in verdicts.items())}), "
+                     f"{len(runtime_rows) - len(ok_rows)} not measured")
+    if static:
+        parts.append(f"static: {sum(r.get('status') == 'ok' for r in static)} of {len(static)} kernel rows compiled")
+    console.print("; ".join(parts + [f"{len(bad)} errors"]))
+    for r in slower:
+        console.print(f"[bold red]--fail-if-slower {fail_pct:g}: Pointer side {r['slowdown_pct']:.1f}% slower "
+                      f"on {r['op']} {r['dtype']} {r['shape']} {r['metric']} "
+                      f"(speed-up {r['speedup']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}])[/bold red]")
+    return EXIT_FAILED if bad or problems or slower else EXIT_OK

@@ -1,0 +1,196 @@
+"""Execution tests of the FlyDSL kernels: need a ROCm GPU, skipped elsewhere ("needs a ROCm GPU")."""
+import pytest
+import torch
+
+from lnbench.flydsl.toolkit import has_rocm_gpu
+
+pytestmark = [pytest.mark.rocm,
+              pytest.mark.skipif(not has_rocm_gpu(), reason="needs a ROCm GPU")]
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+#: forward atol per dtype against an fp64 reference (on dtype-rounded inputs)
+FWD_ATOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+SHAPES = [(1, 1), (3, 7), (37, 64), (5, 257), (64, 1000), (16, 4096), (4, 5120), (8, 8192), (2, 32768)]
+
+
+def _ref(x, w, b, eps, dy=None):
+    xd, wd, bd = x.double(), w.double(), b.double()
+    mean = xd.mean(-1)
+    var = ((xd - mean[:, None]) ** 2).mean(-1)
+    rstd = (var + eps).rsqrt()
+    xhat = (xd - mean[:, None]) * rstd[:, None]
+    y = xhat * wd + bd
+    if dy is None:
+        return y, mean, rstd
+    dyd = dy.double()
+    wdy = dyd * wd
+    c1 = wdy.mean(-1, keepdim=True)
+    c2 = (wdy * xhat).mean(-1, keepdim=True)
+    dx = (wdy - c1 - xhat * c2) * rstd[:, None]
+    return y, mean, rstd, dx, (dyd * xhat).sum(0), dyd.sum(0)
+
+
+def _inputs(m, n, dtype, offset=0.0, device="cuda"):
+    g = torch.Generator(device="cpu").manual_seed(m * 7919 + n)
+    x = (torch.randn(m, n, generator=g) + offset).to(device=device, dtype=dtype)
+    w = (torch.rand(n, generator=g) + 0.5).to(device=device, dtype=dtype)
+    b = torch.randn(n, generator=g).to(device=device, dtype=dtype)
+    dy = torch.randn(m, n, generator=g).to(device=device, dtype=dtype)
+    return x, w, b, dy
+
+
+def _tol_vs_torch(out, ref, same_dtype_torch, atol):
+    """flash-attn rule: |out - ref| <= 2 |torch_same_dtype - ref| + atol."""
+    err = (out.double() - ref).abs().max().item()
+    base = (same_dtype_torch.double() - ref).abs().max().item()
+    assert err <= 2 * base + atol, (err, base)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", SHAPES)
+@pytest.mark.parametrize("abi", ["pointer", "tensor"])
+def test_forward_values(m, n, dtype, abi):
+    from lnbench.flydsl import launch
+    x, w, b, _ = _inputs(m, n, dtype)
+    y, mean, rstd = launch.forward(x, w, b, 1e-5, abi=abi)
+    yr, mr, rr = _ref(x, w, b, 1e-5)
+    assert y.dtype == dtype and mean.dtype == torch.float32
+    yt = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
+    _tol_vs_torch(y, yr, yt, FWD_ATOL[dtype])
+    assert torch.allclose(mean.double(), mr, atol=1e-5, rtol=1e-5)
+    assert torch.allclose(rstd.double(), rr, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("offset", [1e3, 1e4])
+def test_large_mean_rows_are_exact(dtype, offset):
+    from lnbench.flydsl import launch
+    x, w, b, _ = _inputs(64, 1000, torch.float32, offset=offset)
+    x = x.to(dtype)
+    _, mean, rstd = launch.forward(x, w.to(dtype), b.to(dtype), 1e-5)
+    _, mr, rr = _ref(x, w.to(dtype), b.to(dtype), 1e-5)
+    assert torch.allclose(rstd.double(), rr, rtol=1e-3), "variance cancellation"
+    assert torch.allclose(mean.double(), mr, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", SHAPES)
+@pytest.mark.parametrize("strategy", ["deterministic", "atomic"])
+def test_backward_values(m, n, dtype, strategy):
+    from lnbench.flydsl import launch
+    x, w, b, dy = _inputs(m, n, dtype)
+    _, mean, rstd = launch.forward(x, w, b, 1e-5)
+    dx, dw, db = launch.backward(dy, x, w, mean, rstd, dgamma_strategy=strategy)
+    _, _, _, dxr, dwr, dbr = _ref(x, w, b, 1e-5, dy)
+    assert dx.dtype == dtype and dw.dtype == dtype and db.dtype == dtype
+    tol = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 6e-2}[dtype]
+    assert (dx.double() - dxr).abs().max().item() <= tol * max(1.0, dxr.abs().max().item())
+    scale = tol * max(1.0, m ** 0.5)
+    assert (dw.double() - dwr).abs().max().item() <= scale * max(1.0, dwr.abs().max().item())
+    assert (db.double() - dbr).abs().max().item() <= scale * max(1.0, dbr.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_deterministic_strategy_is_bitwise_reproducible(dtype):
+    from lnbench.flydsl import launch
+    x, w, b, dy = _inputs(4096, 1024, dtype)
+    _, mean, rstd = launch.forward(x, w, b, 1e-5)
+    first = launch.backward(dy, x, w, mean, rstd)
+    for _ in range(5):
+        again = launch.backward(dy, x, w, mean, rstd)
+        for a, c in zip(first, again):
+            assert torch.equal(a, c)
+
+
+@pytest.mark.parametrize("store_stats", [True, False])
+def test_both_abis_bitwise_equal_in_forward(store_stats):
+    from lnbench.flydsl import launch
+    for m, n in [(33, 257), (16, 4096), (300, 64)]:
+        x, w, b, _ = _inputs(m, n, torch.bfloat16)
+        p = launch.forward(x, w, b, 1e-5, store_stats=store_stats, abi="pointer")
+        t = launch.forward(x, w, b, 1e-5, store_stats=store_stats, abi="tensor")
+        assert torch.equal(p[0], t[0])
+        if store_stats:
+            assert torch.equal(p[1], t[1]) and torch.equal(p[2], t[2])
+        else:
+            assert p[1] is None and t[1] is None
+
+
+def test_autograd_3d_input_matches_torch():
+    import lnbench
+    x, w, b, _ = _inputs(6 * 5, 512, torch.float32)
+    x = x.reshape(6, 5, 512).requires_grad_()
+    w.requires_grad_()
+    b.requires_grad_()
+    y = lnbench.layernorm(x, w, b, eps=1e-5)
+    assert y.shape == x.shape
+    g = torch.randn_like(y)
+    y.backward(g)
+    xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    yr = torch.nn.functional.layer_norm(xr, (512,), wr, br, 1e-5)
+    yr.backward(g)
+    assert torch.allclose(y, yr, atol=1e-5)
+    for a, r in ((x.grad, xr.grad), (w.grad, wr.grad), (b.grad, br.grad)):
+        assert torch.allclose(a, r, atol=1e-4, rtol=1e-4)
+
+
+def test_eps_is_honoured():
+    from lnbench.flydsl import launch
+    x = torch.full((4, 64), 3.0, device="cuda")
+    x[:, ::2] += 1e-3
+    w, b = torch.ones(64, device="cuda"), torch.zeros(64, device="cuda")
+    _, _, r_small = launch.forward(x, w, b, 1e-8)
+    _, _, r_big = launch.forward(x, w, b, 1.0)
+    var = 0.25e-6
+    assert torch.allclose(r_big.double(), torch.full((4,), (var + 1.0) ** -0.5, device="cuda", dtype=torch.float64),
+                          rtol=1e-5)
+    assert (r_small > 100 * r_big).all()
+
+
+def test_storage_offsets():
+    from lnbench.flydsl import launch
+    base = torch.randn(1 + 16 * 1000, device="cuda")
+    x = base[1:].view(16, 1000)                       # 4-byte offset: narrow variant
+    wbase = torch.randn(1003, device="cuda")
+    w = wbase[3:]
+    b = torch.randn(1000, device="cuda")
+    y, mean, rstd = launch.forward(x, w, b, 1e-5)
+    yr, _, _ = _ref(x, w, b, 1e-5)
+    assert torch.allclose(y.double(), yr, atol=1e-5)
+    dy = torch.randn_like(x)
+    dx, dw, db = launch.backward(dy, x, w, mean, rstd)
+    _, _, _, dxr, dwr, dbr = _ref(x, w, b, 1e-5, dy)
+    assert torch.allclose(dx.double(), dxr, atol=1e-4) and torch.allclose(dw.double(), dwr, atol=1e-3)
+
+
+def test_non_default_stream():
+    from lnbench.flydsl import launch
+    x, w, b, _ = _inputs(256, 2048, torch.bfloat16)
+    ref = launch.forward(x, w, b, 1e-5)[0]
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        y = launch.forward(x, w, b, 1e-5)[0]
+    s.synchronize()
+    assert torch.equal(y, ref)
+
+
+def test_direct_forward_call_matches_forward():
+    from lnbench.flydsl import launch
+    x, w, b, _ = _inputs(64, 4096, torch.bfloat16)
+    for abi in ("pointer", "tensor"):
+        call = launch.direct_forward_call(x, w, b, 1e-5, True, abi)
+        call()
+        torch.cuda.synchronize()
+        assert torch.equal(call.outputs[0], launch.forward(x, w, b, 1e-5, abi=abi)[0])
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two ROCm GPUs")
+def test_two_gpus():
+    from lnbench.flydsl import launch
+    outs = []
+    for dev in ("cuda:0", "cuda:1"):
+        x, w, b, _ = _inputs(32, 1024, torch.float32, device=dev)
+        y, _, _ = launch.forward(x, w, b, 1e-5)
+        assert y.device == torch.device(dev)
+        outs.append(y.cpu())
+    assert torch.equal(outs[0], outs[1])
