@@ -16,12 +16,7 @@ export COLUMNS="${COLUMNS:-220}"
 OUT_DIR="${OUT:-results}"
 mkdir -p "$OUT_DIR"
 
-if python3 -m lnbench.cli abi-compare --help >/dev/null 2>&1; then
-  LNB=(python3 -m lnbench.cli abi-compare)
-else
-  echo "note: abi-compare not wired into lnbench.cli yet; using python3 -m lnbench.abi"
-  LNB=(python3 -m lnbench.abi)
-fi
+LNB=(python3 -m lnbench.cli abi-compare)
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>/dev/null || true
 python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, torch.cuda.get_device_name())"

@@ -1,9 +1,7 @@
 """The ROCm pair: our FlyDSL LayerNorm kernels through the Tensor ABI and the Pointer ABI.
 
-direct  = lnbench.flydsl.launch.direct_forward_call (compiled function called with preallocated
-          outputs: raw data_ptr() ints for the Pointer ABI, tensors for the Tensor ABI); for the
-          backward, launch.direct_backward_call when the kernels module provides one, else the
-          direct measurement is reported as not measured and `device` times the wrapper;
+direct  = lnbench.flydsl.launch.direct_forward_call / direct_backward_call (compiled functions called
+          with preallocated outputs: raw data_ptr() ints for the Pointer ABI, tensors for the Tensor ABI);
 wrapper = launch.forward(store_stats=True/False) / launch.backward, allocation included.
 Checks (lnbench.abi.checks): forward outputs bitwise identical between the ABIs; backward bitwise
 identical with the deterministic dγ/dβ strategy, within a relative 1e-2 with atomics.
@@ -47,7 +45,6 @@ def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]]
         raise RuntimeError(f"the flydsl pair {NEEDS_ROCM}")
     from lnbench.flydsl import launch
 
-    direct_bwd = getattr(launch, "direct_backward_call", None)
     cases = []
     for op in ops:
         for dtype in dtypes:
@@ -56,7 +53,6 @@ def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]]
                 make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
                 x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
                 sides: dict[str, Side] = {}
-                unsupported: dict[str, str] = {}
                 if op in ("fwd", "fwd-nostats"):
                     stats = op == "fwd"
                     for abi in ABIS:
@@ -70,16 +66,10 @@ def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]]
                     for abi in ABIS:
                         def wrapper(abi: str = abi) -> tuple:
                             return tuple(launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy))
-                        if direct_bwd is not None:
-                            call = direct_bwd(dy, x, w, mean, rstd, abi, dgamma_strategy)
-                            sides[abi] = Side(direct=call, wrapper=wrapper,
-                                              direct_outputs=tuple(getattr(call, "outputs", ())) or None)
-                        else:
-                            sides[abi] = Side(direct=wrapper, wrapper=wrapper, device=wrapper)
-                    if direct_bwd is None:
-                        unsupported["direct"] = "no direct backward entry in lnbench.flydsl.launch"
+                        call = launch.direct_backward_call(dy, x, w, mean, rstd, abi, dgamma_strategy)
+                        sides[abi] = Side(direct=call, wrapper=wrapper, direct_outputs=tuple(call.outputs))
                 exact = op != "bwd" or dgamma_strategy == "deterministic"
                 cases.append(PairCase(op=op, dtype=dtype, shape=(m, n), sides=sides,
                                       reference=_reference(op, x, w, b, dy, eps), exact=exact,
-                                      agree_rtol=0.0 if exact else 1e-2, unsupported=unsupported))
+                                      agree_rtol=0.0 if exact else 1e-2))
     return cases

@@ -15,6 +15,7 @@ import torch
 from lnbench.errors import ContractError
 from lnbench.flydsl import config
 from lnbench.flydsl.toolkit import compile_env, has_rocm_gpu
+from lnbench.metadata import device_arch
 
 ABIS = ("pointer", "tensor")
 STRATEGIES = ("deterministic", "atomic")
@@ -98,11 +99,6 @@ def align_elems(*tensors: torch.Tensor) -> int:
         p = t.data_ptr()
         worst = min(worst, (p & -p) if p else 16)
     return max(1, worst // esize)
-
-
-def device_arch(device: torch.device) -> str:
-    props = torch.cuda.get_device_properties(device)
-    return str(getattr(props, "gcnArchName", "gfx942")).split(":")[0]
 
 
 def _flyc():
@@ -277,17 +273,22 @@ def bwd_compiled(plan: config.RowPlan, strategy: str, abi: str, arch: str, dev: 
     return main, red
 
 
-def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
-             abi: str = "pointer", dgamma_strategy: str = "deterministic"
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias); dweight/dbias accumulate in fp32 and come back in weight's dtype."""
+def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
+                   rstd: torch.Tensor, abi: str, dgamma_strategy: str
+                   ) -> tuple[Callable[[], None] | None, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Check, allocate outputs and workspace, compile; return (launch closure, (dx, dweight, dbias)).
+
+    The closure launches on the current stream of x's device. For the atomic strategy it zeroes the
+    fp32 accumulators right before the main kernel (a Tensor-ABI compile may have run it once) and
+    casts them into dweight/dbias after; that zeroing is part of every call. None when M == 0.
+    """
     _check_abi(abi)
     check_strategy(dgamma_strategy)
     check_backward_args(dy, x, weight, mean, rstd)
     m, n = x.shape
     dx = torch.empty_like(x)
     if m == 0:
-        return dx, torch.zeros_like(weight), torch.zeros_like(weight)
+        return None, (dx, torch.zeros_like(weight), torch.zeros_like(weight))
     require_rocm_gpu()
     try:
         plan = config.row_plan(n, x.dtype, "bwd", align_elems(x, dy, dx, weight))
@@ -303,18 +304,45 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torc
     acc_g, acc_b = torch.zeros(n, **f32), torch.zeros(n, **f32)
     dgamma = torch.empty_like(weight)
     dbeta = torch.empty_like(weight)
-    with _on_device(x.device) as stream:
-        main_t = [x, dy, weight, mean, rstd, dx, wsg, wsb, acc_g, acc_b]
-        red_t = [wsg, wsb, dgamma, dbeta]
+    main_t = [x, dy, weight, mean, rstd, dx, wsg, wsb, acc_g, acc_b]
+    red_t = [wsg, wsb, dgamma, dbeta]
+    with _on_device(x.device):
         main, red = bwd_compiled(plan, dgamma_strategy, abi, arch, dev,
                                  main_t if abi == "tensor" else None, red_t if abi == "tensor" else None)
+    main_args = _ptrs_or_tensors(abi, main_t) + [m, p]
+    red_args = _ptrs_or_tensors(abi, red_t) + [ws_rows]
+    stream = torch.cuda.current_stream(x.device)
+
+    def call() -> None:
         if dgamma_strategy == "atomic":
-            acc_g.zero_()                 # a Tensor-ABI compile may have run the kernel once
+            acc_g.zero_()
             acc_b.zero_()
-        main(*_ptrs_or_tensors(abi, main_t), m, p, stream)
+        main(*main_args, stream)
         if red is not None:
-            red(*_ptrs_or_tensors(abi, red_t), ws_rows, stream)
-    if dgamma_strategy == "atomic":
-        dgamma.copy_(acc_g)
-        dbeta.copy_(acc_b)
-    return dx, dgamma, dbeta
+            red(*red_args, stream)
+        if dgamma_strategy == "atomic":
+            dgamma.copy_(acc_g)
+            dbeta.copy_(acc_b)
+
+    return call, (dx, dgamma, dbeta)
+
+
+def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor,
+             abi: str = "pointer", dgamma_strategy: str = "deterministic"
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias); dweight/dbias accumulate in fp32 and come back in weight's dtype."""
+    call, outputs = _backward_call(dy, x, weight, mean, rstd, abi, dgamma_strategy)
+    if call is not None:
+        with _on_device(x.device):
+            call()
+    return outputs
+
+
+def direct_backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
+                         rstd: torch.Tensor, abi: str, dgamma_strategy: str = "deterministic") -> Callable[[], None]:
+    """Like direct_forward_call for the backward: outputs and workspace preallocated once."""
+    call, outputs = _backward_call(dy, x, weight, mean, rstd, abi, dgamma_strategy)
+    if call is None:
+        raise ContractError("x: direct_backward_call needs at least one row")
+    call.outputs = outputs  # type: ignore[attr-defined]  # keeps the buffers alive
+    return call
