@@ -10,6 +10,7 @@ from lnbench.env import backend_facts, device_facts, software_facts
 from lnbench.report import Column, render_table
 from lnbench.abi.command import abi_compare_command
 from lnbench.inspect_command import inspect_command
+from lnbench.perf.command import peak_command, perf_command
 from lnbench.verify.command import verify_command
 
 
@@ -37,6 +38,8 @@ def env_command(device: str | None) -> int:
 
 main.add_command(verify_command)
 main.add_command(inspect_command)
+main.add_command(perf_command)
+main.add_command(peak_command)
 main.add_command(abi_compare_command)
 
 if __name__ == "__main__":  # pragma: no cover

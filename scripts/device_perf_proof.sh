@@ -17,12 +17,7 @@ LOG="$OUT_DIR/proof.log"
 SUMMARY="$OUT_DIR/summary.txt"
 : >"$LOG"; : >"$SUMMARY"
 
-if $PY -m lnbench.cli perf --help >/dev/null 2>&1; then
-  CLI=("$PY" -m lnbench.cli)
-else
-  echo "note: perf/peak not wired into lnbench.cli yet; using python -m lnbench.perf" | tee -a "$LOG"
-  CLI=("$PY" -m lnbench.perf)
-fi
+CLI=("$PY" -m lnbench.cli)
 
 {
   echo "== environment"

@@ -111,6 +111,8 @@ def test_cold_sets_exceed_llc_and_respect_memory_cap():
     sets, note = cold_sets(per_set=1000, llc=10_000, factor=3.0, mem_cap=5_000)
     assert sets == 5 and "memory cap" in note
     assert cold_sets(per_set=10**9, llc=10, factor=3.0, mem_cap=10**12)[0] == 2  # never fewer than 2
+    sets, note = cold_sets(per_set=10, llc=10**6, factor=3.0, mem_cap=10**12, max_sets=100)
+    assert sets == 100 and "set cap" in note
 
 
 def test_cold_workload_rotates_sets_larger_than_llc():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,12 @@ def choose_backends(requested: list[str]) -> list[str]:
     if not out:
         raise LnbenchUsageError("no backend given")
     return out
+
+
+def _worker_env() -> dict[str, str]:
+    """Extra worker environment: Inductor compiles in-process (no compile-worker pool to start or leave
+    behind; kernel speed is unaffected) unless the user set TORCHINDUCTOR_COMPILE_THREADS."""
+    return {} if "TORCHINDUCTOR_COMPILE_THREADS" in os.environ else {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def _list_option(values: tuple[str, ...], table: dict[str, Any], key: str) -> list[str]:
@@ -188,7 +195,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                 progress.update(task, completed=sum(totals[:index]) + done,
                                 description=f"worker {index + 1}/{protocol.processes}")
 
-            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, on_progress=on_progress)
+            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
+                                  on_progress=on_progress)
     seconds = time.monotonic() - start
     after = gpu_facts(dev)
     rows = build_rows(cases, orders, results, peak_gbps, base_name)

@@ -88,8 +88,8 @@ def warm_up(fn: Callable[[], object], device: torch.device, warmup_s: float, min
         batch = min(batch * 2, _MAX_WARMUP_BATCH)
 
 
-def _timed_run(fn: Callable[[], object], device: torch.device, iters: int, timer: str) -> float:
-    """One run: µs per call over `iters` back-to-back calls."""
+def timed_run(fn: Callable[[], object], device: torch.device, iters: int, timer: str = "device") -> float:
+    """One run: µs per call over `iters` back-to-back calls (timer as in `measure`; no warm-up)."""
     if timer == "device" and device.type == "cuda":
         stream = torch.cuda.current_stream(device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -105,6 +105,9 @@ def _timed_run(fn: Callable[[], object], device: torch.device, iters: int, timer
         fn()
     synchronize(device)
     return (time.perf_counter_ns() - t0) / 1e3 / iters
+
+
+_timed_run = timed_run  # old private name, kept for callers that used it
 
 
 def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, warmup_s: float,
@@ -123,6 +126,6 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
     device = torch.device(device)
     calls, seconds, per_call = warm_up(fn, device, warmup_s, min_warmup_calls)
     iters = choose_iters(per_call, target_run_s, min_iters, max_iters)
-    run_us = [_timed_run(fn, device, iters, timer) for _ in range(runs)]
+    run_us = [timed_run(fn, device, iters, timer) for _ in range(runs)]
     label = "wall" if timer == "wall" else ("cuda-event" if device.type == "cuda" else "perf_counter_ns")
     return Measurement(iters, run_us, calls, seconds, label, per_call * 1e6)

@@ -15,8 +15,9 @@ Modes:
           working set stays cache-resident when it fits; device timer.
     cold  S input sets, and the outputs of the last S calls kept alive (so each call writes a fresh block),
           S = max(2, ceil(cold_factor × LLC / bytes per set)), capped so the sets use at most
-          cold_mem_fraction of free device memory. LLC = the L2 size torch reports (+ the 256 MiB Infinity
-          Cache on MI300X/MI355X, gfx942/gfx950); CPUs read L3 from sysfs. Nothing is flushed: rotation only,
+          cold_mem_fraction of free device memory, and at 4096 sets (noted in the row when a cap bites).
+          LLC = the L2 size torch reports (+ the 256 MiB Infinity Cache on MI300X/MI355X, gfx942/gfx950);
+          CPUs read L3 from sysfs. Nothing is flushed: rotation only,
           so no flush ever lands inside (or between) timed calls. Device timer.
     wall  as hot, but timed on the host wall clock (allocation and Python wrapper included), synced per run.
 """
@@ -37,6 +38,8 @@ MIB = 1 << 20
 _INFINITY_CACHE = {"gfx942": 256 * MIB, "gfx950": 256 * MIB}
 _CPU_LLC_FALLBACK = 32 * MIB
 _GPU_LLC_FALLBACK = 256 * MIB
+#: at most this many rotated sets (only shapes of a few KiB reach it; they are launch-bound anyway)
+MAX_SETS = 4096
 
 
 @dataclass
@@ -91,13 +94,15 @@ def free_memory(device: torch.device) -> int:
     return 4 << 30
 
 
-def cold_sets(per_set: int, llc: int, factor: float, mem_cap: int) -> tuple[int, str]:
-    """Number of rotated sets for cold mode, and a note when the memory cap keeps it under the target."""
+def cold_sets(per_set: int, llc: int, factor: float, mem_cap: int, max_sets: int = MAX_SETS) -> tuple[int, str]:
+    """Number of rotated sets for cold mode, and a note when the memory cap (or the set cap, which only
+    tiny, launch-bound shapes reach) keeps the rotated total under factor × LLC."""
     want = max(2, math.ceil(factor * llc / max(per_set, 1)))
-    allowed = max(1, mem_cap // max(per_set, 1))
+    allowed = max(1, min(mem_cap // max(per_set, 1), max_sets))
     if want <= allowed:
         return want, ""
-    return allowed, (f"cold: {allowed} set(s) fit in the memory cap; {allowed * per_set / MIB:.0f} MiB "
+    why = "the set cap" if allowed == max_sets else "the memory cap"
+    return allowed, (f"cold: {allowed} set(s) under {why}; {allowed * per_set / MIB:.3g} MiB "
                      f"rotated vs {factor:g}× LLC = {factor * llc / MIB:.0f} MiB wanted")
 
 
