@@ -119,7 +119,7 @@ def test_cold_workload_rotates_sets_larger_than_llc():
     torch_backend = get_backend("torch")
     llc = 64 << 10
     w = build_workload(torch_backend, "fwd", "cold", 8, 64, torch.float32, CPU, llc_override=llc, cold_factor=3.0)
-    assert w.sets >= 2 and w.working_set_bytes >= 3 * llc and w.timer == "device"
+    assert w.sets >= 2 and w.working_set_bytes >= 3 * llc and w.timer == "held"
     assert w.nbytes == op_bytes("fwd", 8, 64, 4)
     for _ in range(2 * w.sets + 1):
         w.fn()

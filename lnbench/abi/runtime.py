@@ -33,58 +33,8 @@ METRIC_HELP = {
     "wrapper": "public wrapper, allocation included, host wall time, synchronised once per run",
     "device": "device time per call: events on the current stream, stream held by a spin kernel while enqueueing",
 }
-# lnbench.perf.timing's one-run timer (private there today; ask: make it public as `timed_run`)
-_timed_run: Callable[..., float] = getattr(timing, "timed_run", None) or timing._timed_run
-#: cap of I for `device` runs: the calls must fit the GPU's pending-launch queue while the spin holds
-#: the stream (a full queue blocks the host until the spin ends, and host gaps would enter the timing)
-DEVICE_MAX_ITERS = 256
-_SPIN_MARGIN = 1.5
-_SPIN_MAX_US = 500_000.0
-
-
-class _Spin:
-    """Hold the current stream busy for a given time with torch.cuda._sleep (cycles calibrated once)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.cycles_per_us = 0.0
-        self.available = device.type == "cuda" and hasattr(torch.cuda, "_sleep")
-
-    def _calibrate(self) -> None:
-        stream = torch.cuda.current_stream(self.device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        cycles = 2_000_000
-        torch.cuda._sleep(cycles)                      # first call: module load
-        start.record(stream)
-        torch.cuda._sleep(cycles)
-        end.record(stream)
-        end.synchronize()
-        self.cycles_per_us = cycles / max(start.elapsed_time(end) * 1e3, 1e-3)
-
-    def hold(self, us: float) -> None:
-        if not self.available:
-            return
-        if self.cycles_per_us == 0.0:
-            self._calibrate()
-        torch.cuda._sleep(int(min(us, _SPIN_MAX_US) * self.cycles_per_us))
-
-
-def device_run(fn: Callable[[], object], device: torch.device, iters: int, spin: _Spin,
-               host_us_per_call: float) -> tuple[float, bool]:
-    """One device-timed run: (µs per call, whether the spin ran out before the host finished enqueueing)."""
-    if not spin.available:
-        return _timed_run(fn, device, iters, "device"), False
-    stream = torch.cuda.current_stream(device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    timing.synchronize(device)
-    spin.hold(_SPIN_MARGIN * iters * host_us_per_call + 50.0)
-    start.record(stream)
-    for _ in range(iters):
-        fn()
-    short = start.query()                 # the spin already finished: host gaps may be inside
-    end.record(stream)
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / iters, bool(short)
+#: cap of I for `device` runs (see lnbench.perf.timing.HELD_MAX_ITERS)
+DEVICE_MAX_ITERS = timing.HELD_MAX_ITERS
 
 
 def _path(side: Side, metric: str) -> Callable[[], object]:
@@ -160,7 +110,7 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
             iters = min(iters, max(protocol.min_iters, DEVICE_MAX_ITERS))
         payload["cases"][case.key]["metrics"][metric]["iters"] = iters
 
-    spin = _Spin(device)
+    spin = timing.StreamHold(device)
     order = schedule(units, protocol.runs, worker_index)
     per_round = 2 * len(units)
     for position, (round_index, (case, metric), side_name) in enumerate(order):
@@ -170,10 +120,10 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
         fn = _path(side, metric)
         if metric == "device":
             host_us = estimate[(case.key, metric, side_name)] * 1e6
-            value, short = device_run(fn, device, iters, spin, host_us)
+            value, short = timing.held_run(fn, device, iters, spin, host_us)
             record["spin_short"] += int(short)
         else:
-            value = _timed_run(fn, device, iters, "wall")
+            value = timing.timed_run(fn, device, iters, "wall")
         record[side_name].append(value)
         if (position + 1) % per_round == 0:
             payload["rounds_done"] = round_index + 1

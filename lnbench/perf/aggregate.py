@@ -47,6 +47,9 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
                working_set_mib=entry.get("working_set_bytes", 0) / MIB, llc_mib=entry.get("llc_bytes", 0) / MIB,
                timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
                warmup_s=meas.get("warmup_s", math.nan), note=entry.get("note", ""))
+    short = (meas.get("extra") or {}).get("spin_short", 0)
+    if short:  # "held" runs whose spin ran out before the host finished queueing: host gaps may be inside
+        row["note"] = "; ".join(filter(None, [row["note"], f"{short} of {len(runs)} runs outlasted the stream hold"]))
     if peak_gbps:
         row["pct_peak"] = rate / peak_gbps * 100
         row["above_peak"] = bool(row["pct_peak"] > 100)

@@ -11,7 +11,7 @@ from lnbench.errors import LnbenchUsageError
 MODES: tuple[str, ...] = ("hot", "cold", "wall")
 MODE_HELP = {
     "hot": "same buffers back to back, device timer (launch-bound / cache-warm behaviour)",
-    "cold": "rotate input/output sets whose total exceeds the last-level cache, device timer",
+    "cold": "rotate input/output sets whose total exceeds the last-level cache; device time with the stream held",
     "wall": "host wall time per call of the public wrapper (allocation included), synchronised at run end",
 }
 

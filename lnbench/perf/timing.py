@@ -2,8 +2,13 @@
 
 Shared with `lnbench abi-compare`. Timers:
     "device"  on a GPU: a torch.cuda.Event pair recorded on the *current* stream of `device` (the stream the
-              callable launches on; works for CUDA and ROCm) around I back-to-back calls;
+              callable launches on; works for CUDA and ROCm) around I back-to-back calls: where the host
+              cannot enqueue as fast as the GPU runs, host overhead shows (launch-bound behaviour);
               on the CPU: time.perf_counter_ns around the I calls (CPU work is synchronous).
+    "held"    device time only: the stream is first held by a spin kernel (torch.cuda._sleep, nvbench's
+              "blocking kernel") long enough for the host to enqueue all I calls (I <= HELD_MAX_ITERS), so
+              host gaps between calls are not charged; a run whose spin ran out early is counted in
+              extra["spin_short"]. On the CPU (or without torch.cuda._sleep) it is the "device" timer.
     "wall"    host wall time (perf_counter_ns) around the I calls, with the device synchronised before the
               run starts and at its end, so queued work is charged to the run.
 Nothing is flushed or zeroed inside a timed run; cold-cache behaviour is the callable's job (workloads.py).
@@ -18,9 +23,14 @@ from typing import Any, Callable
 
 import torch
 
-TIMERS = ("device", "wall")
+TIMERS = ("device", "held", "wall")
 #: warm-up synchronises at least this often, so the host never runs far ahead of the device
 _MAX_WARMUP_BATCH = 64
+#: cap of I for "held" runs: the calls must fit the GPU's pending-launch queue while the spin holds the
+#: stream (a full queue blocks the host until the spin ends, and host gaps would enter the timing)
+HELD_MAX_ITERS = 256
+_SPIN_MARGIN = 1.5
+_SPIN_MAX_US = 500_000.0
 
 
 def synchronize(device: torch.device | str) -> None:
@@ -107,7 +117,49 @@ def timed_run(fn: Callable[[], object], device: torch.device, iters: int, timer:
     return (time.perf_counter_ns() - t0) / 1e3 / iters
 
 
-_timed_run = timed_run  # old private name, kept for callers that used it
+class StreamHold:
+    """Hold the current stream of a GPU busy for a given time with torch.cuda._sleep (calibrated once)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cycles_per_us = 0.0
+        self.available = device.type == "cuda" and hasattr(torch.cuda, "_sleep")
+
+    def _calibrate(self) -> None:
+        stream = torch.cuda.current_stream(self.device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)                      # first call: module load
+        start.record(stream)
+        torch.cuda._sleep(cycles)
+        end.record(stream)
+        end.synchronize()
+        self.cycles_per_us = cycles / max(start.elapsed_time(end) * 1e3, 1e-3)
+
+    def hold(self, us: float) -> None:
+        if not self.available:
+            return
+        if self.cycles_per_us == 0.0:
+            self._calibrate()
+        torch.cuda._sleep(int(min(us, _SPIN_MAX_US) * self.cycles_per_us))
+
+
+def held_run(fn: Callable[[], object], device: torch.device, iters: int, hold: StreamHold,
+             host_us_per_call: float) -> tuple[float, bool]:
+    """One "held" run: (µs per call of device time, whether the spin ran out before the host finished)."""
+    if not hold.available:
+        return timed_run(fn, device, iters, "device"), False
+    stream = torch.cuda.current_stream(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    synchronize(device)
+    hold.hold(_SPIN_MARGIN * iters * host_us_per_call + 50.0)
+    start.record(stream)
+    for _ in range(iters):
+        fn()
+    short = start.query()                 # the spin already finished: host gaps may be inside
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / iters, bool(short)
 
 
 def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, warmup_s: float,
@@ -117,7 +169,8 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
 
     fn: zero-argument callable doing one call of the work (it may rotate buffers itself).
     device: where fn's work runs; GPU device timing uses events on torch.cuda.current_stream(device).
-    timer: "device" (events on GPU / perf_counter_ns on CPU) or "wall" (host time, synced per run).
+    timer: "device" (events on GPU / perf_counter_ns on CPU), "held" (device time with the stream held
+    while enqueueing, I capped at HELD_MAX_ITERS) or "wall" (host time, synced per run).
     """
     if timer not in TIMERS:
         raise ValueError(f"timer must be one of {TIMERS}, got {timer!r}")
@@ -126,6 +179,13 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
     device = torch.device(device)
     calls, seconds, per_call = warm_up(fn, device, warmup_s, min_warmup_calls)
     iters = choose_iters(per_call, target_run_s, min_iters, max_iters)
-    run_us = [timed_run(fn, device, iters, timer) for _ in range(runs)]
     label = "wall" if timer == "wall" else ("cuda-event" if device.type == "cuda" else "perf_counter_ns")
+    hold = StreamHold(device)
+    if timer == "held" and hold.available:
+        iters = min(iters, max(min_iters, HELD_MAX_ITERS))
+        runs_short = [held_run(fn, device, iters, hold, per_call * 1e6) for _ in range(runs)]
+        run_us = [value for value, _ in runs_short]
+        return Measurement(iters, run_us, calls, seconds, "cuda-event-held", per_call * 1e6,
+                           {"spin_short": sum(short for _, short in runs_short)})
+    run_us = [timed_run(fn, device, iters, "device" if timer == "held" else timer) for _ in range(runs)]
     return Measurement(iters, run_us, calls, seconds, label, per_call * 1e6)

@@ -12,13 +12,15 @@ What one call does, per op (the callable returns nothing; its outputs are kept o
 
 Modes:
     hot   one input set, outputs dropped after each call (the allocator hands back the same block): the
-          working set stays cache-resident when it fits; device timer.
+          working set stays cache-resident when it fits; "device" timer: events around back-to-back
+          calls, so host overhead shows where it exceeds device time (launch-bound behaviour).
     cold  S input sets, and the outputs of the last S calls kept alive (so each call writes a fresh block),
           S = max(2, ceil(cold_factor × LLC / bytes per set)), capped so the sets use at most
           cold_mem_fraction of free device memory, and at 4096 sets (noted in the row when a cap bites).
           LLC = the L2 size torch reports (+ the 256 MiB Infinity Cache on MI300X/MI355X, gfx942/gfx950);
           CPUs read L3 from sysfs. Nothing is flushed: rotation only,
-          so no flush ever lands inside (or between) timed calls. Device timer.
+          so no flush ever lands inside (or between) timed calls. "held" timer: the stream is held by a
+          spin kernel while the calls are queued, so the figure is device time (HBM-bound), not host time.
     wall  as hot, but timed on the host wall clock (allocation and Python wrapper included), synced per run.
 """
 from __future__ import annotations
@@ -197,5 +199,6 @@ def build_workload(backend: Backend, op: str, mode: str, m: int, n: int, dtype: 
     else:
         raise ValueError(f"unknown op {op!r}")
     working = sets * (nbytes - work)
-    return Workload(_rotating(call, sets), "wall" if mode == "wall" else "device", nbytes, sets, working, llc,
+    timer = {"wall": "wall", "cold": "held"}.get(mode, "device")
+    return Workload(_rotating(call, sets), timer, nbytes, sets, working, llc,
                     "; ".join(notes))
