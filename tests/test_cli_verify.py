@@ -96,3 +96,19 @@ def test_installed_entry_point_runs(tmp_path):
     assert list(tmp_path.glob("verify-*.csv"))
     bad = subprocess.run([exe, "verify", "--shapes", "4096x"], capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr + bad.stdout
+
+
+@pytest.mark.parametrize("backend", ["flydsl", "flydsl-tensor", "flydsl-atomic"])
+def test_flydsl_backends_compile_but_never_pass_without_rocm(backend, tmp_path, results_dir):
+    from lnbench.rocm import has_rocm_gpu
+
+    if has_rocm_gpu():
+        pytest.skip("a ROCm GPU is present: the flydsl backends execute there (tests/test_flydsl_rocm.py)")
+    out = tmp_path / "f.csv"
+    result = invoke("verify", "--backend", backend, "--dtype", "bf16", "--shapes", "4x64", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert len(frame) == 5  # one row per case kind: nothing executed, so no per-tensor rows
+    assert all(status.startswith("compiled, not executed (no ROCm GPU)") for status in frame["status"])
+    assert "gfx942" in frame["detail"].iloc[0] and "gfx950" in frame["detail"].iloc[0]
+    assert "PASS" not in result.output

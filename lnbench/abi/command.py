@@ -24,7 +24,7 @@ from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
-from lnbench.perf.protocol import Protocol
+from lnbench.perf.protocol import Protocol, protocol_options
 from lnbench.report import Column, render_table, styled_status
 from lnbench.rocm import has_rocm_gpu
 
@@ -174,14 +174,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device, protocol: Prot
 @click.option("--runtime-only", is_flag=True, help="Only the runtime comparison.")
 @click.option("--fail-if-slower", "fail_pct", type=float, metavar="PCT",
               help="Exit 1 when the Pointer side is significantly slower than the Tensor side by more than PCT %.")
-@click.option("-P", "--processes", type=int, help="Independent worker processes (P).")
-@click.option("-R", "--runs", type=int, help="Timed runs per case, measurement and side in each worker (R).")
-@click.option("--warmup-s", type=float, help="Minimum warm-up seconds per case and side.")
-@click.option("--min-warmup-calls", type=int, help="Minimum warm-up calls per case and side.")
-@click.option("--target-run-s", type=float, help="Target seconds per run (sets I).")
-@click.option("--min-iters", type=int, help="Lower clamp of I (calls per run).")
-@click.option("--max-iters", type=int, help="Upper clamp of I.")
-@click.option("--worker-timeout-s", type=float, help="Kill a worker that runs longer than this.")
+@protocol_options
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=int, help="Input seed (default: config).")
 @click.option("--device", help="Runtime device for stand-in pairs: cpu, cuda, cuda:N (default: the GPU when there is one).")

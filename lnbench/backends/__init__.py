@@ -12,6 +12,8 @@ _REGISTRY: dict[str, str] = {
     "compile": "lnbench.backends.torch_compile:TorchCompileBackend",
     "liger": "lnbench.backends.liger:LigerBackend",
     "flydsl": "lnbench.backends.flydsl_backend:FlyDSLBackend",
+    "flydsl-tensor": "lnbench.backends.flydsl_backend:FlyDSLTensorABIBackend",
+    "flydsl-atomic": "lnbench.backends.flydsl_backend:FlyDSLAtomicBackend",
 }
 
 

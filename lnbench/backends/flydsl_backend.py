@@ -51,3 +51,24 @@ class FlyDSLBackend(Backend):
             spills = sum(f.vgpr_spills + f.sgpr_spills for f in facts)
             parts.append(f"{arch}: {len(facts)} kernels, max VGPR {vmax}, spills {spills}")
         return "; ".join(parts)
+
+
+class FlyDSLTensorABIBackend(FlyDSLBackend):
+    """The same kernels through the Tensor launch ABI (fx.Tensor arguments with layouts)."""
+
+    name = "flydsl-tensor"
+    description = "lnbench FlyDSL kernels, Tensor launch ABI"
+
+    def __init__(self) -> None:
+        super().__init__(abi="tensor")
+
+
+class FlyDSLAtomicBackend(FlyDSLBackend):
+    """Pointer ABI with fp32 atomic dγ/dβ: fast to launch, but the summation order varies run to run."""
+
+    name = "flydsl-atomic"
+    description = "lnbench FlyDSL kernels, fp32 atomic dγ/dβ (not bitwise reproducible)"
+    deterministic = False
+
+    def __init__(self) -> None:
+        super().__init__(dgamma_strategy="atomic")

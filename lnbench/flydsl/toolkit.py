@@ -7,6 +7,7 @@ the `ziglang` package's bundled LLD (the pip-only route), plus Debian's AMDGPU b
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ def restore_env(old: dict[str, str | None]) -> None:
 
 def flydsl_importable() -> bool:
     try:
-        import flydsl  # noqa: F401
+        importlib.import_module("flydsl")
     except Exception:  # noqa: BLE001 - any import failure means "cannot compile"
         return False
     return True

@@ -20,7 +20,7 @@ from lnbench.perf.aggregate import build_rows, failed
 from lnbench.perf.cases import backend_skips, build_cases, worker_order
 from lnbench.perf.clocks import gpu_facts
 from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, store_peak
-from lnbench.perf.protocol import MODES, Protocol
+from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.workers import WorkerResult, run_workers
 from lnbench.report import Column, fmt_float, render_table, styled_status
 from lnbench.rocm import has_rocm_gpu
@@ -125,14 +125,7 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,32768x8192 (default: config shape set).")
 @click.option("--shape-set", help="Named shape set from the config's [perf.shape_sets].")
-@click.option("-P", "--processes", type=int, help="Independent worker processes (P).")
-@click.option("-R", "--runs", type=int, help="Timed runs per case and worker (R).")
-@click.option("--warmup-s", type=float, help="Minimum warm-up seconds per case and worker.")
-@click.option("--min-warmup-calls", type=int, help="Minimum warm-up calls per case and worker.")
-@click.option("--target-run-s", type=float, help="Target seconds per run (sets I).")
-@click.option("--min-iters", type=int, help="Lower clamp of I (iterations per run).")
-@click.option("--max-iters", type=int, help="Upper clamp of I.")
-@click.option("--worker-timeout-s", type=float, help="Kill a worker that runs longer than this.")
+@protocol_options
 @click.option("--cold-factor", type=float, help="Cold mode: rotated bytes >= this × last-level cache.")
 @click.option("--llc-mib", type=float, help="Cold mode: last-level cache size in MiB (0 = read off the device).")
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")

@@ -34,7 +34,7 @@ def measure_copy_bandwidth(device: torch.device, size_bytes: int | None = None, 
         want = 1 << 30 if device.type == "cuda" else 256 * MIB
         size_bytes = int(min(want, free_memory(device) // 4))
     numel = max(size_bytes // 4, 1)
-    src = torch.ones(numel, dtype=torch.float32, device=device)
+    src = torch.rand(numel, dtype=torch.float32, device=device)  # real data, never zeros
     dst = torch.empty_like(src)
     result = measure(lambda: dst.copy_(src), device, runs=runs, warmup_s=0.2, min_warmup_calls=5,
                      target_run_s=0.05, min_iters=3, max_iters=50)

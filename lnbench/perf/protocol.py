@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
+
+import click
 
 from lnbench.backends.base import ALL_OPS
 from lnbench.errors import LnbenchUsageError
@@ -117,3 +119,20 @@ class Protocol:
         """The keyword arguments `timing.measure` takes."""
         return {"runs": self.runs, "warmup_s": self.warmup_s, "min_warmup_calls": self.min_warmup_calls,
                 "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters}
+
+
+def protocol_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The protocol flags shared by `perf` and `abi-compare` (None = the config's value)."""
+    options = [
+        click.option("-P", "--processes", type=int, help="Independent worker processes (P)."),
+        click.option("-R", "--runs", type=int, help="Timed runs per case in each worker (R)."),
+        click.option("--warmup-s", type=float, help="Minimum warm-up seconds per case in each worker."),
+        click.option("--min-warmup-calls", type=int, help="Minimum warm-up calls per case in each worker."),
+        click.option("--target-run-s", type=float, help="Target seconds per run (sets I)."),
+        click.option("--min-iters", type=int, help="Lower clamp of I (calls per run)."),
+        click.option("--max-iters", type=int, help="Upper clamp of I."),
+        click.option("--worker-timeout-s", type=float, help="Kill a worker that runs longer than this."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
