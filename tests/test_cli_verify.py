@@ -54,6 +54,7 @@ BAD_INPUTS = [
     (["--dtype", "f8"], "unknown dtype"),
     (["--backend", "nope"], "unknown backend"),
     (["--config", "/nonexistent/cfg.toml"], "config file not found"),
+    (["--config", "/"], "cannot read config"),
     (["--device", "tpu"], "device"),
     (["--csv", "/proc/forbidden/x.csv"], "cannot create folder"),
 ]
