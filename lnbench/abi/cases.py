@@ -8,7 +8,7 @@ names what each side really is in `labels`.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -51,8 +51,6 @@ class PairCase:
     #: tolerance against the reference (a stale kernel or garbage output is far outside it)
     ref_atol: float = 5e-2
     ref_rtol: float = 5e-2
-    #: measurements this case cannot do, with the reason ("direct": "no direct backward entry")
-    unsupported: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

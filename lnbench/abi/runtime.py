@@ -50,9 +50,7 @@ def _metrics_for(case: PairCase, metrics: Sequence[str], device: torch.device) -
     """metric -> '' when measurable, else the reason it is not."""
     out = {}
     for metric in metrics:
-        if metric in case.unsupported:
-            out[metric] = case.unsupported[metric]
-        elif metric == "device" and device.type != "cuda":
+        if metric == "device" and device.type != "cuda":
             out[metric] = "no device events on the CPU"
         else:
             out[metric] = ""

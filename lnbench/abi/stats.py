@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 SAME, FASTER, SLOWER = "same", "faster", "slower"
 
@@ -114,17 +115,7 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def _ranks(values: np.ndarray) -> np.ndarray:
     """1-based ranks with ties given their average rank."""
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), dtype=float)
-    sorted_vals = values[order]
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and sorted_vals[j + 1] == sorted_vals[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
+    return pd.Series(values).rank(method="average").to_numpy()
 
 
 def classify(ci_low: float, ci_high: float) -> str:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lnbench.config import parse_dtypes
+from lnbench.errors import LnbenchUsageError
+
 WAVE = 64
 MAX_BLOCK = 1024
 SMALL_ROW_BLOCK = 256            # block size when several rows share a block
@@ -27,13 +30,11 @@ MIN_ROWS_PER_PROGRAM = 8
 
 
 def dtype_name(dtype: object) -> str:
-    """'f32' / 'f16' / 'bf16' from a torch dtype or a name."""
-    text = str(dtype).replace("torch.", "")
-    aliases = {"float32": "f32", "float": "f32", "f32": "f32", "float16": "f16", "half": "f16",
-               "f16": "f16", "bfloat16": "bf16", "bf16": "bf16"}
-    if text not in aliases:
-        raise ValueError(f"unsupported dtype {dtype!r}: use float32, float16 or bfloat16")
-    return aliases[text]
+    """'f32' / 'f16' / 'bf16' from a torch dtype or a name (lnbench.config's alias table)."""
+    try:
+        return parse_dtypes([str(dtype).replace("torch.", "")])[0]
+    except LnbenchUsageError:
+        raise ValueError(f"unsupported dtype {dtype!r}: use float32, float16 or bfloat16") from None
 
 
 def _pow2_ceil(v: int) -> int:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from lnbench.config import DTYPES
 from lnbench.errors import ContractError
 from lnbench.flydsl import config
 from lnbench.flydsl.toolkit import compile_env, has_rocm_gpu
@@ -19,7 +20,6 @@ from lnbench.metadata import device_arch
 
 ABIS = ("pointer", "tensor")
 STRATEGIES = ("deterministic", "atomic")
-_TORCH = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 _cache: dict[tuple, Any] = {}
 
@@ -47,7 +47,7 @@ def check_forward_args(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         raise ContractError(f"x must be 2-D (M, N), got shape {tuple(x.shape)}")
     if not x.is_contiguous():
         raise ContractError("x must be contiguous")
-    if x.dtype not in _TORCH.values():
+    if x.dtype not in DTYPES.values():
         raise ContractError(f"x dtype {x.dtype} unsupported (float32, float16, bfloat16)")
     n = x.shape[1]
     for name, t in (("weight", weight), ("bias", bias)):
@@ -142,8 +142,8 @@ def fwd_compile_args(plan: config.RowPlan, store_stats: bool, abi: str, tensors:
     if abi == "pointer":
         return placeholders([dt] * 4 + (["f32", "f32"] if store_stats else [])) + [1, None]
     if tensors is None:
-        x = torch.empty(2, plan.n, dtype=_TORCH[dt])
-        w = torch.empty(plan.n, dtype=_TORCH[dt])
+        x = torch.empty(2, plan.n, dtype=DTYPES[dt])
+        w = torch.empty(plan.n, dtype=DTYPES[dt])
         tensors = [x, w, w, x] + ([torch.empty(2), torch.empty(2)] if store_stats else [])
     return list(tensors) + [1, None]
 
@@ -153,8 +153,8 @@ def bwd_compile_args(plan: config.RowPlan, abi: str, tensors: list | None = None
     if abi == "pointer":
         return placeholders([dt, dt, dt, "f32", "f32", dt, "f32", "f32", "f32", "f32"]) + [1, 1, None]
     if tensors is None:
-        x = torch.empty(2, plan.n, dtype=_TORCH[dt])
-        w = torch.empty(plan.n, dtype=_TORCH[dt])
+        x = torch.empty(2, plan.n, dtype=DTYPES[dt])
+        w = torch.empty(plan.n, dtype=DTYPES[dt])
         s = torch.empty(2)
         ws = torch.empty(2, plan.n)
         a = torch.empty(plan.n)
@@ -167,7 +167,7 @@ def reduce_compile_args(n: int, wdtype: str, abi: str, tensors: list | None = No
         return placeholders(["f32", "f32", wdtype, wdtype]) + [1, None]
     if tensors is None:
         ws = torch.empty(2, n)
-        w = torch.empty(n, dtype=_TORCH[wdtype])
+        w = torch.empty(n, dtype=DTYPES[wdtype])
         tensors = [ws, ws, w, w]
     return list(tensors) + [1, None]
 
