@@ -5,7 +5,7 @@ import click
 
 import lnbench
 from lnbench.cli_common import console, guarded
-from lnbench.config import resolve_device
+from lnbench.device import activate, parse_device
 from lnbench.env import backend_facts, device_facts, software_facts
 from lnbench.report import Column, render_table
 from lnbench.abi.command import abi_compare_command
@@ -21,16 +21,18 @@ def main() -> None:
 
 
 @main.command("env")
-@click.option("--device", help="Device to check backends on (default: the GPU when torch sees one).")
+@click.option("--device", help="Device to check backends on: cpu, cuda, cuda:N, emu[:gfx950] "
+                              "(default: the GPU when torch sees one).")
 @guarded
 def env_command(device: str | None) -> int:
-    """Print devices, software versions, every backend's availability and the FlyDSL toolkit."""
-    dev = resolve_device(device)
+    """Print devices, software versions, the emulator, every backend's availability and the FlyDSL toolkit."""
+    dev = parse_device(device)
     software = [{"item": k, "value": v} for k, v in software_facts().items()]
     render_table(console, "software", [Column("item", "item", justify="left"), Column("value", "value", justify="left")],
                  software)
     render_table(console, "devices", [Column(k, k, justify="left") for k in ("device", "name", "arch")], device_facts())
-    render_table(console, f"backends on {dev}",
+    activate(dev)       # an unusable emulator ends here (exit 2, one line) after the facts above
+    render_table(console, f"backends on {dev.name}",
                  [Column(k, k, justify="left") for k in ("backend", "status", "reason", "ops", "description")],
                  backend_facts(dev))
     return 0

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from lnbench.errors import ContractError, LnbenchUsageError
 from lnbench.report import check_writable, default_output_path, write_csv, write_json
@@ -23,7 +24,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 def fail_usage(message: str) -> None:
     """Print a one-line error and exit 2."""
-    err_console.print(f"[bold red]lnbench: error:[/bold red] {message}", soft_wrap=True)
+    err_console.print(f"[bold red]lnbench: error:[/bold red] {escape(message)}", soft_wrap=True)
     sys.exit(EXIT_USAGE)
 
 

@@ -120,20 +120,3 @@ def shape_set(config: dict[str, Any], table: str, name: str | None = None) -> li
         raise LnbenchUsageError(f"config [{table}] has no shape set {chosen!r}; known: {', '.join(sets)}")
     return parse_shapes(sets[chosen])
 
-
-def resolve_device(name: str | None) -> torch.device:
-    """--device value (None = the accelerator when torch sees one, else cpu) -> torch.device."""
-    if name is None or name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise LnbenchUsageError(f"unknown device {name!r}; use cpu, cuda or cuda:N") from None
-    if device.type not in ("cpu", "cuda"):
-        raise LnbenchUsageError(f"unsupported device {name!r}; use cpu, cuda or cuda:N (ROCm GPUs are cuda:N in torch)")
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise LnbenchUsageError(f"device {name!r} asked for, but torch sees no GPU")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise LnbenchUsageError(f"device {name!r} does not exist: torch sees {torch.cuda.device_count()} GPU(s)")
-    return device

@@ -1,4 +1,4 @@
-"""Facts about this machine for `lnbench env`: device, torch build, backends, FlyDSL toolkit."""
+"""Facts about this machine for `lnbench env`: devices, torch build, emulator, backends, FlyDSL toolkit."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,21 +6,27 @@ from typing import Any
 import torch
 
 from lnbench.backends import backend_names, probe_backend
-from lnbench.metadata import device_arch, device_name, gpu_runtime, package_version
+from lnbench.device import Device, emu_device, emulator_status, torch_device_info
+from lnbench.emu import SUPPORTED_ARCHES
+from lnbench.metadata import gpu_runtime, package_version
 from lnbench.rocm import has_rocm_gpu
 
 
+def _device_row(dev: Device) -> dict[str, Any]:
+    return {"device": dev.name, "name": dev.label, "arch": dev.arch}
+
+
 def device_facts() -> list[dict[str, Any]]:
-    """One row per device torch sees (the CPU always)."""
-    rows = [{"device": "cpu", "name": device_name(torch.device("cpu")), "arch": device_arch(torch.device("cpu"))}]
+    """One row per device lnbench can use: the CPU always, each GPU torch sees, the emulated arches."""
+    rows = [_device_row(torch_device_info(torch.device("cpu")))]
     if torch.cuda.is_available():
-        for index in range(torch.cuda.device_count()):
-            dev = torch.device("cuda", index)
-            rows.append({"device": str(dev), "name": device_name(dev), "arch": device_arch(dev)})
+        rows += [_device_row(torch_device_info(torch.device("cuda", i))) for i in range(torch.cuda.device_count())]
+    if emulator_status()[0]:
+        rows += [_device_row(emu_device(arch)) for arch in SUPPORTED_ARCHES]
     return rows
 
 
-def backend_facts(device: torch.device) -> list[dict[str, Any]]:
+def backend_facts(device: Device) -> list[dict[str, Any]]:
     """Every registered backend with its availability on `device` and the reason when it cannot run."""
     rows = []
     for name in backend_names():
@@ -41,11 +47,23 @@ def toolkit_fact() -> str:
         return f"unknown ({type(exc).__name__}: {exc})"
 
 
+def emulator_fact() -> str:
+    """Whether the emulated device (--device emu) can run here, and what it is."""
+    ok, reason = emulator_status()
+    if not ok:
+        return f"unavailable ({reason})"
+    try:
+        from lnbench.emu import runtime
+        return runtime.describe()
+    except Exception:  # noqa: BLE001 - the description is a nicety; availability is what matters
+        return f"available: {', '.join('emu:' + a for a in SUPPORTED_ARCHES)}"
+
+
 def software_facts() -> dict[str, str]:
     return {
         "torch": torch.__version__, "gpu runtime": gpu_runtime(), "ROCm GPU": "yes" if has_rocm_gpu() else "no",
         "flydsl": package_version("flydsl"), "click": package_version("click"), "rich": package_version("rich"),
         "pandas": package_version("pandas"), "liger-kernel": package_version("liger-kernel"),
         "triton": package_version("triton"), "ziglang": package_version("ziglang"),
-        "FlyDSL toolkit": toolkit_fact(),
+        "tinygrad": package_version("tinygrad"), "FlyDSL toolkit": toolkit_fact(), "emulator": emulator_fact(),
     }

@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import importlib.metadata
-import platform
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import torch
 
 import lnbench
+from lnbench.device import Device, torch_device_info
 
 
 def package_version(name: str) -> str:
@@ -24,19 +24,7 @@ def package_version(name: str) -> str:
 
 def device_name(device: torch.device) -> str:
     """Human name of a torch device ('cpu (x86_64)', 'NVIDIA H200', 'AMD Instinct MI300X')."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.machine()})"
-
-
-def device_arch(device: torch.device) -> str:
-    """gfx arch on ROCm (gcnArchName), sm_XY on CUDA, the CPU machine type otherwise."""
-    if device.type != "cuda":
-        return platform.machine()
-    props = torch.cuda.get_device_properties(device)
-    if torch.version.hip is not None:
-        return str(getattr(props, "gcnArchName", "unknown")).split(":")[0]
-    return f"sm_{props.major}{props.minor}"
+    return torch_device_info(device).label
 
 
 def gpu_runtime() -> str:
@@ -64,16 +52,16 @@ def timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def run_metadata(device: torch.device) -> dict[str, Any]:
-    """Columns every result row of a run carries."""
+def run_metadata(device: Device) -> dict[str, Any]:
+    """Columns every result row of a run carries (`device` says emu:gfx942 for emulated runs)."""
     return {
         "lnbench_version": lnbench.__version__,
         "torch_version": torch.__version__,
         "flydsl_version": package_version("flydsl"),
         "gpu_runtime": gpu_runtime(),
-        "device": str(device),
-        "device_name": device_name(device),
-        "device_arch": device_arch(device),
+        "device": device.name,
+        "device_name": device.label,
+        "device_arch": device.arch,
         "git_commit": git_commit(),
         "timestamp": timestamp(),
     }

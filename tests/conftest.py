@@ -1,18 +1,59 @@
-"""Shared test setup: `rocm` tests skip with their reason where no ROCm GPU exists."""
+"""Shared test setup.
+
+`rocm` tests execute FlyDSL kernels: on a ROCm GPU when there is one, else on the emulated device; they
+skip (with the reason) only where neither can run. `kernel_device` is the Device they run on;
+`each_kernel_device` parametrizes a test over every arch available (the GPU's, or gfx942 and gfx950
+emulated). `fake_emulator` stands in for the emulator to test the wiring anywhere (tests/emu_fakes.py).
+"""
 from __future__ import annotations
 
 import pytest
 
+from lnbench.device import Device, emulator_status, resolve_device
+from lnbench.emu import SUPPORTED_ARCHES
 from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def kernel_device_names() -> list[str]:
+    """--device names the `rocm` tests run on: the ROCm GPU, else every emulated arch ([] if neither)."""
     if has_rocm_gpu():
+        return ["cuda"]
+    return [f"emu:{arch}" for arch in SUPPORTED_ARCHES] if emulator_status()[0] else []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if kernel_device_names():
         return
-    skip = pytest.mark.skip(reason=NEEDS_ROCM)
+    skip = pytest.mark.skip(reason=f"{NEEDS_ROCM} or the emulator ({emulator_status()[1]})")
     for item in items:
         if "rocm" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "each_kernel_device" in metafunc.fixturenames:
+        metafunc.parametrize("each_kernel_device", kernel_device_names() or ["none"], indirect=True)
+
+
+@pytest.fixture
+def kernel_device() -> Device:
+    """The device `rocm` tests execute on: the ROCm GPU, else emu:gfx942 (activated)."""
+    return resolve_device(kernel_device_names()[0])
+
+
+@pytest.fixture
+def each_kernel_device(request: pytest.FixtureRequest) -> Device:
+    return resolve_device(request.param)
+
+
+@pytest.fixture
+def fake_emulator(monkeypatch):
+    """A FakeEmulator patched in for lnbench.emu.runtime and the FlyDSL compile (see tests/emu_fakes.py)."""
+    from emu_fakes import install
+    from lnbench.flydsl import launch
+
+    yield install(monkeypatch)
+    launch.cache_clear()
 
 
 @pytest.fixture

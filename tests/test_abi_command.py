@@ -146,6 +146,7 @@ def test_probe_shape_added_when_all_shapes_share_n():
 
 
 @pytest.mark.rocm
+@pytest.mark.skipif(not has_rocm_gpu(), reason="times kernels: needs a ROCm GPU (the emulated device does not time)")
 def test_flydsl_runtime_on_rocm(tmp_path, results_dir):
     csv = tmp_path / "r.csv"
     result = _invoke(["--pair", "flydsl", "--runtime-only", "-P", "2", "--shapes", "32x1024,256x2048",

@@ -33,8 +33,3 @@ def test_bad_config_files(tmp_path):
     with pytest.raises(LnbenchUsageError, match="malformed"):
         cfg.load_config(bad)
 
-
-def test_resolve_device_rejects_unknown():
-    assert cfg.resolve_device("cpu") == torch.device("cpu")
-    with pytest.raises(LnbenchUsageError):
-        cfg.resolve_device("tpu")

@@ -1,11 +1,15 @@
-"""Execution tests of the FlyDSL kernels: need a ROCm GPU, skipped elsewhere ("needs a ROCm GPU")."""
+"""Execution tests of the FlyDSL kernels: on a ROCm GPU, else on the emulated device (tests/conftest.py).
+
+`kernel_device` is where they run; `each_kernel_device` also covers gfx950 when emulated. Tensors live on
+dev.torch_device (the CPU for the emulator). A few of the largest inputs are smaller under emulation
+(`_sized`), where every kernel instruction step costs host time.
+"""
 import pytest
 import torch
 
 from lnbench.flydsl.toolkit import has_rocm_gpu
 
-pytestmark = [pytest.mark.rocm,
-              pytest.mark.skipif(not has_rocm_gpu(), reason="needs a ROCm GPU")]
+pytestmark = [pytest.mark.rocm]
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 #: forward atol per dtype against an fp64 reference (on dtype-rounded inputs)
@@ -30,7 +34,12 @@ def _ref(x, w, b, eps, dy=None):
     return y, mean, rstd, dx, (dyd * xhat).sum(0), dyd.sum(0)
 
 
-def _inputs(m, n, dtype, offset=0.0, device="cuda"):
+def _sized(dev, on_gpu, emulated):
+    return emulated if dev.emulated else on_gpu
+
+
+def _inputs(m, n, dtype, dev, offset=0.0):
+    device = dev.torch_device
     g = torch.Generator(device="cpu").manual_seed(m * 7919 + n)
     x = (torch.randn(m, n, generator=g) + offset).to(device=device, dtype=dtype)
     w = (torch.rand(n, generator=g) + 0.5).to(device=device, dtype=dtype)
@@ -49,9 +58,9 @@ def _tol_vs_torch(out, ref, same_dtype_torch, atol):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,n", SHAPES)
 @pytest.mark.parametrize("abi", ["pointer", "tensor"])
-def test_forward_values(m, n, dtype, abi):
+def test_forward_values(m, n, dtype, abi, each_kernel_device):
     from lnbench.flydsl import launch
-    x, w, b, _ = _inputs(m, n, dtype)
+    x, w, b, _ = _inputs(m, n, dtype, each_kernel_device)
     y, mean, rstd = launch.forward(x, w, b, 1e-5, abi=abi)
     yr, mr, rr = _ref(x, w, b, 1e-5)
     assert y.dtype == dtype and mean.dtype == torch.float32
@@ -63,9 +72,9 @@ def test_forward_values(m, n, dtype, abi):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset", [1e3, 1e4])
-def test_large_mean_rows_are_exact(dtype, offset):
+def test_large_mean_rows_are_exact(dtype, offset, kernel_device):
     from lnbench.flydsl import launch
-    x, w, b, _ = _inputs(64, 1000, torch.float32, offset=offset)
+    x, w, b, _ = _inputs(64, 1000, torch.float32, kernel_device, offset=offset)
     x = x.to(dtype)
     _, mean, rstd = launch.forward(x, w.to(dtype), b.to(dtype), 1e-5)
     _, mr, rr = _ref(x, w.to(dtype), b.to(dtype), 1e-5)
@@ -76,9 +85,9 @@ def test_large_mean_rows_are_exact(dtype, offset):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,n", SHAPES)
 @pytest.mark.parametrize("strategy", ["deterministic", "atomic"])
-def test_backward_values(m, n, dtype, strategy):
+def test_backward_values(m, n, dtype, strategy, each_kernel_device):
     from lnbench.flydsl import launch
-    x, w, b, dy = _inputs(m, n, dtype)
+    x, w, b, dy = _inputs(m, n, dtype, each_kernel_device)
     _, mean, rstd = launch.forward(x, w, b, 1e-5)
     dx, dw, db = launch.backward(dy, x, w, mean, rstd, dgamma_strategy=strategy)
     _, _, _, dxr, dwr, dbr = _ref(x, w, b, 1e-5, dy)
@@ -91,22 +100,22 @@ def test_backward_values(m, n, dtype, strategy):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_deterministic_strategy_is_bitwise_reproducible(dtype):
+def test_deterministic_strategy_is_bitwise_reproducible(dtype, kernel_device):
     from lnbench.flydsl import launch
-    x, w, b, dy = _inputs(4096, 1024, dtype)
+    x, w, b, dy = _inputs(_sized(kernel_device, 4096, 512), 1024, dtype, kernel_device)
     _, mean, rstd = launch.forward(x, w, b, 1e-5)
     first = launch.backward(dy, x, w, mean, rstd)
-    for _ in range(5):
+    for _ in range(_sized(kernel_device, 5, 2)):
         again = launch.backward(dy, x, w, mean, rstd)
         for a, c in zip(first, again):
             assert torch.equal(a, c)
 
 
 @pytest.mark.parametrize("store_stats", [True, False])
-def test_both_abis_bitwise_equal_in_forward(store_stats):
+def test_both_abis_bitwise_equal_in_forward(store_stats, kernel_device):
     from lnbench.flydsl import launch
     for m, n in [(33, 257), (16, 4096), (300, 64)]:
-        x, w, b, _ = _inputs(m, n, torch.bfloat16)
+        x, w, b, _ = _inputs(m, n, torch.bfloat16, kernel_device)
         p = launch.forward(x, w, b, 1e-5, store_stats=store_stats, abi="pointer")
         t = launch.forward(x, w, b, 1e-5, store_stats=store_stats, abi="tensor")
         assert torch.equal(p[0], t[0])
@@ -116,9 +125,9 @@ def test_both_abis_bitwise_equal_in_forward(store_stats):
             assert p[1] is None and t[1] is None
 
 
-def test_autograd_3d_input_matches_torch():
+def test_autograd_3d_input_matches_torch(kernel_device):
     import lnbench
-    x, w, b, _ = _inputs(6 * 5, 512, torch.float32)
+    x, w, b, _ = _inputs(6 * 5, 512, torch.float32, kernel_device)
     x = x.reshape(6, 5, 512).requires_grad_()
     w.requires_grad_()
     b.requires_grad_()
@@ -134,26 +143,28 @@ def test_autograd_3d_input_matches_torch():
         assert torch.allclose(a, r, atol=1e-4, rtol=1e-4)
 
 
-def test_eps_is_honoured():
+def test_eps_is_honoured(kernel_device):
     from lnbench.flydsl import launch
-    x = torch.full((4, 64), 3.0, device="cuda")
+    device = kernel_device.torch_device
+    x = torch.full((4, 64), 3.0, device=device)
     x[:, ::2] += 1e-3
-    w, b = torch.ones(64, device="cuda"), torch.zeros(64, device="cuda")
+    w, b = torch.ones(64, device=device), torch.zeros(64, device=device)
     _, _, r_small = launch.forward(x, w, b, 1e-8)
     _, _, r_big = launch.forward(x, w, b, 1.0)
     var = 0.25e-6
-    assert torch.allclose(r_big.double(), torch.full((4,), (var + 1.0) ** -0.5, device="cuda", dtype=torch.float64),
+    assert torch.allclose(r_big.double(), torch.full((4,), (var + 1.0) ** -0.5, device=device, dtype=torch.float64),
                           rtol=1e-5)
     assert (r_small > 100 * r_big).all()
 
 
-def test_storage_offsets():
+def test_storage_offsets(kernel_device):
     from lnbench.flydsl import launch
-    base = torch.randn(1 + 16 * 1000, device="cuda")
+    device = kernel_device.torch_device
+    base = torch.randn(1 + 16 * 1000, device=device)
     x = base[1:].view(16, 1000)                       # 4-byte offset: narrow variant
-    wbase = torch.randn(1003, device="cuda")
+    wbase = torch.randn(1003, device=device)
     w = wbase[3:]
-    b = torch.randn(1000, device="cuda")
+    b = torch.randn(1000, device=device)
     y, mean, rstd = launch.forward(x, w, b, 1e-5)
     yr, _, _ = _ref(x, w, b, 1e-5)
     assert torch.allclose(y.double(), yr, atol=1e-5)
@@ -163,33 +174,69 @@ def test_storage_offsets():
     assert torch.allclose(dx.double(), dxr, atol=1e-4) and torch.allclose(dw.double(), dwr, atol=1e-3)
 
 
-def test_non_default_stream():
+@pytest.fixture
+def launched_streams(monkeypatch):
+    """The stream argument of every compiled-kernel call (real compiles, wrapped)."""
     from lnbench.flydsl import launch
-    x, w, b, _ = _inputs(256, 2048, torch.bfloat16)
+    seen, compile_ = [], launch._do_compile
+
+    def recording(*args):
+        fn = compile_(*args)
+        return lambda *call_args: (seen.append(call_args[-1]), fn(*call_args))[1]
+
+    launch.cache_clear()
+    monkeypatch.setattr(launch, "_do_compile", recording)
+    yield seen
+    launch.cache_clear()
+
+
+def test_launches_go_on_the_current_stream(kernel_device, launched_streams):
+    """A GPU launches on torch's current stream, a non-default one included; the emulator has no
+    streams and must get the null stream (None)."""
+    from lnbench.flydsl import launch
+    x, w, b, _ = _inputs(256, 2048, torch.bfloat16, kernel_device)
     ref = launch.forward(x, w, b, 1e-5)[0]
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
+    if kernel_device.is_gpu:
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            y = launch.forward(x, w, b, 1e-5)[0]
+        s.synchronize()
+        assert launched_streams[-1] == s
+    else:
         y = launch.forward(x, w, b, 1e-5)[0]
-    s.synchronize()
+        assert launched_streams == [None, None]
     assert torch.equal(y, ref)
 
 
-def test_direct_forward_call_matches_forward():
+def test_direct_forward_call_matches_forward(kernel_device):
     from lnbench.flydsl import launch
-    x, w, b, _ = _inputs(64, 4096, torch.bfloat16)
+    x, w, b, _ = _inputs(64, 4096, torch.bfloat16, kernel_device)
     for abi in ("pointer", "tensor"):
         call = launch.direct_forward_call(x, w, b, 1e-5, True, abi)
         call()
-        torch.cuda.synchronize()
+        kernel_device.synchronize()
         assert torch.equal(call.outputs[0], launch.forward(x, w, b, 1e-5, abi=abi)[0])
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two ROCm GPUs")
+def test_direct_backward_call_matches_backward(kernel_device):
+    from lnbench.flydsl import launch
+    x, w, b, dy = _inputs(64, 1024, torch.bfloat16, kernel_device)
+    _, mean, rstd = launch.forward(x, w, b, 1e-5)
+    for abi in ("pointer", "tensor"):
+        call = launch.direct_backward_call(dy, x, w, mean, rstd, abi)
+        call()
+        kernel_device.synchronize()
+        for got, want in zip(call.outputs, launch.backward(dy, x, w, mean, rstd, abi=abi)):
+            assert torch.equal(got, want)
+
+
+@pytest.mark.skipif(not has_rocm_gpu() or torch.cuda.device_count() < 2, reason="needs two ROCm GPUs")
 def test_two_gpus():
+    from lnbench.device import resolve_device
     from lnbench.flydsl import launch
     outs = []
     for dev in ("cuda:0", "cuda:1"):
-        x, w, b, _ = _inputs(32, 1024, torch.float32, device=dev)
+        x, w, b, _ = _inputs(32, 1024, torch.float32, resolve_device(dev))
         y, _, _ = launch.forward(x, w, b, 1e-5)
         assert y.device == torch.device(dev)
         outs.append(y.cpu())

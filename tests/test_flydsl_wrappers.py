@@ -1,7 +1,14 @@
-"""Host-side wrapper behaviour that needs no GPU: contracts, empty inputs, cache keys, reshapes."""
+"""Host-side wrapper behaviour that needs no GPU: contracts, empty inputs, cache keys, reshapes, and the
+emulated-device wiring (arch, stream, launch scopes, buffer lifetimes) against a fake emulator."""
+import gc
+import weakref
+
 import pytest
 import torch
 
+from lnbench.device import emu_device
+from lnbench.emu import runtime
+from lnbench.emu.errors import EmulatorFault
 from lnbench.errors import ContractError
 from lnbench.flydsl import launch
 from lnbench.flydsl.autograd import from_2d, to_2d
@@ -81,13 +88,16 @@ def test_empty_m_returns_empty_without_launch(monkeypatch):
     assert dx.shape == (0, 32) and torch.equal(dw, torch.zeros(32)) and torch.equal(db, torch.zeros(32))
 
 
-def test_executing_without_rocm_gpu_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(launch, "has_rocm_gpu", lambda: False)
+def test_cpu_tensors_without_an_emulated_device_are_a_clear_error(monkeypatch):
+    monkeypatch.setattr(runtime, "current_arch", lambda: None)
     x, w, b = _fwd_args()
-    with pytest.raises(launch.NeedsRocmGpu, match="needs a ROCm GPU"):
+    hint = r"needs a ROCm GPU \(or --device emu\)"
+    with pytest.raises(launch.NeedsRocmGpu, match=hint):
         launch.forward(x, w, b, 1e-5)
-    with pytest.raises(launch.NeedsRocmGpu, match="needs a ROCm GPU"):
+    with pytest.raises(launch.NeedsRocmGpu, match=hint):
         launch.backward(x, x, w, torch.zeros(4), torch.ones(4))
+    with pytest.raises(launch.NeedsRocmGpu, match=hint):
+        launch.direct_forward_call(x, w, b, 1e-5, True, "pointer")
 
 
 @pytest.fixture
@@ -101,15 +111,14 @@ def counting_compile(monkeypatch):
 
     launch.cache_clear()
     monkeypatch.setattr(launch, "_do_compile", fake)
-    monkeypatch.setattr(launch, "device_arch", lambda device: "gfx942")
     yield calls
     launch.cache_clear()
 
 
-def _compile_fwd(x, w, b, eps, store_stats=True, abi="pointer"):
+def _compile_fwd(x, w, b, eps, store_stats=True, abi="pointer", arch="gfx942"):
     y = torch.empty_like(x)
     stats = [torch.empty(x.shape[0]), torch.empty(x.shape[0])] if store_stats else []
-    return launch.fwd_compiled(x, w, b, y, eps, store_stats, abi, stats)
+    return launch.fwd_compiled(emu_device(arch), x, w, b, y, eps, store_stats, abi, stats)
 
 
 def test_same_key_compiles_once(counting_compile):
@@ -134,6 +143,8 @@ def test_eps_n_stats_abi_dtype_are_separate_entries(counting_compile):
     _compile_fwd(x3, w3, b3, 1e-5)
     assert len(counting_compile) == 6
     assert {c[2] for c in counting_compile} == {"gfx942"}
+    _compile_fwd(x, w, b, 1e-5, arch="gfx950")                   # the arch is part of the key
+    assert len(counting_compile) == 7 and counting_compile[-1][2] == "gfx950"
 
 
 def test_misaligned_storage_offset_gets_its_own_narrow_variant(counting_compile):
@@ -183,3 +194,97 @@ def test_reshape_of_noncontiguous_input_is_contiguous():
 def test_scalar_input_is_refused():
     with pytest.raises(ContractError, match="x"):
         to_2d(torch.tensor(1.0))
+
+
+# ---------------------------------------------------------------- emulated device (fake emulator)
+
+FWD_BUFFERS = ("x", "weight", "bias", "y", "mean", "rstd")
+BWD_BUFFERS = ("x", "dy", "weight", "mean", "rstd", "dx", "wsg", "wsb", "acc_g", "acc_b")
+
+
+def _ref_forward(x, w, b, eps=1e-5):
+    return torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, eps)
+
+
+@pytest.mark.parametrize("abi", ["pointer", "tensor"])
+def test_cpu_tensors_run_on_the_active_emulated_device(fake_emulator, abi):
+    fake_emulator.activate("gfx950")
+    x, w, b = _fwd_args(m=8, n=64)
+    y, mean, rstd = launch.forward(x, w, b, 1e-5, abi=abi)
+    assert fake_emulator.compiled == [("fwd", "gfx950")]
+    assert fake_emulator.launches == [("fwd", FWD_BUFFERS)]      # inside a scope, stream None, same buffers
+    assert torch.allclose(y, _ref_forward(x, w, b), atol=1e-5)
+    y2, m2, r2 = launch.forward(x, w, b, 1e-5, store_stats=False, abi=abi)
+    assert fake_emulator.launches[-1] == ("fwd", FWD_BUFFERS[:4]) and m2 is None and r2 is None
+
+
+@pytest.mark.parametrize("strategy,kernels", [("deterministic", ["bwd", "reduce"]), ("atomic", ["bwd"])])
+@pytest.mark.parametrize("abi", ["pointer", "tensor"])
+def test_emulated_backward_launches_name_every_buffer(fake_emulator, strategy, kernels, abi):
+    fake_emulator.activate("gfx942")
+    x, w, b = _fwd_args(m=8, n=64)
+    dy = torch.randn_like(x)
+    _, mean, rstd = launch.forward(x, w, b, 1e-5)
+    dx, dw, db = launch.backward(dy, x, w, mean, rstd, abi=abi, dgamma_strategy=strategy)
+    launched = fake_emulator.launches[1:]
+    assert [k for k, _ in launched] == kernels
+    assert launched[0][1] == BWD_BUFFERS
+    if strategy == "deterministic":
+        assert launched[1][1] == ("wsg", "wsb", "dweight", "dbias")
+    xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
+    _ref_forward(xr, wr, br).backward(dy)
+    for got, ref in ((dx, xr.grad), (dw, wr.grad), (db, br.grad)):
+        assert torch.allclose(got, ref, atol=1e-4)
+
+
+def test_pointer_backward_keeps_workspace_alive(fake_emulator, monkeypatch):
+    """The Pointer-ABI launch passes bare ints: the closure must own the workspace behind them."""
+    fake_emulator.activate("gfx942")
+    created = []
+    real_empty = torch.empty
+
+    def tracking_empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        created.append(weakref.ref(t))
+        return t
+
+    x, w, _ = _fwd_args(m=8, n=64)
+    dy, mean, rstd = torch.randn_like(x), torch.zeros(8), torch.ones(8)
+    monkeypatch.setattr(torch, "empty", tracking_empty)
+    call, _ = launch._backward_call(dy, x, w, mean, rstd, "pointer", "deterministic")
+    monkeypatch.setattr(torch, "empty", real_empty)
+    gc.collect()
+    assert len(created) == 2 and all(ref() is not None for ref in created)   # wsg, wsb still alive
+    assert {"wsg", "wsb"} <= set(call.buffers)
+    call()                                                   # the fake checks pointers == scope buffers
+    del call
+    gc.collect()
+    assert all(ref() is None for ref in created)
+
+
+@pytest.mark.parametrize("abi", ["pointer", "tensor"])
+def test_direct_calls_own_every_buffer_they_pass(fake_emulator, abi):
+    fake_emulator.activate("gfx942")
+
+    def make_calls():
+        x, w, b = _fwd_args(m=8, n=64)
+        dy, mean, rstd = torch.randn_like(x), torch.zeros(8), torch.ones(8)
+        refs = [weakref.ref(t) for t in (x, w, b, dy, mean, rstd)]
+        return (launch.direct_forward_call(x, w, b, 1e-5, True, abi),
+                launch.direct_backward_call(dy, x, w, mean, rstd, abi)), refs
+
+    (fwd, bwd), refs = make_calls()
+    gc.collect()
+    assert all(ref() is not None for ref in refs)            # inputs too: only the closures hold them now
+    fwd()
+    bwd()
+    assert set(fwd.buffers) == set(FWD_BUFFERS)
+    assert set(BWD_BUFFERS) | {"dweight", "dbias"} == set(bwd.buffers)
+
+
+def test_emulator_fault_surfaces_from_the_wrapper(fake_emulator):
+    fake_emulator.activate("gfx942")
+    fake_emulator.fault_if = lambda buffers: True
+    x, w, b = _fwd_args()
+    with pytest.raises(EmulatorFault, match="planted fault"):
+        launch.forward(x, w, b, 1e-5)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lnbench.backends import get_backend
+from lnbench.device import resolve_device
 from lnbench.perf.workloads import build_workload, workspace_bytes
 
 CPU = torch.device("cpu")
@@ -24,14 +25,14 @@ def test_compile_backend_ops_and_backward_message():
 def test_compile_backend_needs_a_cxx_compiler_on_cpu(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("CXX", raising=False)
-    avail = get_backend("compile").availability(CPU)
+    avail = get_backend("compile").availability(resolve_device("cpu"))
     assert not avail.runnable and "C++ compiler" in avail.reason
 
 
 def test_liger_without_liger_kernel_is_not_run_with_the_install_hint(monkeypatch):
     import importlib.util
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
-    avail = get_backend("liger").availability(CPU)
+    avail = get_backend("liger").availability(resolve_device("cpu"))
     assert not avail.runnable and avail.reason == "liger-kernel not installed (pip install lnbench[peers])"
 
 

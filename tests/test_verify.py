@@ -6,13 +6,14 @@ import torch
 from lnbench.backends.base import Availability
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.config import load_config, section
+from lnbench.device import resolve_device
 from lnbench.verify.cases import KINDS, build_cases, make_inputs
 from lnbench.verify.planted import BUGS, PlantedBackend
 from lnbench.verify.runner import failed, max_errors, verify_backend
 from lnbench.verify.selftest import run_self_test
 from lnbench.verify.tolerance import Conditioning, Tolerance
 
-CPU = torch.device("cpu")
+CPU = resolve_device("cpu")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_pass_rule_arithmetic(tol):
 
 def test_inputs_are_seeded_and_never_zero():
     case = build_cases([(4, 16)], ["bf16"], [1e-5], seed=3)[1]  # the offset kind
-    a, b = make_inputs(case, CPU), make_inputs(case, CPU)
+    a, b = make_inputs(case, CPU.torch_device), make_inputs(case, CPU.torch_device)
     assert torch.equal(a.x, b.x) and torch.equal(a.dy, b.dy)
     assert a.x.dtype == torch.bfloat16 and float(a.x.float().mean()) > 900
     assert all(bool(t.ne(0).any()) for t in (a.x, a.weight, a.bias, a.dy))
@@ -47,7 +48,7 @@ def test_case_kinds_cover_the_issue():
     assert {c.kind for c in cases} == set(KINDS)
     assert next(c for c in cases if c.kind == "eps2").eps == 1e-2
     assert next(c for c in cases if c.kind == "autograd-3d").shape == (2, 2, 7)
-    const = make_inputs(next(c for c in cases if c.kind == "constant"), CPU)
+    const = make_inputs(next(c for c in cases if c.kind == "constant"), CPU.torch_device)
     assert bool((const.x == const.x[:, :1]).all())
 
 

@@ -9,6 +9,7 @@ from lnbench.abi import stats
 from lnbench.abi.runtime import METRICS
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
+NOT_RUN_EMULATED = "not run (emulated device: no timing)"
 
 
 def base_row(pair: str, labels: dict[str, str], op: str, dtype: str, shape: Sequence[int], metric: str) -> dict[str, Any]:

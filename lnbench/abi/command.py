@@ -11,22 +11,21 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import click
-import torch
 from rich.markup import escape
 from rich.progress import Progress
 
 from lnbench import config as cfg
 from lnbench.abi import stats
-from lnbench.abi.aggregate import NOT_RUN_NO_ROCM, aggregate, not_run_rows
+from lnbench.abi.aggregate import NOT_RUN_EMULATED, NOT_RUN_NO_ROCM, aggregate, not_run_rows
 from lnbench.abi.cases import PAIRS, pair_info
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.perf.protocol import Protocol, protocol_options
 from lnbench.report import Column, render_table, styled_status
-from lnbench.rocm import has_rocm_gpu
 
 OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
 WORKER_MODULE = "lnbench.abi.worker_main"
@@ -123,18 +122,20 @@ def probe_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(m, n * 2 if n <= 8192 else n // 2)]
 
 
-def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device, protocol: Protocol, table: dict[str, Any],
-                 eps: float, seed: int, pair_options: dict[str, Any], in_process: bool, quiet: bool
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
+                 table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
+                 quiet: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """(rows, worker payloads, worker problems) of the runtime part."""
     labels = pair_info(pair).labels
+    if not device.times_are_real:
+        return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_EMULATED, metrics), [], []
     if pair == "flydsl":
-        if not has_rocm_gpu():
+        if not device.executes_flydsl:
             return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_NO_ROCM, metrics), [], []
         if not flydsl_installed():
             return not_run_rows(pair, labels, ops, dtypes, shapes, "not run (flydsl not installed)", metrics), [], []
     spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
-            "probe_shapes": [list(s) for s in probe_shapes(shapes)], "device": str(device), "eps": eps,
+            "probe_shapes": [list(s) for s in probe_shapes(shapes)], "device": str(device.torch_device), "eps": eps,
             "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
     specs = [{**spec, "worker_index": i} for i in range(protocol.processes)]
     payloads: list[dict[str, Any]] = []
@@ -169,7 +170,8 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device, protocol: Prot
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
 @click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (repeatable or comma list).")
 @click.option("--metric", "metrics", multiple=True, help="direct, wrapper, device (repeatable or comma list).")
-@click.option("--arch", "arches", multiple=True, help="Static part: gfx942, gfx950 (default: this ROCm GPU's arch, else both).")
+@click.option("--arch", "arches", multiple=True,
+              help="Static part: gfx942, gfx950 (default: the arch of the ROCm GPU or emulated device, else both).")
 @click.option("--static-only", is_flag=True, help="Only the compile-only comparison (no GPU needed).")
 @click.option("--runtime-only", is_flag=True, help="Only the runtime comparison.")
 @click.option("--fail-if-slower", "fail_pct", type=float, metavar="PCT",
@@ -177,7 +179,8 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device, protocol: Prot
 @protocol_options
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=int, help="Input seed (default: config).")
-@click.option("--device", help="Runtime device for stand-in pairs: cpu, cuda, cuda:N (default: the GPU when there is one).")
+@click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950] (default: the GPU when there is one; "
+                              "emu: static part for its arch, no runtime rows).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
 @click.option("--planted-delay-us", type=float, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
@@ -199,7 +202,9 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, TABLE))
     op_list = _choose(_list(ops, table, "ops"), OPS, "op")
     metric_list = _choose(_list(metrics, table, "metrics"), METRICS, "measurement")
-    arch_list = cfg.split_list(arches) or default_arches()
+    # nothing executes on an emulated device here (static: compile only; runtime: not timed): no activation
+    dev = parse_device(device)
+    arch_list = cfg.split_list(arches) or default_arches(dev)
     for arch in arch_list:
         if not arch.startswith("gfx"):
             raise LnbenchUsageError(f"unknown arch {arch!r}; AMD targets look like gfx942, gfx950")
@@ -221,7 +226,6 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         if delay < 0:
             raise LnbenchUsageError(f"--planted-delay-us must be >= 0, got {delay}")
         pair_options["delay_us"] = float(delay)
-    dev = torch.device("cuda") if pair == "flydsl" and has_rocm_gpu() and device is None else cfg.resolve_device(device)
     csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path)
     metadata = {**run_metadata(dev), "pair": pair, "processes": protocol.processes, "runs": protocol.runs,
                 "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,

@@ -10,6 +10,8 @@ import importlib.util
 import re
 from typing import Any, Callable, Sequence
 
+from lnbench.device import Device
+
 DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 #: KernelFacts field -> row key prefix
 FIELDS: dict[str, str] = {
@@ -26,15 +28,9 @@ def flydsl_installed() -> bool:
     return importlib.util.find_spec("flydsl") is not None
 
 
-def default_arches() -> list[str]:
-    """The present ROCm GPU's arch, else gfx942 and gfx950."""
-    from lnbench.rocm import has_rocm_gpu
-    if has_rocm_gpu():
-        import torch
-
-        from lnbench.metadata import device_arch
-        return [device_arch(torch.device("cuda"))]
-    return list(DEFAULT_ARCHES)
+def default_arches(device: Device) -> list[str]:
+    """The arch of a device that executes FlyDSL kernels (a ROCm GPU, the emulator), else gfx942 and gfx950."""
+    return [device.arch] if device.executes_flydsl else list(DEFAULT_ARCHES)
 
 
 def _kernel_role(name: str) -> str:

@@ -7,6 +7,8 @@ from typing import ClassVar
 
 import torch
 
+from lnbench.device import Device
+
 ALL_OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd", "fwd+bwd")
 
 
@@ -38,8 +40,8 @@ class Backend(abc.ABC):
     ops: ClassVar[tuple[str, ...]] = ALL_OPS
 
     @abc.abstractmethod
-    def availability(self, device: torch.device) -> Availability:
-        """Can this backend run on `device` in this process?"""
+    def availability(self, device: Device) -> Availability:
+        """Can this backend run on `device` in this process? (Tensors go on device.torch_device.)"""
 
     @abc.abstractmethod
     def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,

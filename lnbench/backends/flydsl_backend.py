@@ -1,9 +1,11 @@
-"""The `flydsl` backend: lnbench's own FlyDSL LayerNorm kernels (ROCm GPUs; compile-only elsewhere)."""
+"""The `flydsl` backend: lnbench's own FlyDSL LayerNorm kernels (ROCm GPUs and the emulated device;
+compile-only elsewhere)."""
 from __future__ import annotations
 
 import torch
 
 from lnbench.backends.base import Availability, Backend
+from lnbench.device import Device
 from lnbench.flydsl import toolkit
 
 DEFAULT_ARCHES = toolkit.DEFAULT_ARCHES
@@ -18,10 +20,10 @@ class FlyDSLBackend(Backend):
         self.abi = abi
         self.dgamma_strategy = dgamma_strategy
 
-    def availability(self, device: torch.device) -> Availability:
+    def availability(self, device: Device) -> Availability:
         if not toolkit.flydsl_importable():
             return Availability(False, "flydsl is not importable")
-        if toolkit.has_rocm_gpu() and torch.device(device).type == "cuda":
+        if device.executes_flydsl:
             return Availability(True)
         can = toolkit.toolkit_info().kind != "missing"
         reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"

@@ -15,6 +15,7 @@ import importlib.util
 import torch
 
 from lnbench.backends.base import Availability, Backend
+from lnbench.device import Device
 
 INSTALL_HINT = "liger-kernel not installed (pip install lnbench[peers])"
 
@@ -30,10 +31,10 @@ class LigerBackend(Backend):
     deterministic = True
     ops = ("fwd", "bwd", "fwd+bwd")  # Liger always writes the stats: no fwd-nostats variant
 
-    def availability(self, device: torch.device) -> Availability:
+    def availability(self, device: Device) -> Availability:
         if importlib.util.find_spec("liger_kernel") is None:
             return Availability(False, INSTALL_HINT)
-        if device.type != "cuda" or not torch.cuda.is_available():
+        if not device.is_gpu or not torch.cuda.is_available():
             return Availability(False, "needs a CUDA/ROCm GPU")
         if importlib.util.find_spec("triton") is None:
             return Availability(False, "liger-kernel needs triton (not installed)")

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from lnbench.backends.base import Availability, Backend
+from lnbench.device import Device
 
 
 def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
@@ -38,10 +39,10 @@ class TorchCompileBackend(Backend):
     def __init__(self) -> None:
         self._compiled: Callable[..., Any] | None = None
 
-    def availability(self, device: torch.device) -> Availability:
+    def availability(self, device: Device) -> Availability:
         if not hasattr(torch, "compile"):
             return Availability(False, f"torch {torch.__version__} has no torch.compile")
-        if device.type == "cuda":
+        if device.is_gpu:
             if not torch.cuda.is_available():
                 return Availability(False, "torch sees no GPU")
             if importlib.util.find_spec("triton") is None:

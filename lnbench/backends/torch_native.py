@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from lnbench.backends.base import Availability, Backend
+from lnbench.device import Device
 
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -24,8 +25,8 @@ class TorchBackend(Backend):
     description = "ATen native_layer_norm / native_layer_norm_backward"
     deterministic = True
 
-    def availability(self, device: torch.device) -> Availability:
-        if device.type == "cuda" and not torch.cuda.is_available():
+    def availability(self, device: Device) -> Availability:
+        if device.is_gpu and not torch.cuda.is_available():
             return Availability(False, "torch sees no GPU")
         return Availability(True)
 

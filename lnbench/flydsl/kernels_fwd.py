@@ -1,7 +1,7 @@
 """LayerNorm forward kernels and @flyc.jit launchers, Pointer and Tensor ABI.
 
-y = (x - mean) * rstd * weight + bias per row; fp32 math; variance from the centered,
-register-resident row (two passes over registers, one read of x); eps baked in.
+y = (x - mean) * rstd * weight + bias per row; fp32 math; mean and variance from the row centred on
+a first mean (register-resident: one read of x, two reductions); eps baked in.
 store_stats decides at trace time whether fp32 mean/rstd (M,) are written at all.
 """
 # no `from __future__ import annotations`: FlyDSL reads the annotations as real types
@@ -52,16 +52,24 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
         x = rowio.load_f32(atom, xv, lane + t * lanes, vec, dt)      # past the end: zeros
         xs.append(x)
         acc = acc + x.reduce(fx.ReductionOp.ADD, fastmath=FAST)
-    mean = reducer.sum(acc, slot=0) * (1.0 / n)
+    rough = reducer.sum(acc, slot=0) * (1.0 / n)
 
+    # One more pass over the registers, centred on the rough mean: sum(d) corrects the mean (a plain
+    # sum of N values is off by ~sqrt(N) ulps of |mean|, found by executing the f32 offset rows), and
+    # sum(d^2) - n * shift^2 is the variance without E[x^2] - mean^2 cancellation. Still two reductions.
+    s1 = fx.Float32(0.0)
     sq = fx.Float32(0.0)
     for t in range_constexpr(plan.tiles):
-        d = xs[t] - mean
+        d = xs[t] - rough
         if const_expr((t + 1) * lanes > plan.chunks):                # tile reaches past the row end
             inside = (lane + t * lanes) < plan.chunks
             d = d * inside.select(1.0, 0.0)
+        s1 = s1 + d.reduce(fx.ReductionOp.ADD, fastmath=FAST)
         sq = sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
-    rstd = fx.rsqrt(reducer.sum(sq, slot=1) * (1.0 / n) + eps, fastmath=FAST)
+    s1, sq = reducer.sum2(s1, sq, slot=1)
+    shift = s1 * (1.0 / n)
+    mean = rough + shift
+    rstd = fx.rsqrt(sq * (1.0 / n) - shift * shift + eps, fastmath=FAST)
 
     for t in range_constexpr(plan.tiles):
         idx = lane + t * lanes
@@ -102,7 +110,7 @@ def build_fwd(plan: RowPlan, eps: float, store_stats: bool, abi: str, name: str 
     """
     eps = float(eps)
     R, BLOCK = plan.rows_per_block, plan.block
-    lds = _lds_struct(plan, values=1, slots=2)
+    lds = _lds_struct(plan, values=2, slots=2)
     kname = name or f"ln_fwd_{plan.dtype}_n{plan.n}_{abi}{'' if store_stats else '_nostats'}"
 
     def reducer_for(wave):

@@ -1,22 +1,23 @@
 """Host wrappers: contracts, compile cache, and launches of the FlyDSL LayerNorm kernels.
 
 Cache key: (kind, N, dtype, store_stats, eps, ABI, dγ strategy, vector width, arch, device index).
-Compiles and launches happen under `torch.cuda.device(x.device)` on the current stream. Pointer-ABI
-compile misses get typed null placeholders (compiling with live pointers would launch once); hot
-calls pass raw data_ptr() ints, so nonzero storage offsets just work.
+The tensors' Device (lnbench.device) decides the rest: a ROCm GPU compiles for its arch and launches under
+its device guard on the current stream; CPU tensors run on the emulated device when one is active
+(stream None, every launch inside the emulator's launch scope). Pointer-ABI compile misses get typed null
+placeholders (compiling with live pointers would launch once); hot calls pass raw data_ptr() ints, so
+nonzero storage offsets just work, and every launch holds the tensors behind those ints (bind_kernel).
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable
 
 import torch
 
 from lnbench.config import DTYPES
+from lnbench.device import Device, device_of
 from lnbench.errors import ContractError
 from lnbench.flydsl import config
-from lnbench.flydsl.toolkit import compile_env, has_rocm_gpu
-from lnbench.metadata import device_arch
+from lnbench.flydsl.toolkit import compile_env
 
 ABIS = ("pointer", "tensor")
 STRATEGIES = ("deterministic", "atomic")
@@ -28,10 +29,13 @@ class NeedsRocmGpu(RuntimeError):
     """Raised when a kernel would have to execute without a ROCm GPU."""
 
 
-def require_rocm_gpu() -> None:
-    if not has_rocm_gpu():
-        raise NeedsRocmGpu("executing the FlyDSL LayerNorm kernels needs a ROCm GPU "
-                           "(this machine can only compile them: `lnbench inspect`)")
+def kernel_device(x: torch.Tensor) -> Device:
+    """The device that executes kernels on x's memory: its ROCm GPU, or the active emulated device."""
+    dev = device_of(x)
+    if not dev.executes_flydsl:
+        raise NeedsRocmGpu(f"executing the FlyDSL LayerNorm kernels needs a ROCm GPU (or --device emu); "
+                           f"tensors on {dev.name} can only be compiled for (`lnbench inspect`)")
+    return dev
 
 
 # ---------------------------------------------------------------- contracts
@@ -184,14 +188,29 @@ def build_bwd_launchers(plan: config.RowPlan, strategy: str, abi: str) -> tuple[
     return main, red
 
 
-@contextlib.contextmanager
-def _on_device(device: torch.device):
-    with torch.cuda.device(device):
-        yield torch.cuda.current_stream(device)
-
-
 def _ptrs_or_tensors(abi: str, tensors: list[torch.Tensor]) -> list:
     return [t.data_ptr() for t in tensors] if abi == "pointer" else list(tensors)
+
+
+def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: list[int],
+                dev: Device) -> Callable[[], None]:
+    """A zero-argument launch of a compiled kernel on dev's current stream.
+
+    `buffers` are the kernel's tensor arguments, by name and in argument order. The launch keeps all of
+    them (`.buffers`): a Pointer-ABI launch passes bare ints, so a tensor only referenced elsewhere could be
+    freed before the kernel runs. On the emulator each launch runs inside the launch scope naming them.
+    """
+    args = _ptrs_or_tensors(abi, list(buffers.values())) + list(scalars)
+    stream = dev.stream()
+    if dev.emulated:
+        def call() -> None:
+            with dev.launch_scope(buffers):
+                fn(*args, stream)
+    else:
+        def call() -> None:              # bare: abi-compare times exactly this call on a GPU
+            fn(*args, stream)
+    call.buffers = buffers  # type: ignore[attr-defined]
+    return call
 
 
 # ---------------------------------------------------------------- forward
@@ -203,18 +222,26 @@ def _fwd_plan(x: torch.Tensor, out: list[torch.Tensor]) -> config.RowPlan:
         raise ContractError(f"x: {exc}") from None
 
 
-def fwd_compiled(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, y: torch.Tensor, eps: float,
-                 store_stats: bool, abi: str, stats: list[torch.Tensor]) -> tuple[Any, config.RowPlan]:
-    """The compiled forward for these tensors (compiling on a miss)."""
+def fwd_compiled(dev: Device, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, y: torch.Tensor,
+                 eps: float, store_stats: bool, abi: str, stats: list[torch.Tensor]) -> tuple[Any, config.RowPlan]:
+    """The compiled forward for these tensors on `dev` (compiling on a miss)."""
     plan = _fwd_plan(x, [weight, bias, y])
-    arch = device_arch(x.device)
-    dev = x.device.index if x.device.index is not None else torch.cuda.current_device() if x.is_cuda else -1
-    key = ("fwd", plan.n, plan.dtype, bool(store_stats), float(eps), abi, "", plan.vec, arch, dev)
+    key = ("fwd", plan.n, plan.dtype, bool(store_stats), float(eps), abi, "", plan.vec, dev.arch, dev.index)
     tensors = [x, weight, bias, y] + (stats if store_stats else [])
     fn = _cached(key, lambda: (build_fwd_launcher(plan, eps, store_stats, abi),
                                fwd_compile_args(plan, store_stats, abi, tensors if abi == "tensor" else None)),
-                 arch)
+                 dev.arch)
     return fn, plan
+
+
+def _forward_launch(dev: Device, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, y: torch.Tensor,
+                    eps: float, store_stats: bool, abi: str, stats: list[torch.Tensor]) -> Callable[[], None]:
+    """Compile (on a miss) and bind the forward to its buffers; call under dev.guard()."""
+    fn, _ = fwd_compiled(dev, x, weight, bias, y, eps, store_stats, abi, stats)
+    buffers = {"x": x, "weight": weight, "bias": bias, "y": y}
+    if store_stats:
+        buffers.update(mean=stats[0], rstd=stats[1])
+    return bind_kernel(fn, abi, buffers, [x.shape[0]], dev)
 
 
 def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, store_stats: bool = True,
@@ -228,48 +255,42 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: floa
     rstd = torch.empty(m, device=x.device, dtype=torch.float32) if store_stats else None
     if m == 0:
         return y, mean, rstd
-    require_rocm_gpu()
+    dev = kernel_device(x)
     stats = [mean, rstd] if store_stats else []
-    with _on_device(x.device) as stream:
-        fn, _ = fwd_compiled(x, weight, bias, y, eps, store_stats, abi, stats)
-        fn(*_ptrs_or_tensors(abi, [x, weight, bias, y] + stats), m, stream)
+    with dev.guard():
+        _forward_launch(dev, x, weight, bias, y, eps, store_stats, abi, stats)()
     return y, mean, rstd
 
 
 def direct_forward_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
                         store_stats: bool, abi: str) -> Callable[[], None]:
     """Preallocate outputs and return a zero-argument closure that calls the compiled forward
-    directly on the current stream (raw ints for the Pointer ABI, tensors for the Tensor ABI)."""
+    directly on the current stream (raw ints for the Pointer ABI, tensors for the Tensor ABI).
+    The closure holds x, weight, bias and the outputs (`.buffers`); `.outputs` is (y[, mean, rstd])."""
     _check_abi(abi)
     check_forward_args(x, weight, bias)
-    require_rocm_gpu()
+    dev = kernel_device(x)
     m = x.shape[0]
     y = torch.empty_like(x)
     stats = ([torch.empty(m, device=x.device), torch.empty(m, device=x.device)] if store_stats else [])
-    with _on_device(x.device):
-        fn, _ = fwd_compiled(x, weight, bias, y, eps, store_stats, abi, stats)
-    args = _ptrs_or_tensors(abi, [x, weight, bias, y] + stats) + [m]
-    stream = torch.cuda.current_stream(x.device)
-
-    def call() -> None:
-        fn(*args, stream)
-
-    call.outputs = (y, *stats)  # type: ignore[attr-defined]  # keeps the buffers alive
+    with dev.guard():
+        call = _forward_launch(dev, x, weight, bias, y, eps, store_stats, abi, stats)
+    call.outputs = (y, *stats)  # type: ignore[attr-defined]
     return call
 
 
 # ---------------------------------------------------------------- backward
 
-def bwd_compiled(plan: config.RowPlan, strategy: str, abi: str, arch: str, dev: int,
+def bwd_compiled(plan: config.RowPlan, strategy: str, abi: str, dev: Device,
                  tensors: list | None, red_tensors: list | None) -> tuple[Any, Any]:
-    key = ("bwd", plan.n, plan.dtype, False, 0.0, abi, strategy, plan.vec, arch, dev)
+    key = ("bwd", plan.n, plan.dtype, False, 0.0, abi, strategy, plan.vec, dev.arch, dev.index)
     main = _cached(key, lambda: (build_bwd_launchers(plan, strategy, abi)[0],
-                                 bwd_compile_args(plan, abi, tensors)), arch)
+                                 bwd_compile_args(plan, abi, tensors)), dev.arch)
     red = None
     if strategy == "deterministic":
-        rkey = ("bwd-reduce", plan.n, plan.dtype, False, 0.0, abi, strategy, 0, arch, dev)
+        rkey = ("bwd-reduce", plan.n, plan.dtype, False, 0.0, abi, strategy, 0, dev.arch, dev.index)
         red = _cached(rkey, lambda: (build_bwd_launchers(plan, strategy, abi)[1],
-                                     reduce_compile_args(plan.n, plan.dtype, abi, red_tensors)), arch)
+                                     reduce_compile_args(plan.n, plan.dtype, abi, red_tensors)), dev.arch)
     return main, red
 
 
@@ -278,9 +299,10 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
                    ) -> tuple[Callable[[], None] | None, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Check, allocate outputs and workspace, compile; return (launch closure, (dx, dweight, dbias)).
 
-    The closure launches on the current stream of x's device. For the atomic strategy it zeroes the
-    fp32 accumulators right before the main kernel (a Tensor-ABI compile may have run it once) and
-    casts them into dweight/dbias after; that zeroing is part of every call. None when M == 0.
+    The closure launches on the current stream of x's device and holds every buffer it passes,
+    workspace included (`.buffers`). For the atomic strategy it zeroes the fp32 accumulators right
+    before the main kernel (a Tensor-ABI compile may have run it once) and casts them into
+    dweight/dbias after; that zeroing is part of every call. None when M == 0.
     """
     _check_abi(abi)
     check_strategy(dgamma_strategy)
@@ -289,14 +311,12 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
     dx = torch.empty_like(x)
     if m == 0:
         return None, (dx, torch.zeros_like(weight), torch.zeros_like(weight))
-    require_rocm_gpu()
+    dev = kernel_device(x)
     try:
         plan = config.row_plan(n, x.dtype, "bwd", align_elems(x, dy, dx, weight))
     except ValueError as exc:
         raise ContractError(f"x: {exc}") from None
-    arch = device_arch(x.device)
-    dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    p = config.bwd_programs(m, plan, arch)
+    p = config.bwd_programs(m, plan, dev.arch)
     f32 = dict(device=x.device, dtype=torch.float32)
     uses_ws = dgamma_strategy == "deterministic" or not plan.acc_in_registers
     ws_rows = p * plan.rows_per_block if uses_ws else 1
@@ -304,26 +324,28 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
     acc_g, acc_b = torch.zeros(n, **f32), torch.zeros(n, **f32)
     dgamma = torch.empty_like(weight)
     dbeta = torch.empty_like(weight)
-    main_t = [x, dy, weight, mean, rstd, dx, wsg, wsb, acc_g, acc_b]
-    red_t = [wsg, wsb, dgamma, dbeta]
-    with _on_device(x.device):
-        main, red = bwd_compiled(plan, dgamma_strategy, abi, arch, dev,
-                                 main_t if abi == "tensor" else None, red_t if abi == "tensor" else None)
-    main_args = _ptrs_or_tensors(abi, main_t) + [m, p]
-    red_args = _ptrs_or_tensors(abi, red_t) + [ws_rows]
-    stream = torch.cuda.current_stream(x.device)
+    main_b = {"x": x, "dy": dy, "weight": weight, "mean": mean, "rstd": rstd, "dx": dx, "wsg": wsg, "wsb": wsb,
+              "acc_g": acc_g, "acc_b": acc_b}
+    red_b = {"wsg": wsg, "wsb": wsb, "dweight": dgamma, "dbias": dbeta}
+    with dev.guard():
+        main_fn, red_fn = bwd_compiled(plan, dgamma_strategy, abi, dev,
+                                       list(main_b.values()) if abi == "tensor" else None,
+                                       list(red_b.values()) if abi == "tensor" else None)
+        main = bind_kernel(main_fn, abi, main_b, [m, p], dev)
+        red = bind_kernel(red_fn, abi, red_b, [ws_rows], dev) if red_fn is not None else None
 
     def call() -> None:
         if dgamma_strategy == "atomic":
             acc_g.zero_()
             acc_b.zero_()
-        main(*main_args, stream)
+        main()
         if red is not None:
-            red(*red_args, stream)
+            red()
         if dgamma_strategy == "atomic":
             dgamma.copy_(acc_g)
             dbeta.copy_(acc_b)
 
+    call.buffers = {**main_b, **red_b}  # type: ignore[attr-defined]
     return call, (dx, dgamma, dbeta)
 
 
@@ -333,7 +355,7 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torc
     """(dx, dweight, dbias); dweight/dbias accumulate in fp32 and come back in weight's dtype."""
     call, outputs = _backward_call(dy, x, weight, mean, rstd, abi, dgamma_strategy)
     if call is not None:
-        with _on_device(x.device):
+        with kernel_device(x).guard():
             call()
     return outputs
 
@@ -344,5 +366,5 @@ def direct_backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor
     call, outputs = _backward_call(dy, x, weight, mean, rstd, abi, dgamma_strategy)
     if call is None:
         raise ContractError("x: direct_backward_call needs at least one row")
-    call.outputs = outputs  # type: ignore[attr-defined]  # keeps the buffers alive
+    call.outputs = outputs  # type: ignore[attr-defined]
     return call

@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-
 from lnbench.backends import get_backend
+from lnbench.device import Device
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class PerfCase:
                 "M": self.m, "N": self.n, "mode": self.mode}
 
 
-def backend_skips(names: list[str], device: torch.device) -> dict[str, tuple[str, tuple[str, ...]]]:
+def backend_skips(names: list[str], device: Device) -> dict[str, tuple[str, tuple[str, ...]]]:
     """name -> (reason it cannot run here or '', ops it supports). Never raises for a broken backend."""
     out: dict[str, tuple[str, tuple[str, ...]]] = {}
     for name in names:

@@ -14,6 +14,7 @@ from lnbench import config as cfg
 from lnbench.backends import backend_names
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
                                 prepare_outputs)
+from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.perf.aggregate import build_rows, failed
@@ -23,8 +24,6 @@ from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwid
 from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.workers import WorkerResult, run_workers
 from lnbench.report import Column, fmt_float, render_table, styled_status
-from lnbench.rocm import has_rocm_gpu
-
 WORKER_MODULE = "lnbench.perf.worker_main"
 
 
@@ -55,11 +54,20 @@ TABLE_COLUMNS = [
 ]
 
 
-def choose_backends(requested: list[str]) -> list[str]:
+def timed_device(name: str | None) -> Device:
+    """The --device to time on; the emulated device is refused (its times say nothing about hardware)."""
+    dev = parse_device(name)
+    if not dev.times_are_real:
+        raise LnbenchUsageError(f"{dev.name} is an emulated device: its times mean nothing, so it cannot be "
+                                f"timed (use `lnbench verify --device {dev.name}` to check results)")
+    return dev
+
+
+def choose_backends(requested: list[str], device: Device) -> list[str]:
     """Expand `auto` (FlyDSL on a ROCm GPU, plus torch) and reject unknown names (usage error)."""
     out: list[str] = []
     for name in requested:
-        names = (["flydsl", "torch"] if has_rocm_gpu() else ["torch"]) if name == "auto" else [name]
+        names = (["flydsl", "torch"] if device.executes_flydsl else ["torch"]) if name == "auto" else [name]
         for item in names:
             if item not in backend_names():
                 raise LnbenchUsageError(f"unknown backend {item!r}; choose from auto, {', '.join(backend_names())}")
@@ -130,7 +138,7 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
 @click.option("--llc-mib", type=float, help="Cold mode: last-level cache size in MiB (0 = read off the device).")
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=int, help="Base random seed (default: config).")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one).")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
 @click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
@@ -143,6 +151,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak."""
     import time
 
+    dev = timed_device(device)
     config = cfg.load_config(config_path)
     table = cfg.section(config, "perf")
     protocol = Protocol.from_table(
@@ -150,7 +159,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
         target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
         cold_factor=cold_factor, llc_mib=llc_mib,
         modes=tuple(cfg.split_list(modes)) or None, ops=tuple(cfg.split_list(ops)) or None)
-    backend_list = choose_backends(_list_option(backends, table, "backends"))
+    backend_list = choose_backends(_list_option(backends, table, "backends"), dev)
     base_name = baseline or str(cfg.require(table, "baseline", str, "perf"))
     if base_name not in backend_names():
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
@@ -160,21 +169,20 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     if not eps_value > 0:
         raise LnbenchUsageError(f"eps must be > 0, got {eps_value}")
     base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "perf"))
-    dev = cfg.resolve_device(device)
     csv_final, json_final = prepare_outputs("perf", csv_path, json_path)
 
     skips = backend_skips(backend_list, dev)
     cases = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
                         eps_value, base_seed, skips)
     orders = [worker_order(cases, backend_list, w) for w in range(protocol.processes)]
-    peak = load_peak(dev, peak_file)
+    peak = load_peak(dev.torch_device, peak_file)
     peak_gbps = float(peak["gbps"]) if peak else None
     if peak is None and not quiet:
         console.print(escape(f"no measured peak for {run_metadata(dev)['device_name']} in "
                              f"{peak_file or default_peak_path()}: % peak left blank (run `lnbench peak` once)"),
                       style="yellow")
-    before = gpu_facts(dev)
-    specs = [{"device": str(dev), "protocol": protocol.to_dict(), "cases": [c.to_spec() for c in order]}
+    before = gpu_facts(dev.torch_device)
+    specs = [{"device": str(dev.torch_device), "protocol": protocol.to_dict(), "cases": [c.to_spec() for c in order]}
              for order in orders]
     start = time.monotonic()
     results: list[WorkerResult] = []
@@ -191,7 +199,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
             results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
                                   on_progress=on_progress)
     seconds = time.monotonic() - start
-    after = gpu_facts(dev)
+    after = gpu_facts(dev.torch_device)
     rows = build_rows(cases, orders, results, peak_gbps, base_name)
 
     metadata = {**run_metadata(dev), "P": protocol.processes, "R": protocol.runs,
@@ -225,7 +233,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
 
 
 @click.command("peak")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one).")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
 @click.option("--size-mib", type=float, help="Bytes copied per call, in MiB (default 1024 on a GPU, 256 on the CPU).")
 @click.option("--runs", type=int, default=10, show_default=True, help="Timed runs (median taken).")
 @click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
@@ -237,15 +245,15 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
         raise LnbenchUsageError(f"runs must be >= 1, got {runs}")
     if size_mib is not None and not (size_mib > 0 and math.isfinite(size_mib)):
         raise LnbenchUsageError(f"size-mib must be > 0, got {size_mib}")
-    dev = cfg.resolve_device(device)
+    dev = timed_device(device)
     path = Path(peak_file or default_peak_path())
     from lnbench.report import check_writable
     check_writable(path)
     size = int(size_mib * (1 << 20)) if size_mib else None
-    record = measure_copy_bandwidth(dev, size, runs)
-    record.update({k: v for k, v in gpu_facts(dev).items() if k in ("driver", "clocks")})
-    store_peak(dev, record, path)
-    name = run_metadata(dev)["device_name"]
+    record = measure_copy_bandwidth(dev.torch_device, size, runs)
+    record.update({k: v for k, v in gpu_facts(dev.torch_device).items() if k in ("driver", "clocks")})
+    store_peak(dev.torch_device, record, path)
+    name = dev.label
     render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
                  [Column("device", "device", justify="left"), Column("gbps", "GB/s", _num()),
                   Column("copy_mib", "copy MiB", _num()), Column("median_us", "median µs", _num()),

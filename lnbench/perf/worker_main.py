@@ -19,9 +19,12 @@ import gc
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lnbench.perf.workers import read_spec, report_progress, write_result
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.device import Device
 
 
 def _fault(index: int, done: int) -> None:
@@ -41,9 +44,9 @@ def _fault(index: int, done: int) -> None:
             time.sleep(3600)
 
 
-def run_case(case: dict[str, Any], device: Any, protocol: dict[str, Any], backends: dict[str, Any]
+def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backends: dict[str, Any]
              ) -> dict[str, Any]:
-    """Time one case; exceptions become an `error` entry."""
+    """Time one case on `dev`; exceptions become an `error` entry."""
     import torch
 
     from lnbench.backends import get_backend
@@ -52,6 +55,7 @@ def run_case(case: dict[str, Any], device: Any, protocol: dict[str, Any], backen
     from lnbench.perf.workloads import build_workload
 
     out: dict[str, Any] = {"id": case["id"], "status": "ok", "detail": ""}
+    device = dev.torch_device
     start = time.perf_counter()
     workload = None
     try:
@@ -59,7 +63,7 @@ def run_case(case: dict[str, Any], device: Any, protocol: dict[str, Any], backen
         if name not in backends:
             backends[name] = get_backend(name)
         backend = backends[name]
-        avail = backend.availability(device)
+        avail = backend.availability(dev)
         if not avail.runnable:
             out.update(status="not run", detail=avail.reason)
             return out
@@ -95,14 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     _fault(index, 0)
     import torch
 
+    from lnbench.device import torch_device_info
+
     device = torch.device(spec.get("device", "cpu"))
     if device.type == "cuda":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
+    dev = torch_device_info(device)
     backends: dict[str, Any] = {}
     for case in spec["cases"]:
-        entry = run_case(case, device, spec["protocol"], backends)
+        entry = run_case(case, dev, spec["protocol"], backends)
         payload["cases"].append(entry)
         write_result(result_path, payload)
         report_progress(progress_path, f"{case['id']} {entry['status']}")

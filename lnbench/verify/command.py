@@ -4,16 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import torch
 from rich.progress import Progress
 
 from lnbench import config as cfg
 from lnbench.backends import backend_names, get_backend, probe_backend
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.device import Device, resolve_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.report import Column, fmt_float, render_table, styled_status
-from lnbench.rocm import has_rocm_gpu
 from lnbench.verify.cases import build_cases
 from lnbench.verify.runner import failed, verify_backend
 from lnbench.verify.selftest import run_self_test
@@ -33,14 +32,21 @@ SELFTEST_COLUMNS = [
 ]
 
 
-def choose_backends(requested: list[str], device: torch.device) -> tuple[list[str], str]:
-    """Backend names to verify and a banner (non-empty when `auto` had to fall back)."""
+#: what `auto` verifies on the emulated device: every FlyDSL variant, and torch on the same inputs
+EMULATED_AUTO: tuple[str, ...] = ("flydsl", "flydsl-tensor", "flydsl-atomic", "torch")
+
+
+def choose_backends(requested: list[str], device: Device) -> tuple[list[str], str]:
+    """Backend names to verify and a banner (non-empty when `auto` had to fall back or runs emulated)."""
     if requested and requested != ["auto"]:
         for name in requested:
             if name not in backend_names():
                 raise LnbenchUsageError(f"unknown backend {name!r}; choose from auto, {', '.join(backend_names())}")
         return requested, ""
-    if has_rocm_gpu():
+    if device.emulated:
+        return list(EMULATED_AUTO), (f"Emulated device {device.name}: the FlyDSL kernels run on an instruction-set "
+                               f"emulator on the CPU; results check correctness only.")
+    if device.executes_flydsl:
         return ["flydsl"], ""
     runnable = []
     for name in backend_names():
@@ -48,7 +54,8 @@ def choose_backends(requested: list[str], device: torch.device) -> tuple[list[st
         if backend is not None and avail.runnable and {"fwd", "bwd"} <= set(backend.ops):
             runnable.append(name)
     banner = (f"No ROCm GPU: the FlyDSL kernels cannot execute here, so `auto` verifies every runnable "
-              f"backend instead ({', '.join(runnable)}). `--backend flydsl` compiles its kernels without running them.")
+              f"backend instead ({', '.join(runnable)}). `--backend flydsl` compiles its kernels without running "
+              f"them; `--device emu` runs them on the emulator.")
     return runnable, banner
 
 
@@ -68,7 +75,7 @@ def _summary_line(rows: list[dict]) -> str:
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
 @click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one).")
+@click.option("--device", help="cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one).")
 @click.option("--seed", type=int, help="Base random seed (default: config).")
 @click.option("--self-test", is_flag=True, help="Check that the pass rule catches planted bugs (exit 1 if one passes).")
 @output_options
@@ -85,7 +92,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     if not eps_values or any(e <= 0 for e in eps_values):
         raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
     base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "verify"))
-    dev = cfg.resolve_device(device)
+    dev = resolve_device(device)
     csv_final, json_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path)
     cases = build_cases(shape_list, dtype_list, eps_values, base_seed)
     metadata = {**run_metadata(dev), "seed": base_seed}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from lnbench.backends.base import Availability, Backend
+from lnbench.device import Device
 
 BUGS: dict[str, str] = {
     "none": "control: the correct math must PASS",
@@ -31,7 +32,7 @@ class PlantedBackend(Backend):
         self.bug = bug
         self.name = f"planted:{bug}"
 
-    def availability(self, device: torch.device) -> Availability:
+    def availability(self, device: Device) -> Availability:
         return Availability(True)
 
     def forward(self, x, weight, bias, eps, store_stats=True):

@@ -10,6 +10,7 @@ import torch
 from lnbench.backends import Backend
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.config import DTYPES
+from lnbench.device import Device
 from lnbench.reference import TENSORS, reference
 from lnbench.verify.cases import Case, Inputs, make_inputs
 from lnbench.verify.tolerance import Conditioning, Tolerance
@@ -121,12 +122,16 @@ def status_rows(case: Case, status: str, detail: str) -> list[dict[str, Any]]:
              "allowed": None, "margin": None, "determinism": "", "status": status, "detail": detail}]
 
 
-def verify_case(backend: Backend, case: Case, device: torch.device, tol: Tolerance,
+def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
                 baseline: Backend | None = None) -> list[dict[str, Any]]:
-    """All rows of one case; an exception inside the case becomes an `error` row."""
+    """All rows of one case; an exception inside the case (an emulator fault included) becomes an `error` row.
+
+    Inputs live on device.torch_device (the CPU for the emulated device), so the torch baseline and the
+    fp64 reference run there while the backend's kernels run on the device.
+    """
     baseline = baseline or TorchBackend()
     try:
-        inp = make_inputs(case, device)
+        inp = make_inputs(case, device.torch_device)
         ref = reference(inp.x, inp.weight, inp.bias, inp.dy, case.eps)
         run = run_autograd if case.kind == "autograd-3d" else run_2d
         got = run(backend, inp, case.eps)
@@ -136,7 +141,7 @@ def verify_case(backend: Backend, case: Case, device: torch.device, tol: Toleran
         return status_rows(case, "error", f"{type(exc).__name__}: {exc}".splitlines()[0])
 
 
-def verify_backend(backend: Backend, cases: Iterable[Case], device: torch.device, tol: Tolerance,
+def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol: Tolerance,
                    advance: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
     """Rows for every case on one backend, honest about cases that could not execute."""
     avail = backend.availability(device)

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import torch
-
+from lnbench.device import Device
 from lnbench.verify.cases import Case
 from lnbench.verify.planted import BUGS, PlantedBackend
 from lnbench.verify.runner import verify_backend
 from lnbench.verify.tolerance import Tolerance
 
 
-def run_self_test(cases: list[Case], device: torch.device, tol: Tolerance,
+def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
                   advance: Callable[[], None] = lambda: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(summary rows, one per bug; detail rows, one per case × tensor × bug).
 

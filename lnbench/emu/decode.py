@@ -1,0 +1,92 @@
+"""Machine code -> pre-decoded instructions, using tinygrad's CDNA decoder (encodings generated from
+AMD's ISA XML; CDNA4 is a superset of gfx942 and gfx950).
+
+Instructions are decoded lazily by PC (the binary is what runs; code after `s_endpgm` is reached
+only through branches) and cached per kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lnbench.emu.errors import EmulatorFault
+
+_SUFFIXES = ("_e32", "_e64", "_sdwa", "_dpp")
+#: tinygrad names LLVM's fused v_fma_mix* after the older v_mad_mix*; ours are fused (see ops_vector)
+_RENAME = {"v_mad_mix_f32": "v_fma_mix_f32", "v_mad_mixlo_f16": "v_fma_mixlo_f16", "v_mad_mixhi_f16": "v_fma_mixhi_f16"}
+
+
+@dataclass
+class Instr:
+    """One decoded instruction. Register operands are their 9-bit operand codes (VGPRs are 256+)."""
+
+    pc: int
+    size: int
+    name: str                      # e.g. "v_add_f32" (encoding suffix stripped)
+    fmt: str                       # tinygrad format class: VOP2, VOP3P, MUBUF, VOP1_SDWA, ...
+    f: dict[str, int]              # field name -> value (operand code for register fields)
+    widths: dict[str, int]         # register field -> number of dwords
+    literal: int | None = None
+    run: Callable[..., Any] | None = field(default=None, repr=False)   # the bound handler
+
+    def __getitem__(self, key: str) -> int:
+        return self.f[key]
+
+    def text(self) -> str:
+        ops = ", ".join(f"{k}={v}" for k, v in self.f.items() if k not in ("encoding",))
+        return f"{self.name} {ops}"
+
+
+def _field_value(value: Any) -> tuple[int, int | None]:
+    """(value, dwords) for a decoded field: Reg -> (operand code, size), ints as they are."""
+    offset = getattr(value, "offset", None)
+    if offset is not None:
+        return int(offset), int(getattr(value, "sz", 1))
+    return int(value), None
+
+
+def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
+    """Decode the instruction at byte offset `pc` of `code`."""
+    from tinygrad.renderer.amd import decode_inst  # imported lazily: only the emulator needs tinygrad
+    if pc < 0 or pc + 4 > len(code):
+        raise EmulatorFault(f"{kernel}: PC 0x{pc:x} is outside the kernel's code", kernel=kernel, pc=pc)
+    try:
+        raw = decode_inst(bytes(code[pc:pc + 16]).ljust(16, b"\0"), "cdna")
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is a fault at this PC
+        word = int.from_bytes(code[pc:pc + 4], "little")
+        raise EmulatorFault(f"{kernel}: cannot decode instruction 0x{word:08x} at PC 0x{pc:x}: {exc}",
+                            kernel=kernel, pc=pc) from None
+    name = raw.op_name.lower()
+    for sfx in _SUFFIXES:
+        if name.endswith(sfx):
+            name = name[: -len(sfx)]
+            break
+    name = _RENAME.get(name, name)
+    fields: dict[str, int] = {}
+    widths: dict[str, int] = {}
+    for fname, _bf in raw._fields:
+        if fname == "op":
+            continue
+        val, dwords = _field_value(getattr(raw, fname))
+        fields[fname] = val
+        if dwords is not None:
+            widths[fname] = dwords
+    lit = getattr(raw, "literal", None)
+    return Instr(pc=pc, size=raw.size(), name=name, fmt=type(raw).__name__, f=fields, widths=widths,
+                 literal=None if lit is None else int(lit) & 0xFFFFFFFF)
+
+
+class Program:
+    """A kernel's code with a PC -> Instr cache and each instruction bound to its handler once."""
+
+    def __init__(self, code: bytes, kernel: str, bind: Callable[[Instr], Callable[..., Any]]) -> None:
+        self.code, self.kernel, self._bind = code, kernel, bind
+        self._cache: dict[int, Instr] = {}
+
+    def at(self, pc: int) -> Instr:
+        ins = self._cache.get(pc)
+        if ins is None:
+            ins = decode_at(self.code, pc, self.kernel)
+            ins.run = self._bind(ins)
+            self._cache[pc] = ins
+        return ins

@@ -1,0 +1,222 @@
+"""The scheduler: run one kernel launch of a code object over a grid of workgroups.
+
+Workgroups run in batches (bounded memory). Within a batch every wave has its own PC; each step
+takes the lowest PC among the runnable waves and executes that instruction for every wave sitting
+there, with numpy over all of their lanes. Waves that branch apart rejoin when the lagging group
+reaches the same PC, so uniform code costs one step per instruction however large the grid.
+s_barrier parks a wave until every live wave of its workgroup has arrived.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lnbench.emu.codeobject import CodeObject, Kernel, read_code_object
+from lnbench.emu.decode import Program
+from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.memory import Memory
+from lnbench.emu.semantics import CLASSES, OP_CLASS, bind
+from lnbench.emu.state import EXEC, WAVE, Step, Waves
+
+MAX_WAVES_PER_BATCH = 2048
+MAX_STEPS = 50_000_000
+
+
+@dataclass
+class LaunchProfile:
+    """What one launch executed: wave-instructions by class, bytes moved."""
+
+    kernel: str = ""
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    wave_instructions: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CLASSES})
+    steps: int = 0
+    global_bytes_loaded: int = 0
+    global_bytes_stored: int = 0
+    lds_bytes: int = 0
+    memory: Memory | None = field(default=None, repr=False)
+
+    @property
+    def total_wave_instructions(self) -> int:
+        return sum(self.wave_instructions.values())
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(code_object: bytes) -> CodeObject:
+    return read_code_object(code_object)
+
+
+_programs: dict[tuple[str, str], Program] = {}
+
+
+def program_for(code_object: bytes, kernel: Kernel) -> Program:
+    key = (hashlib.sha1(code_object).hexdigest(), kernel.name)
+    prog = _programs.get(key)
+    if prog is None:
+        prog = _programs[key] = Program(kernel.code, kernel.name, bind)
+    return prog
+
+
+def _initial_state(kernel: Kernel, arch: str, groups: list[tuple[int, int, int]], block: tuple[int, int, int],
+                   waves_per_group: int, lds_bytes: int, kernarg_addr: int) -> Waves:
+    d = kernel.descriptor
+    n = len(groups) * waves_per_group
+    nv = int(kernel.metadata.get(".vgpr_count", 0)) or 256
+    nv = max(nv, d.accum_offset if kernel.metadata.get(".agpr_count", 0) else 0)
+    w = Waves(n, nv, len(groups), lds_bytes, d.private_segment_size, arch)
+    threads = block[0] * block[1] * block[2]
+    # user SGPRs, in descriptor order
+    flags = d.user_sgpr_flags
+    sizes = {"private_segment_buffer": 4, "dispatch_ptr": 2, "queue_ptr": 2, "kernarg_segment_ptr": 2,
+             "dispatch_id": 2, "flat_scratch_init": 2, "private_segment_size": 1}
+    s = 0
+    for name, size in sizes.items():
+        if flags[name]:
+            if name == "kernarg_segment_ptr":
+                w.S[:, s] = kernarg_addr & 0xFFFFFFFF
+                w.S[:, s + 1] = kernarg_addr >> 32
+            elif name not in ("private_segment_size",):
+                raise EmulatorFault(f"kernel {kernel.name}: user SGPR {name} is not supported by the emulator")
+            s += size
+    if s != d.user_sgpr_count:
+        s = d.user_sgpr_count
+    group_ids = np.repeat(np.asarray(groups, np.int64), waves_per_group, axis=0)      # (n, 3)
+    for axis, enabled in enumerate(d.workgroup_id_enabled):
+        if enabled:
+            w.S[:, s] = group_ids[:, axis]
+            s += 1
+    if (d.rsrc2 >> 10) & 1:      # workgroup info
+        s += 1
+    if d.private_segment_enabled:
+        w.S[:, s] = 0            # private segment wave offset: scratch is per wave here
+        s += 1
+    # work-item ids (packed x | y << 10 | z << 20) and EXEC for partial waves
+    w.group = np.repeat(np.arange(len(groups)), waves_per_group)
+    tid = (np.arange(waves_per_group)[:, None] * WAVE + np.arange(WAVE)[None, :])      # (waves, 64)
+    x = tid % block[0]
+    y = (tid // block[0]) % block[1]
+    z = tid // (block[0] * block[1])
+    packed = (x | (y << 10) | (z << 20)).astype(np.uint32)
+    w.V[:, 0, :] = np.tile(packed, (len(groups), 1))
+    live = tid < threads
+    bits = np.packbits(live, axis=1, bitorder="little").view("<u8")[:, 0]
+    bits = np.tile(bits, len(groups))
+    w.S[:, EXEC] = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    w.S[:, EXEC + 1] = (bits >> np.uint64(32)).astype(np.uint32)
+    w.global_group = np.repeat(np.arange(len(groups)), waves_per_group)
+    return w
+
+
+def _release_barriers(w: Waves, groups: np.ndarray) -> None:
+    """Release every workgroup (among `groups`) whose live waves have all arrived."""
+    for g in np.unique(groups).tolist():
+        members = w.group == g
+        live = members & w.alive
+        if live.any() and np.all(w.waiting[live]):
+            w.waiting[live] = False
+            w.epoch[members] += 1
+
+
+def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+               dynamic_lds: int, kernarg_addr: int, memory: Memory, arch: str | None = None) -> LaunchProfile:
+    """Execute one launch; raises EmulatorFault naming kernel, PC and opcode on any fault."""
+    co = _parse(bytes(code_object))
+    kernel = co.kernels.get(kernel_name)
+    if kernel is None:
+        raise EmulatorFault(f"kernel {kernel_name} is not in the code object ({', '.join(co.kernels)})",
+                            kernel=kernel_name)
+    if kernel.metadata.get(".wavefront_size", 64) != 64:
+        raise EmulatorFault(f"kernel {kernel_name}: only wave64 code runs here", kernel=kernel_name)
+    threads = block[0] * block[1] * block[2]
+    if threads < 1 or threads > 1024:
+        raise EmulatorFault(f"kernel {kernel_name}: block of {threads} threads", kernel=kernel_name)
+    req = kernel.metadata.get(".reqd_workgroup_size")
+    if req and tuple(req) != tuple(block):
+        raise EmulatorFault(f"kernel {kernel_name} requires workgroup size {tuple(req)}, launched with {block}",
+                            kernel=kernel_name)
+    prog = program_for(bytes(code_object), kernel)
+    waves_per_group = -(-threads // WAVE)
+    lds_bytes = kernel.descriptor.group_segment_size + dynamic_lds
+    profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory)
+    all_groups = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    per_batch = max(1, MAX_WAVES_PER_BATCH // waves_per_group)
+    loaded0, stored0 = memory.bytes_loaded, memory.bytes_stored
+    with np.errstate(all="ignore"):
+        for start in range(0, len(all_groups), per_batch):
+            batch = all_groups[start:start + per_batch]
+            w = _initial_state(kernel, co.arch, batch, block, waves_per_group, lds_bytes, kernarg_addr)
+            _run_batch(w, prog, profile)
+    profile.global_bytes_loaded = memory.bytes_loaded - loaded0
+    profile.global_bytes_stored = memory.bytes_stored - stored0
+    return profile
+
+
+def _run_batch(w: Waves, prog: Program, profile: LaunchProfile) -> None:
+    counts = profile.wave_instructions
+    n = w.n
+    for _ in range(MAX_STEPS):
+        runnable = w.alive & ~w.waiting
+        if not runnable.any():
+            if w.alive.any():
+                raise EmulatorFault(f"{prog.kernel}: deadlock: waves wait at s_barrier for waves that never arrive",
+                                    kernel=prog.kernel)
+            return
+        pcs = np.where(runnable, w.PC, np.iinfo(np.int64).max)
+        pc = int(pcs.min())
+        here = pcs == pc
+        k = int(here.sum())
+        sel: slice | np.ndarray = slice(None) if k == n else np.flatnonzero(here)
+        try:
+            ins = prog.at(pc)
+            st = Step(w, sel, ins, k, profile)
+            ins.run(st)
+        except EmulatorFault as exc:
+            raise _located(exc, prog.kernel, pc, prog) from None
+        except Exception as exc:  # noqa: BLE001 - a handler bug is still a fault at this PC, not a crash
+            raise _located(EmulatorFault(f"{type(exc).__name__}: {exc}"), prog.kernel, pc, prog) from exc
+        w.PC[sel] = pc + ins.size if st.next_pc is None else st.next_pc
+        counts[OP_CLASS[ins.name]] += k
+        profile.steps += 1
+        if ins.name in ("s_barrier", "s_endpgm"):
+            _release_barriers(w, w.group[sel])
+    raise EmulatorFault(f"{prog.kernel}: more than {MAX_STEPS} steps (an endless loop?)", kernel=prog.kernel)
+
+
+def _located(exc: EmulatorFault, kernel: str, pc: int, prog: Program) -> EmulatorFault:
+    try:
+        ins = prog.at(pc)
+        opcode, text = ins.name, ins.text()
+    except EmulatorFault:
+        opcode, text = exc.opcode or "?", "?"
+    msg = str(exc)
+    if msg.startswith(f"{kernel}:"):
+        msg = msg[len(kernel) + 1:].strip()
+    return type(exc)(f"kernel {kernel}, PC 0x{pc:x} ({opcode}): {msg}  [{text}]", kernel=kernel, pc=pc,
+                     opcode=opcode)
+
+
+def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0, scratch_bytes: int = 0,
+             sgpr: dict[int, int | list[int]] | None = None, vgpr: dict[int, object] | None = None,
+             memory: Memory | None = None, arch: str = "gfx942", exec_mask: int = (1 << 64) - 1,
+             name: str = "test") -> tuple[Waves, LaunchProfile]:
+    """Run raw machine code (ending in s_endpgm) as one workgroup of `waves` waves; for unit tests.
+
+    sgpr: {operand code: value or per-wave list}; vgpr: {register number: value, (64,) or (waves, 64)
+    array}. Returns the final state and the profile.
+    """
+    prog = Program(bytes(code), name, bind)
+    w = Waves(waves, vgprs, 1, lds_bytes, scratch_bytes, arch)
+    w.S[:, EXEC] = exec_mask & 0xFFFFFFFF
+    w.S[:, EXEC + 1] = exec_mask >> 32
+    for code_, value in (sgpr or {}).items():
+        w.S[:, code_] = np.asarray(value, np.uint64).astype(np.uint32) if not isinstance(value, int) else value & 0xFFFFFFFF
+    for reg, value in (vgpr or {}).items():
+        w.V[:, reg, :] = np.asarray(value).astype(np.uint32) if np.asarray(value).dtype != np.float32 \
+            else np.asarray(value, np.float32).view(np.uint32)
+    profile = LaunchProfile(kernel=name, memory=memory or Memory())
+    with np.errstate(all="ignore"):
+        _run_batch(w, prog, profile)
+    return w, profile

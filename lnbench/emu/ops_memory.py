@@ -1,0 +1,327 @@
+"""Memory instructions: SMEM (s_load), MUBUF (buffer_*), GLOBAL, SCRATCH and LDS (ds_read/ds_write).
+
+Buffer instructions check each component against the descriptor's num_records: out-of-range loads
+return 0 and out-of-range stores are dropped (the kernels' masked row tails depend on it). Every
+in-range global access then goes through the memory checker (memory.py). LDS accesses are checked
+against the workgroup's allocation and for races: a dword written by one wave and read or written by
+another with no s_barrier between them is a fault (what a missing barrier does on hardware, where
+the outcome depends on timing).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.semantics import op
+from lnbench.emu.state import WAVE, Step
+
+U32, U64, I64 = np.uint32, np.uint64, np.int64
+OFF = 0x7F           # saddr "off" in GLOBAL/SCRATCH encodings
+
+_BUF_LOADS = {"buffer_load_dword": (1, 4), "buffer_load_dwordx2": (2, 4), "buffer_load_dwordx3": (3, 4),
+              "buffer_load_dwordx4": (4, 4), "buffer_load_ushort": (1, 2), "buffer_load_ubyte": (1, 1),
+              "buffer_load_sshort": (1, 2), "buffer_load_sbyte": (1, 1)}
+_BUF_STORES = {"buffer_store_dword": (1, 4), "buffer_store_dwordx2": (2, 4), "buffer_store_dwordx3": (3, 4),
+               "buffer_store_dwordx4": (4, 4), "buffer_store_short": (1, 2), "buffer_store_byte": (1, 1)}
+
+
+def _sext(value: int, bits: int) -> int:
+    return value - (1 << bits) if value & (1 << (bits - 1)) else value
+
+
+def _active(st: Step) -> tuple[np.ndarray, np.ndarray]:
+    """(wave row in the step, lane) of every active lane, wave-major then lane order."""
+    rows, lanes = np.nonzero(st.exec_mask)
+    return rows, lanes
+
+
+def _memory(st: Step):
+    return st.profile.memory
+
+
+# ---------------------------------------------------------------- SMEM
+@op("s_load_dword", "s_load_dwordx2", "s_load_dwordx4", "s_load_dwordx8", "s_load_dwordx16", cls="smem")
+def s_load(st: Step) -> None:
+    f = st.ins.f
+    count = int(st.ins.name[len("s_load_dword"):].lstrip("x") or 1)
+    base = st.sval64(f["sbase"])
+    off = _sext(f["offset"], 21) if f.get("imm", 1) else st.sval(f["offset"]).astype(I64)
+    if f.get("soffset_en", 0):
+        off = off + st.sval(f["soffset"]).astype(I64)
+    addrs = (base.astype(I64) + off).astype(U64) & ~U64(3)
+    data = _memory(st).load(addrs, 4 * count, "s_load").view("<u4").reshape(st.k, count)
+    for i in range(count):
+        st.set_s(f["sdata"] + i, data[:, i])
+
+
+# ---------------------------------------------------------------- MUBUF
+def _buffer_lanes(st: Step, rows: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per active lane: (base address, byte offset into the buffer, index, num_records, stride)."""
+    f = st.ins.f
+    S = st.w.S
+    r = f["srsrc"]
+    words = S[st.sel, r:r + 4] if isinstance(st.sel, slice) else S[st.sel][:, r:r + 4]
+    base = (words[:, 0].astype(U64) | ((words[:, 1].astype(U64) & U64(0xFFFF)) << U64(32)))[rows]
+    stride = ((words[:, 1] >> U32(16)) & U32(0x3FFF)).astype(I64)[rows]
+    num_records = words[:, 2].astype(I64)[rows]
+    vaddr = f["vaddr"] - 256 if f["vaddr"] >= 256 else f["vaddr"]
+    V = st.w.V
+    vrow = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    idx = np.zeros(rows.size, I64)
+    voff = np.zeros(rows.size, I64)
+    if f.get("idxen", 0):
+        idx = V[vrow, vaddr, lanes].astype(I64)
+        vaddr += 1
+    if f.get("offen", 0):
+        voff = V[vrow, vaddr, lanes].astype(I64)
+    soff = st.sval(f["soffset"]).astype(I64)[rows]
+    offset = voff + f.get("offset", 0) + soff
+    return base, offset, idx, num_records, stride
+
+
+def _in_range(offset: np.ndarray, idx: np.ndarray, num_records: np.ndarray, stride: np.ndarray, end: int) -> np.ndarray:
+    raw = stride == 0
+    return np.where(raw, offset + end <= num_records, idx < num_records)
+
+
+@op(*_BUF_LOADS, cls="vmem_load")
+def buffer_load(st: Step) -> None:
+    count, size = _BUF_LOADS[st.ins.name]
+    rows, lanes = _active(st)
+    base, offset, idx, nrec, stride = _buffer_lanes(st, rows, lanes)
+    result = np.zeros((rows.size, count), U32)
+    for j in range(count):
+        ok = _in_range(offset + j * size, idx, nrec, stride, (j + 1) * size - j * size)
+        if ok.any():
+            addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
+            raw = _memory(st).load(addr, size, "buffer load", lanes[ok])
+            if size == 4:
+                val = raw.view("<u4")[:, 0]
+            elif size == 2:
+                val = raw.view("<u2")[:, 0].astype(U32)
+                if st.ins.name == "buffer_load_sshort":
+                    val = val.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
+            else:
+                val = raw[:, 0].astype(U32)
+                if st.ins.name == "buffer_load_sbyte":
+                    val = val.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
+            result[ok, j] = val
+    _write_lanes(st, st.ins.f["vdata"], rows, lanes, result)
+
+
+def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, values: np.ndarray) -> None:
+    """Write values[:, j] to VGPR code+j in the listed (row, lane) positions only."""
+    r0 = code - 256
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    if r0 + values.shape[1] > st.w.V.shape[1]:
+        raise EmulatorFault(f"load into v{r0 + values.shape[1] - 1}, beyond the allocated VGPRs")
+    for j in range(values.shape[1]):
+        st.w.V[wave_rows, r0 + j, lanes] = values[:, j]
+
+
+def _read_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, count: int) -> np.ndarray:
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    r0 = code - 256
+    return np.stack([st.w.V[wave_rows, r0 + j, lanes] for j in range(count)], axis=1)
+
+
+@op(*_BUF_STORES, cls="vmem_store")
+def buffer_store(st: Step) -> None:
+    count, size = _BUF_STORES[st.ins.name]
+    rows, lanes = _active(st)
+    base, offset, idx, nrec, stride = _buffer_lanes(st, rows, lanes)
+    data = _read_lanes(st, st.ins.f["vdata"], rows, lanes, count)
+    for j in range(count):
+        ok = _in_range(offset + j * size, idx, nrec, stride, size)
+        if ok.any():
+            addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
+            payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
+            _memory(st).store(addr, np.ascontiguousarray(payload), "buffer store", lanes[ok])
+
+
+# ---------------------------------------------------------------- GLOBAL
+def _global_addrs(st: Step, rows: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    f = st.ins.f
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    a = f["addr"] - 256
+    off = _sext(f.get("offset", 0), 13)
+    if f["saddr"] == OFF:
+        v = st.w.V[wave_rows, a, lanes].astype(U64) | (st.w.V[wave_rows, a + 1, lanes].astype(U64) << U64(32))
+        return (v.astype(I64) + off).astype(U64)
+    s = st.sval64(f["saddr"])[rows]
+    return (s.astype(I64) + st.w.V[wave_rows, a, lanes].astype(I64) + off).astype(U64)
+
+
+_GLOBAL_LOADS = {"global_load_dword": 1, "global_load_dwordx2": 2, "global_load_dwordx4": 4}
+_GLOBAL_STORES = {"global_store_dword": 1, "global_store_dwordx2": 2, "global_store_dwordx4": 4}
+
+
+@op(*_GLOBAL_LOADS, cls="vmem_load")
+def global_load(st: Step) -> None:
+    count = _GLOBAL_LOADS[st.ins.name]
+    rows, lanes = _active(st)
+    addrs = _global_addrs(st, rows, lanes)
+    data = _memory(st).load(addrs, 4 * count, "global load", lanes).view("<u4").reshape(-1, count)
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, data)
+
+
+@op(*_GLOBAL_STORES, cls="vmem_store")
+def global_store(st: Step) -> None:
+    count = _GLOBAL_STORES[st.ins.name]
+    rows, lanes = _active(st)
+    addrs = _global_addrs(st, rows, lanes)
+    data = _read_lanes(st, st.ins.f["data"], rows, lanes, count)
+    _memory(st).store(addrs, np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4 * count), "global store", lanes)
+
+
+@op("global_atomic_add_f32", cls="vmem_store")
+def global_atomic_add_f32(st: Step) -> None:
+    if st.ins.f.get("sc0", 0):
+        raise EmulatorFault("global_atomic_add_f32 returning the old value (sc0/glc) is not supported")
+    rows, lanes = _active(st)
+    addrs = _global_addrs(st, rows, lanes)
+    vals = _read_lanes(st, st.ins.f["data"], rows, lanes, 1)[:, 0].view(np.float32)
+    _memory(st).atomic_add_f32(addrs, vals, lanes)
+
+
+# ---------------------------------------------------------------- SCRATCH (per-lane private memory)
+def _scratch_addrs(st: Step, rows: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    f = st.ins.f
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    addr = np.full(rows.size, _sext(f.get("offset", 0), 13), I64)
+    if f["saddr"] != OFF:
+        addr += st.sval(f["saddr"]).astype(I64)[rows]
+    if f.get("sve", 0):
+        addr += st.w.V[wave_rows, f["addr"] - 256, lanes].astype(I64)
+    return addr
+
+
+def _scratch_check(st: Step, addr: np.ndarray, nbytes: int) -> None:
+    limit = st.w.scratch.shape[2]
+    bad = (addr < 0) | (addr + nbytes > limit)
+    if bad.any():
+        raise EmulatorFault(f"scratch access at private offset {int(addr[bad][0])} outside the "
+                            f"{limit}-byte private segment")
+
+
+@op("scratch_load_dword", "scratch_load_dwordx2", "scratch_load_dwordx4", cls="vmem_load")
+def scratch_load(st: Step) -> None:
+    count = int(st.ins.name[len("scratch_load_dword"):].lstrip("x") or 1)
+    rows, lanes = _active(st)
+    addr = _scratch_addrs(st, rows, lanes)
+    _scratch_check(st, addr, 4 * count)
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    raw = st.w.scratch[wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count)]
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, np.ascontiguousarray(raw).view("<u4").reshape(-1, count))
+
+
+@op("scratch_store_dword", "scratch_store_dwordx2", "scratch_store_dwordx4", cls="vmem_store")
+def scratch_store(st: Step) -> None:
+    count = int(st.ins.name[len("scratch_store_dword"):].lstrip("x") or 1)
+    rows, lanes = _active(st)
+    addr = _scratch_addrs(st, rows, lanes)
+    _scratch_check(st, addr, 4 * count)
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    data = np.ascontiguousarray(_read_lanes(st, st.ins.f["data"], rows, lanes, count)).view(np.uint8)
+    st.w.scratch[wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
+
+
+# ---------------------------------------------------------------- LDS
+_DS_READS = {"ds_read_b32": 1, "ds_read_b64": 2, "ds_read_b96": 3, "ds_read_b128": 4}
+_DS_WRITES = {"ds_write_b32": 1, "ds_write_b64": 2, "ds_write_b96": 3, "ds_write_b128": 4}
+
+
+def _lds_targets(st: Step, rows: np.ndarray, lanes: np.ndarray, byte_offsets: list[int], count_per: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wave rows, group index, byte address) for each access; a fault outside the LDS allocation."""
+    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    base = st.w.V[wave_rows, st.ins.f["addr"] - 256, lanes].astype(I64)
+    groups = st.w.group[wave_rows]
+    limit = st.w.lds.shape[1]
+    addrs = np.stack([base + o for o in byte_offsets], axis=1)          # (n, parts)
+    bad = (addrs < 0) | (addrs + 4 * count_per > limit)
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        raise EmulatorFault(f"LDS access at byte {int(addrs[tuple(i)])} (lane {int(lanes[i[0]])}) outside the "
+                            f"workgroup's {limit}-byte LDS allocation")
+    return wave_rows, groups, addrs
+
+
+def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, addrs: np.ndarray, ndw: int,
+                         write: bool) -> None:
+    """The LDS race checker: RAW, WAR and WAW between waves of a workgroup with no barrier between."""
+    w = st.w
+    dw = (addrs[:, :, None] // 4 + np.arange(ndw)).reshape(addrs.shape[0], -1)   # (n, parts*ndw)
+    g = np.repeat(groups, dw.shape[1])
+    d = dw.ravel()
+    who = np.repeat(w.wave_id[wave_rows], dw.shape[1])
+    ep = np.repeat(w.epoch[wave_rows], dw.shape[1])
+    last_w, last_we = w.lds_writer[g, d], w.lds_write_epoch[g, d]
+    if write:
+        last_r, last_re = w.lds_reader[g, d], w.lds_read_epoch[g, d]
+        clash = ((last_we == ep) & (last_w != who)) | ((last_re == ep) & (last_r != who) & (last_r != -1))
+        # two waves of one step writing the same dword
+        pairs = np.unique(np.stack([g, d, who], axis=1), axis=0)
+        _, counts = np.unique(pairs[:, :2], axis=0, return_counts=True)
+        if clash.any() or (counts > 1).any():
+            kind = "write after another wave's write/read"
+            raise EmulatorFault(f"LDS race: {kind} of the same dword with no s_barrier between them")
+        w.lds_writer[g, d], w.lds_write_epoch[g, d] = who, ep
+    else:
+        clash = (last_we == ep) & (last_w != who)
+        if clash.any():
+            i = int(np.flatnonzero(clash)[0])
+            raise EmulatorFault(f"LDS race: wave {int(who[i])} reads LDS dword {int(d[i])} written by wave "
+                                f"{int(last_w[i])} with no s_barrier between them")
+        prev_r, prev_re = w.lds_reader[g, d], w.lds_read_epoch[g, d]
+        several = (prev_re == ep) & (prev_r != who)
+        w.lds_reader[g, d] = np.where(several, -2, who)
+        w.lds_read_epoch[g, d] = ep
+
+
+@op(*_DS_READS, cls="lds")
+def ds_read(st: Step) -> None:
+    count = _DS_READS[st.ins.name]
+    off = st.ins.f["offset0"] | (st.ins.f["offset1"] << 8)
+    rows, lanes = _active(st)
+    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, [off], count)
+    _race_check_and_mark(st, wave_rows, groups, addrs, count, write=False)
+    raw = st.w.lds[groups[:, None], addrs[:, :1] + np.arange(4 * count)]
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, np.ascontiguousarray(raw).view("<u4").reshape(-1, count))
+    st.profile.lds_bytes += raw.size
+
+
+@op("ds_read2_b32", cls="lds")
+def ds_read2_b32(st: Step) -> None:
+    rows, lanes = _active(st)
+    offs = [4 * st.ins.f["offset0"], 4 * st.ins.f["offset1"]]
+    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offs, 1)
+    _race_check_and_mark(st, wave_rows, groups, addrs, 1, write=False)
+    vals = np.stack([np.ascontiguousarray(st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4)]).view("<u4")[:, 0]
+                     for i in range(2)], axis=1)
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, vals)
+    st.profile.lds_bytes += vals.size * 4
+
+
+@op(*_DS_WRITES, cls="lds")
+def ds_write(st: Step) -> None:
+    count = _DS_WRITES[st.ins.name]
+    off = st.ins.f["offset0"] | (st.ins.f["offset1"] << 8)
+    rows, lanes = _active(st)
+    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, [off], count)
+    _race_check_and_mark(st, wave_rows, groups, addrs, count, write=True)
+    data = np.ascontiguousarray(_read_lanes(st, st.ins.f["data0"], rows, lanes, count)).view(np.uint8)
+    st.w.lds[groups[:, None], addrs[:, :1] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
+    st.profile.lds_bytes += data.size
+
+
+@op("ds_write2_b32", cls="lds")
+def ds_write2_b32(st: Step) -> None:
+    rows, lanes = _active(st)
+    offs = [4 * st.ins.f["offset0"], 4 * st.ins.f["offset1"]]
+    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offs, 1)
+    _race_check_and_mark(st, wave_rows, groups, addrs, 1, write=True)
+    for i, field in enumerate(("data0", "data1")):
+        data = np.ascontiguousarray(_read_lanes(st, st.ins.f[field], rows, lanes, 1)).view(np.uint8).reshape(-1, 4)
+        st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4)] = data
+        st.profile.lds_bytes += data.size

@@ -1,0 +1,471 @@
+"""Vector ALU: VOP1, VOP2, VOP3, VOP3P, VOP3SD, VOPC and SDWA forms, over (waves, 64) uint32 lanes.
+
+Floats are computed with numpy's IEEE float32/float16 (round to nearest even, denormals kept: the
+kernels' float mode is 0xF0). Fused multiply-adds are exact (see fma_f32). v_rsq_f32 is correctly
+rounded here; hardware is within ~1 ulp of it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.semantics import op
+from lnbench.emu.state import VCC, EXEC, Step, lanes_to_mask, mask_to_lanes
+
+U32, U64, I64, F32 = np.uint32, np.uint64, np.int64, np.float32
+M32 = 0xFFFFFFFF
+SDWA_MARK = 249
+
+
+# ---------------------------------------------------------------- operands
+def src_codes(st: Step) -> list[int]:
+    """The instruction's source operand codes in order, whatever its encoding."""
+    f = st.ins.f
+    if "vsrc1" in f:                               # VOP2 / VOPC
+        return [f["vsrc0"] if f.get("src0") == SDWA_MARK else f["src0"], f["vsrc1"]]
+    if f.get("src0") == SDWA_MARK:                 # VOP1 SDWA
+        return [f["vsrc0"]]
+    return [f[k] for k in ("src0", "src1", "src2") if k in f]
+
+
+def _sdwa_select(st: Step, i: int, raw: np.ndarray) -> np.ndarray:
+    f = st.ins.f
+    sel, sext = f.get(f"src{i}_sel", 6), f.get(f"src{i}_sext", 0)
+    if sel == 6:
+        return raw
+    shift, bits = (8 * sel, 8) if sel < 4 else (16 * (sel - 4), 16)
+    v = (raw >> U32(shift)) & U32((1 << bits) - 1)
+    if sext:
+        v = np.where(v >> U32(bits - 1), v | U32(M32 ^ ((1 << bits) - 1)), v)
+    return v
+
+
+def src(st: Step, i: int, kind: str = "b32") -> np.ndarray:
+    """Source i as uint32 lanes ((k, 64) or (k, 1)), SDWA selection applied."""
+    code = src_codes(st)[i]
+    if st.ins.fmt.endswith("SDWA") and code < 256 and not st.ins.f.get(f"s{i}", 0):
+        code += 256                                # SDWA: vsrc is a VGPR number unless s<i> is set
+    raw = st.vval(code, kind)
+    return _sdwa_select(st, i, raw) if st.ins.fmt.endswith("SDWA") else raw
+
+
+def fsrc(st: Step, i: int) -> np.ndarray:
+    """Source i as float32 with the VOP3/SDWA abs and neg modifiers applied."""
+    bits = src(st, i, "f32").astype(U32, copy=False)
+    f = st.ins.f
+    if st.ins.fmt.endswith("SDWA"):
+        ab, ng = f.get(f"src{i}_abs", 0), f.get(f"src{i}_neg", 0)
+    else:
+        ab, ng = (f.get("abs", 0) >> i) & 1, (f.get("neg", 0) >> i) & 1
+    if ab:
+        bits = bits & U32(0x7FFFFFFF)
+    if ng:
+        bits = bits ^ U32(0x80000000)
+    return bits.view(F32) if bits.dtype == U32 else bits.astype(U32).view(F32)
+
+
+def dst(st: Step) -> int:
+    return st.ins.f["vdst"]
+
+
+def fout(st: Step, value: np.ndarray) -> None:
+    """Write a float32 result with the VOP3 output modifier and clamp."""
+    value = np.asarray(value, F32)
+    omod = st.ins.f.get("omod", 0)
+    if omod:
+        value = (value * F32({1: 2.0, 2: 4.0, 3: 0.5}[omod])).astype(F32)
+    if st.ins.f.get("clmp", 0):
+        value = np.where(np.isnan(value), F32(0), np.clip(value, F32(0), F32(1))).astype(F32)
+    out(st, value.view(U32))
+
+
+def out(st: Step, bits: np.ndarray) -> None:
+    """Write a 32-bit result (SDWA dst_sel honoured)."""
+    bits = np.asarray(bits).astype(U32, copy=False)
+    f = st.ins.f
+    if st.ins.fmt.endswith("SDWA") and f.get("dst_sel", 6) != 6:
+        sel, unused = f["dst_sel"], f.get("dst_unused", 0)
+        shift, width = (8 * sel, 8) if sel < 4 else (16 * (sel - 4), 16)
+        field = U32(((1 << width) - 1) << shift)
+        placed = (bits << U32(shift)) & field
+        if unused == 2:
+            old = st.vval(dst(st))
+            bits = (old & ~field) | placed
+        else:
+            bits = placed
+    st.set_v(dst(st), bits)
+
+
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Exactly rounded a*b+c in float32 (one rounding, as hardware FMA).
+
+    a*b is exact in float64; s = p + c is rounded, and the two-sum error t (s + t == p + c exactly)
+    says on which side of s the exact sum lies. Rounding to odd in float64 (an inexact s with an even
+    last bit moves one float64 ulp toward t) and then to float32 is exactly the single rounding,
+    since 53 >= 2*24 + 2. (Nudging every inexact s instead is wrong when s sits one float64 ulp from
+    a float32 halfway point: the nudge lands on the tie and ties-to-even may pick the wrong side.)
+    """
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = np.asarray(c, np.float64)
+    s = np.asarray(p + c64, np.float64)
+    bb = s - p
+    t = (p - (s - bb)) + (c64 - bb)
+    even = (np.ascontiguousarray(s).view(np.uint64) & np.uint64(1)) == 0
+    with np.errstate(all="ignore"):
+        odd = np.where((t != 0) & np.isfinite(s) & even, np.nextafter(s, np.where(t > 0, np.inf, -np.inf)), s)
+    return odd.astype(F32)
+
+
+# ---------------------------------------------------------------- float arithmetic
+_FBIN = {
+    "v_add_f32": lambda a, b: a + b, "v_sub_f32": lambda a, b: a - b, "v_subrev_f32": lambda a, b: b - a,
+    "v_mul_f32": lambda a, b: a * b, "v_max_f32": np.fmax, "v_min_f32": np.fmin,
+}
+
+
+@op(*_FBIN, cls="valu")
+def v_float_binary(st: Step) -> None:
+    fout(st, _FBIN[st.ins.name](fsrc(st, 0), fsrc(st, 1)))
+
+
+@op("v_fma_f32", "v_fmac_f32", cls="valu")
+def v_fma_f32(st: Step) -> None:
+    c = fsrc(st, 2) if st.ins.name == "v_fma_f32" else st.vval(dst(st)).view(F32)
+    fout(st, fma_f32(fsrc(st, 0), fsrc(st, 1), c))
+
+
+@op("v_rsq_f32", cls="valu")
+def v_rsq_f32(st: Step) -> None:
+    x = fsrc(st, 0).astype(np.float64)
+    fout(st, (1.0 / np.sqrt(x)).astype(F32))
+
+
+@op("v_rcp_f32", cls="valu")
+def v_rcp_f32(st: Step) -> None:
+    fout(st, (1.0 / fsrc(st, 0).astype(np.float64)).astype(F32))
+
+
+@op("v_sqrt_f32", cls="valu")
+def v_sqrt_f32(st: Step) -> None:
+    fout(st, np.sqrt(fsrc(st, 0).astype(np.float64)).astype(F32))
+
+
+# ---------------------------------------------------------------- conversions
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round to nearest even; NaN stays a (quiet) NaN."""
+    bits = x.astype(F32).view(U32).astype(U64)
+    rounded = (bits + U64(0x7FFF) + ((bits >> U64(16)) & U64(1))) >> U64(16)
+    nan = np.isnan(x)
+    return np.where(nan, (bits >> U64(16)) | U64(0x40), rounded).astype(U32) & U32(0xFFFF)
+
+
+def f32_to_f16_bits(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float16).view(np.uint16).astype(U32)
+
+
+def f16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits).astype(U32) & U32(0xFFFF)).astype(np.uint16).view(np.float16).astype(F32)
+
+
+@op("v_cvt_f16_f32", cls="valu")
+def v_cvt_f16_f32(st: Step) -> None:
+    out(st, f32_to_f16_bits(fsrc(st, 0)))
+
+
+@op("v_cvt_f32_f16", cls="valu")
+def v_cvt_f32_f16(st: Step) -> None:
+    h = f16_bits_to_f32(src(st, 0, "f16"))
+    f = st.ins.f
+    if (f.get("abs", 0) & 1) or f.get("src0_abs", 0):
+        h = np.abs(h)
+    if (f.get("neg", 0) & 1) or f.get("src0_neg", 0):
+        h = -h
+    fout(st, h)
+
+
+@op("v_cvt_pk_bf16_f32", cls="valu")
+def v_cvt_pk_bf16_f32(st: Step) -> None:
+    out(st, f32_to_bf16(fsrc(st, 0)) | (f32_to_bf16(fsrc(st, 1)) << U32(16)))
+
+
+@op("v_cvt_pk_f16_f32", cls="valu")
+def v_cvt_pk_f16_f32(st: Step) -> None:
+    out(st, f32_to_f16_bits(fsrc(st, 0)) | (f32_to_f16_bits(fsrc(st, 1)) << U32(16)))
+
+
+@op("v_pack_b32_f16", cls="valu")
+def v_pack_b32_f16(st: Step) -> None:
+    opsel = st.ins.f.get("opsel", 0)
+    halves = []
+    for i in (0, 1):
+        v = src(st, i, "f16")
+        v = (v >> U32(16)) if (opsel >> i) & 1 else v
+        v = v & U32(0xFFFF)
+        if (st.ins.f.get("neg", 0) >> i) & 1:
+            v = v ^ U32(0x8000)
+        halves.append(v)
+    out(st, halves[0] | (halves[1] << U32(16)))
+
+
+# ---------------------------------------------------------------- integer and bitwise
+_IBIN = {
+    "v_add_u32": lambda a, b: a + b, "v_sub_u32": lambda a, b: a - b, "v_subrev_u32": lambda a, b: b - a,
+    "v_and_b32": lambda a, b: a & b, "v_or_b32": lambda a, b: a | b, "v_xor_b32": lambda a, b: a ^ b,
+    "v_lshlrev_b32": lambda a, b: b << (a & 31), "v_lshrrev_b32": lambda a, b: b >> (a & 31),
+    "v_ashrrev_i32": lambda a, b: (b.astype(U32).view(np.int32).astype(I64) >> (a & 31).astype(I64)).astype(U64),
+    "v_mul_lo_u32": lambda a, b: a * b,
+    "v_mul_u32_u24": lambda a, b: (a & 0xFFFFFF) * (b & 0xFFFFFF),
+    "v_max_u32": np.maximum, "v_min_u32": np.minimum,
+}
+
+
+@op(*_IBIN, cls="valu")
+def v_int_binary(st: Step) -> None:
+    a, b = src(st, 0).astype(U64), src(st, 1).astype(U64)
+    out(st, (_IBIN[st.ins.name](a, b) & U64(M32)).astype(U32))
+
+
+_ITER = {
+    "v_add3_u32": lambda a, b, c: a + b + c,
+    "v_lshl_or_b32": lambda a, b, c: (a << (b & 31)) | c,
+    "v_lshl_add_u32": lambda a, b, c: (a << (b & 31)) + c,
+    "v_and_or_b32": lambda a, b, c: (a & b) | c,
+    "v_or3_b32": lambda a, b, c: a | b | c,
+    "v_bfe_u32": lambda a, b, c: (a >> (b & 31)) & ((U64(1) << (c & 31)) - U64(1)),
+}
+
+
+@op(*_ITER, cls="valu")
+def v_int_ternary(st: Step) -> None:
+    a, b, c = (src(st, i).astype(U64) for i in range(3))
+    out(st, (_ITER[st.ins.name](a, b, c) & U64(M32)).astype(U32))
+
+
+@op("v_mov_b32", cls="valu")
+def v_mov_b32(st: Step) -> None:
+    out(st, src(st, 0))
+
+
+@op("v_mov_b64", cls="valu")
+def v_mov_b64(st: Step) -> None:
+    st.set_v64(dst(st), np.broadcast_to(st.vval64(src_codes(st)[0]), (st.k, 64)))
+
+
+@op("v_bfrev_b32", cls="valu")
+def v_bfrev_b32(st: Step) -> None:
+    a = np.ascontiguousarray(np.broadcast_to(src(st, 0), (st.k, 64)).astype(U32))
+    bits = np.unpackbits(a.view(np.uint8).reshape(st.k, 64, 4), axis=2, bitorder="little")
+    out(st, np.packbits(bits[..., ::-1], axis=2, bitorder="little").view("<u4")[..., 0])
+
+
+@op("v_perm_b32", cls="valu")
+def v_perm_b32(st: Step) -> None:
+    s0, s1, s2 = (np.broadcast_to(src(st, i), (st.k, 64)).astype(U64) for i in range(3))
+    both = (s0 << U64(32)) | s1                    # bytes 0..3 from S1, 4..7 from S0
+    result = np.zeros((st.k, 64), U64)
+    for byte in range(4):
+        sel = (s2 >> U64(8 * byte)) & U64(0xFF)
+        picked = (both >> (U64(8) * np.minimum(sel, U64(7)))) & U64(0xFF)
+        sign = {8: (s1 >> U64(15)) & U64(1), 9: (s1 >> U64(31)) & U64(1),
+                10: (s0 >> U64(15)) & U64(1), 11: (s0 >> U64(31)) & U64(1)}
+        val = np.where(sel < 8, picked, np.where(sel == 12, U64(0), U64(0xFF)))
+        for code, bit in sign.items():
+            val = np.where(sel == code, bit * U64(0xFF), val)
+        result |= val << U64(8 * byte)
+    out(st, result.astype(U32))
+
+
+@op("v_lshlrev_b64", cls="valu")
+def v_lshlrev_b64(st: Step) -> None:
+    sh = src(st, 0).astype(U64) & U64(63)
+    st.set_v64(dst(st), np.broadcast_to(st.vval64(src_codes(st)[1]) << sh, (st.k, 64)))
+
+
+@op("v_lshl_add_u64", cls="valu")
+def v_lshl_add_u64(st: Step) -> None:
+    codes = src_codes(st)
+    sh = src(st, 1).astype(U64) & U64(7)
+    st.set_v64(dst(st), np.broadcast_to((st.vval64(codes[0]) << sh) + st.vval64(codes[2]), (st.k, 64)))
+
+
+def _carry_mask_in(st: Step) -> np.ndarray:
+    code = st.ins.f["src2"] if "src2" in st.ins.f and st.ins.fmt.startswith("VOP3") else VCC
+    return mask_to_lanes(st.sval64(code))
+
+
+def _carry_out(st: Step, carry: np.ndarray) -> None:
+    code = st.ins.f.get("sdst", VCC) if st.ins.fmt.startswith("VOP3") else VCC
+    st.set_s64(code, lanes_to_mask(np.broadcast_to(carry, (st.k, 64)) & st.exec_mask))
+
+
+@op("v_add_co_u32", "v_addc_co_u32", "v_sub_co_u32", "v_subrev_co_u32", cls="valu")
+def v_add_carry(st: Step) -> None:
+    a, b = src(st, 0).astype(I64), src(st, 1).astype(I64)
+    name = st.ins.name
+    if name == "v_subrev_co_u32":
+        a, b = b, a
+    if name.startswith("v_sub"):
+        r = a - b
+        carry = r < 0
+    else:
+        r = a + b + (_carry_mask_in(st).astype(I64) if name == "v_addc_co_u32" else 0)
+        carry = r > M32
+    out(st, (r & M32).astype(U32))
+    _carry_out(st, carry)
+
+
+@op("v_mad_u64_u32", "v_mad_i64_i32", cls="valu")
+def v_mad_64_32(st: Step) -> None:
+    codes = src_codes(st)
+    signed = st.ins.name == "v_mad_i64_i32"
+    a, b = (np.broadcast_to(src(st, i), (st.k, 64)) for i in (0, 1))
+    c = np.broadcast_to(st.vval64(codes[2]), (st.k, 64))
+    if signed:
+        prod = a.astype(U32).view(np.int32).astype(object) * b.astype(U32).view(np.int32).astype(object)
+        full = prod + c.astype(np.int64).astype(object)
+        res = np.vectorize(lambda v: v & 0xFFFFFFFFFFFFFFFF, otypes=[object])(full).astype(U64)
+        carry = np.vectorize(lambda v: bool(((v & ((1 << 65) - 1)) >> 64) & 1), otypes=[bool])(full)  # bit 64
+    else:
+        lo = a.astype(U64) * b.astype(U64)      # < 2^64
+        res = lo + c
+        carry = res < lo
+    st.set_v64(dst(st), res)
+    _carry_out(st, carry)
+
+
+@op("v_cndmask_b32", cls="valu")
+def v_cndmask_b32(st: Step) -> None:
+    code = st.ins.f["src2"] if st.ins.fmt.startswith("VOP3") else VCC
+    sel = mask_to_lanes(st.sval64(code))
+    if st.ins.fmt.startswith("VOP3") and (st.ins.f.get("abs", 0) or st.ins.f.get("neg", 0)):
+        a, b = fsrc(st, 0).view(U32), fsrc(st, 1).view(U32)
+    else:
+        a, b = src(st, 0), src(st, 1)
+    out(st, np.where(sel, b, a))
+
+
+# ---------------------------------------------------------------- compares
+_FCMP = {
+    "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool), "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+    "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+    "lg": lambda a, b: (a < b) | (a > b), "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
+    "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
+    "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
+}
+_ICMP = {"f": _FCMP["f"], "t": _FCMP["t"], "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
+         "ne": np.not_equal, "ge": np.greater_equal}
+_CMP_NAMES = ([f"v_cmp{x}_{c}_f32" for x in ("", "x") for c in _FCMP]
+              + [f"v_cmp{x}_{c}_{t}" for x in ("", "x") for c in _ICMP for t in ("i32", "u32", "i64", "u64")])
+
+
+@op(*_CMP_NAMES, cls="valu")
+def v_cmp(st: Step) -> None:
+    parts = st.ins.name.split("_")
+    cond, typ = parts[2], parts[3]
+    codes = src_codes(st)
+    if typ == "f32":
+        res = _FCMP[cond](fsrc(st, 0), fsrc(st, 1))
+    elif typ.endswith("64"):
+        a, b = st.vval64(codes[0]), st.vval64(codes[1])
+        if typ == "i64":
+            a, b = a.view(I64), b.view(I64)
+        res = _ICMP[cond](a, b)
+    else:
+        a, b = src(st, 0), src(st, 1)
+        if typ == "i32":
+            a, b = a.astype(U32).view(np.int32), b.astype(U32).view(np.int32)
+        res = _ICMP[cond](a, b)
+    bits = lanes_to_mask(np.broadcast_to(res, (st.k, 64)) & st.exec_mask)
+    target = st.ins.f["vdst"] if st.ins.fmt.startswith("VOP3") else VCC
+    if parts[1] == "cmpx":
+        st.set_s64(EXEC, bits)
+        if st.ins.fmt.startswith("VOP3") and target != EXEC:
+            st.set_s64(target, bits)
+    else:
+        st.set_s64(target, bits)
+
+
+# ---------------------------------------------------------------- packed and mixed precision (VOP3P)
+def _pk_src(st: Step, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) float32 lanes of a packed-f32 source after op_sel/op_sel_hi and neg/neg_hi."""
+    f = st.ins.f
+    code = [f["src0"], f["src1"], f["src2"]][i]
+    if code >= 256 or code < 128:
+        pair = st.vval64(code)
+        d0 = (pair & U64(M32)).astype(U32)
+        d1 = (pair >> U64(32)).astype(U32)
+    else:
+        d0 = d1 = st.vval(code, "f32").astype(U32)
+    opsel_hi = f.get("opsel_hi", 0) | (f.get("opsel_hi2", 0) << 2)
+    lo = d1 if (f.get("opsel", 0) >> i) & 1 else d0
+    hi = d1 if (opsel_hi >> i) & 1 else d0
+    if (f.get("neg", 0) >> i) & 1:
+        lo = lo ^ U32(0x80000000)
+    if (f.get("neg_hi", 0) >> i) & 1:
+        hi = hi ^ U32(0x80000000)
+    return lo.view(F32), hi.view(F32)
+
+
+_PK = {"v_pk_add_f32": lambda a, b, c: a + b, "v_pk_mul_f32": lambda a, b, c: a * b,
+       "v_pk_fma_f32": fma_f32}
+
+
+@op(*_PK, cls="valu")
+def v_pk_f32(st: Step) -> None:
+    n = 3 if st.ins.name == "v_pk_fma_f32" else 2
+    parts = [_pk_src(st, i) for i in range(n)] + [(None, None)] * (3 - n)
+    fn = _PK[st.ins.name]
+    lo = np.asarray(fn(parts[0][0], parts[1][0], parts[2][0]), F32)
+    hi = np.asarray(fn(parts[0][1], parts[1][1], parts[2][1]), F32)
+    if st.ins.f.get("clmp", 0):
+        raise EmulatorFault(f"{st.ins.name} with clamp is not supported")
+    d = st.ins.f["vdst"]
+    st.set_v(d, lo.view(U32))
+    st.set_v(d + 1, hi.view(U32))
+
+
+@op("v_pk_mov_b32", cls="valu")
+def v_pk_mov_b32(st: Step) -> None:
+    f = st.ins.f
+    picks = []
+    for i in (0, 1):
+        code = [f["src0"], f["src1"]][i]
+        pair = st.vval64(code)
+        picks.append(((pair >> U64(32)) if (f.get("opsel", 0) >> i) & 1 else pair & U64(M32)).astype(U32))
+    d = f["vdst"]
+    lo, hi = picks[0], picks[1]
+    st.set_v(d, lo)
+    st.set_v(d + 1, hi)
+
+
+def _mix_src(st: Step, i: int) -> np.ndarray:
+    """v_fma_mix source i: f32, or the lo/hi f16 half (op_sel_hi/op_sel), with neg and abs (neg_hi)."""
+    f = st.ins.f
+    code = [f["src0"], f["src1"], f["src2"]][i]
+    opsel_hi = f.get("opsel_hi", 0) | (f.get("opsel_hi2", 0) << 2)
+    if (opsel_hi >> i) & 1:
+        raw = st.vval(code, "f16").astype(U32)
+        half = (raw >> U32(16)) if (f.get("opsel", 0) >> i) & 1 else raw
+        val = f16_bits_to_f32(half)
+    else:
+        val = st.vval(code, "f32").astype(U32).view(F32)
+    if (f.get("neg_hi", 0) >> i) & 1:
+        val = np.abs(val)
+    if (f.get("neg", 0) >> i) & 1:
+        val = -val
+    return val
+
+
+@op("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16", cls="valu")
+def v_fma_mix(st: Step) -> None:
+    r = fma_f32(_mix_src(st, 0), _mix_src(st, 1), _mix_src(st, 2))
+    if st.ins.f.get("clmp", 0):
+        r = np.where(np.isnan(r), F32(0), np.clip(r, F32(0), F32(1))).astype(F32)
+    d = st.ins.f["vdst"]
+    if st.ins.name == "v_fma_mix_f32":
+        st.set_v(d, r.view(U32))
+        return
+    h = f32_to_f16_bits(r)
+    old = st.vval(d)
+    new = (old & U32(0xFFFF0000)) | h if st.ins.name == "v_fma_mixlo_f16" else (old & U32(0xFFFF)) | (h << U32(16))
+    st.set_v(d, new)

@@ -1,0 +1,148 @@
+"""What lnbench's wrappers call to run kernels on the emulated device.
+
+    runtime.activate("gfx942")          # once: builds/loads the HIP stand-in, installs the launch handler
+    with runtime.launch_scope({"x": x, "y": y}) as launches:
+        compiled_fn(x.data_ptr(), y.data_ptr(), m, None)   # FlyDSL's real launch path
+    # leaving the scope raises EmulatorFault if a launch inside it faulted; `launches` holds a
+    # LaunchProfile per launch (what it executed)
+
+Tensors named in launch_scope are registered with the memory checker for the duration of the scope:
+a kernel touching memory outside every registered buffer (and every hipMalloc allocation) faults.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import platform
+import weakref
+from typing import Iterator, Mapping
+
+import numpy as np
+import torch
+
+from lnbench.emu import SUPPORTED_ARCHES
+from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
+from lnbench.emu.machine import LaunchProfile, run_kernel
+from lnbench.emu.memory import Memory
+
+_active_arch: str | None = None
+_memory = Memory()
+_scopes: list[list[LaunchProfile]] = []
+INSTALL_HINT = "pip install 'lnbench[emu]'"
+
+
+def availability() -> tuple[bool, str]:
+    """(True, "") when the emulated device can be used in this process, else (False, what to do)."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False, f"the emulated device needs Linux x86_64 (this is {platform.system()} {platform.machine()})"
+    if torch.version.hip is not None:
+        return False, "torch is a ROCm build: its HIP runtime is loaded, so use the ROCm GPU instead of the emulator"
+    missing = [name for name in ("ziglang", "tinygrad", "msgpack", "flydsl") if importlib.util.find_spec(name) is None]
+    if missing:
+        return False, f"the emulated device needs {', '.join(missing)}: {INSTALL_HINT}"
+    return True, ""
+
+
+def describe() -> str:
+    """One line for `lnbench env`."""
+    ok, why = availability()
+    if not ok:
+        return f"unavailable ({why})"
+    return (f"available: {', '.join('emu:' + a for a in SUPPORTED_ARCHES)} (FlyDSL's launch path on a stand-in "
+            f"HIP library + a wave64 ISA emulator of the code object; executes, does not time)")
+
+
+def activate(arch: str) -> None:
+    """Make `arch` the emulated device's arch (loads the stand-in HIP library on first use)."""
+    global _active_arch
+    if arch not in SUPPORTED_ARCHES:
+        raise EmulatorUnavailable(f"no emulated device for {arch!r}; supported: {', '.join(SUPPORTED_ARCHES)}")
+    ok, why = availability()
+    if not ok:
+        raise EmulatorUnavailable(why)
+    from lnbench.emu import hip
+    hip.load()
+    hip.set_launch_handler(_handle_launch)
+    _active_arch = arch
+
+
+def current_arch() -> str | None:
+    """The active emulated arch, or None when no emulated device was activated in this process."""
+    return _active_arch
+
+
+def memory() -> Memory:
+    return _memory
+
+
+def track_lifetimes(buffers: Mapping[str, torch.Tensor]) -> None:
+    """Remember these tensors' memory by name until they are freed; then the memory checker knows it.
+
+    A raw pointer carries no lifetime: when a Pointer-ABI launch is prepared, its tensors are noted
+    here, and if one is garbage-collected before the launch runs, an access to its old memory is a
+    fault naming the freed buffer instead of an anonymous wild address.
+    """
+    for name, t in buffers.items():
+        if t is None or t.numel() == 0 or t.device.type != "cpu":
+            continue
+        base, size = t.data_ptr(), _extent_bytes(t)
+        weakref.finalize(t, _mark_freed, base, size, name)
+
+
+def _mark_freed(base: int, size: int, name: str) -> None:
+    from lnbench.emu.memory import Region
+    _memory.freed.append(Region(base, size, name, np.zeros(0, np.uint8)))
+    del _memory.freed[:-256]                      # keep the most recent ones
+
+
+def _extent_bytes(t: torch.Tensor) -> int:
+    if t.numel() == 0:
+        return 0
+    span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    return span * t.element_size()
+
+
+def _handle_launch(req) -> None:
+    """The HIP stand-in's launch callback: execute the code object (raises EmulatorFault)."""
+    from lnbench.emu import hip
+    kernarg = np.frombuffer(bytearray(req.kernarg.ljust(max(len(req.kernarg), 8), b"\0")), np.uint8)
+    regions = [_memory.add(kernarg.ctypes.data, kernarg.size, "kernarg segment", kernarg)]
+    known = {(r.base, r.size) for r in _memory.regions}
+    for base, size in hip.allocations():
+        if (base, size) not in known:
+            regions.append(_memory.add(base, size, f"hipMalloc@0x{base:x}"))
+    try:
+        profile = run_kernel(req.code_object, req.kernel, req.grid, req.block, req.dynamic_lds,
+                             kernarg.ctypes.data, _memory)
+    finally:
+        for r in regions:
+            _memory.remove(r)
+    profile.memory = None
+    for launches in _scopes:               # nested scopes each see the launch
+        launches.append(profile)
+
+
+@contextlib.contextmanager
+def launch_scope(buffers: Mapping[str, torch.Tensor]) -> Iterator[list[LaunchProfile]]:
+    """Register `buffers` with the memory checker while FlyDSL launches inside run; raise a fault after."""
+    from lnbench.emu import hip
+    if _active_arch is None:
+        raise EmulatorUnavailable("no emulated device is active (runtime.activate(arch) first)")
+    hip.take_launch_error()                        # nothing stale from an earlier launch
+    regions = []
+    for name, t in buffers.items():
+        if t is not None and t.numel() > 0:
+            regions.append(_memory.add(t.data_ptr(), _extent_bytes(t), name))
+    launches: list[LaunchProfile] = []
+    _scopes.append(launches)
+    try:
+        yield launches
+    finally:
+        _scopes.pop()
+        for r in regions:
+            _memory.remove(r)
+    err = hip.take_launch_error()
+    if err is not None:
+        if isinstance(err, EmulatorFault):
+            raise err
+        raise EmulatorFault(f"{type(err).__name__}: {err}") from err

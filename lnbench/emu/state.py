@@ -1,0 +1,185 @@
+"""Per-wave state of a batch of workgroups, and operand access for the instruction being executed.
+
+All waves of a batch live in numpy arrays: S (waves, 128) uint32 indexed by the operand code
+(s0..s101, VCC 106/107, M0 124, EXEC 126/127), V (waves, vgprs, 64) uint32, SCC, PC. The scheduler
+steps every wave that sits at the same PC together; `Step` is that group for one instruction.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lnbench.emu.decode import Instr
+from lnbench.emu.errors import EmulatorFault
+
+WAVE = 64
+VCC, M0, EXEC = 106, 124, 126
+LANES = np.arange(WAVE, dtype=np.uint64)
+U32 = np.uint32
+
+#: inline float constants (operand codes 240..248) as f32, f16 and f64 bit patterns
+_F32 = {240: 0x3F000000, 241: 0xBF000000, 242: 0x3F800000, 243: 0xBF800000, 244: 0x40000000,
+        245: 0xC0000000, 246: 0x40800000, 247: 0xC0800000, 248: 0x3E22F983}
+_F16 = {240: 0x3800, 241: 0xB800, 242: 0x3C00, 243: 0xBC00, 244: 0x4000, 245: 0xC000, 246: 0x4400,
+        247: 0xC400, 248: 0x3118}
+_F64 = {240: 0x3FE0000000000000, 241: 0xBFE0000000000000, 242: 0x3FF0000000000000,
+        243: 0xBFF0000000000000, 244: 0x4000000000000000, 245: 0xC000000000000000,
+        246: 0x4010000000000000, 247: 0xC010000000000000, 248: 0x3FC45F306DC9C882}
+
+
+def mask_to_lanes(bits: np.ndarray) -> np.ndarray:
+    """(k,) uint64 lane masks -> (k, 64) bool."""
+    return ((bits.astype(np.uint64)[:, None] >> LANES) & np.uint64(1)).astype(bool)
+
+
+def lanes_to_mask(lanes: np.ndarray) -> np.ndarray:
+    """(k, 64) bool -> (k,) uint64 lane masks."""
+    return np.packbits(lanes, axis=1, bitorder="little").view("<u8")[:, 0]
+
+
+class Waves:
+    """Registers, LDS and scratch of every wave in one batch of workgroups."""
+
+    def __init__(self, n_waves: int, n_vgprs: int, n_groups: int, lds_bytes: int, scratch_bytes: int,
+                 arch: str) -> None:
+        self.arch = arch
+        self.n = n_waves
+        self.S = np.zeros((n_waves, 128), U32)
+        self.V = np.zeros((n_waves, max(1, n_vgprs), WAVE), U32)
+        self.SCC = np.zeros(n_waves, bool)
+        self.PC = np.zeros(n_waves, np.int64)
+        self.alive = np.ones(n_waves, bool)
+        self.waiting = np.zeros(n_waves, bool)          # arrived at s_barrier, not yet released
+        self.group = np.zeros(n_waves, np.int64)        # workgroup index within the batch
+        self.epoch = np.zeros(n_waves, np.int64)        # barriers passed (LDS race checking)
+        self.lds = np.zeros((n_groups, lds_bytes), np.uint8)
+        self.scratch = np.zeros((n_waves, WAVE, scratch_bytes), np.uint8)
+        # LDS race checker, per dword: last writing wave and its epoch, last reading wave (-2: several)
+        n_dw = (lds_bytes + 3) // 4
+        self.lds_writer = np.full((n_groups, n_dw), -1, np.int64)
+        self.lds_write_epoch = np.full((n_groups, n_dw), -1, np.int64)
+        self.lds_reader = np.full((n_groups, n_dw), -1, np.int64)
+        self.lds_read_epoch = np.full((n_groups, n_dw), -1, np.int64)
+        self.wave_id = np.arange(n_waves, dtype=np.int64)
+        self.global_group = np.zeros(n_waves, np.int64)  # workgroup id in the whole grid (x-major)
+
+
+class Step:
+    """The waves `sel` executing instruction `ins` together (one lockstep group)."""
+
+    __slots__ = ("w", "sel", "ins", "k", "next_pc", "_exec", "profile")
+
+    def __init__(self, waves: Waves, sel: slice | np.ndarray, ins: Instr, k: int, profile: object) -> None:
+        self.w, self.sel, self.ins, self.k = waves, sel, ins, k
+        self.next_pc: np.ndarray | int | None = None
+        self._exec: np.ndarray | None = None
+        self.profile = profile
+
+    # ------------------------------------------------------------ masks
+    @property
+    def exec64(self) -> np.ndarray:
+        S = self.w.S
+        return S[self.sel, EXEC].astype(np.uint64) | (S[self.sel, EXEC + 1].astype(np.uint64) << np.uint64(32))
+
+    @property
+    def exec_mask(self) -> np.ndarray:
+        """(k, 64) bool: the active lanes."""
+        if self._exec is None:
+            self._exec = mask_to_lanes(self.exec64)
+        return self._exec
+
+    def invalidate_exec(self) -> None:
+        self._exec = None
+
+    def fault(self, message: str) -> EmulatorFault:
+        return EmulatorFault(message)
+
+    # ------------------------------------------------------------ scalar operands
+    def sval(self, code: int, kind: str = "b32") -> np.ndarray:
+        """A 32-bit scalar operand for each wave: (k,) uint32."""
+        if code < 128:
+            return self.w.S[self.sel, code]
+        return np.full(self.k, self.const32(code, kind), U32)
+
+    def const32(self, code: int, kind: str = "b32") -> int:
+        if 128 <= code <= 192:
+            return code - 128
+        if 193 <= code <= 208:
+            return (-(code - 192)) & 0xFFFFFFFF
+        if 240 <= code <= 248:
+            return _F16[code] if kind == "f16" else _F32[code]
+        if code == 255:
+            if self.ins.literal is None:
+                raise EmulatorFault("literal operand without a literal")
+            return self.ins.literal
+        if code == 253:
+            raise EmulatorFault("SCC as an operand is not supported")
+        raise EmulatorFault(f"unsupported operand code {code}")
+
+    def sval64(self, code: int, kind: str = "b64") -> np.ndarray:
+        """A 64-bit scalar operand (register pair or constant): (k,) uint64."""
+        if code < 128:
+            S = self.w.S
+            return S[self.sel, code].astype(np.uint64) | (S[self.sel, code + 1].astype(np.uint64) << np.uint64(32))
+        return np.full(self.k, self.const64(code, kind), np.uint64)
+
+    def const64(self, code: int, kind: str = "b64") -> int:
+        if 128 <= code <= 192:
+            return code - 128
+        if 193 <= code <= 208:
+            return (-(code - 192)) & 0xFFFFFFFFFFFFFFFF
+        if 240 <= code <= 248:
+            return _F64[code] if kind == "f64" else _F32[code]
+        if code == 255:
+            return self.const32(255)
+        raise EmulatorFault(f"unsupported 64-bit operand code {code}")
+
+    def set_s(self, code: int, values: np.ndarray | int) -> None:
+        if code >= 128:
+            raise EmulatorFault(f"write to non-SGPR operand code {code}")
+        self.w.S[self.sel, code] = values
+        if code in (EXEC, EXEC + 1):
+            self._exec = None
+
+    def set_s64(self, code: int, values: np.ndarray) -> None:
+        values = np.asarray(values, np.uint64)
+        self.set_s(code, (values & np.uint64(0xFFFFFFFF)).astype(U32))
+        self.set_s(code + 1, (values >> np.uint64(32)).astype(U32))
+
+    # ------------------------------------------------------------ vector operands
+    def vval(self, code: int, kind: str = "b32") -> np.ndarray:
+        """A 32-bit vector operand: (k, 64) uint32 for a VGPR, (k, 1) for a scalar or constant."""
+        if code >= 256:
+            return self.w.V[self.sel, code - 256]
+        return self.sval(code, kind)[:, None]
+
+    def vval64(self, code: int, kind: str = "b64") -> np.ndarray:
+        """A 64-bit vector operand (VGPR pair, SGPR pair or constant): (k, 64) or (k, 1) uint64."""
+        if code >= 256:
+            r = code - 256
+            V = self.w.V
+            return V[self.sel, r].astype(np.uint64) | (V[self.sel, r + 1].astype(np.uint64) << np.uint64(32))
+        return self.sval64(code, kind)[:, None]
+
+    def set_v(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Write a VGPR in the active lanes (or under `mask`); other lanes keep their value."""
+        r = code - 256
+        if r < 0:
+            raise EmulatorFault(f"vector write to non-VGPR operand code {code}")
+        if r >= self.w.V.shape[1]:
+            raise EmulatorFault(f"write to v{r}, beyond the {self.w.V.shape[1]} VGPRs the descriptor allocates")
+        m = self.exec_mask if mask is None else mask
+        old = self.w.V[self.sel, r]
+        self.w.V[self.sel, r] = np.where(m, np.broadcast_to(values, old.shape).astype(U32, copy=False), old)
+
+    def set_v64(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        values = np.asarray(values, np.uint64)
+        self.set_v(code, (values & np.uint64(0xFFFFFFFF)).astype(U32), mask)
+        self.set_v(code + 1, (values >> np.uint64(32)).astype(U32), mask)
+
+    # ------------------------------------------------------------ control
+    def branch_if(self, taken: np.ndarray) -> None:
+        """Per wave: jump to the SOPP target where `taken`, else fall through."""
+        simm = self.ins.f["simm16"]
+        simm = simm - 0x10000 if simm & 0x8000 else simm
+        target = self.ins.pc + 4 + 4 * simm
+        self.next_pc = np.where(taken, target, self.ins.pc + self.ins.size)

@@ -1,0 +1,62 @@
+"""Emulator speed: wall time per launch and wave-instructions per second (not a timed test).
+
+    python scripts/emu_speed.py                     # bf16 64x4096 forward and backward on emu:gfx942
+    python scripts/emu_speed.py --shape 256x4096 --arch gfx950 --repeats 5
+
+Pin it to one core for the issue's target (<= 0.25 s per launch): `taskset -c 0 python scripts/emu_speed.py`.
+The first call of each op compiles and decodes; the figures are the median of the warm repeats.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from lnbench.config import DTYPES, parse_shape
+from lnbench.device import resolve_device
+from lnbench.emu import runtime
+
+
+def measure(fn, repeats: int) -> tuple[float, int]:
+    """(median wall seconds per call, wave-instructions per call) over warm repeats."""
+    fn()
+    walls, instrs = [], 0
+    for _ in range(repeats):
+        with runtime.launch_scope({}) as launches:   # collects the launches' profiles
+            t0 = time.perf_counter()
+            fn()
+            walls.append(time.perf_counter() - t0)
+        instrs = sum(p.total_wave_instructions for p in launches)
+    return statistics.median(walls), instrs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="gfx942")
+    ap.add_argument("--dtype", default="bf16", choices=list(DTYPES))
+    ap.add_argument("--shape", default="64x4096")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    resolve_device(f"emu:{args.arch}")
+    from lnbench.flydsl import launch
+    m, n = parse_shape(args.shape)
+    gen = torch.Generator().manual_seed(0)
+    dt = DTYPES[args.dtype]
+    x = torch.randn(m, n, generator=gen).to(dt)
+    w = (torch.rand(n, generator=gen) + 0.5).to(dt)
+    b = torch.randn(n, generator=gen).to(dt)
+    dy = torch.randn(m, n, generator=gen).to(dt)
+    _, mean, rstd = launch.forward(x, w, b, 1e-5)
+    ops = {"fwd": lambda: launch.forward(x, w, b, 1e-5),
+           "bwd (main + reduce)": lambda: launch.backward(dy, x, w, mean, rstd)}
+    print(f"emu:{args.arch} {args.dtype} {args.shape}")
+    for name, fn in ops.items():
+        wall, instrs = measure(fn, args.repeats)
+        print(f"  {name:20s} {wall * 1e3:8.1f} ms per call   {instrs:9d} wave-instructions   "
+              f"{instrs / wall / 1e6:6.2f} M wave-instructions/s")
+
+
+if __name__ == "__main__":
+    main()
