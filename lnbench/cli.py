@@ -9,8 +9,10 @@ from lnbench.device import activate, parse_device
 from lnbench.env import backend_facts, device_facts, software_facts
 from lnbench.report import Column, render_table
 from lnbench.abi.command import abi_compare_command
+from lnbench.compare.command import compare_command
 from lnbench.inspect_command import inspect_command
 from lnbench.perf.command import peak_command, perf_command
+from lnbench.plot.command import plot_command
 from lnbench.verify.command import verify_command
 
 
@@ -43,6 +45,8 @@ main.add_command(inspect_command)
 main.add_command(perf_command)
 main.add_command(peak_command)
 main.add_command(abi_compare_command)
+main.add_command(compare_command)
+main.add_command(plot_command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -4,6 +4,8 @@ launches go on, whether time means anything and how result rows are labelled.
     cpu, cuda, cuda:N     torch devices (a ROCm GPU is `cuda` in torch; kind "rocm" here)
     emu, emu:gfx942/950   the emulated AMD device: tensors in CPU memory, FlyDSL's real launch path
                           against a stand-in HIP library, kernels run by an instruction-set emulator
+    null, null:gfx942/950 the null device: FlyDSL's real launch path against the same stand-in, but every
+                          launch completes at once without executing (memory is host memory): host cost only
 """
 from __future__ import annotations
 
@@ -18,18 +20,19 @@ from lnbench.emu import SUPPORTED_ARCHES, EmulatorUnavailable
 from lnbench.errors import LnbenchUsageError
 
 EMU = "emu"
+NULL = "null"
 DEFAULT_EMU_ARCH = SUPPORTED_ARCHES[0]
 EMU_INSTALL_HINT = "pip install 'lnbench[emu]'"
-KINDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "emu")
+KINDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "emu", "null")
 
 
 @dataclass(frozen=True)
 class Device:
     """A device lnbench runs on. Commands ask it questions instead of testing its name."""
 
-    name: str                    # "cpu", "cuda:0", "emu:gfx942"
+    name: str                    # "cpu", "cuda:0", "emu:gfx942", "null:gfx942"
     kind: str                    # one of KINDS
-    torch_device: torch.device   # where tensors live (the CPU for the emulated device)
+    torch_device: torch.device   # where tensors live (the CPU for the emulated and the null device)
     arch: str                    # gfx942 / sm_90 / x86_64
 
     @property
@@ -41,13 +44,30 @@ class Device:
         return self.kind == EMU
 
     @property
+    def is_null(self) -> bool:
+        """The null device: launches go through FlyDSL's launch path and complete without executing."""
+        return self.kind == NULL
+
+    @property
     def executes_flydsl(self) -> bool:
-        """FlyDSL kernels execute here: a ROCm GPU, or the emulator."""
+        """FlyDSL kernels execute here (their outputs are results): a ROCm GPU, or the emulator."""
         return self.kind in ("rocm", EMU)
 
     @property
+    def launches_flydsl(self) -> bool:
+        """FlyDSL's launch path reaches a device here: where kernels execute, and the null device."""
+        return self.executes_flydsl or self.is_null
+
+    @property
     def times_are_real(self) -> bool:
-        """False on the emulator: a kernel's run time there says nothing about the hardware."""
+        """Kernel (device) time means something: False on the emulator (its time says nothing about the
+        hardware) and on the null device (nothing executes)."""
+        return not (self.emulated or self.is_null)
+
+    @property
+    def host_times_are_real(self) -> bool:
+        """Host time of a call (launch path, wrappers) means something: everywhere but on the emulator,
+        whose launches run the kernel inside the call. On the null device it is all there is."""
         return not self.emulated
 
     @property
@@ -63,6 +83,8 @@ class Device:
         """Human name for tables and result rows: 'AMD Instinct MI300X', 'cpu (x86_64)', 'emu:gfx942 (emulated)'."""
         if self.emulated:
             return f"{self.name} (emulated)"
+        if self.is_null:
+            return f"{self.name} (null device: launches complete without executing)"
         if self.is_gpu:
             return torch.cuda.get_device_name(self.torch_device)
         return f"cpu ({platform.machine()})"
@@ -96,6 +118,13 @@ def emu_device(arch: str = DEFAULT_EMU_ARCH) -> Device:
     return Device(f"{EMU}:{arch}", EMU, torch.device("cpu"), arch)
 
 
+def null_device(arch: str = DEFAULT_EMU_ARCH) -> Device:
+    """The null device for `arch` (not activated: see resolve_device)."""
+    if arch not in SUPPORTED_ARCHES:
+        raise LnbenchUsageError(f"unsupported null-device arch {arch!r}; choose from {', '.join(SUPPORTED_ARCHES)}")
+    return Device(f"{NULL}:{arch}", NULL, torch.device("cpu"), arch)
+
+
 def torch_device_info(device: torch.device) -> Device:
     """The Device of a torch device (a CPU device is plain cpu here, never the emulator)."""
     if device.type != "cuda":
@@ -114,13 +143,18 @@ def parse_device(name: str | None) -> Device:
         return emu_device(DEFAULT_EMU_ARCH)
     if name.startswith(f"{EMU}:"):
         return emu_device(name.partition(":")[2])
+    if name == NULL:
+        return null_device(DEFAULT_EMU_ARCH)
+    if name.startswith(f"{NULL}:"):
+        return null_device(name.partition(":")[2])
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError):
-        raise LnbenchUsageError(f"unknown device {name!r}; use cpu, cuda, cuda:N or emu[:gfx942|gfx950]") from None
+        raise LnbenchUsageError(f"unknown device {name!r}; use cpu, cuda, cuda:N or emu[:gfx942|gfx950] "
+                                f"(null[:gfx942|gfx950] for FlyDSL's host cost only)") from None
     if device.type not in ("cpu", "cuda"):
         raise LnbenchUsageError(f"unsupported device {name!r}; use cpu, cuda, cuda:N (ROCm GPUs are cuda:N in torch) "
-                                f"or emu[:gfx942|gfx950]")
+                                f"or emu[:gfx942|gfx950] (null[:gfx942|gfx950] for FlyDSL's host cost only)")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise LnbenchUsageError(f"device {name!r} asked for, but torch sees no GPU")
@@ -146,14 +180,18 @@ def emulator_status() -> tuple[bool, str]:
 
 
 def activate(device: Device) -> Device:
-    """Make `device` usable: for the emulator, check it can run here and set its arch (a usage error if not)."""
-    if not device.emulated:
+    """Make `device` usable: for the emulated or null device, check it can run here and set its arch and mode
+    (a usage error if not). Either must be activated before FlyDSL first loads its runtime in the process."""
+    if not (device.emulated or device.is_null):
         return device
     ok, reason = emulator_status()
     if ok:
         from lnbench.emu import runtime
         try:
-            runtime.activate(device.arch)
+            if device.is_null:
+                runtime.activate_null(device.arch)
+            else:
+                runtime.activate(device.arch)
         except EmulatorUnavailable as exc:      # e.g. the HIP stand-in failed to build
             ok, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if not ok:
@@ -166,6 +204,17 @@ def resolve_device(name: str | None) -> Device:
     return activate(parse_device(name))
 
 
+def resolve_kernel_device(name: str | None) -> Device:
+    """Like resolve_device, but `auto` (or no name) prefers a device that runs the FlyDSL kernels: the GPU
+    torch sees, else the emulated device where it is available, else the cpu."""
+    if name not in (None, "auto") or torch.cuda.is_available() or not emulator_status()[0]:
+        return resolve_device(name)
+    try:
+        return resolve_device(EMU)
+    except LnbenchUsageError:                     # e.g. the HIP stand-in failed to build: plain cpu
+        return resolve_device("cpu")
+
+
 def active_emulated_arch() -> str | None:
     """The arch of the emulated device activated in this process, or None."""
     try:
@@ -175,10 +224,23 @@ def active_emulated_arch() -> str | None:
     return runtime.current_arch()
 
 
+def active_null_arch() -> str | None:
+    """The arch of the null device activated in this process, or None."""
+    try:
+        from lnbench.emu import runtime
+    except ImportError:
+        return None
+    return runtime.null_arch()
+
+
 def device_of(tensor: torch.Tensor) -> Device:
-    """The device that runs kernels on `tensor`'s memory: its GPU, else the active emulated device, else cpu."""
+    """The device that runs kernels on `tensor`'s memory: its GPU, else the active emulated or null device,
+    else cpu."""
     if tensor.device.type == "cpu":
         arch = active_emulated_arch()
         if arch is not None:
             return emu_device(arch)
+        arch = active_null_arch()
+        if arch is not None:
+            return null_device(arch)
     return torch_device_info(tensor.device)

@@ -1,4 +1,5 @@
-"""`lnbench inspect`: compile-only static facts of every FlyDSL kernel variant (no GPU needed)."""
+"""`lnbench inspect`: compile-only static facts of every FlyDSL kernel variant (no GPU needed), and with
+`--execute` what each launch executes on the emulated device (per launch and per input row)."""
 from __future__ import annotations
 
 import click
@@ -6,6 +7,7 @@ from rich.progress import Progress
 
 from lnbench import config as cfg
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.device import emulator_status
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import package_version, timestamp
 from lnbench.report import Column, render_table, styled_status
@@ -22,6 +24,28 @@ COLUMNS = [
     Column("vgpr", "VGPR"), Column("sgpr", "SGPR"), Column("spills", "spills v/s"), Column("lds_bytes", "LDS B"),
     Column("scratch_bytes", "scratch B"), Column("loads_128bit", "128b ld"), Column("stores_128bit", "128b st"),
     Column("instruction_count", "instrs"), Column("status", "status", styled_status, justify="left"),
+]
+
+
+def _count(value) -> str:
+    return "" if value is None or value != value else f"{value:,.0f}"
+
+
+def _per_row(value) -> str:
+    return "" if value is None or value != value else f"{value:,.1f}"
+
+
+EXECUTED_COLUMNS = [
+    Column("arch", "arch", justify="left"), Column("abi", "ABI", justify="left"), Column("op", "op", justify="left"),
+    Column("kernel", "kernel", justify="left"), Column("shape", "M×N"), Column("launch", "grid×block"),
+    Column("exec_instructions", "wave-instrs", _count), Column("exec_instructions_per_row", "/row", _per_row),
+    Column("exec_salu", "SALU", _count), Column("exec_valu", "VALU", _count),
+    Column("exec_vmem_load", "VMEM ld", _count), Column("exec_vmem_store", "VMEM st", _count),
+    Column("exec_smem", "SMEM", _count), Column("exec_lds", "LDS", _count),
+    Column("exec_cross_lane", "x-lane", _count), Column("exec_branch", "branch", _count),
+    Column("exec_sync", "wait/bar", _count), Column("global_bytes_per_row", "global B/row", _per_row),
+    Column("unique_bytes", "distinct B ld/st"), Column("lds_bytes_executed", "LDS B", _count),
+    Column("status", "status", styled_status, justify="left"),
 ]
 
 
@@ -57,6 +81,35 @@ def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: lis
     return rows
 
 
+def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
+                  shapes: list[tuple[int, int]], strategy: str, advance=lambda: None) -> list[dict]:
+    """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
+    that fails (compile error, emulator fault) is an `error` row."""
+    from lnbench.abi.static import kernel_role
+    from lnbench.flydsl.inspect import execute_variant
+
+    rows: list[dict] = []
+    for arch in arches:
+        for dtype in dtypes:
+            for m, n in shapes:
+                for op in ops:
+                    for abi in abis:
+                        base = {"part": "executed", "arch": arch, "abi": abi, "op": op, "dtype": dtype, "M": m,
+                                "n": n, "shape": f"{m}x{n}", "dgamma_strategy": strategy}
+                        try:
+                            for kernel in execute_variant(op, dtype, m, n, abi, arch, dgamma_strategy=strategy):
+                                row = {**base, **kernel.to_row(), "shape": f"{m}x{n}", "status": "ok"}
+                                row["kernel"] = kernel_role(row["kernel_name"])
+                                row["launch"] = f"{kernel.grid[0]}×{kernel.block[0]}"
+                                row["unique_bytes"] = f"{row['unique_bytes_loaded']:,} / {row['unique_bytes_stored']:,}"
+                                rows.append(row)
+                        except Exception as exc:  # one variant failing must not lose the others
+                            rows.append({**base, "status": "error",
+                                         "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+                        advance()
+    return rows
+
+
 @click.command("inspect")
 @click.option("--arch", "arches", multiple=True, help="gfx942, gfx950 (repeatable or comma list; default both).")
 @click.option("--abi", "abis", multiple=True, help="pointer, tensor (default both).")
@@ -66,17 +119,26 @@ def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: lis
               help="MxN list; only N matters for compiling (M is a runtime argument).")
 @click.option("--dgamma", "strategy", type=click.Choice(STRATEGIES), default="deterministic", show_default=True,
               help="dγ/dβ strategy of the backward.")
+@click.option("--execute", is_flag=True,
+              help="Also run every variant on the emulated device (M×N of --shapes, seeded inputs) and report what "
+                   "each launch executed: wave-instructions by class, global and LDS bytes, per launch and per row.")
 @output_options
 @guarded
-def inspect_command(arches, abis, ops, dtypes, shapes, strategy, csv_path, json_path, quiet) -> int:
-    """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA."""
+def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_path, json_path, quiet) -> int:
+    """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
+    with --execute, also what each launch executes on the emulated device."""
     arch_list = _choices(arches, ARCHES, "arch")
     abi_list = _choices(abis, ABIS, "ABI")
     op_list = _choices(ops, OPS, "op")
     dtype_list = cfg.parse_dtypes(dtypes) or ["bf16"]
-    widths = list(dict.fromkeys(n for _, n in cfg.parse_shapes(shapes)))
+    shape_list = list(dict.fromkeys(cfg.parse_shapes(shapes)))
+    widths = list(dict.fromkeys(n for _, n in shape_list))
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
+    if execute:
+        ok, why = emulator_status()
+        if not ok:
+            raise LnbenchUsageError(f"--execute needs the emulated device: {why}")
     csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
     total = len(arch_list) * len(abi_list) * len(op_list) * len(dtype_list) * len(widths)
     with Progress(console=console, transient=True, disable=quiet) as progress:
@@ -84,14 +146,30 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, csv_path, json_
         rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, lambda: progress.advance(task))
     if not quiet:
         render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
-    for row in rows:
+    executed: list[dict] = []
+    if execute:
+        with Progress(console=console, transient=True, disable=quiet) as progress:
+            task = progress.add_task("executing", total=len(arch_list) * len(abi_list) * len(op_list)
+                                     * len(dtype_list) * len(shape_list))
+            executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy,
+                                     lambda: progress.advance(task))
+        if not quiet:
+            render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
+                                  "(wave-instructions by class; global bytes = instruction bytes, distinct = "
+                                  "compulsory; not a timing)", EXECUTED_COLUMNS, executed)
+    for row in rows + executed:
         if row["status"] == "error":
             console.print(f"[red]{row['arch']} {row['abi']} {row['op']} {row['dtype']} N={row['n']}:[/red] {row['detail']}")
     from lnbench.flydsl.toolkit import describe
 
     metadata = {"lnbench_command": "inspect", "flydsl_version": package_version("flydsl"),
                 "toolkit": describe(), "timestamp": timestamp()}
-    emit_outputs(rows, metadata, csv_final, json_final)
+    emit_outputs([{"part": "static", **r} for r in rows] + executed, metadata, csv_final, json_final)
     errors = sum(r["status"] == "error" for r in rows)
-    console.print(f"{len(rows)} kernels from {total} variants, {errors} compile errors")
+    summary = f"{len(rows)} kernels from {total} variants, {errors} compile errors"
+    if execute:
+        failed = sum(r["status"] == "error" for r in executed)
+        summary += f"; {sum(r['status'] == 'ok' for r in executed)} launches executed, {failed} execution errors"
+        errors += failed
+    console.print(summary)
     return EXIT_FAILED if errors else EXIT_OK

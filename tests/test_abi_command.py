@@ -83,12 +83,14 @@ def test_usage_errors_exit_2_one_line(args, needle, results_dir):
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.output
 
 
-def test_flydsl_runtime_not_run_without_rocm_gpu(tmp_path, results_dir, monkeypatch):
+def test_flydsl_runtime_not_run_on_the_cpu_device(tmp_path, results_dir, monkeypatch):
+    """An explicit --device cpu cannot launch FlyDSL kernels (the default without a ROCm GPU is the null device:
+    tests/test_null_device.py)."""
     if has_rocm_gpu():
         pytest.skip("this machine has a ROCm GPU")
     monkeypatch.setattr(static, "flydsl_installed", lambda: False)   # keep the static part instant
     csv, js = tmp_path / "a.csv", tmp_path / "a.json"
-    result = _invoke(["--pair", "flydsl", "--shapes", "32x1024,4096x4096", "--op", "fwd",
+    result = _invoke(["--pair", "flydsl", "--device", "cpu", "--shapes", "32x1024,4096x4096", "--op", "fwd",
                       "--csv", str(csv), "--json", str(js)])
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(csv)

@@ -106,10 +106,28 @@ def test_flydsl_backends_compile_but_never_pass_without_rocm(backend, tmp_path, 
     if has_rocm_gpu():
         pytest.skip("a ROCm GPU is present: the flydsl backends execute there (tests/test_flydsl_rocm.py)")
     out = tmp_path / "f.csv"
-    result = invoke("verify", "--backend", backend, "--dtype", "bf16", "--shapes", "4x64", "--csv", str(out))
+    result = invoke("verify", "--backend", backend, "--device", "cpu", "--dtype", "bf16", "--shapes", "4x64",
+                    "--csv", str(out))
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert len(frame) == 5  # one row per case kind: nothing executed, so no per-tensor rows
     assert all(status.startswith("compiled, not executed (no ROCm GPU)") for status in frame["status"])
     assert "gfx942" in frame["detail"].iloc[0] and "gfx950" in frame["detail"].iloc[0]
     assert "PASS" not in result.output
+
+
+def test_verify_auto_device_executes_flydsl_on_the_emulator_without_a_gpu(tmp_path, results_dir):
+    """No GPU but the emulator available: the default verify executes the FlyDSL kernels (emulated), labelled so."""
+    import torch
+
+    from lnbench.device import emulator_status
+
+    if torch.cuda.is_available() or not emulator_status()[0]:
+        pytest.skip("the default device is a GPU here, or the emulator is unavailable")
+    out = tmp_path / "auto.csv"
+    result = invoke("verify", "--dtype", "bf16", "--shapes", "3x257", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert set(frame["backend"]) == {"flydsl", "flydsl-tensor", "flydsl-atomic", "torch"}
+    assert set(frame["status"]) == {"PASS"}
+    assert set(frame["device"]) == {"emu:gfx942"} and "emulated" in frame["device_name"].iloc[0]

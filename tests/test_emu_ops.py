@@ -221,6 +221,41 @@ def test_sopk():
     assert w.SCC[0]                             # s_mulk leaves SCC alone
 
 
+@pytest.mark.parametrize("d,simm,result,overflow", [
+    (5, 0xFFFD, 2, False),                       # 5 + (-3)
+    (0x7FFFFFFF, 1, 0x80000000, True),          # signed overflow sets SCC
+    (0x80000000, 0xFFFF, 0x7FFFFFFF, True),     # -2^31 + (-1) wraps
+    (0xFFFFFFFF, 1, 0, False),                   # -1 + 1: no signed overflow
+])
+def test_s_addk_i32(d, simm, result, overflow):
+    w = run(SCC0 if overflow else SCC1, I.s_addk_i32(s[2], simm), sgpr={2: d})
+    assert int(w.S[0, 2]) == result and bool(w.SCC[0]) == overflow
+
+
+@pytest.mark.parametrize("name,d,simm,scc", [
+    ("s_cmpk_lg_i32", 5, 5, False), ("s_cmpk_lg_i32", 5, 6, True),
+    ("s_cmpk_lt_i32", 0xFFFFFFFF, 0, True),      # -1 < 0 signed
+    ("s_cmpk_lt_u32", 0xFFFFFFFF, 0, False),     # 0xffffffff < 0 unsigned: no
+    ("s_cmpk_eq_i32", 0xFFFFFFFE, 0xFFFE, True),  # simm16 sign-extended for i32
+    ("s_cmpk_eq_u32", 0xFFFFFFFE, 0xFFFE, False),  # and zero-extended for u32
+    ("s_cmpk_lg_u32", 0xFFFE, 0xFFFE, False),
+    ("s_cmpk_ge_u32", 0x10000, 0xFFFF, True),
+])
+def test_s_cmpk(name, d, simm, scc):
+    w = run(SCC0 if scc else SCC1, getattr(I, name)(s[2], simm), sgpr={2: d})
+    assert bool(w.SCC[0]) == scc and int(w.S[0, 2]) == d
+
+
+def test_ds_write2_read2_b64_offsets_in_8_byte_units():
+    w = run(I.ds_write2_b64(addr=v[0], data0=v[2:3], data1=v[4:5], offset0=1, offset1=3),
+            I.ds_read2_b64(vdst=v[6:9], addr=v[0], offset0=3, offset1=1),
+            lds_bytes=64 * 64, exec_mask=1,
+            vgpr={0: LANE * 64, 2: 0x11, 3: 0x22, 4: 0x33, 5: 0x44})
+    lds = w.lds[0].view(np.uint32)
+    assert lds[2:4].tolist() == [0x11, 0x22] and lds[6:8].tolist() == [0x33, 0x44]
+    assert [int(w.V[0, r, 0]) for r in range(6, 10)] == [0x33, 0x44, 0x11, 0x22]
+
+
 @pytest.mark.parametrize("value,d", [(1, 0x80000000), (0x12345678, 0x1E6A2C48), (0xFFFF0000, 0x0000FFFF), (0, 0)])
 def test_s_brev_b32(value, d):
     w = run(I.s_brev_b32(s[2], s[0]), sgpr={0: value})

@@ -21,14 +21,19 @@ def test_ragged_n_uses_largest_aligned_width(n, vec):
 
 
 def test_tiles_cover_the_row_and_mask_flag():
-    for n in (1, 7, 64, 257, 1000, 2048, 4096, 5120, 8192, 12288, 16384, 32768):
+    for n in (1, 7, 64, 257, 1000, 2048, 4096, 5120, 8192, 12288, 12289, 16384, 24577, 32768, 32776, 65536,
+              100003, 262144, 10 ** 6):
         for dt in ("bf16", "f16", "f32"):
             for kind in ("fwd", "bwd"):
                 p = config.row_plan(n, dt, kind)
                 assert p.tiles * p.lanes >= p.chunks > (p.tiles - 1) * p.lanes
                 assert p.masked == (p.chunks % p.lanes != 0)
                 assert p.block <= config.MAX_BLOCK and p.lanes & (p.lanes - 1) == 0
-                assert p.elems_per_thread <= config.MAX_ELEMS_PER_THREAD[kind]
+                assert p.full_tiles == p.chunks // p.lanes
+                if p.streaming:                          # registers hold the head only
+                    assert p.head * p.vec <= config.STREAM_HEAD_ELEMS and p.head <= p.full_tiles
+                else:
+                    assert p.head == p.tiles and p.elems_per_thread <= config.MAX_ELEMS_PER_THREAD[kind]
 
 
 def test_small_rows_share_blocks():
@@ -52,16 +57,87 @@ def test_misaligned_pointer_forces_narrow_access():
     assert config.row_plan(4096, "f32", align_elems=2).vec == 2
 
 
-def test_too_wide_rows_are_refused():
-    with pytest.raises(ValueError, match="register budget"):
-        config.row_plan(config.max_n("bf16") * 2, "bf16")
+#: geometry of the register paths, pinned: the streaming path must leave them as they were
+#: (n, dtype, kind) -> (vec, lanes, rows_per_block, tiles, mode)
+REGISTER_PLANS = {
+    (1, "f32", "fwd"): (1, 1, 256, 1, "registers"),
+    (257, "bf16", "bwd"): (1, 64, 1, 5, "registers"),
+    (1000, "f16", "fwd"): (8, 64, 1, 2, "registers"),
+    (64, "bf16", "fwd"): (8, 4, 64, 2, "registers"),
+    (4096, "bf16", "fwd"): (8, 256, 1, 2, "registers"),
+    (4096, "bf16", "bwd"): (8, 512, 1, 1, "registers"),
+    (8192, "f32", "bwd"): (4, 1024, 1, 2, "registers"),
+    (12287, "f32", "bwd"): (1, 1024, 1, 12, "registers"),
+    (12288, "bf16", "bwd"): (8, 1024, 1, 2, "registers"),
+    (12289, "f32", "fwd"): (1, 1024, 1, 13, "registers"),
+    (16384, "f16", "bwd"): (8, 1024, 1, 2, "registers"),
+    (24576, "f32", "bwd"): (4, 1024, 1, 6, "workspace"),
+    (32768, "f32", "fwd"): (4, 1024, 1, 8, "registers"),
+    (32768, "bf16", "bwd"): (8, 1024, 1, 4, "workspace"),
+    (32767, "bf16", "fwd"): (1, 1024, 1, 32, "registers"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(REGISTER_PLANS))
+def test_register_path_geometry_is_unchanged(key):
+    p = config.row_plan(*key)
+    assert (p.vec, p.lanes, p.rows_per_block, p.tiles, p.mode) == REGISTER_PLANS[key]
+    assert not p.streaming and p.head == p.tiles
+
+
+def test_rows_past_the_register_budget_stream():
+    p = config.row_plan(config.max_n("bf16") * 2, "bf16")
+    assert p.streaming and p.mode == "stream"
     assert not config.fits_in_registers(10 ** 6, "bf16")
-    assert config.fits_in_registers(32768, "bf16", "bwd")
+    assert config.fits_in_registers(32768, "bf16", "bwd") and config.fits_in_registers(32768, "f32", "fwd")
+    assert not config.fits_in_registers(32776, "bf16", "fwd")       # one chunk per lane past 32 elements
+
+
+@pytest.mark.parametrize("n,dtype", [(65536, "bf16"), (65536, "f32"), (100003, "f16"), (262144, "f32"),
+                                     (32776, "bf16"), (10 ** 7 + 1, "bf16")])
+def test_streaming_geometry(n, dtype):
+    f, b = config.row_plan(n, dtype, "fwd"), config.row_plan(n, dtype, "bwd")
+    for p in (f, b):
+        assert p.streaming and p.lanes == config.MAX_BLOCK and p.rows_per_block == 1
+        assert p.vec == config.row_plan(n, dtype).vec                # 16-byte accesses wherever N allows
+    # forward: 32 elements per thread of register head (the pivot), all of them full tiles
+    assert f.head * f.vec == config.STREAM_HEAD_ELEMS and f.head <= f.full_tiles
+    assert f.step == config.STREAM_FWD_STEP[f.vec] and f.batch == 1
+    # backward: nothing kept, rows in batches sharing the workspace read-modify-write
+    assert b.head == 0 and b.batch == config.STREAM_BWD_BATCH and b.step == 1
+    assert not b.acc_in_registers
+
+
+def test_rows_beyond_a_buffer_descriptor_are_refused():
+    top = config.MAX_ROW_BYTES // 4
+    assert config.row_plan(top, "bf16", "bwd").streaming
+    with pytest.raises(ValueError, match="buffer descriptor"):
+        config.row_plan(top + 1, "bf16")
+
+
+def test_scalar_backward_rows_leave_registers_before_they_spill():
+    """Measured: register mode spilled at 13 scalar tiles (N = 12289), workspace mode at 29-32 (f16)."""
+    mode = lambda n, dt="f32": config.row_plan(n, dt, "bwd").mode  # noqa: E731
+    assert mode(12287) == "registers" and config.row_plan(12287, "f32", "bwd").tiles == 12
+    assert mode(12289) == "workspace" and mode(16385) == "workspace" and mode(24575, "f16") == "workspace"
+    assert mode(24577) == "stream" and mode(30001, "f16") == "stream" and mode(32767, "bf16") == "stream"
+    assert mode(32766, "bf16") == "workspace"                           # 16 tiles of 2: not scalar
+    # the forward holds 32 scalar tiles without spilling: it streams only past the element budget
+    assert config.row_plan(32767, "f16", "fwd").mode == "registers"
 
 
 def test_backward_accumulates_in_registers_for_moderate_rows():
     assert config.row_plan(8192, "bf16", "bwd").acc_in_registers
     assert not config.row_plan(32768, "f32", "bwd").acc_in_registers
+    assert not config.row_plan(12289, "f32", "bwd").acc_in_registers
+
+
+@pytest.mark.parametrize("arch,cus", [("gfx942", 304), ("gfx950", 256)])
+def test_streaming_backward_programs_own_whole_batches(arch, cus):
+    p = config.row_plan(65536, "bf16", "bwd")
+    assert config.bwd_programs(1, p, arch) == 1
+    assert config.bwd_programs(7, p, arch) == -(-7 // p.batch)           # every program has a batch
+    assert config.bwd_programs(10 ** 6, p, arch) == cus                  # one 1024-thread program per CU
 
 
 @pytest.mark.parametrize("arch,cus", [("gfx942", 304), ("gfx950", 256)])

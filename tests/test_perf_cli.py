@@ -17,7 +17,9 @@ TINY = ["--device", "cpu", "--dtype", "f32", "-R", "3", "--warmup-s", "0", "--mi
 ENV = {"OMP_NUM_THREADS": "1"}
 ROW_COLUMNS = {"row_kind", "backend", "op", "dtype", "shape", "M", "N", "mode", "worker", "order", "iters", "runs",
                "run_us", "median_us", "min_us", "max_us", "spread_pct", "gbps", "pct_peak", "above_peak", "speedup",
-               "nbytes", "sets", "status", "detail"}
+               "nbytes", "sets", "status", "detail", "kernel_us", "kernel_min_us", "kernel_max_us", "kernel_run_us",
+               "kernels_per_call", "kernel_names", "gap_us", "kernel_window_us", "kernel_status", "kernel_note",
+               "headline"}
 META_COLUMNS = {"P", "R", "I_min", "I_max", "modes", "driver", "clocks_before", "device_name",
                 "torch_version", "timestamp", "peak_gbps"}
 
@@ -33,6 +35,8 @@ def _results_dir(tmp_path, monkeypatch):
     (["--min-iters", "50", "--max-iters", "10"], "larger than"), (["--shapes", "12x"], "malformed shape"),
     (["--shapes", "0x8"], "malformed shape"), (["--mode", "warm"], "unknown mode"), (["--op", "sideways"], "unknown op"),
     (["--backend", "nope"], "unknown backend"), (["--dtype", "f8"], "unknown dtype"), (["--eps", "-1"], "eps"),
+    (["--timer", "kernel"], "--timer kernel cannot run on cpu: no GPU activity on the cpu device"),
+    (["--timer", "kernel", "--no-kernel-timer"], "drop --no-kernel-timer"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, fragment):
     result = CliRunner().invoke(perf_command, ["--device", "cpu", *args])
@@ -76,6 +80,19 @@ def test_csv_schema_and_row_counts(perf_run):
     assert set(frame.P) == {2} and set(frame.R) == {3} and set(frame.I_min) == {3}
     assert len(data["rows"]) == 32 and len(data["workers"]) == 2 and data["protocol"]["processes"] == 2
     assert data["metadata"]["driver"] == "unavailable" and data["metadata"]["peak_gbps"] == 0.001
+
+
+def test_kernel_columns_say_na_with_the_reason_on_the_cpu(perf_run):
+    _, frame, data = perf_run
+    ran = frame[frame.status == "ok"]
+    assert len(ran) == 8 * 2 + 8
+    assert (ran.kernel_status == "n/a (no GPU activity on the cpu device)").all()
+    assert ran.kernel_us.isna().all() and ran.gap_us.isna().all() and ran.kernels_per_call.isna().all()  # never 0
+    assert set(frame.headline) == {"stream"}
+    rows = [r for r in data["rows"] if r["status"] == "ok"]
+    assert all(r["kernel_us"] is None and r["kernel_names"] == "{}" for r in rows)
+    assert data["metadata"]["kernel_timer"] == "n/a (no GPU activity on the cpu device)"
+    assert data["protocol"]["kernel_timer"] is True
 
 
 def test_aggregate_is_median_of_worker_medians(perf_run):

@@ -1,9 +1,9 @@
 """What the runtime comparison times: a case (op, dtype, shape) with two sides, and the pair registry.
 
 A *pair* is a factory of cases whose two sides compute the same thing through two call paths:
-`flydsl` (the Tensor vs the Pointer launch ABI of our kernels, ROCm only) or a stand-in that runs
-anywhere (`torch-entry`, `planted-slow`). The side keys are always "tensor" and "pointer"; a pair
-names what each side really is in `labels`.
+`flydsl` (the Tensor vs the Pointer launch ABI of our kernels: on a ROCm GPU, or host cost only on the null
+device) or a stand-in that runs anywhere (`torch-entry`, `planted-slow`). The side keys are always "tensor"
+and "pointer"; a pair names what each side really is in `labels`.
 """
 from __future__ import annotations
 
@@ -51,6 +51,10 @@ class PairCase:
     #: tolerance against the reference (a stale kernel or garbage output is far outside it)
     ref_atol: float = 5e-2
     ref_rtol: float = 5e-2
+    #: launches that reached the device so far (the null device's HIP stand-in counts them), or None
+    launch_counter: Callable[[], int] | None = None
+    #: kernel launches one call of either path must make (checked where launch_counter is set)
+    launches_per_call: int = 0
 
     @property
     def key(self) -> str:
@@ -70,7 +74,8 @@ class PairInfo:
 PAIRS: dict[str, PairInfo] = {
     "flydsl": PairInfo("lnbench.abi.flydsl_pairs:build_cases",
                        {"tensor": "Tensor ABI", "pointer": "Pointer ABI"},
-                       "FlyDSL LayerNorm kernels, fx.Tensor vs fx.Pointer launch ABI (needs a ROCm GPU)"),
+                       "FlyDSL LayerNorm kernels, fx.Tensor vs fx.Pointer launch ABI (a ROCm GPU; host cost "
+                       "only on the null device)"),
     "torch-entry": PairInfo("lnbench.abi.torch_pairs:entry_cases",
                             {"tensor": "torch.ops.aten (OpOverload)", "pointer": "torch.* C binding"},
                             "the same ATen LayerNorm kernel entered through two Python paths (runs anywhere)"),

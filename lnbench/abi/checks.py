@@ -5,11 +5,14 @@ forward of both ABIs) or within `agree_atol` (backward with atomic dγ/dβ). Ref
 within tolerance of an independent fp32 result; this is what catches a stale compiled function,
 since both sides could be equally stale. Alternation: cases are called in the order c1 c2 … c1 c2 …
 (each switch changes shape) and every output is checked against its own case's reference.
+Launches (where a case counts them, e.g. on the null device, whose outputs are never computed): every call
+of each side and path makes the case's number of kernel launches, so a path that skips its launch (an empty
+early return, a cached no-op) cannot be timed as if it launched.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -21,12 +24,16 @@ from lnbench.perf.timing import synchronize
 @dataclass
 class CheckResult:
     case: str
-    check: str          # "agreement" | "reference" | "alternation"
+    check: str          # "agreement" | "reference" | "alternation" | "launches"
     ok: bool
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: what runs the checks before timing: (results, keys of the cases that failed one)
+Checker = Callable[[Sequence[PairCase], torch.device], tuple[list[CheckResult], set[str]]]
 
 
 def _as_tuple(value: Any) -> Outputs:
@@ -132,3 +139,25 @@ def run_checks(cases: Sequence[PairCase], device: torch.device) -> tuple[list[Ch
         results.extend(check_alternation(cases, device))
     failed = {r.case for r in results if not r.ok}
     return results, failed
+
+
+def check_launches(case: PairCase, device: torch.device) -> CheckResult:
+    """Each call of each side's wrapper and direct path makes exactly `case.launches_per_call` launches."""
+    if case.launch_counter is None:
+        raise ValueError(f"{case.key}: the launch check needs a case with a launch counter")
+    for side_name, side in case.sides.items():
+        for path in ["wrapper", "direct"]:
+            before = case.launch_counter()
+            call_outputs(side, path, device)
+            made = case.launch_counter() - before
+            if made != case.launches_per_call:
+                return CheckResult(case.key, "launches", False, f"{side_name} {path}: {made} launch(es) per call, "
+                                                                f"expected {case.launches_per_call}")
+    return CheckResult(case.key, "launches", True,
+                       f"every call of both sides and paths makes {case.launches_per_call} launch(es)")
+
+
+def launch_checks(cases: Sequence[PairCase], device: torch.device) -> tuple[list[CheckResult], set[str]]:
+    """The launch check of every case (cases without a launch counter are an error: nothing would be checked)."""
+    results = [check_launches(case, device) for case in cases]
+    return results, {r.case for r in results if not r.ok}

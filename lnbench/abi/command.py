@@ -1,9 +1,12 @@
 """The `lnbench abi-compare` command: config → cases → workers / compiles → rows → tables + CSV/JSON.
 
 Runtime part: P worker processes (lnbench.perf.workers) each check and time every case of the chosen
-pair (lnbench.abi.runtime); the parent aggregates (lnbench.abi.aggregate). Static part: compile both
-ABIs for each arch and compare the compiled facts (lnbench.abi.static). Exit 0 when everything ran,
-1 on a failed check / error / `--fail-if-slower` hit, 2 on usage errors.
+pair (lnbench.abi.runtime); the parent aggregates (lnbench.abi.aggregate). On the null device (the default
+for the flydsl pair without a ROCm GPU) the workers time the host side only (`direct`, `wrapper`) after
+checking outputs by execution on the emulated device (lnbench.abi.null_device). Static part: compile both
+ABIs for each arch and compare the compiled facts (lnbench.abi.static), plus the instructions each launch
+executes on the emulated device where it is available. Exit 0 when everything ran, 1 on a failed check /
+error / `--fail-if-slower` hit, 2 on usage errors.
 """
 from __future__ import annotations
 
@@ -16,16 +19,19 @@ from rich.progress import Progress
 
 from lnbench import config as cfg
 from lnbench.abi import stats
-from lnbench.abi.aggregate import NOT_RUN_EMULATED, NOT_RUN_NO_ROCM, aggregate, not_run_rows
+from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_ROCM, NOT_RUN_NULL_DEVICE_TIME,
+                                   aggregate, not_run_rows)
 from lnbench.abi.cases import PAIRS, pair_info
+from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
-from lnbench.device import Device, parse_device
+from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.perf.protocol import Protocol, protocol_options
 from lnbench.report import Column, render_table, styled_status
+from lnbench.rocm import has_rocm_gpu
 
 OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
 WORKER_MODULE = "lnbench.abi.worker_main"
@@ -64,11 +70,13 @@ def _verdict_cell(row: dict[str, Any]) -> str:
 
 def _render_runtime(rows: list[dict[str, Any]], title: str) -> None:
     display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
+                "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
                 "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
                 "tensor_cps": _calls_cell("tensor")(r), "pointer_cps": _calls_cell("pointer")(r),
                 "ratio": _ratio_cell(r), "verdict": _verdict_cell(r)} for r in rows]
+    scope = [Column("scope", "scope", justify="left")] if any(d["scope"] for d in display) else []
     columns = [Column("op", "op", justify="left"), Column("dtype", "dtype", justify="left"), Column("shape", "shape"),
-               Column("metric", "measurement", justify="left"),
+               Column("metric", "measurement", justify="left"), *scope,
                Column("tensor", "Tensor µs/call [min–max]"), Column("pointer", "Pointer µs/call [min–max]"),
                Column("tensor_cps", "Tensor calls/s"), Column("pointer_cps", "Pointer calls/s"),
                Column("ratio", "speed-up P vs T [CI]"), Column("verdict", "verdict", justify="left", markup=True)]
@@ -85,6 +93,17 @@ def _pair_cell(key: str, ratio: bool = False):
     return fmt
 
 
+def _executed_cell(row: dict[str, Any]) -> str:
+    """Executed wave-instructions per input row, Tensor → Pointer (P/T), or why there are none."""
+    status = row.get("exec_status")
+    if status is None or row.get("status") != "ok":
+        return ""
+    if status != "ok":
+        return status
+    t, p = row["exec_per_row_tensor"], row["exec_per_row_pointer"]
+    return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
+
+
 def _render_static(rows: list[dict[str, Any]]) -> None:
     display = []
     for r in rows:
@@ -92,15 +111,20 @@ def _render_static(rows: list[dict[str, Any]]) -> None:
         for key, ratio in (("kernarg", True), ("args", True), ("slots", True), ("vgpr", False), ("sgpr", False),
                            ("spills", False), ("lds", False), ("scratch", False), ("instr", True)):
             d[key] = _pair_cell(key, ratio)(r)
+        d["executed"] = _executed_cell(r)
         d["status"] = styled_status(escape(r["status"] if r["status"] != "error" else f"error: {r.get('detail', '')}"))
         display.append(d)
+    executed = [Column("executed", "executed wave-instrs/row T→P (P/T) @M", justify="right")] \
+        if any(d["executed"] for d in display) else []
     columns = [Column("arch", "arch", justify="left"), Column("op", "op", justify="left"),
                Column("dtype", "dtype", justify="left"), Column("N", "N"), Column("kernel", "kernel", justify="left"),
                Column("kernarg", "kernarg B T→P (P/T)"), Column("args", "kernel args"), Column("slots", "launcher slots"),
                Column("vgpr", "VGPR"), Column("sgpr", "SGPR"), Column("spills", "spills"), Column("lds", "LDS B"),
-               Column("scratch", "scratch B"), Column("instr", "ISA instrs"),
+               Column("scratch", "scratch B"), Column("instr", "ISA instrs"), *executed,
                Column("status", "status", justify="left", markup=True)]
-    render_table(console, "abi-compare static: Tensor ABI → Pointer ABI (compile-only)", columns, display)
+    title = "abi-compare static: Tensor ABI → Pointer ABI (compile-only"
+    title += "; executed on the emulated device, M rows)" if executed else ")"
+    render_table(console, title, columns, display)
 
 
 def _list(values: Sequence[str], table: dict[str, Any], key: str) -> list[str]:
@@ -112,6 +136,40 @@ def _choose(items: list[str], allowed: Sequence[str], what: str) -> list[str]:
         if item not in allowed:
             raise LnbenchUsageError(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
     return list(dict.fromkeys(items))
+
+
+def choose_device(name: str | None, pair: str) -> Device:
+    """--device, checked. Left out (or `auto`) for the flydsl pair where there is no ROCm GPU: the null device
+    (host cost of both ABIs) where it can run here, else the default device (FlyDSL rows `not run`)."""
+    if name not in (None, "auto") or pair != "flydsl" or has_rocm_gpu() or not emulator_status()[0]:
+        return parse_device(name)
+    return null_device()
+
+
+def check_elements(table: dict[str, Any]) -> int:
+    """`[abi_compare] check_elements`: element budget of what runs on the emulated device (executed checks of
+    the null device, executed columns of the static part); optional, an integer >= 1."""
+    value = table.get("check_elements", CHECK_ELEMENTS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise LnbenchUsageError(f"config [{TABLE}] check_elements must be an integer >= 1, got {value!r}")
+    return value
+
+
+def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int]:
+    """N -> rows the static part executes for that width: the smallest M of the shapes, within the budget."""
+    out: dict[int, int] = {}
+    for m, n in shapes:
+        out[n] = min(out.get(n, m), check_rows(m, n, budget))
+    return out
+
+
+def _in_order(rows: list[dict[str, Any]], ops, dtypes, shapes, metrics) -> list[dict[str, Any]]:
+    shape_names = [f"{m}x{n}" for m, n in shapes]
+
+    def rank(row: dict[str, Any]) -> tuple[int, ...]:
+        return tuple(seq.index(row[key]) if row[key] in seq else len(seq)
+                     for seq, key in ((ops, "op"), (dtypes, "dtype"), (shape_names, "shape"), (metrics, "metric")))
+    return sorted(rows, key=rank)
 
 
 def probe_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -127,16 +185,20 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                  quiet: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """(rows, worker payloads, worker problems) of the runtime part."""
     labels = pair_info(pair).labels
-    if not device.times_are_real:
+    if not device.host_times_are_real:
         return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_EMULATED, metrics), [], []
     if pair == "flydsl":
-        if not device.executes_flydsl:
+        if not device.launches_flydsl:
             return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_NO_ROCM, metrics), [], []
         if not flydsl_installed():
             return not_run_rows(pair, labels, ops, dtypes, shapes, "not run (flydsl not installed)", metrics), [], []
+    null = pair == "flydsl" and device.is_null
+    all_metrics, metrics = metrics, [m for m in metrics if not (null and m == "device")]
     spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
             "probe_shapes": [list(s) for s in probe_shapes(shapes)], "device": str(device.torch_device), "eps": eps,
             "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
+    if null:
+        spec.update(lnbench_device=device.name, check_elements=check_elements(table))
     specs = [{**spec, "worker_index": i} for i in range(protocol.processes)]
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -161,6 +223,12 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                      seed=int(cfg.require(table, "stats_seed", int, TABLE)))
     if not payloads:
         rows = not_run_rows(pair, labels, ops, dtypes, shapes, "error (no worker returned results)", metrics)
+    if null:
+        for row in rows:
+            row["scope"] = HOST_ONLY_NULL
+        if len(metrics) < len(all_metrics):
+            rows += not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_NULL_DEVICE_TIME, ["device"])
+        rows = _in_order(rows, ops, dtypes, shapes, all_metrics)
     return rows, payloads, problems
 
 
@@ -174,21 +242,26 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
               help="Static part: gfx942, gfx950 (default: the arch of the ROCm GPU or emulated device, else both).")
 @click.option("--static-only", is_flag=True, help="Only the compile-only comparison (no GPU needed).")
 @click.option("--runtime-only", is_flag=True, help="Only the runtime comparison.")
+@click.option("--execute/--no-execute", "execute", default=True, show_default=True,
+              help="Static part: also run both ABIs of every variant on the emulated device (where it is available) "
+                   "and show the wave-instructions each launch executes.")
 @click.option("--fail-if-slower", "fail_pct", type=float, metavar="PCT",
               help="Exit 1 when the Pointer side is significantly slower than the Tensor side by more than PCT %.")
 @protocol_options
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=int, help="Input seed (default: config).")
-@click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950] (default: the GPU when there is one; "
-                              "emu: static part for its arch, no runtime rows).")
+@click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; "
+                              "for the flydsl pair without a ROCm GPU, null: host cost only; emu: static part for "
+                              "its arch, no runtime rows).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
 @click.option("--planted-delay-us", type=float, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
 @output_options
 @guarded
-def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, fail_pct, processes,
-                        runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, eps,
-                        seed, device, config_path, planted_delay_us, in_process, csv_path, json_path, quiet) -> int:
+def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+                        processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
+                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, csv_path,
+                        json_path, quiet) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
     if static_only and runtime_only:
         raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
@@ -202,12 +275,21 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, TABLE))
     op_list = _choose(_list(ops, table, "ops"), OPS, "op")
     metric_list = _choose(_list(metrics, table, "metrics"), METRICS, "measurement")
-    # nothing executes on an emulated device here (static: compile only; runtime: not timed): no activation
-    dev = parse_device(device)
+    # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
+    # and the static part activates the emulated device only to execute its variants
+    dev = choose_device(device, pair)
+    if dev.is_null:
+        if pair != "flydsl":
+            raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
+                                    f"(--pair {pair} runs on cpu or a GPU)")
+        ok, why = emulator_status()
+        if not ok:
+            raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
     arch_list = cfg.split_list(arches) or default_arches(dev)
     for arch in arch_list:
         if not arch.startswith("gfx"):
             raise LnbenchUsageError(f"unknown arch {arch!r}; AMD targets look like gfx942, gfx950")
+    check_elements(table)
     eps_value = float(eps if eps is not None else cfg.require(table, "eps", (int, float), TABLE))
     if eps_value <= 0:
         raise LnbenchUsageError(f"eps must be > 0, got {eps_value}")
@@ -255,10 +337,13 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     static: list[dict[str, Any]] = []
     if not runtime_only:
         widths = list(dict.fromkeys(n for _, n in shape_list))
+        run_them = execute and flydsl_installed() and emulator_status()[0]
+        rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
         with Progress(console=console, transient=True, disable=quiet) as progress:
-            task = progress.add_task("compiling", total=len(arch_list) * len(op_list) * len(dtype_list) * len(widths))
+            task = progress.add_task("compiling" + (" and executing" if run_them else ""),
+                                     total=len(arch_list) * len(op_list) * len(dtype_list) * len(widths))
             static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
-                                 on_step=lambda: progress.advance(task))
+                                 on_step=lambda: progress.advance(task), execute=rows_for)
         if not quiet:
             _render_static(static)
 
@@ -271,7 +356,8 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
 def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]], problems: list[str],
                fail_pct: float | None) -> int:
     """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
-    bad = [r for r in runtime_rows + static if str(r.get("status", "")).startswith(("error", "check failed"))]
+    bad = [r for r in runtime_rows + static if str(r.get("status", "")).startswith(("error", "check failed"))
+           or str(r.get("exec_status", "")).startswith("error")]
     slower = []
     if fail_pct is not None:
         for r in runtime_rows:

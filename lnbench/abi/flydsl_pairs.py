@@ -5,7 +5,9 @@ direct  = lnbench.flydsl.launch.direct_forward_call / direct_backward_call (comp
 wrapper = launch.forward(store_stats=True/False) / launch.backward, allocation included.
 Checks (lnbench.abi.checks): forward outputs bitwise identical between the ABIs; backward bitwise
 identical with the deterministic dγ/dβ strategy, within a relative 1e-2 with atomics.
-Needs a ROCm GPU; flydsl is imported only when cases are built.
+Runs where FlyDSL launches reach a device (lnbench.device.Device.launches_flydsl): a ROCm GPU, the emulated
+device (the executed checks of the null device, lnbench.abi.null_device) and the null device, where each case
+also counts its launches (the HIP stand-in's counter). flydsl is imported only when cases are built.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import torch
 
 from lnbench.abi.cases import PairCase, Side
 from lnbench.config import DTYPES
-from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu
+from lnbench.device import device_of
+from lnbench.rocm import NEEDS_ROCM
 
 ABIS = ("tensor", "pointer")
 
@@ -38,12 +41,40 @@ def _not_none(outputs: tuple) -> tuple:
     return tuple(t for t in outputs if t is not None)
 
 
+def _sides(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dy: torch.Tensor, eps: float,
+           dgamma_strategy: str) -> dict[str, Side]:
+    """Both ABIs' sides of one case, bound to these inputs (a function of its own: closures built in a loop
+    would all see the loop's last inputs)."""
+    from lnbench.flydsl import launch
+
+    sides: dict[str, Side] = {}
+    if op in ("fwd", "fwd-nostats"):
+        stats = op == "fwd"
+        for abi in ABIS:
+            call = launch.direct_forward_call(x, w, b, eps, stats, abi)
+            sides[abi] = Side(direct=call,
+                              wrapper=lambda abi=abi: _not_none(launch.forward(x, w, b, eps, stats, abi)),
+                              direct_outputs=tuple(call.outputs))
+        return sides
+    _, mean, rstd = launch.forward(x, w, b, eps, True, "pointer")
+    for abi in ABIS:
+        call = launch.direct_backward_call(dy, x, w, mean, rstd, abi, dgamma_strategy)
+        sides[abi] = Side(direct=call,
+                          wrapper=lambda abi=abi: tuple(launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy)),
+                          direct_outputs=tuple(call.outputs))
+    return sides
+
+
 def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], device: torch.device,
                 eps: float, seed: int, dgamma_strategy: str = "deterministic", **_: Any) -> list[PairCase]:
-    """Both ABIs of every op × dtype × shape on the same inputs (raises without a ROCm GPU)."""
-    if not has_rocm_gpu() or device.type != "cuda":
-        raise RuntimeError(f"the flydsl pair {NEEDS_ROCM}")
-    from lnbench.flydsl import launch
+    """Both ABIs of every op × dtype × shape on the same inputs (raises where FlyDSL cannot launch)."""
+    dev = device_of(torch.empty(0, device=device))
+    if not dev.launches_flydsl:
+        raise RuntimeError(f"the flydsl pair {NEEDS_ROCM} (or the null device, activated in this process)")
+    counter = None
+    if dev.is_null:
+        from lnbench.emu import hip
+        counter = hip.launch_count
 
     cases = []
     for op in ops:
@@ -52,24 +83,11 @@ def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]]
                 gen = torch.Generator().manual_seed(seed + index)
                 make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
                 x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
-                sides: dict[str, Side] = {}
-                if op in ("fwd", "fwd-nostats"):
-                    stats = op == "fwd"
-                    for abi in ABIS:
-                        call = launch.direct_forward_call(x, w, b, eps, stats, abi)
-                        sides[abi] = Side(
-                            direct=call,
-                            wrapper=lambda abi=abi, stats=stats: _not_none(launch.forward(x, w, b, eps, stats, abi)),
-                            direct_outputs=tuple(call.outputs))
-                else:
-                    _, mean, rstd = launch.forward(x, w, b, eps, True, "pointer")
-                    for abi in ABIS:
-                        def wrapper(abi: str = abi) -> tuple:
-                            return tuple(launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy))
-                        call = launch.direct_backward_call(dy, x, w, mean, rstd, abi, dgamma_strategy)
-                        sides[abi] = Side(direct=call, wrapper=wrapper, direct_outputs=tuple(call.outputs))
+                sides = _sides(op, x, w, b, dy, eps, dgamma_strategy)
                 exact = op != "bwd" or dgamma_strategy == "deterministic"
+                launches = 2 if op == "bwd" and dgamma_strategy == "deterministic" else 1   # bwd: main + reduce
                 cases.append(PairCase(op=op, dtype=dtype, shape=(m, n), sides=sides,
                                       reference=_reference(op, x, w, b, dy, eps), exact=exact,
-                                      agree_rtol=0.0 if exact else 1e-2))
+                                      agree_rtol=0.0 if exact else 1e-2, launch_counter=counter,
+                                      launches_per_call=launches))
     return cases

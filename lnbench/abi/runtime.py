@@ -9,6 +9,10 @@ Three measurements per side (all µs per call, R runs of I calls each, per worke
              the host to enqueue all I calls, so host gaps between small kernels are not charged as
              device time; a run where the spin ran out before the host finished is counted in
              `spin_short`. Not measured on the CPU (no device events there).
+             Kernel time of `device` (GPU): after every stream-timed round, R more runs per side in the same
+             ABBA order under torch's profiler (lnbench.perf.kernel_timer), stream held the same way;
+             record["kernel"][side] is the lnbench.perf.kernel_stats worker summary ("n/a" with the reason
+             where the profiler has no GPU activity, or with the kernel timer off).
 Order: warm-up and loop-count calibration per case, then R rounds; each round visits every
 (case, measurement) unit, rotated per round, and both sides in ABBA order (lnbench.abi.schedule).
 Timer primitives come from lnbench.perf.timing (shared with `lnbench perf`).
@@ -22,9 +26,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from lnbench.abi.cases import PairCase, Side
-from lnbench.abi.checks import run_checks
+from lnbench.abi.checks import Checker, run_checks
 from lnbench.abi.schedule import SIDES, schedule
-from lnbench.perf import timing
+from lnbench.perf import kernel_stats, kernel_timer, timing
 from lnbench.perf.protocol import Protocol
 
 METRICS: tuple[str, ...] = ("direct", "wrapper", "device")
@@ -60,16 +64,18 @@ def _metrics_for(case: PairCase, metrics: Sequence[str], device: torch.device) -
 def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.device, *, worker_index: int = 0,
                metrics: Sequence[str] = METRICS, probe_cases: Sequence[PairCase] = (),
                on_update: Callable[[dict[str, Any]], None] | None = None,
-               on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+               on_progress: Callable[[str], None] | None = None, checker: Checker = run_checks) -> dict[str, Any]:
     """Check, warm up, calibrate and time every case; return the worker's payload (JSON-able).
 
     probe_cases take part in the alternation check only (never timed). on_update receives the payload
-    after the checks and after every round (a crash later still leaves partial results).
+    after the checks and after every round (a crash later still leaves partial results). `checker` runs the
+    checks before timing (default: lnbench.abi.checks.run_checks; the null device's checker is in
+    lnbench.abi.null_device); a case it fails is never timed.
     """
     started = time.perf_counter()
     update = on_update or (lambda payload: None)
     progress = on_progress or (lambda label: None)
-    checks, failed = run_checks(list(cases) + list(probe_cases), device)
+    checks, failed = checker(list(cases) + list(probe_cases), device)
     payload: dict[str, Any] = {"worker": worker_index, "pid": os.getpid(), "device": str(device),
                                "checks": [c.to_dict() for c in checks], "cases": {}, "rounds_done": 0}
     units: list[tuple[PairCase, str]] = []
@@ -128,6 +134,38 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
             update(payload)
             progress(f"round {round_index + 1}")
     payload["rounds_done"] = protocol.runs if units else 0
+    _kernel_pass(payload, [u for u in units if u[1] == "device"], protocol, device, worker_index, estimate)
     payload["duration_s"] = time.perf_counter() - started
     update(payload)
     return payload
+
+
+def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]], protocol: Protocol,
+                 device: torch.device, worker_index: int, estimate: dict[tuple[str, str, str], float]) -> None:
+    """Kernel time of the `device` units, after all stream-timed rounds (see the module docstring)."""
+    if not units:
+        return
+    from lnbench.device import torch_device_info
+
+    reason = kernel_timer.unavailable_reason(torch_device_info(device)) if protocol.kernel_timer \
+        else "kernel timer off"
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    failed: dict[tuple[str, str], str] = {}
+    timer = None if reason else kernel_timer.KernelTimer(device)
+    for _, (case, _metric), side_name in ([] if reason else schedule(units, protocol.runs, worker_index)):
+        key = (case.key, side_name)
+        if key in failed:
+            continue
+        try:
+            runs.setdefault(key, []).append(timer.run(
+                _path(case.sides[side_name], "device"), payload["cases"][case.key]["metrics"]["device"]["iters"],
+                held=True, host_us_per_call=estimate[(case.key, "device", side_name)] * 1e6))
+        except Exception as exc:  # noqa: BLE001 - the stream-time result stands
+            failed[key] = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300]
+    for case, _metric in units:
+        record = payload["cases"][case.key]["metrics"]["device"]
+        record["kernel"] = {
+            side: (kernel_stats.not_available(reason) if reason else
+                   kernel_stats.not_available(failed[(case.key, side)], "error") if (case.key, side) in failed else
+                   kernel_stats.worker_summary(runs.get((case.key, side), [])))
+            for side in SIDES}

@@ -2,7 +2,9 @@
 
 One row per arch × op × dtype × N × kernel (the backward launches a main and, for the deterministic
 dγ/dβ strategy, a reduce kernel), with the Tensor and Pointer values side by side and Pointer/Tensor
-ratios for kernarg bytes, launcher dispatch slots and instruction count.
+ratios for kernarg bytes, launcher dispatch slots and instruction count. With `execute` (N -> M rows), both
+ABIs of each variant also run on the emulated device and the rows get the wave-instructions each launch
+executed (total, per input row, by class) and their Pointer/Tensor ratio.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from lnbench.device import Device
+from lnbench.emu.semantics import CLASSES
 
 DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 #: KernelFacts field -> row key prefix
@@ -21,6 +24,8 @@ FIELDS: dict[str, str] = {
 RATIO_FIELDS: tuple[str, ...] = ("kernarg", "args", "slots", "instr")
 
 FactsFn = Callable[..., list]
+#: executed-instruction classes copied into the rows
+EXEC_CLASSES: tuple[str, ...] = CLASSES
 
 
 def flydsl_installed() -> bool:
@@ -33,7 +38,7 @@ def default_arches(device: Device) -> list[str]:
     return [device.arch] if device.executes_flydsl else list(DEFAULT_ARCHES)
 
 
-def _kernel_role(name: str) -> str:
+def kernel_role(name: str) -> str:
     """Kernel name without its ABI, dtype and width tokens (columns of their own): ln_fwd_bf16_n1024_pointer -> ln_fwd."""
     return re.sub(r"_(pointer|tensor|f32|f16|bf16|n\d+)(?=_|$)", "", name)
 
@@ -48,7 +53,7 @@ def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> 
         raise ValueError(f"Tensor ABI launches {len(tensor_facts)} kernel(s), Pointer ABI {len(pointer_facts)}")
     rows = []
     for t, p in zip(tensor_facts, pointer_facts):
-        row: dict[str, Any] = {"kernel": _kernel_role(p.kernel_name), "tensor_kernel": t.kernel_name,
+        row: dict[str, Any] = {"kernel": kernel_role(p.kernel_name), "tensor_kernel": t.kernel_name,
                                "pointer_kernel": p.kernel_name}
         for attr, key in FIELDS.items():
             row[f"{key}_tensor"], row[f"{key}_pointer"] = int(getattr(t, attr)), int(getattr(p, attr))
@@ -63,17 +68,36 @@ def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> 
     return rows
 
 
+def executed_columns(tensor_runs: Sequence[Any], pointer_runs: Sequence[Any]) -> list[dict[str, Any]]:
+    """Executed-instruction columns for the kernels of one variant (ExecutedKernel lists, matched by position)."""
+    if len(tensor_runs) != len(pointer_runs):
+        raise ValueError(f"Tensor ABI made {len(tensor_runs)} launch(es), Pointer ABI {len(pointer_runs)}")
+    out = []
+    for t, p in zip(tensor_runs, pointer_runs):
+        cols: dict[str, Any] = {"exec_rows": p.m, "exec_tensor": t.total, "exec_pointer": p.total,
+                                "exec_per_row_tensor": t.total / max(t.m, 1),
+                                "exec_per_row_pointer": p.total / max(p.m, 1), "exec_ratio": _ratio(p.total, t.total)}
+        for cls in EXEC_CLASSES:
+            cols[f"exec_{cls}_tensor"] = t.wave_instructions.get(cls, 0)
+            cols[f"exec_{cls}_pointer"] = p.wave_instructions.get(cls, 0)
+        out.append(cols)
+    return out
+
+
 def _base(arch: str, op: str, dtype: str, n: int) -> dict[str, Any]:
     return {"part": "static", "arch": arch, "op": op, "dtype": dtype, "N": n}
 
 
 def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str], widths: Sequence[int], *,
                 eps: float = 1e-5, dgamma_strategy: str = "deterministic", facts_fn: FactsFn | None = None,
-                on_step: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+                on_step: Callable[[], None] | None = None, execute: dict[int, int] | None = None,
+                execute_fn: FactsFn | None = None) -> list[dict[str, Any]]:
     """Compile every variant for both ABIs and compare; a failing compile becomes an `error` row.
 
     facts_fn defaults to lnbench.flydsl.inspect.compile_facts (imported here, lazily); without flydsl
-    every row says `not run (flydsl not installed)`.
+    every row says `not run (flydsl not installed)`. execute: {N: M} runs both ABIs of every variant of
+    width N on M rows on the emulated device (execute_fn defaults to lnbench.flydsl.inspect.execute_variant);
+    a failing execution leaves the static facts and says why in `exec_status`.
     """
     if facts_fn is None:
         if not flydsl_installed():
@@ -89,10 +113,36 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
                     try:
                         t = facts_fn(op, dtype, n, "tensor", arch, eps=eps, dgamma_strategy=dgamma_strategy)
                         p = facts_fn(op, dtype, n, "pointer", arch, eps=eps, dgamma_strategy=dgamma_strategy)
-                        rows.extend({**base, **row, "status": "ok"} for row in compare_facts(t, p))
+                        variant = [{**base, **row, "status": "ok"} for row in compare_facts(t, p)]
                     except Exception as exc:  # noqa: BLE001 - one failing variant must not hide the others
-                        first = (str(exc).splitlines() or [""])[0][:300]
-                        rows.append({**base, "status": "error", "detail": f"{type(exc).__name__}: {first}"})
+                        rows.append({**base, "status": "error", "detail": _one_line(exc)})
+                    else:
+                        if execute and n in execute:
+                            _add_executed(variant, execute_fn, op, dtype, execute[n], n, arch, eps, dgamma_strategy)
+                        rows.extend(variant)
                     if on_step:
                         on_step()
     return rows
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+
+
+def _add_executed(variant: list[dict[str, Any]], execute_fn: FactsFn | None, op: str, dtype: str, m: int, n: int,
+                  arch: str, eps: float, strategy: str) -> None:
+    """Add the executed columns to the rows of one variant (exec_status says ok or why not)."""
+    if execute_fn is None:
+        from lnbench.flydsl.inspect import execute_variant as execute_fn
+    try:
+        runs = {abi: execute_fn(op, dtype, m, n, abi, arch, eps=eps, dgamma_strategy=strategy)
+                for abi in ("tensor", "pointer")}
+        columns = executed_columns(runs["tensor"], runs["pointer"])
+        if len(columns) != len(variant):
+            raise ValueError(f"{len(columns)} executed launch(es) for {len(variant)} compiled kernel(s)")
+    except Exception as exc:  # noqa: BLE001 - the compile-only facts stand
+        for row in variant:
+            row["exec_status"] = f"error: {_one_line(exc)}"
+        return
+    for row, cols in zip(variant, columns):
+        row.update(cols, exec_status="ok")

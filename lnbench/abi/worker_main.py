@@ -1,8 +1,11 @@
 """Worker process of `lnbench abi-compare` (`python -m lnbench.abi.worker_main SPEC RESULT [PROGRESS]`).
 
 Spec keys: pair, ops, dtypes, shapes, probe_shapes, device, eps, seed, metrics, protocol (Protocol fields),
-pair_options. The worker builds its cases once, then runs lnbench.abi.runtime.run_worker, writing the
-(possibly partial) payload after the checks and after every round.
+pair_options; optional lnbench_device (an lnbench device name such as null:gfx942, activated here before
+FlyDSL loads its runtime) and check_elements (null device: element budget of the executed checks). The worker
+builds its cases once, then runs lnbench.abi.runtime.run_worker, writing the (possibly partial) payload after
+the checks and after every round. On the null device the cases are first checked by execution on the
+emulated device, in this process, and then timed on the null device (lnbench.abi.null_device).
 """
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ from typing import Any
 
 import torch
 
+from lnbench.abi import null_device
 from lnbench.abi.cases import build_cases
+from lnbench.abi.checks import run_checks
 from lnbench.abi.runtime import run_worker
+from lnbench.device import activate, parse_device
 from lnbench.perf.protocol import Protocol
 from lnbench.perf.workers import read_spec, report_progress, write_result
 
@@ -36,13 +42,22 @@ def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str
     shapes = [tuple(s) for s in spec["shapes"]]
     probes = [tuple(s) for s in spec.get("probe_shapes", [])]
     options = spec.get("pair_options", {})
+    checker = run_checks
+    dev = parse_device(spec["lnbench_device"]) if spec.get("lnbench_device") else None
+    if dev is not None and dev.is_null:
+        executed = null_device.executed_checks(
+            spec["pair"], spec["ops"], spec["dtypes"], shapes, probes, dev.arch, spec["eps"], spec["seed"], options,
+            int(spec.get("check_elements", null_device.CHECK_ELEMENTS)))
+        checker, probes = null_device.checker(executed), []
+    if dev is not None:
+        activate(dev)
     cases = build_cases(spec["pair"], spec["ops"], spec["dtypes"], shapes, device, spec["eps"], spec["seed"], options)
     probe_cases = (build_cases(spec["pair"], spec["ops"][:1], spec["dtypes"][:1], probes, device, spec["eps"],
                                spec["seed"] + 1000, options) if probes else [])
     index = int(spec.get("worker_index", os.environ.get("LNBENCH_WORKER_INDEX", 0)))
     return run_worker(cases, protocol_from_spec(spec["protocol"]), device, worker_index=index,
                       metrics=spec.get("metrics", ["direct", "wrapper", "device"]), probe_cases=probe_cases,
-                      on_update=on_update, on_progress=on_progress)
+                      on_update=on_update, on_progress=on_progress, checker=checker)
 
 
 def main() -> None:

@@ -17,11 +17,13 @@ import numpy as np
 from lnbench.emu.codeobject import CodeObject, Kernel, read_code_object
 from lnbench.emu.decode import Program
 from lnbench.emu.errors import EmulatorFault
-from lnbench.emu.memory import Memory
+from lnbench.emu.memory import BufferTraffic, Memory
 from lnbench.emu.semantics import CLASSES, OP_CLASS, bind
 from lnbench.emu.state import EXEC, WAVE, Step, Waves
 
 MAX_WAVES_PER_BATCH = 2048
+#: descriptor FLOAT_MODE: round to nearest even (bits 0-3 = 0), keep f32 and f16/f64 denormals (bits 4-7 = 0xF)
+SUPPORTED_FLOAT_MODE = 0xF0
 MAX_STEPS = 50_000_000
 
 
@@ -37,6 +39,8 @@ class LaunchProfile:
     global_bytes_loaded: int = 0
     global_bytes_stored: int = 0
     lds_bytes: int = 0
+    #: per buffer (by the name it was registered under): instruction bytes and distinct bytes touched
+    buffers: dict[str, BufferTraffic] = field(default_factory=dict)
     memory: Memory | None = field(default=None, repr=False)
 
     @property
@@ -130,6 +134,11 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
                             kernel=kernel_name)
     if kernel.metadata.get(".wavefront_size", 64) != 64:
         raise EmulatorFault(f"kernel {kernel_name}: only wave64 code runs here", kernel=kernel_name)
+    mode = kernel.descriptor.float_mode
+    if mode != SUPPORTED_FLOAT_MODE:
+        raise EmulatorFault(f"kernel {kernel_name}: float mode 0x{mode:02x} in its descriptor; the emulator runs "
+                            f"0x{SUPPORTED_FLOAT_MODE:02x} (round to nearest even, f32/f16/f64 denormals kept)",
+                            kernel=kernel_name)
     threads = block[0] * block[1] * block[2]
     if threads < 1 or threads > 1024:
         raise EmulatorFault(f"kernel {kernel_name}: block of {threads} threads", kernel=kernel_name)
@@ -144,11 +153,15 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     all_groups = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     per_batch = max(1, MAX_WAVES_PER_BATCH // waves_per_group)
     loaded0, stored0 = memory.bytes_loaded, memory.bytes_stored
-    with np.errstate(all="ignore"):
-        for start in range(0, len(all_groups), per_batch):
-            batch = all_groups[start:start + per_batch]
-            w = _initial_state(kernel, co.arch, batch, block, waves_per_group, lds_bytes, kernarg_addr)
-            _run_batch(w, prog, profile)
+    memory.start_footprint()
+    try:
+        with np.errstate(all="ignore"):
+            for start in range(0, len(all_groups), per_batch):
+                batch = all_groups[start:start + per_batch]
+                w = _initial_state(kernel, co.arch, batch, block, waves_per_group, lds_bytes, kernarg_addr)
+                _run_batch(w, prog, profile)
+    finally:
+        profile.buffers = memory.take_footprint()
     profile.global_bytes_loaded = memory.bytes_loaded - loaded0
     profile.global_bytes_stored = memory.bytes_stored - stored0
     return profile

@@ -4,12 +4,17 @@ Every global/flat/buffer/SMEM access goes through Memory. An access that falls o
 buffers is a fault naming the kernel, PC, lane, address and the nearest buffer — what
 compute-sanitizer's memcheck reports on NVIDIA. Buffers come from the HIP stand-in's hipMalloc
 table and from the tensors lnbench registers for a launch.
+
+Footprint: between `start_footprint()` and `take_footprint()` (one launch, see machine.run_kernel) every
+access is also recorded per buffer: the bytes the instructions moved (a re-read counts again) and the
+distinct bytes touched, from one touched-byte map for loads and one for stores per buffer. The distinct
+bytes are a kernel's compulsory traffic: what the byte model of `lnbench perf` counts.
 """
 from __future__ import annotations
 
 import bisect
 import ctypes
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -39,6 +44,59 @@ class MemoryFault(EmulatorFault):
     """An access outside every buffer the launch owns."""
 
 
+@dataclass
+class BufferTraffic:
+    """Global memory one launch moved to and from one buffer (bytes)."""
+
+    name: str
+    size: int
+    loaded: int = 0             # moved by load instructions (every re-read counts again)
+    stored: int = 0             # moved by store instructions (atomics count as a load and a store)
+    unique_loaded: int = 0      # distinct bytes loaded at least once: compulsory read traffic
+    unique_stored: int = 0      # distinct bytes stored at least once: compulsory write traffic
+
+    def to_dict(self) -> dict[str, int | str]:
+        return asdict(self)
+
+
+class Footprint:
+    """Touched-byte maps per buffer (allocated on the first access), and instruction byte counts."""
+
+    def __init__(self) -> None:
+        self._regions: dict[int, Region] = {}
+        self._maps: dict[tuple[int, bool], np.ndarray] = {}
+        self._moved: dict[tuple[int, bool], int] = {}
+
+    def mark(self, region: Region, offsets: np.ndarray, load: bool) -> None:
+        """Record the byte offsets (any shape) one access touched in `region`."""
+        key = (id(region), load)
+        touched = self._maps.get(key)
+        if touched is None:
+            self._regions[id(region)] = region
+            touched = self._maps[key] = np.zeros(region.size, bool)
+        touched[offsets.reshape(-1)] = True
+        self._moved[key] = self._moved.get(key, 0) + offsets.size
+
+    def result(self) -> dict[str, BufferTraffic]:
+        """Per buffer name (buffers sharing a name are summed), in first-touch order."""
+        out: dict[str, BufferTraffic] = {}
+        for rid, region in self._regions.items():
+            t = out.setdefault(region.name, BufferTraffic(region.name, 0))
+            t.size += region.size
+            for load in (True, False):
+                touched = self._maps.get((rid, load))
+                if touched is None:
+                    continue
+                moved, unique = self._moved[(rid, load)], int(np.count_nonzero(touched))
+                if load:
+                    t.loaded += moved
+                    t.unique_loaded += unique
+                else:
+                    t.stored += moved
+                    t.unique_stored += unique
+        return out
+
+
 class Memory:
     """Known buffers, sorted by base address; loads, stores and atomics with bounds checks."""
 
@@ -48,6 +106,17 @@ class Memory:
         self.freed: list[Region] = []          # buffers released while a launch could still use them
         self.bytes_loaded = 0
         self.bytes_stored = 0
+        self.footprint: Footprint | None = None
+
+    # ------------------------------------------------------------ footprint of one launch
+    def start_footprint(self) -> None:
+        """Record every access per buffer from now on (a fresh record)."""
+        self.footprint = Footprint()
+
+    def take_footprint(self) -> dict[str, BufferTraffic]:
+        """What was recorded since start_footprint(), per buffer name; stops recording."""
+        footprint, self.footprint = self.footprint, None
+        return footprint.result() if footprint is not None else {}
 
     # ------------------------------------------------------------ the allocation map
     def add(self, base: int, size: int, name: str, data: np.ndarray | None = None) -> Region:
@@ -124,8 +193,10 @@ class Memory:
         out = np.empty((addrs.size, nbytes), np.uint8)
         step = np.arange(nbytes, dtype=np.int64)
         for reg, idx in self._resolve(addrs, nbytes, what, lanes):
-            offs = addrs[idx].astype(np.int64) - reg.base
-            out[idx] = reg.data[offs[:, None] + step]
+            where = addrs[idx].astype(np.int64)[:, None] - reg.base + step
+            out[idx] = reg.data[where]
+            if self.footprint is not None:
+                self.footprint.mark(reg, where, load=True)
         self.bytes_loaded += out.size
         return out
 
@@ -135,8 +206,10 @@ class Memory:
         nbytes = data.shape[1]
         step = np.arange(nbytes, dtype=np.int64)
         for reg, idx in self._resolve(addrs, nbytes, what, lanes):
-            offs = addrs[idx].astype(np.int64) - reg.base
-            reg.data[offs[:, None] + step] = data[idx]
+            where = addrs[idx].astype(np.int64)[:, None] - reg.base + step
+            reg.data[where] = data[idx]
+            if self.footprint is not None:
+                self.footprint.mark(reg, where, load=False)
         self.bytes_stored += data.size
 
     def atomic_add_f32(self, addrs: np.ndarray, values: np.ndarray, lanes: np.ndarray | None = None) -> None:
@@ -148,5 +221,9 @@ class Memory:
             lo, hi = int(offs.min()), int(offs.max()) + 4
             cells = reg.data[lo:hi].view(np.float32)
             np.add.at(cells, (offs - lo) // 4, values[idx].astype(np.float32))
+            if self.footprint is not None:
+                where = offs[:, None] + np.arange(4, dtype=np.int64)
+                self.footprint.mark(reg, where, load=True)
+                self.footprint.mark(reg, where, load=False)
         self.bytes_loaded += 4 * addrs.size
         self.bytes_stored += 4 * addrs.size

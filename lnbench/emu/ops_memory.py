@@ -279,49 +279,39 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
         w.lds_read_epoch[g, d] = ep
 
 
-@op(*_DS_READS, cls="lds")
-def ds_read(st: Step) -> None:
-    count = _DS_READS[st.ins.name]
-    off = st.ins.f["offset0"] | (st.ins.f["offset1"] << 8)
+def _lds_parts(st: Step, write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """(rows, lanes, groups, byte addresses (n, parts), dwords per part) of a checked LDS access.
+
+    ds_read/ds_write_bN: one part of N/32 dwords at ADDR + the 16-bit offset; ds_read2/ds_write2_b32: two
+    one-dword parts at ADDR + 4*offset0 and ADDR + 4*offset1 (b64: two-dword parts at ADDR + 8*offset).
+    """
+    f = st.ins.f
     rows, lanes = _active(st)
-    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, [off], count)
-    _race_check_and_mark(st, wave_rows, groups, addrs, count, write=False)
-    raw = st.w.lds[groups[:, None], addrs[:, :1] + np.arange(4 * count)]
-    _write_lanes(st, st.ins.f["vdst"], rows, lanes, np.ascontiguousarray(raw).view("<u4").reshape(-1, count))
+    if "2_" in st.ins.name:
+        count = 2 if st.ins.name.endswith("b64") else 1      # offsets count in units of the element size
+        offsets = [4 * count * f["offset0"], 4 * count * f["offset1"]]
+    else:
+        offsets = [f["offset0"] | (f["offset1"] << 8)]
+        count = (_DS_WRITES if write else _DS_READS)[st.ins.name]
+    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offsets, count)
+    _race_check_and_mark(st, wave_rows, groups, addrs, count, write=write)
+    return rows, lanes, groups, addrs, count
+
+
+@op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", cls="lds")
+def ds_read(st: Step) -> None:
+    rows, lanes, groups, addrs, count = _lds_parts(st, write=False)
+    parts = [st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] for i in range(addrs.shape[1])]
+    raw = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, raw.view("<u4").reshape(rows.size, -1))
     st.profile.lds_bytes += raw.size
 
 
-@op("ds_read2_b32", cls="lds")
-def ds_read2_b32(st: Step) -> None:
-    rows, lanes = _active(st)
-    offs = [4 * st.ins.f["offset0"], 4 * st.ins.f["offset1"]]
-    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offs, 1)
-    _race_check_and_mark(st, wave_rows, groups, addrs, 1, write=False)
-    vals = np.stack([np.ascontiguousarray(st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4)]).view("<u4")[:, 0]
-                     for i in range(2)], axis=1)
-    _write_lanes(st, st.ins.f["vdst"], rows, lanes, vals)
-    st.profile.lds_bytes += vals.size * 4
-
-
-@op(*_DS_WRITES, cls="lds")
+@op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", cls="lds")
 def ds_write(st: Step) -> None:
-    count = _DS_WRITES[st.ins.name]
-    off = st.ins.f["offset0"] | (st.ins.f["offset1"] << 8)
-    rows, lanes = _active(st)
-    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, [off], count)
-    _race_check_and_mark(st, wave_rows, groups, addrs, count, write=True)
-    data = np.ascontiguousarray(_read_lanes(st, st.ins.f["data0"], rows, lanes, count)).view(np.uint8)
-    st.w.lds[groups[:, None], addrs[:, :1] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
-    st.profile.lds_bytes += data.size
-
-
-@op("ds_write2_b32", cls="lds")
-def ds_write2_b32(st: Step) -> None:
-    rows, lanes = _active(st)
-    offs = [4 * st.ins.f["offset0"], 4 * st.ins.f["offset1"]]
-    wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offs, 1)
-    _race_check_and_mark(st, wave_rows, groups, addrs, 1, write=True)
-    for i, field in enumerate(("data0", "data1")):
-        data = np.ascontiguousarray(_read_lanes(st, st.ins.f[field], rows, lanes, 1)).view(np.uint8).reshape(-1, 4)
-        st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4)] = data
+    rows, lanes, groups, addrs, count = _lds_parts(st, write=True)
+    fields = ("data0", "data1")[:addrs.shape[1]]
+    for i, field in enumerate(fields):
+        data = np.ascontiguousarray(_read_lanes(st, st.ins.f[field], rows, lanes, count)).view(np.uint8)
+        st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
         st.profile.lds_bytes += data.size

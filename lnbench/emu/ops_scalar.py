@@ -215,6 +215,26 @@ def s_mulk_i32(st: Step) -> None:
     st.set_s(d, ((a * _simm16(st)) & M32).astype(U64).astype(U32))
 
 
+@op("s_addk_i32", cls="salu")
+def s_addk_i32(st: Step) -> None:
+    d = st.ins.f["sdst"]
+    r = _i32(st.sval(d)) + _simm16(st)
+    st.set_s(d, (r & M32).astype(U64).astype(U32))
+    st.w.SCC[st.sel] = (r > 0x7FFFFFFF) | (r < -0x80000000)
+
+
+@op(*[f"s_cmpk_{c}_{t}" for c in ("eq", "lg", "gt", "ge", "lt", "le") for t in ("i32", "u32")], cls="salu")
+def s_cmpk(st: Step) -> None:
+    """Compare SDST with SIMM16: sign-extended for i32, zero-extended for u32."""
+    cond, typ = st.ins.name.split("_")[2:4]
+    a = st.sval(st.ins.f["sdst"])
+    if typ == "i32":
+        a, b = _i32(a), _simm16(st)
+    else:
+        a, b = a.astype(U64), U64(st.ins.f["simm16"] & 0xFFFF)
+    st.w.SCC[st.sel] = _CMP[cond](a, b)
+
+
 # ---------------------------------------------------------------- SOPC
 _CMP = {"eq": np.equal, "lg": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
         "lt": np.less, "le": np.less_equal}

@@ -6,6 +6,10 @@
     # leaving the scope raises EmulatorFault if a launch inside it faulted; `launches` holds a
     # LaunchProfile per launch (what it executed)
 
+    runtime.activate_null("gfx942")     # the null device: the same stand-in completes launches unexecuted
+
+One process has one mode at a time (the stand-in is process-wide): activate() and activate_null() switch.
+
 Tensors named in launch_scope are registered with the memory checker for the duration of the scope:
 a kernel touching memory outside every registered buffer (and every hipMalloc allocation) faults.
 """
@@ -26,6 +30,7 @@ from lnbench.emu.machine import LaunchProfile, run_kernel
 from lnbench.emu.memory import Memory
 
 _active_arch: str | None = None
+_null = False                    # the active arch is the null device's: launches complete unexecuted
 _memory = Memory()
 _scopes: list[list[LaunchProfile]] = []
 INSTALL_HINT = "pip install 'lnbench[emu]'"
@@ -53,8 +58,18 @@ def describe() -> str:
 
 
 def activate(arch: str) -> None:
-    """Make `arch` the emulated device's arch (loads the stand-in HIP library on first use)."""
-    global _active_arch
+    """Make `arch` the emulated device's arch (loads the stand-in HIP library on first use; execute mode)."""
+    _activate(arch, null=False)
+
+
+def activate_null(arch: str) -> None:
+    """Make this process's device the null device for `arch`: FlyDSL's launch path runs against the stand-in,
+    whose launches complete at once without executing (hip null mode). Loads the stand-in on first use."""
+    _activate(arch, null=True)
+
+
+def _activate(arch: str, null: bool) -> None:
+    global _active_arch, _null
     if arch not in SUPPORTED_ARCHES:
         raise EmulatorUnavailable(f"no emulated device for {arch!r}; supported: {', '.join(SUPPORTED_ARCHES)}")
     ok, why = availability()
@@ -63,12 +78,27 @@ def activate(arch: str) -> None:
     from lnbench.emu import hip
     hip.load()
     hip.set_launch_handler(_handle_launch)
-    _active_arch = arch
+    hip.set_null_mode(null)
+    _active_arch, _null = arch, null
+
+
+def deactivate() -> None:
+    """No emulated or null device in this process any more (the stand-in stays loaded, in execute mode)."""
+    global _active_arch, _null
+    if _active_arch is not None:
+        from lnbench.emu import hip
+        hip.set_null_mode(False)
+    _active_arch, _null = None, False
 
 
 def current_arch() -> str | None:
-    """The active emulated arch, or None when no emulated device was activated in this process."""
-    return _active_arch
+    """The active emulated arch, or None when no emulated device is active in this process."""
+    return None if _null else _active_arch
+
+
+def null_arch() -> str | None:
+    """The active null device's arch, or None when the null device is not active in this process."""
+    return _active_arch if _null else None
 
 
 def memory() -> Memory:
@@ -126,8 +156,9 @@ def _handle_launch(req) -> None:
 def launch_scope(buffers: Mapping[str, torch.Tensor]) -> Iterator[list[LaunchProfile]]:
     """Register `buffers` with the memory checker while FlyDSL launches inside run; raise a fault after."""
     from lnbench.emu import hip
-    if _active_arch is None:
-        raise EmulatorUnavailable("no emulated device is active (runtime.activate(arch) first)")
+    if current_arch() is None:
+        raise EmulatorUnavailable("no emulated device is active (runtime.activate(arch) first; the null device "
+                                  "executes nothing)")
     hip.take_launch_error()                        # nothing stale from an earlier launch
     regions = []
     for name, t in buffers.items():

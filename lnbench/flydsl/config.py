@@ -2,9 +2,17 @@
 
 A row of N elements is cut into `chunks` of `vec` elements (vec = the largest power of two that
 divides N, capped at 16 bytes, so every access is aligned and no access straddles the row end).
-`lanes` threads share a row (a power of two); each thread holds `tiles` chunks in registers.
-Rows narrower than a wave share a wave (lanes < 64); several rows share a block up to `block` threads.
-Chunks beyond the row end (chunks % lanes != 0) are masked by the buffer descriptor's bounds.
+`lanes` threads share a row (a power of two); each thread owns `tiles` chunks (tile t of lane l is
+chunk l + t*lanes). Rows narrower than a wave share a wave (lanes < 64); several rows share a block up
+to `block` threads. Chunks beyond the row end (chunks % lanes != 0) are masked by the buffer
+descriptor's bounds.
+
+Register paths keep all `tiles` of a row in registers (up to MAX_ELEMS_PER_THREAD elements; fewer
+scalar tiles in the backward, whose addresses cost a register each). Longer rows, any N, take the
+streaming path (`streaming`): one 1024-thread block per row, the first `head` tiles in registers and
+the rest visited by a runtime loop, `step` tiles per iteration, re-read from global memory (L2) in
+each pass. The backward's streaming path keeps no tiles (head 0) and processes `batch` rows at once so
+that one read-modify-write of its dγ/dβ workspace row serves them all.
 """
 from __future__ import annotations
 
@@ -20,13 +28,30 @@ SMALL_ROW_BLOCK = 256            # block size when several rows share a block
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 #: compute units per arch, for the persistent backward grid
 CU_COUNT = {"gfx942": 304, "gfx950": 256}
-#: fp32 elements a thread keeps per row (x, and dy in the backward); above this the row would spill.
+#: fp32 elements a thread keeps per row (x, and dy in the backward); above this the row streams.
 MAX_ELEMS_PER_THREAD = {"fwd": 32, "bwd": 32}
 #: backward: above this many elements per thread the dγ/dβ partials live in the program's own
 #: workspace row (read-modify-write, L2-resident) instead of registers, so nothing spills.
 BWD_REG_ACC_MAX = 16
+#: backward, scalar-width (vec 1) rows: each scalar tile also costs an address register, so fewer of
+#: them fit than the element budgets say. Measured (gfx942/gfx950): register mode spilled 1-2 VGPRs at
+#: 13 tiles (N = 12289) and not at 12; workspace mode (x kept, dy re-read) spilled at 29-32 tiles
+#: (f16, N = 28673..32767) and used ~100 of 128 VGPRs at 25. Above these, scalar rows take the next mode.
+BWD_SCALAR_REG_TILES = 12
+BWD_SCALAR_WS_TILES = 24
+#: streaming forward: elements per thread of the register-resident head (its mean is the pivot m0)
+STREAM_HEAD_ELEMS = 32
+#: streaming forward: tiles per loop iteration (loads in flight per thread) by vector width: 16 elements
+#: (8 at scalar width, where each tile also holds an address)
+STREAM_FWD_STEP = {1: 8, 2: 8, 4: 4, 8: 2}
+#: streaming backward: rows processed together, so that one read-modify-write of the dγ/dβ workspace row
+#: per tile serves them all (one tile of each per loop iteration). Measured at 65536 f32/bf16: VGPRs
+#: 66/94 for 2 rows, 100/128 for 3; at scalar width 4 rows reached 94 SGPRs, 2 rows 86.
+STREAM_BWD_BATCH = 2
 PROGRAMS_PER_CU = 2
 MIN_ROWS_PER_PROGRAM = 8
+#: buffer descriptors count bytes in 32 bits (and the kernels' byte arithmetic is Int32): the longest row
+MAX_ROW_BYTES = 2 ** 31 - 1
 
 
 def dtype_name(dtype: object) -> str:
@@ -53,7 +78,11 @@ class RowPlan:
     chunks: int               # n // vec
     lanes: int                # threads per row (power of two)
     rows_per_block: int
-    tiles: int                # chunks per thread, kept in registers
+    tiles: int                # chunks per thread (kept in registers unless streaming)
+    streaming: bool = False   # rows too long for registers: runtime loop over the tiles past `head`
+    head: int = 0             # streaming: tiles kept in registers (the forward's pivot); else == tiles
+    step: int = 1             # streaming: tiles per loop iteration
+    batch: int = 1            # streaming backward: rows processed together (one workspace RMW per tile)
 
     @property
     def block(self) -> int:
@@ -81,7 +110,22 @@ class RowPlan:
     @property
     def acc_in_registers(self) -> bool:
         """Backward: dγ/dβ partials kept in registers across rows (else in the workspace row)."""
-        return self.elems_per_thread <= BWD_REG_ACC_MAX
+        return (not self.streaming and self.elems_per_thread <= BWD_REG_ACC_MAX
+                and (self.vec > 1 or self.tiles <= BWD_SCALAR_REG_TILES))
+
+    @property
+    def full_tiles(self) -> int:
+        """Tiles with every lane's chunk inside the row (the last tile is partial when `masked`)."""
+        return self.chunks // self.lanes
+
+    @property
+    def mode(self) -> str:
+        """'registers' | 'workspace' (backward: x kept, dγ/dβ in the workspace row) | 'stream'."""
+        if self.streaming:
+            return "stream"
+        if self.kind == "bwd" and not self.acc_in_registers:
+            return "workspace"
+        return "registers"
 
     @property
     def access_bits(self) -> int:
@@ -103,6 +147,9 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
     if kind not in MAX_ELEMS_PER_THREAD:
         raise ValueError(f"kind must be 'fwd' or 'bwd', got {kind!r}")
     dt = dtype_name(dtype)
+    if n * 4 > MAX_ROW_BYTES:                   # the fp32 rows: dγ/dβ partials (and f32 x)
+        raise ValueError(f"N={n}: an fp32 row of {n * 4} bytes exceeds what a buffer descriptor addresses "
+                         f"({MAX_ROW_BYTES} bytes); largest N is {MAX_ROW_BYTES // 4}")
     vec_max = 16 // ELEM_BYTES[dt]
     cap = vec_max if align_elems is None else min(vec_max, align_elems)
     vec = math.gcd(n, 1 << (max(1, cap).bit_length() - 1))
@@ -117,31 +164,39 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
         rows_per_block = SMALL_ROW_BLOCK // lanes
     tiles = -(-chunks // lanes)
     limit = MAX_ELEMS_PER_THREAD[kind]
-    if tiles * vec > limit:
-        raise ValueError(f"N={n} {dt}: {tiles * vec} elements per thread exceed the register budget "
-                         f"({limit}) of the {kind} kernel; largest supported N is {max_n(dt, kind)}")
+    too_many_scalar = kind == "bwd" and vec == 1 and tiles > BWD_SCALAR_WS_TILES
+    if tiles * vec <= limit and not too_many_scalar:
+        return RowPlan(n=n, dtype=dt, kind=kind, vec=vec, vec_max=vec_max, chunks=chunks, lanes=lanes,
+                       rows_per_block=rows_per_block, tiles=tiles, head=tiles)
+    # streaming: one block of MAX_BLOCK threads per row, a runtime loop over the tiles
+    lanes = MAX_BLOCK
+    tiles = -(-chunks // lanes)
+    if kind == "fwd":
+        head, batch, step = min(STREAM_HEAD_ELEMS // vec, chunks // lanes), 1, STREAM_FWD_STEP[vec]
+    else:
+        head, batch, step = 0, STREAM_BWD_BATCH, 1
     return RowPlan(n=n, dtype=dt, kind=kind, vec=vec, vec_max=vec_max, chunks=chunks, lanes=lanes,
-                   rows_per_block=rows_per_block, tiles=tiles)
+                   rows_per_block=1, tiles=tiles, streaming=True, head=head, step=step, batch=batch)
 
 
 def max_n(dtype: object, kind: str = "fwd") -> int:
-    """Largest N whose row fits in registers (16-byte aligned rows)."""
+    """Largest N whose row fits in registers (16-byte aligned rows); longer rows stream."""
     return MAX_BLOCK * MAX_ELEMS_PER_THREAD[kind]
 
 
-def fits_in_registers(n: int, dtype: object, kind: str = "fwd") -> bool:
-    try:
-        row_plan(n, dtype, kind)
-    except ValueError:
-        return False
-    return True
+def fits_in_registers(n: int, dtype: object, kind: str = "fwd", align_elems: int | None = None) -> bool:
+    """True when rows of n elements take a register path (no streaming)."""
+    return not row_plan(n, dtype, kind, align_elems).streaming
 
 
 def bwd_programs(m: int, plan: RowPlan, arch: str = "gfx942") -> int:
     """Persistent-grid size P for the backward: enough programs to fill the GPU (2 per CU), but
     each should own >= MIN_ROWS_PER_PROGRAM rows so the [P*rows_per_block, N] fp32 partials stay
-    small next to the x/dy traffic."""
+    small next to the x/dy traffic. Streaming rows: one program per CU, each owning whole batches."""
     cus = CU_COUNT.get(arch, 304)
+    if plan.streaming:
+        # a streaming row is long work already, and its 1024-thread program fills a CU
+        return max(1, min(cus, -(-m // plan.batch)))
     groups = max(1, -(-m // plan.rows_per_block))
     want = -(-groups // MIN_ROWS_PER_PROGRAM)
     return max(1, min(PROGRAMS_PER_CU * cus, want))

@@ -1,9 +1,14 @@
-"""Compile-only facts per kernel variant, read from the compiled ISA and its metadata.
+"""Facts per kernel variant: compile-only ones read from the compiled ISA and its metadata, and executed
+ones from the emulated device (what each launch executed).
 
 Each compile dumps FlyDSL's IR stages into a fresh temp dir (FLYDSL_DUMP_IR) and is guarded
 against LLVM `error:` output (guard.py). The arch is switched per compile through ARCH and
 FLYDSL_GPU_ARCH: FlyDSL 0.5.0 reads both on every compile (backend instances are cached per
 (backend, arch) and the target enters the compile-cache key), so one process can serve both arches.
+
+`execute_variant` runs one variant on M × N inputs (fixed seed) through the public wrappers on the emulated
+device and returns an ExecutedKernel per launch: wave-instructions by class, global bytes loaded and
+stored (instruction bytes, and the distinct bytes per buffer), LDS bytes, and the same per input row.
 """
 from __future__ import annotations
 
@@ -13,11 +18,15 @@ import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from lnbench.emu.semantics import CLASSES
 from lnbench.flydsl import config, launch
 from lnbench.flydsl.guard import guarded_compile
 from lnbench.flydsl.toolkit import compile_env
+
+if TYPE_CHECKING:
+    from lnbench.emu.machine import LaunchProfile
 
 OPS = ("fwd", "fwd-nostats", "bwd")
 _KEYS = ("kernarg_segment_size", "sgpr_count", "vgpr_count", "agpr_count", "sgpr_spill_count",
@@ -149,3 +158,101 @@ def facts_to_rows(facts: list[KernelFacts]) -> list[dict]:
         row["kernel_args"] = " ".join(f"{o}:{s}:{k}" for o, s, k in f.kernel_args)
         rows.append(row)
     return rows
+
+
+# ---------------------------------------------------------------- executed facts (emulated device)
+
+#: the executed profile's instruction classes, in display order
+INSTRUCTION_CLASSES = CLASSES
+#: the memory checker's name of the kernarg segment (not a buffer of the op: left out of its distinct bytes)
+KERNARG = "kernarg segment"
+
+
+@dataclass
+class ExecutedKernel:
+    """What one launch of a variant executed on the emulated device, for M input rows."""
+
+    op: str
+    kernel_name: str
+    arch: str
+    abi: str
+    dtype: str
+    m: int
+    n: int
+    dgamma_strategy: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    wave_instructions: dict[str, int]
+    global_bytes_loaded: int            # instruction bytes (kernarg included): a re-read counts again
+    global_bytes_stored: int
+    lds_bytes: int
+    buffers: dict[str, dict[str, Any]]  # name -> BufferTraffic fields (distinct bytes: compulsory traffic)
+
+    @property
+    def total(self) -> int:
+        return sum(self.wave_instructions.values())
+
+    @property
+    def waves(self) -> int:
+        threads = self.block[0] * self.block[1] * self.block[2]
+        return self.grid[0] * self.grid[1] * self.grid[2] * -(-threads // 64)
+
+    def unique_bytes(self, include_kernarg: bool = False) -> tuple[int, int]:
+        """(distinct bytes loaded, distinct bytes stored) over the launch's buffers."""
+        items = [b for name, b in self.buffers.items() if include_kernarg or name != KERNARG]
+        return sum(b["unique_loaded"] for b in items), sum(b["unique_stored"] for b in items)
+
+    def to_row(self) -> dict[str, Any]:
+        """Flat dict for tables / CSV: totals, per-row values and per-class counts."""
+        m = max(self.m, 1)
+        row: dict[str, Any] = {
+            "op": self.op, "kernel_name": self.kernel_name, "arch": self.arch, "abi": self.abi, "dtype": self.dtype,
+            "M": self.m, "n": self.n, "dgamma_strategy": self.dgamma_strategy,
+            "grid": "x".join(map(str, self.grid)), "block": "x".join(map(str, self.block)), "waves": self.waves,
+            "exec_instructions": self.total, "exec_instructions_per_row": self.total / m,
+            "global_bytes_loaded": self.global_bytes_loaded, "global_bytes_stored": self.global_bytes_stored,
+            "global_bytes_per_row": (self.global_bytes_loaded + self.global_bytes_stored) / m,
+            "lds_bytes_executed": self.lds_bytes,
+        }
+        loaded, stored = self.unique_bytes()
+        row.update(unique_bytes_loaded=loaded, unique_bytes_stored=stored)
+        for cls in INSTRUCTION_CLASSES:
+            row[f"exec_{cls}"] = self.wave_instructions.get(cls, 0)
+        return row
+
+
+def _kernel_from_profile(p: LaunchProfile, op: str, arch: str, abi: str, dtype: str, m: int, n: int,
+                         strategy: str) -> ExecutedKernel:
+    return ExecutedKernel(op=op, kernel_name=p.kernel, arch=arch, abi=abi, dtype=dtype, m=m, n=n,
+                          dgamma_strategy=strategy if op == "bwd" else "", grid=tuple(p.grid),
+                          block=tuple(p.block), wave_instructions=dict(p.wave_instructions),
+                          global_bytes_loaded=p.global_bytes_loaded, global_bytes_stored=p.global_bytes_stored,
+                          lds_bytes=p.lds_bytes, buffers={k: v.to_dict() for k, v in p.buffers.items()})
+
+
+def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, eps: float = 1e-5,
+                    dgamma_strategy: str = "deterministic", seed: int = 0) -> list[ExecutedKernel]:
+    """Run one variant on seeded M × N inputs on the emulated device for `arch` (activated here; it must be
+    available, else LnbenchUsageError) and return what each launch of the op executed (the backward's
+    mean/rstd come from an unprofiled forward)."""
+    import torch
+
+    from lnbench.config import DTYPES
+    from lnbench.device import activate, emu_device
+    from lnbench.emu import runtime
+
+    if op not in OPS:
+        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    dt = config.dtype_name(dtype)
+    activate(emu_device(arch))
+    gen = torch.Generator().manual_seed(seed)
+    make = lambda *shape: torch.randn(*shape, generator=gen).to(DTYPES[dt])  # noqa: E731
+    x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+    if op == "bwd":
+        _, mean, rstd = launch.forward(x, w, b, eps, True, abi)
+        with runtime.launch_scope({}) as launches:
+            launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy)
+    else:
+        with runtime.launch_scope({}) as launches:
+            launch.forward(x, w, b, eps, op == "fwd", abi)
+    return [_kernel_from_profile(p, op, arch, abi, dt, m, n, dgamma_strategy) for p in launches]

@@ -5,7 +5,10 @@ rows_per_block rows): x and dy are read once into registers, then
     x̂ = (x - mean)·rstd,  wdy = dy·γ,  (c1, c2) = mean over the row of (wdy, wdy·x̂)  [one 2-value reduction]
     dx = (wdy - c1 - x̂·c2)·rstd
 and dγ += dy·x̂, dβ += dy accumulate in fp32 per thread (registers; or, for very wide rows, the
-program's own workspace row). The epilogue depends on the dγ strategy:
+program's own workspace row). Rows too long for registers stream (bwd_batch): `batch` rows at a time,
+a runtime loop over the tiles reads x, dy and γ for (c1, c2), and a second loop reads them again to
+write dx and add the batch's dγ/dβ to the workspace row in one read-modify-write per tile.
+The epilogue depends on the dγ strategy:
   deterministic: store the fp32 partials to row pid*R+slot of a [P*R, N] workspace; the reduce
                  kernel then sums rows 0..P*R-1 per column in that fixed order (bitwise reproducible);
   atomic:        fp32 global atomic adds (agent scope) into [N] fp32 accumulators (order varies).
@@ -127,29 +130,66 @@ def load_gammas(plan: RowPlan, w_ptr, lane):
 
 
 def ws_views(plan: RowPlan, wsg_ptr, wsb_ptr, ws_row):
-    """(dγ, dβ) fp32 workspace row views, split in <= 16-byte pieces."""
+    """(dγ, dβ) fp32 workspace row views, split in <= 16-byte pieces (streaming plans: the row pointers,
+    viewed per tile by _ws_at)."""
     w, _ = _f32_parts(plan.vec)
     off = fx.Int64(ws_row) * plan.n
+    if plan.streaming:
+        return wsg_ptr + off, wsb_ptr + off
     nb = plan.n * 4
     return rowio.chunked(wsg_ptr + off, plan.n, w, nb), rowio.chunked(wsb_ptr + off, plan.n, w, nb)
 
 
+def _tile_nbytes(plan: RowPlan, t, elem_bytes: int):
+    """Descriptor bytes of tile t: the rest of the row from the tile's start (a whole tile and more, except
+    for the partial last one, which it masks). Computed at run time for a traced t, so the partial tile runs
+    in the loop too and no descriptor is hoisted out of it."""
+    tile = plan.lanes * plan.vec * elem_bytes
+    if isinstance(t, int):
+        return min(tile, plan.n * elem_bytes - t * tile)
+    if not plan.masked:
+        return tile
+    return fx.Int32(plan.n * elem_bytes) - t * tile
+
+
+def _ws_at(plan: RowPlan, views, t, lane):
+    """((dγ view, dβ view), chunk index) of tile t in the workspace row."""
+    if not plan.streaming:
+        return views, lane + t * plan.lanes
+    w, _ = _f32_parts(plan.vec)
+    nb = _tile_nbytes(plan, t, 4)
+    tv = [rowio.chunked(ptr + fx.Int64(t) * (plan.lanes * plan.vec), plan.lanes * plan.vec, w, nb) for ptr in views]
+    return tuple(tv), lane
+
+
+def _tiles(plan: RowPlan, body, carry: tuple = ()) -> tuple:
+    """carry = body(t, *carry) for every tile t: unrolled for register paths, a runtime loop (the partial
+    last tile included: body masks it by t) for streaming plans."""
+    if not plan.streaming:
+        for t in range_constexpr(plan.tiles):
+            carry = tuple(body(t, *carry))
+        return carry
+    return rowio.tile_loop(0, plan.tiles, plan.step, body, carry)
+
+
 def zero_ws(plan: RowPlan, views, lane) -> None:
-    gv, bv = views
     z = fx.full(plan.vec, 0.0, fx.Float32)
-    for t in range_constexpr(plan.tiles):
-        idx = lane + t * plan.lanes
+
+    def tile(t):
+        (gv, bv), idx = _ws_at(plan, views, t, lane)
         _ws_store(gv, idx, plan.vec, _split(z, plan.vec))
         _ws_store(bv, idx, plan.vec, _split(z, plan.vec))
+        return ()
+    _tiles(plan, tile)
 
 
 def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, lane) -> None:
     """Hand this program's partials over: workspace row (deterministic) or atomics (atomic)."""
-    gv, bv = views
     w, k = _f32_parts(plan.vec)
     ratom = rowio.copy_atom(w, "f32")
-    for t in range_constexpr(plan.tiles):
-        idx = lane + t * plan.lanes
+
+    def tile(t):
+        (gv, bv), idx = _ws_at(plan, views, t, lane)
         if const_expr(plan.acc_in_registers):
             g_parts, b_parts = _split(acc_g[t], plan.vec), _split(acc_b[t], plan.vec)
         if const_expr(strategy == "deterministic"):
@@ -157,7 +197,12 @@ def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, 
                 _ws_store(gv, idx, plan.vec, g_parts)
                 _ws_store(bv, idx, plan.vec, b_parts)
         else:
-            inside = (idx < plan.chunks) if (t + 1) * plan.lanes > plan.chunks else None
+            partial = (t + 1) * plan.lanes > plan.chunks if isinstance(t, int) else plan.masked
+            inside = (lane + t * plan.lanes < plan.chunks) if partial else None
+            dg, db = dg_ptr, db_ptr
+            if const_expr(plan.streaming):              # columns relative to the tile (uniform base)
+                dg = dg_ptr + fx.Int64(t) * (plan.lanes * plan.vec)
+                db = db_ptr + fx.Int64(t) * (plan.lanes * plan.vec)
             for piece in range_constexpr(k):
                 if const_expr(plan.acc_in_registers):
                     gp, bp = g_parts[piece], b_parts[piece]
@@ -171,8 +216,84 @@ def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, 
                         col = inside.select(col, 0)                     # masked: add +0.0 to column 0
                         gval = inside.select(gval, 0.0)
                         bval = inside.select(bval, 0.0)
-                    fx.atomic_add(dg_ptr + fx.Int64(col), gval, syncscope=fx.rocdl.SyncScope.Agent)
-                    fx.atomic_add(db_ptr + fx.Int64(col), bval, syncscope=fx.rocdl.SyncScope.Agent)
+                    fx.atomic_add(dg + fx.Int64(col), gval, syncscope=fx.rocdl.SyncScope.Agent)
+                    fx.atomic_add(db + fx.Int64(col), bval, syncscope=fx.rocdl.SyncScope.Agent)
+        return ()
+
+    if const_expr(strategy == "deterministic" and not plan.acc_in_registers):
+        return                                          # the workspace row already holds the partials
+    _tiles(plan, tile)
+
+
+def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, reducer: RowReducer,
+              ws_row) -> None:
+    """Streaming backward of rows g*batch .. g*batch+batch-1 (rows past M masked), no runtime `if`.
+
+    Pass 1 (runtime loop over the tiles): x, dy, γ -> per row Σwdy and Σwdy·x̂, for all rows of the batch
+    in ONE reduction of 2·batch values. Pass 2 (the same loop again): x, dy, γ re-read (L2) -> dx, and
+    the batch's Σ dy·x̂ and Σ dy added to the workspace row (one read-modify-write per tile for the whole
+    batch, in a fixed order). Every tile is read through its own descriptor (rowio.tile_view); chunks past
+    the row end load zeros (dy = 0 adds nothing) and their stores are dropped.
+    row_ptrs(row) -> (x, dy, dx) typed pointers of that row; ws_row: this program's (dγ, dβ) row pointers.
+    """
+    n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
+    esize = rowio.ELEM_BYTES[dt]
+    atom = rowio.copy_atom(vec, dt)
+    rows = []
+    for k in range_constexpr(plan.batch):
+        row = fx.Int32(g) * plan.batch + k
+        ok = row < m
+        st_nb = ok.select(fx.Int32(4), fx.Int32(0))
+        rows.append((*row_ptrs(row), rowio.load_scalar_f32(mean_ptr, row, st_nb),
+                     rowio.load_scalar_f32(rstd_ptr, row, st_nb), ok))
+
+    def view(ptr, t, ok=None):
+        nb = _tile_nbytes(plan, t, esize)
+        return rowio.tile_view(ptr, t, lanes, vec, nb if ok is None else ok.select(fx.Int32(nb), fx.Int32(0)))
+
+    def terms(t):
+        """(γ, [(x̂, dy) per row]) of tile t, fp32."""
+        gam = rowio.load_f32(atom, view(w_ptr, t), lane, vec, dt)
+        out = []
+        for x_ptr, dy_ptr, _, mean, rstd, ok in rows:
+            x = rowio.load_f32(atom, view(x_ptr, t, ok), lane, vec, dt)
+            dy = rowio.load_f32(atom, view(dy_ptr, t, ok), lane, vec, dt)
+            out.append(((x - mean) * rstd, dy))
+        return gam, out
+
+    def stats(t, *sums):
+        gam, xd = terms(t)
+        new = []
+        for k in range_constexpr(plan.batch):
+            xhat, dy = xd[k]
+            wdy = dy * gam
+            new.append(sums[2 * k] + wdy.reduce(fx.ReductionOp.ADD, fastmath=FAST))
+            new.append(sums[2 * k + 1] + (wdy * xhat).reduce(fx.ReductionOp.ADD, fastmath=FAST))
+        return tuple(new)
+
+    sums = _tiles(plan, stats, tuple(fx.Float32(0.0) for _ in range(2 * plan.batch)))
+    sums = reducer.sum_n(list(sums))
+    cs = [(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n)) for k in range(plan.batch)]
+
+    def apply(t):
+        gam, xd = terms(t)
+        g_sum = b_sum = None
+        for k in range_constexpr(plan.batch):
+            xhat, dy = xd[k]
+            c1, c2 = cs[k]
+            _, _, dx_ptr, _, rstd, ok = rows[k]
+            rowio.store_from_f32(atom, view(dx_ptr, t, ok), lane, (dy * gam - c1 - xhat * c2) * rstd, vec, dt)
+            g_sum = dy * xhat if g_sum is None else g_sum + dy * xhat
+            b_sum = dy if b_sum is None else b_sum + dy
+        (gv, bv), idx = _ws_at(plan, ws_row, t, lane)
+        old_g = _ws_load(gv, idx, vec)
+        old_b = _ws_load(bv, idx, vec)
+        _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g_sum, vec))])
+        _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(b_sum, vec))])
+        return ()
+
+    _tiles(plan, apply)
+    reducer.fence()                                   # the next batch reuses the LDS slots
 
 
 def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callable:
@@ -186,7 +307,8 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
     if strategy not in STRATEGIES:
         raise ValueError(f"dgamma strategy must be one of {STRATEGIES}, got {strategy!r}")
     R, BLOCK, n = plan.rows_per_block, plan.block, plan.n
-    floats = RowReducer.lds_floats(plan.lanes, values=2, slots=1)
+    G = plan.batch if plan.streaming else R            # rows per group of the persistent loop
+    floats = RowReducer.lds_floats(plan.lanes, values=2 * plan.batch, slots=1)
     kname = name or f"ln_bwd_{plan.dtype}_n{n}_{abi}_{strategy[:3]}"
     full = n * rowio.ELEM_BYTES[plan.dtype]
     uses_ws = strategy == "deterministic" or not plan.acc_in_registers
@@ -216,6 +338,8 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         return ok.select(fx.Int32(full), fx.Int32(0)), ok.select(fx.Int32(4), fx.Int32(0))
 
     def zeros():
+        if plan.streaming:                              # nothing carried in registers across rows
+            return [], []
         return ([fx.full(plan.vec, 0.0, fx.Float32) for _ in range(plan.tiles)],
                 [fx.full(plan.vec, 0.0, fx.Float32) for _ in range(plan.tiles)])
 
@@ -231,15 +355,20 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             if const_expr(not plan.acc_in_registers):
                 zero_ws(plan, views, lane)
             acc_g, acc_b = zeros()
-            groups = (m + (R - 1)) // R
+            groups = (m + (G - 1)) // G
             for g in range(pid, groups, p):
-                row = fx.Int32(g) * R + slot
-                row_nb, st_nb = row_masks(row, m)
-                off = fx.Int64(row) * n
-                mean = rowio.load_scalar_f32(Mean, row, st_nb)
-                rstd = rowio.load_scalar_f32(Rstd, row, st_nb)
-                acc_g, acc_b = bwd_row(plan, X + off, DY + off, DX + off, gammas, mean, rstd, row_nb, lane,
-                                       reducer, acc_g, acc_b, views)
+                if const_expr(plan.streaming):
+                    bwd_batch(plan, g, m, lambda r: (X + fx.Int64(r) * n, DY + fx.Int64(r) * n,
+                                                     DX + fx.Int64(r) * n),
+                              Mean, Rstd, W, lane, reducer, views)
+                else:
+                    row = fx.Int32(g) * R + slot
+                    row_nb, st_nb = row_masks(row, m)
+                    off = fx.Int64(row) * n
+                    mean = rowio.load_scalar_f32(Mean, row, st_nb)
+                    rstd = rowio.load_scalar_f32(Rstd, row, st_nb)
+                    acc_g, acc_b = bwd_row(plan, X + off, DY + off, DX + off, gammas, mean, rstd, row_nb, lane,
+                                           reducer, acc_g, acc_b, views)
             epilogue(plan, strategy, acc_g, acc_b, views, DG, DB, lane)
 
         @flyc.jit
@@ -261,16 +390,22 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             if const_expr(not plan.acc_in_registers):
                 zero_ws(plan, views, lane)
             acc_g, acc_b = zeros()
-            groups = (m + (R - 1)) // R
+            groups = (m + (G - 1)) // G
             for g in range(pid, groups, p):
-                row = fx.Int32(g) * R + slot
-                row_nb, st_nb = row_masks(row, m)
-                mean = rowio.load_scalar_f32(fx.get_iter(Mean), row, st_nb)
-                rstd = rowio.load_scalar_f32(fx.get_iter(Rstd), row, st_nb)
-                acc_g, acc_b = bwd_row(plan, fx.get_iter(fx.slice(X, (row, None))),
-                                       fx.get_iter(fx.slice(DY, (row, None))),
-                                       fx.get_iter(fx.slice(DX, (row, None))), gammas, mean, rstd, row_nb, lane,
-                                       reducer, acc_g, acc_b, views)
+                if const_expr(plan.streaming):
+                    bwd_batch(plan, g, m, lambda r: (fx.get_iter(fx.slice(X, (r, None))),
+                                                     fx.get_iter(fx.slice(DY, (r, None))),
+                                                     fx.get_iter(fx.slice(DX, (r, None)))),
+                              fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views)
+                else:
+                    row = fx.Int32(g) * R + slot
+                    row_nb, st_nb = row_masks(row, m)
+                    mean = rowio.load_scalar_f32(fx.get_iter(Mean), row, st_nb)
+                    rstd = rowio.load_scalar_f32(fx.get_iter(Rstd), row, st_nb)
+                    acc_g, acc_b = bwd_row(plan, fx.get_iter(fx.slice(X, (row, None))),
+                                           fx.get_iter(fx.slice(DY, (row, None))),
+                                           fx.get_iter(fx.slice(DX, (row, None))), gammas, mean, rstd, row_nb,
+                                           lane, reducer, acc_g, acc_b, views)
             epilogue(plan, strategy, acc_g, acc_b, views, fx.get_iter(DG), fx.get_iter(DB), lane)
 
         @flyc.jit

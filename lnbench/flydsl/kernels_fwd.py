@@ -1,7 +1,8 @@
 """LayerNorm forward kernels and @flyc.jit launchers, Pointer and Tensor ABI.
 
 y = (x - mean) * rstd * weight + bias per row; fp32 math; mean and variance from the row centred on
-a first mean (register-resident: one read of x, two reductions); eps baked in.
+a first mean (register-resident rows: one read of x, two reductions; longer rows stream, see fwd_row);
+eps baked in.
 store_stats decides at trace time whether fp32 mean/rstd (M,) are written at all.
 """
 # no `from __future__ import annotations`: FlyDSL reads the annotations as real types
@@ -37,45 +38,97 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
 
     row_nbytes bounds x/y (0 masks a row past M); stat_nbytes is 4 for the one lane that writes
     this row's stats and 0 elsewhere.
+
+    Register path (plan.head == plan.tiles): the row is read once into registers; m0 = Σx/N.
+    Streaming path (plan.streaming, rows too long for registers; one row per block): the first `head`
+    tiles stay in registers and m0 is their mean; the tiles after them are read again from memory (L2)
+    in the centred pass and in the output pass, by a runtime loop of `step` tiles per iteration, each
+    tile through its own descriptor (rowio.tile_view). Both paths then form d = x - m0 over the whole
+    row and ONE two-value reduction (Σd, Σd²): mean = m0 + Σd/N, var = Σd²/N - (Σd/N)². With the head
+    a fraction f of the row, (mean - m0)² is at most var·(1-f)/f (the head/rest split of the variance),
+    so the shift costs at most a factor 1 + (1-f)/f of fp32 rounding in var, never E[x²]-mean²-style
+    cancellation.
     """
     n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
     full = n * rowio.ELEM_BYTES[dt]
     atom = rowio.copy_atom(vec, dt)
-    xv = rowio.chunked(x_ptr, n, vec, row_nbytes)
-    yv = rowio.chunked(y_ptr, n, vec, row_nbytes)
-    wv = rowio.chunked(w_ptr, n, vec, full)
-    bv = rowio.chunked(b_ptr, n, vec, full)
+    stream = plan.streaming
+    if const_expr(stream):
+        tile_bytes = lanes * vec * rowio.ELEM_BYTES[dt]
+        if not isinstance(row_nbytes, int) or row_nbytes != full:
+            raise ValueError("the streaming forward runs one (real) row per block")
+        ptrs = {"x": x_ptr, "y": y_ptr, "w": w_ptr, "b": b_ptr}
 
+        def at(name, t):
+            """(view, index) of tile t of a row: the tile's own descriptor, indexed by lane."""
+            nb = min(tile_bytes, full - t * tile_bytes) if isinstance(t, int) else tile_bytes
+            return rowio.tile_view(ptrs[name], t, lanes, vec, nb), lane
+    else:
+        views = {"x": rowio.chunked(x_ptr, n, vec, row_nbytes), "y": rowio.chunked(y_ptr, n, vec, row_nbytes),
+                 "w": rowio.chunked(w_ptr, n, vec, full), "b": rowio.chunked(b_ptr, n, vec, full)}
+
+        def at(name, t):
+            return views[name], lane + t * lanes
+
+    def load(name, t, raw=False):
+        view, idx = at(name, t)
+        if const_expr(raw):
+            return rowio.load_raw(atom, view, idx, vec, dt)
+        return rowio.load_f32(atom, view, idx, vec, dt)               # past the end: zeros
+
+    def reg(t):
+        """Head tile t as fp32 (the streaming head is kept in the tensor dtype: half the registers)."""
+        return rowio.widen(xs[t], dt) if stream else xs[t]
+
+    head_elems = plan.head * lanes * vec if stream else n     # the streaming head has only full tiles
     xs = []
     acc = fx.Float32(0.0)
-    for t in range_constexpr(plan.tiles):
-        x = rowio.load_f32(atom, xv, lane + t * lanes, vec, dt)      # past the end: zeros
-        xs.append(x)
-        acc = acc + x.reduce(fx.ReductionOp.ADD, fastmath=FAST)
-    rough = reducer.sum(acc, slot=0) * (1.0 / n)
+    for t in range_constexpr(plan.head):
+        xs.append(load("x", t, raw=stream))
+        acc = acc + reg(t).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    rough = reducer.sum(acc, slot=0) * (1.0 / head_elems)
 
-    # One more pass over the registers, centred on the rough mean: sum(d) corrects the mean (a plain
-    # sum of N values is off by ~sqrt(N) ulps of |mean|, found by executing the f32 offset rows), and
-    # sum(d^2) - n * shift^2 is the variance without E[x^2] - mean^2 cancellation. Still two reductions.
-    s1 = fx.Float32(0.0)
-    sq = fx.Float32(0.0)
-    for t in range_constexpr(plan.tiles):
-        d = xs[t] - rough
-        if const_expr((t + 1) * lanes > plan.chunks):                # tile reaches past the row end
+    def centred(t, x, s1, sq):
+        """Accumulate tile t (value x) centred on m0; a tile reaching past the row end is masked."""
+        d = x - rough
+        if const_expr(isinstance(t, int) and (t + 1) * lanes > plan.chunks):
             inside = (lane + t * lanes) < plan.chunks
             d = d * inside.select(1.0, 0.0)
-        s1 = s1 + d.reduce(fx.ReductionOp.ADD, fastmath=FAST)
-        sq = sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+        return s1 + d.reduce(fx.ReductionOp.ADD, fastmath=FAST), sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+
+    # One more pass, centred on the rough mean m0: sum(d) corrects the mean (a plain sum of N values is off
+    # by ~sqrt(N) ulps of |mean|, found by executing the f32 offset rows), and sum(d^2) - n * shift^2 is the
+    # variance without E[x^2] - mean^2 cancellation. Still two reductions.
+    s1 = fx.Float32(0.0)
+    sq = fx.Float32(0.0)
+    for t in range_constexpr(plan.head):
+        s1, sq = centred(t, reg(t), s1, sq)
+    if const_expr(stream):
+        def centred_mem(t, a, b):
+            return centred(t, load("x", t), a, b)
+        s1, sq = rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, centred_mem, (s1, sq))
+        if const_expr(plan.masked):
+            s1, sq = centred_mem(plan.full_tiles, s1, sq)
     s1, sq = reducer.sum2(s1, sq, slot=1)
     shift = s1 * (1.0 / n)
     mean = rough + shift
     rstd = fx.rsqrt(sq * (1.0 / n) - shift * shift + eps, fastmath=FAST)
 
-    for t in range_constexpr(plan.tiles):
-        idx = lane + t * lanes
-        w = rowio.load_f32(atom, wv, idx, vec, dt)
-        b = rowio.load_f32(atom, bv, idx, vec, dt)
-        rowio.store_from_f32(atom, yv, idx, (xs[t] - mean) * rstd * w + b, vec, dt)
+    def output(t, x):
+        w = load("w", t)
+        b = load("b", t)
+        view, idx = at("y", t)
+        rowio.store_from_f32(atom, view, idx, (x - mean) * rstd * w + b, vec, dt)
+
+    for t in range_constexpr(plan.head):
+        output(t, reg(t))
+    if const_expr(stream):
+        def output_mem(t):
+            output(t, load("x", t))
+            return ()
+        rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, output_mem)
+        if const_expr(plan.masked):
+            output_mem(plan.full_tiles)
 
     if const_expr(store_stats):
         rowio.store_scalar_f32(mean_ptr, row, mean, stat_nbytes)

@@ -32,7 +32,7 @@ class NeedsRocmGpu(RuntimeError):
 def kernel_device(x: torch.Tensor) -> Device:
     """The device that executes kernels on x's memory: its ROCm GPU, or the active emulated device."""
     dev = device_of(x)
-    if not dev.executes_flydsl:
+    if not dev.launches_flydsl:
         raise NeedsRocmGpu(f"executing the FlyDSL LayerNorm kernels needs a ROCm GPU (or --device emu); "
                            f"tensors on {dev.name} can only be compiled for (`lnbench inspect`)")
     return dev
@@ -203,6 +203,9 @@ def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: li
     args = _ptrs_or_tensors(abi, list(buffers.values())) + list(scalars)
     stream = dev.stream()
     if dev.emulated:
+        from lnbench.emu import runtime
+        runtime.track_lifetimes(buffers)            # a buffer freed before a launch is then named by the checker
+
         def call() -> None:
             with dev.launch_scope(buffers):
                 fn(*args, stream)

@@ -34,6 +34,16 @@ def wave_sum2(a, b, width: int):
     return a, b
 
 
+def wave_sum_n(vals: list, width: int) -> list:
+    """len(vals) independent butterflies interleaved."""
+    vals = list(vals)
+    off = width // 2
+    while off >= 1:
+        vals = [v + v.shuffle_xor(off, WAVE) for v in vals]
+        off //= 2
+    return vals
+
+
 class RowReducer:
     """Sums over the `lanes` threads that share a row.
 
@@ -83,6 +93,13 @@ class RowReducer:
         if self.waves == 1:
             return a, b
         return tuple(self._combine([a, b], slot))
+
+    def sum_n(self, vals: list, slot: int = 0) -> list:
+        """Any number of sums in one pass (one barrier)."""
+        vals = wave_sum_n(vals, min(self.lanes, WAVE))
+        if self.waves == 1:
+            return vals
+        return self._combine(vals, slot)
 
     def fence(self) -> None:
         """Barrier before an LDS slot is reused (e.g. the next row of a persistent loop)."""

@@ -1,4 +1,5 @@
-"""Row views and vector loads/stores shared by the kernels (no runtime `if`s: module level).
+"""Row views, vector loads/stores and the streaming tile loop shared by the kernels (no runtime `if`s:
+module level).
 
 A row is viewed as `chunks` aligned vectors of `vec` elements through a buffer descriptor whose
 byte count bounds the access: chunks past the row end read 0 and their stores are dropped, and
@@ -6,7 +7,12 @@ a row past M gets a byte count of 0, so the whole row is masked without a branch
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import flydsl.expr as fx
+# FlyDSL 0.5's builder behind a rewritten `for i in range(...)` (scf.for with loop-carried values). Module-level
+# helpers are not AST-rewritten (primer pitfall 6), so the streaming loop calls it directly.
+from flydsl.compiler.ast_rewriter import InsertEmptyYieldForSCFFor as _ScfFor
 
 DTYPES = {"f32": fx.Float32, "f16": fx.Float16, "bf16": fx.BFloat16}
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
@@ -29,6 +35,15 @@ def chunked(ptr, n: int, vec: int, nbytes):
     """
     view = fx.rocdl.make_buffer_tensor(ptr.view(fx.make_layout(n, 1)), num_records_bytes=nbytes)
     return fx.logical_divide(view, fx.make_layout(vec, 1))
+
+
+def tile_view(ptr, t, lanes: int, vec: int, nbytes):
+    """Tile t of a row at `ptr` (its chunks t*lanes .. t*lanes+lanes-1) as a chunked view indexed by the lane.
+
+    The tile's offset moves the (uniform, SGPR) descriptor base, so a lane's byte offset is the same for every
+    tile of every buffer: one VGPR of addresses however many tiles a streaming loop visits. t: a traced Int32
+    or an int; nbytes bounds this tile (the rest of the row for the last one, 0 for a row past M)."""
+    return chunked(ptr + fx.Int64(t) * (lanes * vec), lanes * vec, vec, nbytes)
 
 
 def load_f32(atom, chunks_view, idx, vec: int, dtype_name: str):
@@ -71,3 +86,41 @@ def load_scalar_f32(ptr, index, nbytes):
     r = fx.make_rmem_tensor(1, fx.Float32)
     fx.copy(fx.make_copy_atom(fx.rocdl.BufferCopy32b(), fx.Float32), fx.slice(view, (None, 0)), r)
     return fx.memref_load_vec(r)[0]
+
+
+def runtime_loop(count: int, body: Callable, carry: tuple) -> tuple:
+    """scf.for i in [0, count) (i an fx.Int32), not unrolled: carry = body(i, *carry) each iteration.
+
+    `carry` is a tuple of traced values (scalars, vectors, lists of them) whose types the body keeps."""
+    names = tuple(f"carry{k}" for k in range(len(carry)))
+
+    def fn(iv, _names, *inner):
+        out = body(fx.Int32(iv), *inner)
+        return tuple(out) if names else None
+
+    out = _ScfFor.scf_for_dispatch(fx.Int32(0), fx.Int32(count), fx.Int32(1), fn, result_names=names,
+                                   result_values=tuple(carry), unroll=1)
+    if not names:
+        return ()
+    return tuple(out) if len(names) > 1 else (out,)
+
+
+def tile_loop(first: int, count: int, step: int, body: Callable, carry: tuple = ()) -> tuple:
+    """Visit tiles first .. first+count-1 in order: carry = body(t, *carry), t a traced Int32 or an int.
+
+    A runtime loop of count // step iterations with `step` tiles unrolled in each (their loads in flight
+    together), then the remaining count % step tiles unrolled; code size does not grow with the row."""
+    iters, rem = divmod(count, step)
+    if iters > 1:
+        def one(i, *c):
+            base = i * step + first
+            for u in range(step):
+                c = tuple(body(base + u, *c))
+            return c
+        carry = runtime_loop(iters, one, carry)
+    elif iters == 1:
+        for u in range(step):
+            carry = tuple(body(first + u, *carry))
+    for u in range(rem):
+        carry = tuple(body(first + iters * step + u, *carry))
+    return carry

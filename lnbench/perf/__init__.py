@@ -3,6 +3,8 @@
 Modules, one job each:
     protocol     the Protocol dataclass (P, R, warm-up, I bounds, timeout, modes, ops) and its validation
     timing       measure() / Measurement / synchronize(): warm-up, loop-count calibration, R timed runs
+    kernel_timer profiled runs on a GPU: the kernels' own durations from torch's profiler (CUPTI / roctracer)
+    kernel_stats kernel-timer records -> per-run, per-worker and aggregate kernel time (pure; no GPU)
     workloads    per backend × op × mode: inputs and a zero-argument callable (cold-mode buffer rotation)
     bytes_model  bytes moved per call, per op (the documented byte model behind GB/s)
     workers      run_workers(): one subprocess per spec, sequentially, results read from JSON files

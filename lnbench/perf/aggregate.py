@@ -5,6 +5,13 @@ Worker row: that worker's median over its R runs (median_us), min/max over its r
 min/max across worker medians, GB/s from the byte model at the headline median, % of the measured copy
 peak (above_peak flags > 100 %: a cache effect, not a result), and speed-up = baseline median / median for
 the same op, dtype, shape and mode.
+
+Kernel time (lnbench.perf.kernel_stats), the same way: worker rows carry that worker's median of its R
+profiled runs (kernel_us, kernel_run_us), aggregate rows the median of the worker medians with the min–max
+across workers; kernels_per_call, kernel_names (JSON: name -> kind, per call, µs per call),
+gap_us = median_us − kernel_us, kernel_status ("ok", "n/a (reason)", "error (reason)"; kernel_us is then
+empty, never 0). median_us is always the stream (or wall) time; `headline` says which time GB/s, % peak and
+the speed-up use: "stream" (default) or "kernel" (`--timer kernel`).
 """
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import math
 import statistics
 from typing import Any
 
+from lnbench.perf import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.workers import WorkerResult
@@ -24,13 +32,71 @@ def _blank() -> dict[str, Any]:
     return {"iters": None, "runs": None, "run_us": "[]", "median_us": math.nan, "min_us": math.nan,
             "max_us": math.nan, "spread_pct": math.nan, "gbps": math.nan, "pct_peak": math.nan,
             "above_peak": False, "speedup": math.nan, "nbytes": None, "sets": None, "working_set_mib": math.nan,
-            "llc_mib": math.nan, "timer": "", "warmup_calls": None, "warmup_s": math.nan, "note": ""}
+            "llc_mib": math.nan, "timer": "", "warmup_calls": None, "warmup_s": math.nan, "note": "",
+            "kernel_us": math.nan, "kernel_min_us": math.nan, "kernel_max_us": math.nan, "kernel_run_us": "[]",
+            "kernels_per_call": math.nan, "kernel_names": "{}", "gap_us": math.nan, "kernel_window_us": math.nan,
+            "kernel_status": "", "kernel_note": "", "headline": "stream"}
+
+
+HEADLINES: tuple[str, ...] = ("stream", "kernel")
+
+
+def headline_us(row: dict[str, Any]) -> float:
+    """The time GB/s, % peak and speed-up are computed from: median_us, or kernel_us under --timer kernel."""
+    return row["kernel_us"] if row.get("headline") == "kernel" else row["median_us"]
+
+
+def _rates(row: dict[str, Any], peak_gbps: float | None) -> None:
+    """GB/s and % peak at the row's headline time (NaN where that time is missing)."""
+    us = headline_us(row)
+    row["gbps"] = gbps(row["nbytes"], us) if row.get("nbytes") and math.isfinite(us) else math.nan
+    if peak_gbps and math.isfinite(row["gbps"]):
+        row["pct_peak"] = row["gbps"] / peak_gbps * 100
+        row["above_peak"] = bool(row["pct_peak"] > 100)
+
+
+def _names_json(names: dict[str, Any]) -> str:
+    return json.dumps({name: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in info.items()}
+                       for name, info in names.items()})
+
+
+def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
+    """Kernel columns of a worker row from that worker's kernel summary."""
+    row["kernel_status"] = kernel_stats.status_text(summary)
+    if not summary or summary.get("status") != "ok":
+        return
+    runs = [float(v) for v in summary["run_us"]]
+    windows = [v for v in summary.get("window_us", []) if isinstance(v, (int, float)) and math.isfinite(v)]
+    row.update(kernel_us=float(summary["median_us"]), kernel_min_us=min(runs), kernel_max_us=max(runs),
+               kernel_run_us=json.dumps([round(v, 4) for v in runs]), kernels_per_call=summary["kernels_per_call"],
+               kernel_names=_names_json(summary["names"]), kernel_note=summary.get("note", ""),
+               kernel_window_us=float(statistics.median(windows)) if windows else math.nan)
+    row["gap_us"] = kernel_stats.gap_us(row["median_us"], row["kernel_us"])
+
+
+def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None],
+                      worker_rows: list[dict[str, Any]]) -> None:
+    """Kernel columns of an aggregate row: median of worker medians, min–max across workers, gap."""
+    agg = kernel_stats.aggregate(summaries)
+    row["kernel_status"] = kernel_stats.status_text(agg)
+    if agg["status"] != "ok":
+        return
+    windows = [r["kernel_window_us"] for r in worker_rows if math.isfinite(r.get("kernel_window_us", math.nan))]
+    row.update(kernel_us=agg["median_us"], kernel_min_us=agg["min_us"], kernel_max_us=agg["max_us"],
+               kernel_run_us=json.dumps([round(v, 4) for v in agg["worker_medians"]]),
+               kernels_per_call=agg["kernels_per_call"], kernel_names=_names_json(agg["names"]),
+               kernel_note=agg["note"], kernel_window_us=float(statistics.median(windows)) if windows else math.nan)
+    present = [s for s in summaries if s]
+    if agg["workers"] < len(present):
+        why = next((s.get("reason") for s in present if s.get("status") != "ok"), "")
+        row["kernel_status"] = f"partial ({agg['workers']}/{len(present)} workers): {why}"
+    row["gap_us"] = kernel_stats.gap_us(row["median_us"], row["kernel_us"])
 
 
 def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None,
-               problem: str, peak_gbps: float | None) -> dict[str, Any]:
+               problem: str, peak_gbps: float | None, headline: str = "stream") -> dict[str, Any]:
     """The row of one case in one worker (status error with the worker's problem when it has no entry)."""
-    row = {**case.columns(), "row_kind": "worker", "worker": worker, "order": order, **_blank()}
+    row = {**case.columns(), "row_kind": "worker", "worker": worker, "order": order, **_blank(), "headline": headline}
     if entry is None:
         return {**row, "status": "error", "detail": problem or "worker returned no result for this case"}
     row.update(status=entry.get("status", "error"), detail=entry.get("detail", ""))
@@ -39,27 +105,27 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
         return row
     runs = [float(v) for v in meas["run_us"]]
     median = float(statistics.median(runs))
-    rate = gbps(entry["nbytes"], median)
     row.update(iters=meas["iters_per_run"], runs=len(runs), run_us=json.dumps([round(v, 4) for v in runs]),
                median_us=median, min_us=min(runs), max_us=max(runs),
                spread_pct=(max(runs) - min(runs)) / median * 100 if median > 0 else math.nan,
-               gbps=rate, nbytes=entry["nbytes"], sets=entry.get("sets"),
+               nbytes=entry["nbytes"], sets=entry.get("sets"),
                working_set_mib=entry.get("working_set_bytes", 0) / MIB, llc_mib=entry.get("llc_bytes", 0) / MIB,
                timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
                warmup_s=meas.get("warmup_s", math.nan), note=entry.get("note", ""))
     short = (meas.get("extra") or {}).get("spin_short", 0)
     if short:  # "held" runs whose spin ran out before the host finished queueing: host gaps may be inside
         row["note"] = "; ".join(filter(None, [row["note"], f"{short} of {len(runs)} runs outlasted the stream hold"]))
-    if peak_gbps:
-        row["pct_peak"] = rate / peak_gbps * 100
-        row["above_peak"] = bool(row["pct_peak"] > 100)
+    _kernel_worker(row, entry.get("kernel"))
+    _rates(row, peak_gbps)
     return row
 
 
-def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, peak_gbps: float | None
-                  ) -> dict[str, Any]:
-    """Median of the worker medians, min–max across workers, GB/s and % peak at the headline median."""
-    row = {**case.columns(), "row_kind": "aggregate", "worker": "all", "order": None, **_blank()}
+def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, peak_gbps: float | None,
+                  kernels: list[dict[str, Any] | None] | None = None, headline: str = "stream") -> dict[str, Any]:
+    """Median of the worker medians, min–max across workers, GB/s and % peak at the headline median.
+
+    kernels: the workers' kernel summaries of this case (None where a worker has none)."""
+    row = {**case.columns(), "row_kind": "aggregate", "worker": "all", "order": None, **_blank(), "headline": headline}
     if case.skip:
         return {**row, "status": "not run", "detail": case.skip}
     good = [r for r in rows if r["status"] == "ok"]
@@ -71,19 +137,17 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
     medians = [r["median_us"] for r in good]
     median = float(statistics.median(medians))
     first = good[0]
-    rate = gbps(first["nbytes"], median)
     iters = [r["iters"] for r in good]
     row.update(iters=int(statistics.median(iters)), runs=first["runs"],
                run_us=json.dumps([round(v, 4) for v in medians]), median_us=median,
                min_us=min(medians), max_us=max(medians),
                spread_pct=(max(medians) - min(medians)) / median * 100 if median > 0 else math.nan,
-               gbps=rate, nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
+               nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
                llc_mib=first["llc_mib"], timer=first["timer"], warmup_calls=first["warmup_calls"],
                warmup_s=first["warmup_s"], note=first["note"],
                iters_range=f"{min(iters)}-{max(iters)}")
-    if peak_gbps:
-        row["pct_peak"] = rate / peak_gbps * 100
-        row["above_peak"] = bool(row["pct_peak"] > 100)
+    _kernel_aggregate(row, list(kernels or []), good)
+    _rates(row, peak_gbps)
     if len(good) == processes:
         row.update(status="ok", detail="")
     else:
@@ -93,18 +157,21 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
 
 
 def add_speedups(rows: list[dict[str, Any]], baseline: str) -> None:
-    """speedup = baseline's headline median / this row's, per (op, dtype, shape, mode); aggregate rows only."""
+    """speedup = baseline's headline time / this row's, per (op, dtype, shape, mode); aggregate rows only."""
     key = lambda r: (r["op"], r["dtype"], r["shape"], r["mode"])  # noqa: E731
-    base = {key(r): r["median_us"] for r in rows
-            if r["row_kind"] == "aggregate" and r["backend"] == baseline and math.isfinite(r["median_us"])}
+    base = {key(r): headline_us(r) for r in rows
+            if r["row_kind"] == "aggregate" and r["backend"] == baseline and math.isfinite(headline_us(r))}
     for r in rows:
-        if r["row_kind"] == "aggregate" and key(r) in base and math.isfinite(r["median_us"]) and r["median_us"] > 0:
-            r["speedup"] = base[key(r)] / r["median_us"]
+        us = headline_us(r)
+        if r["row_kind"] == "aggregate" and key(r) in base and math.isfinite(us) and us > 0:
+            r["speedup"] = base[key(r)] / us
 
 
 def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: list[WorkerResult],
-               peak_gbps: float | None, baseline: str) -> list[dict[str, Any]]:
+               peak_gbps: float | None, baseline: str, headline: str = "stream") -> list[dict[str, Any]]:
     """All rows: for each case, its worker rows (in worker order) then its aggregate row."""
+    if headline not in HEADLINES:
+        raise ValueError(f"headline must be one of {HEADLINES}, got {headline!r}")
     entries: list[dict[int, dict[str, Any]]] = []
     for result in results:
         cases_done = (result.payload or {}).get("cases", [])
@@ -112,20 +179,23 @@ def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: lis
     positions = [{c.id: i for i, c in enumerate(order)} for order in orders]
     rows: list[dict[str, Any]] = []
     for case in cases:
-        case_rows = []
+        case_rows, kernels = [], []
         if not case.skip:
             for w, result in enumerate(results):
                 entry = entries[w].get(case.id)
                 problem = result.problem() if entry is None else ""
-                case_rows.append(worker_row(case, w, positions[w].get(case.id), entry, problem, peak_gbps))
+                case_rows.append(worker_row(case, w, positions[w].get(case.id), entry, problem, peak_gbps, headline))
+                kernels.append((entry or {}).get("kernel") if (entry or {}).get("status") == "ok" else None)
         rows.extend(case_rows)
-        rows.append(aggregate_row(case, case_rows, len(results), peak_gbps))
+        rows.append(aggregate_row(case, case_rows, len(results), peak_gbps, kernels, headline))
     add_speedups(rows, baseline)
     return rows
 
 
 def failed(rows: list[dict[str, Any]], results: list[WorkerResult]) -> bool:
-    """Exit 1 when any worker failed or any case row is neither ok nor `not run`."""
+    """Exit 1 when any worker failed, any case row is neither ok nor `not run`, or a kernel-timer run erred
+    (kernel_status "error ..." or "partial ..."; "n/a" where no GPU activity exists is not a failure)."""
     if any(not r.ok for r in results):
         return True
-    return any(row["status"] not in ("ok", "not run") for row in rows)
+    return any(row["status"] not in ("ok", "not run") or row["kernel_status"].startswith(("error", "partial"))
+               for row in rows)

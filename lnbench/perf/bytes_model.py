@@ -13,31 +13,99 @@ stats mean/rstd of M elements in `s` bytes (fp32: s = 4):
 kernel, read back by the final sum). When a backend's forward returns no stats (torch.compile), the stats
 terms of fwd are dropped. The model counts compulsory traffic only: a kernel that re-reads x counts the
 same; cache hits make measured GB/s rise above this model (and above the copy peak: flagged).
+`op_traffic` gives the same model per buffer (read and written bytes of x, weight, bias, y, mean, rstd, dy,
+dx, dweight, dbias); `op_bytes` is its sum plus the workspace.
+
+Workspace of lnbench's FlyDSL backward (`flydsl_bwd_workspace`), with P·R partial rows (P programs of the
+persistent grid × R rows per block, lnbench.flydsl.config) and fp32 partials/accumulators:
+    deterministic  dγ and dβ partials [P·R, N]: written by the main kernel, read by the reduce kernel
+                   = 2 · 2·P·R·N·4; rows wider than the register budget also read their partial row back
+                   in the main kernel (read-modify-write per row): + 2·P·R·N·4
+    atomic         dγ and dβ fp32 [N] accumulators, read and written by the atomics = 2 · 2·N·4
+                   (+ 2 · 2·P·R·N·4 for rows wider than the register budget: partial rows in the main kernel).
+                   Zeroing the accumulators and casting them to dγ/dβ are torch ops around the kernel: the
+                   cast's write is the model's dγ/dβ term, the rest is not counted.
+The check by execution (tests/test_byte_model_executed.py, README): the emulated kernels' distinct bytes
+per buffer equal these terms.
 """
 from __future__ import annotations
 
 from lnbench.errors import LnbenchUsageError
 
 OPS = ("fwd", "fwd-nostats", "bwd", "fwd+bwd")
+#: fp32 partials and accumulators
+ACCUM_BYTES = 4
+
+Traffic = dict[str, tuple[int, int]]      # buffer -> (bytes read, bytes written)
+
+
+def _add(total: Traffic, part: Traffic) -> Traffic:
+    for name, (r, w) in part.items():
+        r0, w0 = total.get(name, (0, 0))
+        total[name] = (r0 + r, w0 + w)
+    return total
+
+
+def op_traffic(op: str, m: int, n: int, elem_bytes: int, *, param_bytes: int | None = None,
+               stats_bytes: int = 4, stats: bool = True) -> Traffic:
+    """Per buffer, the (read, written) bytes of one call of `op` (without workspace); see the module docstring."""
+    p = elem_bytes if param_bytes is None else param_bytes
+    s = stats_bytes if stats else 0
+    mn = m * n * elem_bytes
+    fwd: Traffic = {"x": (mn, 0), "weight": (n * p, 0), "bias": (n * p, 0), "y": (0, mn)}
+    if op == "fwd-nostats":
+        return fwd
+    if s:
+        fwd.update(mean=(0, m * s), rstd=(0, m * s))
+    bwd: Traffic = {"x": (mn, 0), "dy": (mn, 0), "weight": (n * p, 0), "mean": (m * stats_bytes, 0),
+                    "rstd": (m * stats_bytes, 0), "dx": (0, mn), "dweight": (0, n * p), "dbias": (0, n * p)}
+    if op == "fwd":
+        return fwd
+    if op == "bwd":
+        return bwd
+    if op == "fwd+bwd":
+        return _add(_add({}, fwd), bwd)
+    raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+
+
+def traffic_bytes(traffic: Traffic) -> int:
+    """Total bytes (read + written) of a per-buffer traffic dict."""
+    return sum(r + w for r, w in traffic.values())
 
 
 def op_bytes(op: str, m: int, n: int, elem_bytes: int, *, param_bytes: int | None = None,
              stats_bytes: int = 4, stats: bool = True, workspace_bytes: int = 0) -> int:
     """Bytes moved by one call of `op` on an (m, n) input; see the module docstring for the formulas."""
-    p = elem_bytes if param_bytes is None else param_bytes
-    s = stats_bytes if stats else 0
-    mn, e = m * n, elem_bytes
-    fwd = 2 * mn * e + 2 * n * p + 2 * m * s
-    bwd = 3 * mn * e + 3 * n * p + 2 * m * stats_bytes
-    if op == "fwd":
-        return fwd
-    if op == "fwd-nostats":
-        return 2 * mn * e + 2 * n * p
-    if op == "bwd":
-        return bwd + workspace_bytes
-    if op == "fwd+bwd":
-        return fwd + bwd + workspace_bytes
-    raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    traffic = op_traffic(op, m, n, elem_bytes, param_bytes=param_bytes, stats_bytes=stats_bytes, stats=stats)
+    return traffic_bytes(traffic) + (workspace_bytes if op in ("bwd", "fwd+bwd") else 0)
+
+
+def flydsl_bwd_workspace(m: int, n: int, dtype: object, strategy: str, arch: str = "gfx942") -> Traffic:
+    """Workspace traffic of lnbench's FlyDSL backward per buffer (wsg, wsb: partial rows; acc_g, acc_b:
+    atomic accumulators), for 16-byte aligned tensors; see the module docstring."""
+    from lnbench.flydsl import config
+
+    if strategy not in ("deterministic", "atomic"):
+        raise LnbenchUsageError(f"unknown dγ/dβ strategy {strategy!r}; choose deterministic or atomic")
+    if m < 1:
+        return {}
+    plan = config.row_plan(n, dtype, "bwd")
+    rows = config.bwd_programs(m, plan, arch) * plan.rows_per_block
+    partial = rows * n * ACCUM_BYTES
+    out: Traffic = {}
+    if strategy == "deterministic":
+        reads = partial if plan.acc_in_registers else 2 * partial
+        out.update(wsg=(reads, partial), wsb=(reads, partial))
+    else:
+        if not plan.acc_in_registers:
+            out.update(wsg=(partial, partial), wsb=(partial, partial))
+        out.update(acc_g=(n * ACCUM_BYTES, n * ACCUM_BYTES), acc_b=(n * ACCUM_BYTES, n * ACCUM_BYTES))
+    return out
+
+
+def flydsl_bwd_workspace_bytes(m: int, n: int, dtype: object, strategy: str, arch: str = "gfx942") -> int:
+    """Total of flydsl_bwd_workspace: what the FlyDSL backends declare as workspace for bwd and fwd+bwd."""
+    return traffic_bytes(flydsl_bwd_workspace(m, n, dtype, strategy, arch))
 
 
 def gbps(nbytes: float, us: float) -> float:

@@ -17,9 +17,10 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
-from lnbench.perf.aggregate import build_rows, failed
+from lnbench.perf.aggregate import HEADLINES, build_rows, failed
 from lnbench.perf.cases import backend_skips, build_cases, worker_order
 from lnbench.perf.clocks import gpu_facts
+from lnbench.perf.kernel_timer import unavailable_reason
 from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, store_peak
 from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.workers import WorkerResult, run_workers
@@ -45,13 +46,40 @@ def _pct(row: dict[str, Any]) -> str:
     return f"[bold red]{value:.1f} >peak[/bold red]" if row.get("above_peak") else f"{value:.1f}"
 
 
+def _kernel_cell(key: str, digits: int = 4):
+    """A kernel column: the number, or `n/a` / `error` when the kernel timer has none for the row."""
+    def fmt(row: dict[str, Any]) -> str:
+        status = str(row.get("kernel_status") or "")
+        value = row.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return f"{value:.{digits}g}"
+        return status.split(" ")[0] if status and status != "ok" else ""
+    return fmt
+
+
 TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
     Column("median_us", "median µs", _num()), Column("_minmax", "min–max µs (workers)"),
+    Column("_kernel", "kernel µs"), Column("_kpc", "kernels/call"), Column("_gap", "gap µs"),
     Column("gbps", "GB/s", _num()), Column("_pct", "% peak", markup=True), Column("speedup", "speed-up", fmt_float(3)),
     Column("iters", "I", fmt_float(6)), Column("status", "status", styled_status, justify="left"),
 ]
+_CELLS = {"_minmax": _minmax, "_pct": _pct, "_kernel": _kernel_cell("kernel_us"),
+          "_kpc": _kernel_cell("kernels_per_call", 3), "_gap": _kernel_cell("gap_us", 3)}
+
+
+def check_headline(timer: str, kernel_timer: bool, dev: Device) -> str:
+    """The --timer value, checked: `kernel` needs the kernel timer on and a device with GPU activity."""
+    if timer not in HEADLINES:
+        raise LnbenchUsageError(f"unknown timer {timer!r}; choose from {', '.join(HEADLINES)}")
+    if timer == "kernel":
+        if not kernel_timer:
+            raise LnbenchUsageError("--timer kernel needs the kernel timer (drop --no-kernel-timer)")
+        reason = unavailable_reason(dev)
+        if reason:
+            raise LnbenchUsageError(f"--timer kernel cannot run on {dev.name}: {reason}")
+    return timer
 
 
 def timed_device(name: str | None) -> Device:
@@ -112,6 +140,20 @@ def _detail_lines(rows: list[dict[str, Any]]) -> None:
                       soft_wrap=True)
 
 
+def _kernel_lines(rows: list[dict[str, Any]]) -> None:
+    """Why the kernel columns are empty (one line per distinct reason), and kernel notes."""
+    seen: dict[str, int] = {}
+    for row in rows:
+        status = str(row.get("kernel_status") or "")
+        if status and status != "ok":
+            seen[f"kernel timer {status}"] = seen.get(f"kernel timer {status}", 0) + 1
+        if row.get("kernel_note"):
+            key = f"{row['backend']} {row['op']} {row['shape']} {row['mode']} kernel: {row['kernel_note']}"
+            seen[key] = seen.get(key, 0) + 1
+    for text, count in seen.items():
+        console.print(f"[yellow]{escape(text)}[/yellow] ({count} case{'s' if count > 1 else ''})", soft_wrap=True)
+
+
 def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: float) -> str:
     agg = [r for r in rows if r["row_kind"] == "aggregate"]
     counts: dict[str, int] = {}
@@ -136,6 +178,11 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
 @protocol_options
 @click.option("--cold-factor", type=float, help="Cold mode: rotated bytes >= this × last-level cache.")
 @click.option("--llc-mib", type=float, help="Cold mode: last-level cache size in MiB (0 = read off the device).")
+@click.option("--timer", "headline", type=click.Choice(list(HEADLINES)), default="stream", show_default=True,
+              help="Time behind GB/s, % peak and speed-up: stream (events / wall clock) or kernel (profiler).")
+@click.option("--kernel-timer/--no-kernel-timer", "kernel_timer", default=None,
+              help="Kernel time from the profiler's GPU activity records, in separate runs after the stream-timed "
+                   "ones (default: on; n/a without a GPU).")
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=int, help="Base random seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
@@ -146,9 +193,10 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
 @guarded
 def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
                  min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-                 eps, seed, device, config_path, peak_file, csv_path, json_path, quiet) -> int:
+                 headline, kernel_timer, eps, seed, device, config_path, peak_file, csv_path, json_path, quiet) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
-    the worker medians, with the min–max across workers, GB/s and % of the measured copy peak."""
+    the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
+    kernel time (profiler) and the gap to stream time come from R more runs per worker."""
     import time
 
     dev = timed_device(device)
@@ -157,8 +205,10 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     protocol = Protocol.from_table(
         table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
         target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
-        cold_factor=cold_factor, llc_mib=llc_mib,
+        cold_factor=cold_factor, llc_mib=llc_mib, kernel_timer=kernel_timer,
         modes=tuple(cfg.split_list(modes)) or None, ops=tuple(cfg.split_list(ops)) or None)
+    headline = check_headline(headline, protocol.kernel_timer, dev)
+    kernel_pass = protocol.kernel_timer and not unavailable_reason(dev)
     backend_list = choose_backends(_list_option(backends, table, "backends"), dev)
     base_name = baseline or str(cfg.require(table, "baseline", str, "perf"))
     if base_name not in backend_names():
@@ -187,7 +237,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     start = time.monotonic()
     results: list[WorkerResult] = []
     if any(orders):
-        totals = [len(o) for o in orders]
+        totals = [len(o) * (2 if kernel_pass else 1) for o in orders]  # the kernel pass reports each case again
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True, disable=quiet) as progress:
             task = progress.add_task(f"worker 1/{protocol.processes}", total=sum(totals))
@@ -200,7 +250,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                                   on_progress=on_progress)
     seconds = time.monotonic() - start
     after = gpu_facts(dev.torch_device)
-    rows = build_rows(cases, orders, results, peak_gbps, base_name)
+    rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
 
     metadata = {**run_metadata(dev), "P": protocol.processes, "R": protocol.runs,
                 "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
@@ -208,13 +258,17 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                 "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before["driver"],
                 "clocks_before": before["clocks"], "clocks_after": after["clocks"],
                 "peak_gbps": peak_gbps, "peak_timestamp": peak.get("timestamp") if peak else None,
-                "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2)}
+                "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2), "headline": headline,
+                "kernel_timer": ("on" if kernel_pass else
+                                 "off" if not protocol.kernel_timer else f"n/a ({unavailable_reason(dev)})")}
     if not quiet:
-        shown = [{**r, "_minmax": _minmax(r), "_pct": _pct(r)} for r in rows if r["row_kind"] == "aggregate"]
+        shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
         title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
-                 f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}])")
+                 f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}]); GB/s from {headline} time; "
+                 f"gap = median − kernel")
         render_table(console, title, TABLE_COLUMNS, shown)
         _detail_lines(shown)
+        _kernel_lines(shown)
         if any(r["above_peak"] for r in shown):
             console.print("[bold red]>peak[/bold red]: above the measured copy bandwidth — a cache effect, "
                           "not a result (use --mode cold)")

@@ -24,7 +24,8 @@ class Protocol:
 
     processes (P) independent workers each run every case: a warm-up of at least `warmup_s` seconds and
     `min_warmup_calls` calls, then `runs` (R) timed runs of I back-to-back calls, I chosen so a run
-    lasts about `target_run_s`, clamped to [min_iters, max_iters].
+    lasts about `target_run_s`, clamped to [min_iters, max_iters]. With `kernel_timer` each worker then gives
+    every case R more, profiled runs of the same I calls for kernel time (after all its stream-timed runs).
     """
 
     processes: int = 3
@@ -43,6 +44,8 @@ class Protocol:
     cold_mem_fraction: float = 0.4
     #: override of the last-level cache size in MiB (0 = read it off the device)
     llc_mib: float = 0.0
+    #: after the stream-timed runs, R profiled runs per case for kernel time (GPU only; lnbench.perf.kernel_timer)
+    kernel_timer: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def validate(self) -> "Protocol":
@@ -71,6 +74,8 @@ class Protocol:
         non_negative("worker_timeout_s", self.worker_timeout_s, strict=True)
         non_negative("cold_factor", self.cold_factor, strict=True)
         non_negative("llc_mib", self.llc_mib)
+        if not isinstance(self.kernel_timer, bool):
+            raise LnbenchUsageError(f"kernel_timer must be true or false, got {self.kernel_timer!r}")
         if not (0 < self.cold_mem_fraction <= 0.9):
             raise LnbenchUsageError(f"cold_mem_fraction must be in (0, 0.9], got {self.cold_mem_fraction!r}")
         if not self.modes:

@@ -4,11 +4,17 @@ It imports torch and the backends once, runs every case of its spec in the given
 the backend order between workers), and rewrites its result file after each case, so a later crash or hang
 still leaves the finished cases behind. One case raising never stops the others.
 
-Spec: {"device": "cuda:0", "protocol": {timing + cold settings}, "cases": [{"id", "backend", "op", "mode",
-"dtype", "m", "n", "eps", "seed"}, ...]}.
+Two passes: first every case is stream-timed (lnbench.perf.timing); then, when the protocol's kernel_timer is
+on, every case that ran is built again, warmed up and given R profiled runs of the same I calls
+(lnbench.perf.kernel_timer), so no profiler is ever active before or during a stream-timed run. Where there
+is no GPU activity to record, each case gets an "n/a" kernel summary with the reason and no second pass runs
+(no progress lines either).
+
+Spec: {"device": "cuda:0", "protocol": {timing + cold settings + kernel_timer}, "cases": [{"id", "backend",
+"op", "mode", "dtype", "m", "n", "eps", "seed"}, ...]}.
 Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run",
 "detail", "measurement": Measurement.to_dict(), "nbytes", "sets", "working_set_bytes", "llc_bytes",
-"note", "seconds"}, ...]}.
+"note", "seconds", "kernel": kernel_stats worker summary (cases that ran)}, ...]}.
 
 Test hook: LNBENCH_PERF_FAULT="<worker index>:<crash|hang>[:<after N cases>][,...]" makes that worker exit
 with status 3 (after a line on stderr) or sleep forever once N cases are done. It exists for the unit tests.
@@ -44,35 +50,54 @@ def _fault(index: int, done: int) -> None:
             time.sleep(3600)
 
 
-def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backends: dict[str, Any]
-             ) -> dict[str, Any]:
-    """Time one case on `dev`; exceptions become an `error` entry."""
-    import torch
-
+def _workload(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backends: dict[str, Any]
+              ) -> tuple[Any, str]:
+    """(workload, '') for a case, or (None, why the backend cannot run here)."""
     from lnbench.backends import get_backend
     from lnbench.config import DTYPES
-    from lnbench.perf.timing import measure
     from lnbench.perf.workloads import build_workload
+
+    name = case["backend"]
+    if name not in backends:
+        backends[name] = get_backend(name)
+    backend = backends[name]
+    avail = backend.availability(dev)
+    if not avail.runnable:
+        return None, avail.reason
+    return build_workload(
+        backend, case["op"], case["mode"], int(case["m"]), int(case["n"]), DTYPES[case["dtype"]], dev.torch_device,
+        eps=float(case.get("eps", 1e-5)), seed=int(case.get("seed", 0)),
+        cold_factor=float(protocol.get("cold_factor", 3.0)),
+        cold_mem_fraction=float(protocol.get("cold_mem_fraction", 0.4)),
+        llc_override=int(float(protocol.get("llc_mib", 0)) * (1 << 20))), ""
+
+
+def _one_line(exc: BaseException) -> str:
+    return (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:500]
+
+
+def _release(device: Any) -> None:
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backends: dict[str, Any]
+             ) -> dict[str, Any]:
+    """Time one case on `dev` (stream time); exceptions become an `error` entry."""
+    from lnbench.perf.timing import measure
 
     out: dict[str, Any] = {"id": case["id"], "status": "ok", "detail": ""}
     device = dev.torch_device
     start = time.perf_counter()
     workload = None
     try:
-        name = case["backend"]
-        if name not in backends:
-            backends[name] = get_backend(name)
-        backend = backends[name]
-        avail = backend.availability(dev)
-        if not avail.runnable:
-            out.update(status="not run", detail=avail.reason)
+        workload, why_not = _workload(case, dev, protocol, backends)
+        if workload is None:
+            out.update(status="not run", detail=why_not)
             return out
-        workload = build_workload(
-            backend, case["op"], case["mode"], int(case["m"]), int(case["n"]), DTYPES[case["dtype"]], device,
-            eps=float(case.get("eps", 1e-5)), seed=int(case.get("seed", 0)),
-            cold_factor=float(protocol.get("cold_factor", 3.0)),
-            cold_mem_fraction=float(protocol.get("cold_mem_fraction", 0.4)),
-            llc_override=int(float(protocol.get("llc_mib", 0)) * (1 << 20)))
         timing = {k: protocol[k] for k in ("runs", "warmup_s", "min_warmup_calls", "target_run_s",
                                            "min_iters", "max_iters")}
         result = measure(workload.fn, device, timer=workload.timer, **timing)
@@ -80,14 +105,58 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
                    working_set_bytes=workload.working_set_bytes, llc_bytes=workload.llc_bytes,
                    note=workload.note)
     except Exception as exc:  # one broken case must not lose the others
-        out.update(status="error", detail=(f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:500])
+        out.update(status="error", detail=_one_line(exc))
     finally:
         del workload
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+        _release(device)
         out["seconds"] = time.perf_counter() - start
     return out
+
+
+def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, protocol: dict[str, Any],
+                    backends: dict[str, Any], timer: Any) -> dict[str, Any]:
+    """Kernel time of a case that was stream-timed: the workload built again, warmed up as in the stream
+    pass, then R profiled runs of the stream pass's I calls (same stream conditions). Returns the
+    kernel_stats summary; exceptions become an "error" summary."""
+    from lnbench.perf import kernel_stats
+    from lnbench.perf.kernel_timer import measure_kernels
+    from lnbench.perf.timing import warm_up
+
+    workload = None
+    try:
+        workload, why_not = _workload(case, dev, protocol, backends)
+        if workload is None:
+            return kernel_stats.not_available(why_not)
+        per_call = warm_up(workload.fn, dev.torch_device, float(protocol["warmup_s"]),
+                           int(protocol["min_warmup_calls"]))[2]
+        return measure_kernels(workload.fn, dev.torch_device, iters=int(entry["measurement"]["iters_per_run"]),
+                               runs=int(protocol["runs"]), held=workload.timer == "held",
+                               host_us_per_call=per_call * 1e6, timer=timer)
+    except Exception as exc:  # noqa: BLE001 - the stream-time result stands
+        return kernel_stats.not_available(_one_line(exc), "error")
+    finally:
+        del workload
+        _release(dev.torch_device)
+
+
+def kernel_pass(payload: dict[str, Any], cases: list[dict[str, Any]], dev: Device, protocol: dict[str, Any],
+                backends: dict[str, Any], write: Any, progress: Any) -> None:
+    """Second pass: a kernel summary for every case that ran (see the module docstring)."""
+    from lnbench.perf import kernel_stats, kernel_timer
+
+    if not protocol.get("kernel_timer", True):
+        reason = "kernel timer off (--no-kernel-timer)"
+    else:
+        reason = kernel_timer.unavailable_reason(dev)
+    timer = None if reason else kernel_timer.KernelTimer(dev.torch_device)
+    for case, entry in zip(cases, payload["cases"]):
+        if entry["status"] == "ok":
+            entry["kernel"] = (kernel_stats.not_available(reason) if reason
+                               else run_kernel_case(case, entry, dev, protocol, backends, timer))
+        if timer is not None:
+            write(payload)
+            progress(f"{case['id']} kernel {entry.get('kernel', {}).get('status', entry['status'])}")
+    write(payload)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         write_result(result_path, payload)
         report_progress(progress_path, f"{case['id']} {entry['status']}")
         _fault(index, len(payload["cases"]))
+    kernel_pass(payload, spec["cases"], dev, spec["protocol"], backends,
+                lambda data: write_result(result_path, data), lambda label: report_progress(progress_path, label))
     payload["complete"] = True
     write_result(result_path, payload)
     return 0

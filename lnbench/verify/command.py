@@ -9,7 +9,7 @@ from rich.progress import Progress
 from lnbench import config as cfg
 from lnbench.backends import backend_names, get_backend, probe_backend
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
-from lnbench.device import Device, resolve_device
+from lnbench.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.report import Column, fmt_float, render_table, styled_status
@@ -75,7 +75,8 @@ def _summary_line(rows: list[dict]) -> str:
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
 @click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
-@click.option("--device", help="cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one).")
+@click.option("--device", help="cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one, else the emulated "
+                   "gfx942 where it is available, else cpu).")
 @click.option("--seed", type=int, help="Base random seed (default: config).")
 @click.option("--self-test", is_flag=True, help="Check that the pass rule catches planted bugs (exit 1 if one passes).")
 @output_options
@@ -92,7 +93,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     if not eps_values or any(e <= 0 for e in eps_values):
         raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
     base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "verify"))
-    dev = resolve_device(device)
+    dev = resolve_kernel_device(device)
     csv_final, json_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path)
     cases = build_cases(shape_list, dtype_list, eps_values, base_seed)
     metadata = {**run_metadata(dev), "seed": base_seed}

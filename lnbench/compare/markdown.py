@@ -1,0 +1,63 @@
+"""A Markdown summary of a comparison, fit for a pull-request comment (`lnbench compare --md FILE`)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from lnbench.compare.verdict import FASTER, SAME, SLOWER
+from lnbench.report import _atomic_write
+
+_ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
+HEADER = ("| backend | op | dtype | shape | mode | base µs | new µs | new/base [CI] | p | verdict |\n"
+          "|---|---|---|---|---|---:|---:|---:|---:|---|")
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "—"
+    return f"{value:.{digits}g}"
+
+
+def ratio_text(row: dict[str, Any]) -> str:
+    """`1.102 [1.091, 1.113] (+10.2%)`, or '—' for rows that were not compared."""
+    if not isinstance(row.get("ratio"), (int, float)) or not math.isfinite(row["ratio"]):
+        return "—"
+    return f"{row['ratio']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] ({row['change_pct']:+.1f}%)"
+
+
+def _line(row: dict[str, Any]) -> str:
+    verdict = _ICONS.get(row["verdict"], row["verdict"])
+    if row.get("detail") and row["verdict"] not in _ICONS:
+        verdict = f"{verdict}: {row['detail']}"
+    cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], _num(row["base_us"]),
+             _num(row["new_us"]), ratio_text(row), _num(row["mw_p"], 2), verdict]
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str, gate: str) -> str:
+    """The comment: what was compared, the verdict line, the cases that changed, then every case folded."""
+    changed = [r for r in rows if r["verdict"] in (SLOWER, FASTER)]
+    other = [r for r in rows if r not in changed]
+    out = ["## lnbench compare", "",
+           f"**{summary}**" + (f" — {gate}" if gate else ""), "",
+           f"- base: `{context['base']}` ({context['base_device']}, commit {context['base_commit'] or '?'}, "
+           f"{context['base_timestamp']})",
+           f"- new: `{context['new']}` ({context['new_device']}, commit {context['new_commit'] or '?'}, "
+           f"{context['new_timestamp']})",
+           f"- ratio = new/base of the median of worker medians; {context['confidence']:.0%} bootstrap interval over "
+           f"workers and runs; p = Mann–Whitney; SAME when the interval contains 1 or |change| < "
+           f"{context['threshold_pct']:g}%", ""]
+    if context.get("forced"):
+        out += [f"⚠️ compared with `--force` although {context['forced']}", ""]
+    if changed:
+        out += ["### Changed", "", HEADER, *(_line(r) for r in changed), ""]
+    if other:
+        out += [f"<details><summary>{len(other)} other case(s)</summary>", "", HEADER, *(_line(r) for r in other), "",
+                "</details>", ""]
+    return "\n".join(out)
+
+
+def write_markdown(text: str, path: Path) -> Path:
+    """Write the summary atomically (the report writers' temp-file-and-rename)."""
+    return _atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -1,0 +1,68 @@
+"""Whether two results may be compared: same command, device, dtypes and protocol, and a case in common."""
+from __future__ import annotations
+
+from typing import Any
+
+from lnbench.compare.cases import CaseKey, TimedCase
+from lnbench.compare.results import PERF, ResultFile
+from lnbench.errors import LnbenchUsageError
+
+#: perf protocol keys that change what a measurement means (modes/ops select cases; the timeout changes nothing)
+PERF_PROTOCOL = ("processes", "runs", "warmup_s", "min_warmup_calls", "target_run_s", "min_iters", "max_iters",
+                 "cold_factor", "cold_mem_fraction", "llc_mib")
+#: the same knobs as perf's metadata columns names them (a result without the `protocol` entry)
+PERF_METADATA_PROTOCOL = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s",
+                          "min_warmup_calls": "min_warmup_calls", "target_run_s": "target_run_s",
+                          "I_min": "min_iters", "I_max": "max_iters", "cold_factor": "cold_factor"}
+ABI_PROTOCOL = ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp")
+
+
+def same_command(base: ResultFile, new: ResultFile) -> None:
+    """Results of two different commands cannot be compared, --force or not."""
+    if base.kind != new.kind:
+        raise LnbenchUsageError(f"BASE {base.path} is from lnbench {base.kind} and NEW {new.path} from lnbench "
+                                f"{new.kind}: compare needs two results of the same command")
+
+
+def protocol(result: ResultFile) -> dict[str, Any]:
+    """The timing-protocol settings of a result, by name."""
+    if result.kind == PERF:
+        table = result.extra.get("protocol")
+        if isinstance(table, dict):
+            return {k: table.get(k) for k in PERF_PROTOCOL if k in table}
+        return {name: result.metadata[k] for k, name in PERF_METADATA_PROTOCOL.items() if k in result.metadata}
+    return {k: result.metadata.get(k) for k in ABI_PROTOCOL if k in result.metadata}
+
+
+def _device(result: ResultFile) -> str:
+    meta = result.metadata
+    return str(meta.get("device_name") or meta.get("device") or "unknown device")
+
+
+def _dtypes(cases: dict[CaseKey, TimedCase]) -> list[str]:
+    return sorted({key[2] for key, case in cases.items() if case.timed})
+
+
+def mismatches(base: ResultFile, new: ResultFile, base_cases: dict[CaseKey, TimedCase],
+               new_cases: dict[CaseKey, TimedCase]) -> list[str]:
+    """What differs between the two runs in device, dtypes or protocol (empty: comparable)."""
+    out = []
+    if _device(base) != _device(new):
+        out.append(f"device differs ({_device(base)!r} vs {_device(new)!r})")
+    if _dtypes(base_cases) != _dtypes(new_cases):
+        out.append(f"dtypes differ ({','.join(_dtypes(base_cases))} vs {','.join(_dtypes(new_cases))})")
+    a, b = protocol(base), protocol(new)
+    diffs = [f"{k} {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    if diffs:
+        out.append(f"protocol differs ({', '.join(diffs)})")
+    return out
+
+
+def require_overlap(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, TimedCase],
+                    base: ResultFile, new: ResultFile) -> None:
+    """Cases pair up by (backend, op, dtype, shape, mode); no case timed in both files is a usage error."""
+    if not any(case.timed and key in new_cases and new_cases[key].timed for key, case in base_cases.items()):
+        counts = (f"{sum(c.timed for c in base_cases.values())} timed cases in BASE, "
+                  f"{sum(c.timed for c in new_cases.values())} in NEW")
+        raise LnbenchUsageError(f"no overlap: no case (backend, op, dtype, shape, mode) is timed in both "
+                                f"{base.path} and {new.path} ({counts})")

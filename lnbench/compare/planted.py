@@ -1,0 +1,77 @@
+"""A planted slowdown for proving the gate: one case of a real perf JSON made FACTOR× slower.
+
+Every run value of that case's worker rows and its aggregate times are multiplied by FACTOR (GB/s divided), and
+the metadata says so (`planted_slowdown`). `lnbench compare` must then call that case SLOWER.
+
+    python -m lnbench.compare.planted perf.json planted.json --factor 1.10 [--case "torch bwd bf16 4096x4096 cold"]
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lnbench.cli_common import console, guarded
+from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
+from lnbench.compare.results import PERF, load_result
+from lnbench.errors import LnbenchUsageError
+from lnbench.report import write_json
+
+_TIMES = ("median_us", "min_us", "max_us")
+_RATES = ("gbps", "pct_peak")
+
+
+def _key(row: dict[str, Any]) -> CaseKey:
+    return tuple(str(row.get(k)) for k in KEY_FIELDS)  # type: ignore[return-value]
+
+
+def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None = None) -> tuple[dict[str, Any], CaseKey]:
+    """A copy of a perf JSON payload with one case (default: the first one with an ok aggregate) slowed down."""
+    if not factor > 0:
+        raise LnbenchUsageError(f"factor must be > 0, got {factor}")
+    out = copy.deepcopy(payload)
+    rows = out["rows"]
+    if case is None:
+        case = next((_key(r) for r in rows if r.get("row_kind") == "aggregate" and r.get("status") == "ok"), None)
+        if case is None:
+            raise LnbenchUsageError("no timed case to plant a slowdown in")
+    hit = [r for r in rows if _key(r) == case and r.get("status") == "ok"]
+    if not any(r.get("row_kind") == "aggregate" for r in hit):
+        raise LnbenchUsageError(f"case {key_text(case)} is not a timed case of this result")
+    for row in hit:
+        runs = json.loads(row["run_us"]) if isinstance(row["run_us"], str) else row["run_us"]
+        scaled = [round(float(v) * factor, 4) for v in runs]
+        row["run_us"] = json.dumps(scaled) if isinstance(row["run_us"], str) else scaled
+        for name in _TIMES:
+            if isinstance(row.get(name), (int, float)):
+                row[name] *= factor
+        for name in _RATES:
+            if isinstance(row.get(name), (int, float)):
+                row[name] /= factor
+    out["metadata"]["planted_slowdown"] = f"{key_text(case)} x{factor:g}"
+    return out, case
+
+
+@click.command()
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option("--factor", type=float, default=1.10, show_default=True, help="Time multiplier of the planted case.")
+@click.option("--case", "case_text", help="Case to slow: 'backend op dtype shape mode' (default: the first timed one).")
+@guarded
+def main(source: Path, target: Path, factor: float, case_text: str | None) -> int:
+    """Write TARGET: the perf JSON SOURCE with one case made FACTOR× slower."""
+    load_result(source, (PERF,), what="the JSON of lnbench perf")  # validates the file
+    case = tuple(case_text.split()) if case_text else None
+    if case is not None and len(case) != len(KEY_FIELDS):
+        raise LnbenchUsageError(f"--case needs {len(KEY_FIELDS)} words ({' '.join(KEY_FIELDS)}), got {case_text!r}")
+    planted, key = plant_slowdown(json.loads(source.read_text()), factor, case)  # type: ignore[arg-type]
+    write_json(planted, target)
+    console.print(f"planted {factor:g}x on {key_text(key)} -> {target}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,157 @@
+"""Kernel-timer records: one profiled run -> a run record -> a worker summary -> aggregate columns.
+
+Pure functions over plain records (no torch, no GPU), shared by `lnbench perf` and abi-compare's `device`
+metric; lnbench.perf.kernel_timer produces the `Activity` lists on a GPU.
+
+    run record      one profiled run of I calls: the device activities counted (kernels, memcpy, memset
+                    issued by the calls; the harness's own spin kernel excluded), their summed duration,
+                    per-name count and duration, how much of the sum overlaps (union of intervals vs sum)
+    worker summary  the R runs of one worker: kernel µs per call per run (sum of durations / I), its
+                    median, kernels per call, per-name figures, and notes where a sanity check failed
+    aggregate       median of the worker medians with the min–max across workers (as for stream time)
+
+A summary has a status: "ok", "n/a" (no device activity exists here, with the reason: never a zero) or
+"error". gap µs = stream µs − kernel µs (launch gaps between back-to-back kernels, plus host overhead where
+the timed figure includes it).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+#: activity kinds that are the timed calls' own device work
+COUNTED_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
+NO_ACTIVITY = "the profiler recorded no GPU activity for the timed calls"
+#: counted records overlapping by more than this fraction of their sum get a note
+_OVERLAP_TOLERANCE = 0.005
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One device-side record of the profiler: name, kind (see kernel_timer.classify), start and duration."""
+
+    name: str
+    kind: str
+    start_ns: int
+    duration_ns: int
+
+
+def _union_ns(items: Sequence[Activity]) -> int:
+    """Length of the union of the activities' [start, start + duration) intervals."""
+    total, end = 0, None
+    for item in sorted(items, key=lambda a: a.start_ns):
+        lo, hi = item.start_ns, item.start_ns + item.duration_ns
+        if end is None or lo >= end:
+            total += hi - lo
+            end = hi
+        elif hi > end:
+            total += hi - end
+            end = hi
+    return total
+
+
+def run_record(activities: Iterable[Activity], iters: int, *, exclude: Iterable[str] = (),
+               window_us: float = math.nan, spin_short: bool = False) -> dict[str, Any]:
+    """The record of one profiled run of `iters` calls (JSON-able).
+
+    exclude: names never counted (the stream-hold spin kernel). window_us: event-timed µs per call of the
+    same run (stream time under the profiler), NaN when not taken.
+    """
+    if iters < 1:
+        raise ValueError(f"iters must be >= 1, got {iters}")
+    skip = set(exclude)
+    counted = [a for a in activities if a.kind in COUNTED_KINDS and a.name not in skip]
+    names: dict[str, dict[str, Any]] = {}
+    for item in counted:
+        entry = names.setdefault(item.name, {"kind": item.kind, "count": 0, "ns": 0})
+        entry["count"] += 1
+        entry["ns"] += int(item.duration_ns)
+    total = sum(int(a.duration_ns) for a in counted)
+    return {"iters": int(iters), "count": len(counted), "total_ns": total, "overlap_ns": total - _union_ns(counted),
+            "names": names, "window_us": float(window_us), "spin_short": bool(spin_short)}
+
+
+def not_available(reason: str, status: str = "n/a") -> dict[str, Any]:
+    """A summary saying why there is no kernel time (status "n/a" or "error")."""
+    return {"status": status, "reason": reason}
+
+
+def _names_summary(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per name: kind, median over runs of its count per call and of its µs per call (absent = 0)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(n for r in runs for n in r["names"]):
+        kinds = [r["names"][name]["kind"] for r in runs if name in r["names"]]
+        per_call = [r["names"].get(name, {}).get("count", 0) / r["iters"] for r in runs]
+        us = [r["names"].get(name, {}).get("ns", 0) / 1e3 / r["iters"] for r in runs]
+        out[name] = {"kind": kinds[0], "per_call": float(statistics.median(per_call)),
+                     "us": float(statistics.median(us))}
+    return out
+
+
+def worker_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One worker's R run records -> kernel µs per call per run, median, kernels per call, names, notes."""
+    if not runs:
+        return not_available("no kernel-timer runs")
+    empty = [i for i, r in enumerate(runs) if r["count"] == 0]
+    if len(empty) == len(runs):
+        return not_available(NO_ACTIVITY)
+    if empty:
+        return not_available(f"{len(empty)} of {len(runs)} profiled runs recorded no GPU activity", "error")
+    run_us = [r["total_ns"] / 1e3 / r["iters"] for r in runs]
+    per_call = [r["count"] / r["iters"] for r in runs]
+    notes = []
+    uneven = sum(1 for r in runs if r["count"] % r["iters"])
+    if uneven:
+        notes.append(f"{uneven} of {len(runs)} runs: device records not a whole number per call "
+                     f"(records lost, or calls that differ)")
+    overlapping = sum(1 for r in runs if r["overlap_ns"] > _OVERLAP_TOLERANCE * r["total_ns"])
+    if overlapping:
+        notes.append(f"{overlapping} of {len(runs)} runs: counted device records overlap in time "
+                     f"(several streams, or records that are not kernels)")
+    return {"status": "ok", "reason": "", "run_us": run_us, "median_us": float(statistics.median(run_us)),
+            "kernels_per_call": float(statistics.median(per_call)), "names": _names_summary(runs),
+            "window_us": [float(r.get("window_us", math.nan)) for r in runs],
+            "spin_short": sum(bool(r.get("spin_short")) for r in runs), "note": "; ".join(notes)}
+
+
+def status_text(summary: dict[str, Any] | None) -> str:
+    """"ok", "n/a (reason)" or "error (reason)"; a missing summary reads "n/a (not measured)"."""
+    if not summary:
+        return "n/a (not measured)"
+    if summary.get("status") == "ok":
+        return "ok"
+    return f"{summary.get('status', 'error')} ({summary.get('reason') or 'no reason given'})"
+
+
+def aggregate(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
+    """Workers' summaries -> median of the worker medians, min–max across workers, kernels per call, names.
+
+    Only "ok" summaries count; with none, the status and reason of the first one that says why.
+    """
+    good = [s for s in summaries if s and s.get("status") == "ok"]
+    if not good:
+        first = next((s for s in summaries if s), None)
+        return not_available(first["reason"], first.get("status", "n/a")) if first else not_available("not measured")
+    medians = [float(s["median_us"]) for s in good]
+    per_call = [float(s["kernels_per_call"]) for s in good]
+    names: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(n for s in good for n in s["names"]):
+        present = [s["names"][name] for s in good if name in s["names"]]
+        names[name] = {"kind": present[0]["kind"],
+                       "per_call": float(statistics.median([p["per_call"] for p in present])),
+                       "us": float(statistics.median([p["us"] for p in present])), "workers": len(present)}
+    notes = [s["note"] for s in good if s.get("note")]
+    if len(set(per_call)) > 1:
+        notes.insert(0, "kernels per call differ between workers: " + ", ".join(f"{v:g}" for v in per_call))
+    return {"status": "ok", "reason": "", "median_us": float(statistics.median(medians)), "min_us": min(medians),
+            "max_us": max(medians), "worker_medians": medians, "kernels_per_call": float(statistics.median(per_call)),
+            "names": names, "workers": len(good), "note": "; ".join(dict.fromkeys(notes))}
+
+
+def gap_us(stream_us: float | None, kernel_us: float | None) -> float:
+    """stream − kernel µs per call; NaN unless both are finite numbers."""
+    if stream_us is None or kernel_us is None or not (math.isfinite(stream_us) and math.isfinite(kernel_us)):
+        return math.nan
+    return float(stream_us) - float(kernel_us)

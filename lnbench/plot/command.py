@@ -1,0 +1,50 @@
+"""`lnbench plot RESULTS...`: a PNG (or a few) per result file, by the command that wrote it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lnbench.cli_common import EXIT_OK, console, guarded
+from lnbench.compare.results import ABI, COMPARE, PERF, VERIFY, ResultFile, load_result
+from lnbench.errors import LnbenchUsageError
+from lnbench.plot.figures import save_png
+from lnbench.plot.perf import perf_figures
+from lnbench.plot.ratios import abi_figures, compare_figures
+from lnbench.plot.verify import verify_figures
+from lnbench.report import check_writable
+
+PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures}
+WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with intervals",
+        VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals"}
+
+
+@click.command("plot")
+@click.argument("results", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the PNGs (default: beside each result file).")
+@guarded
+def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
+    """Draw PNGs from result files (JSON or CSV): perf → GB/s and % of peak by shape per backend and op;
+    compare → ratios with intervals; verify → err/allowed per case and tensor; abi-compare → speed-ups."""
+    if not results:
+        raise LnbenchUsageError("no result file given: lnbench plot RESULTS... (perf, compare, verify or abi-compare)")
+    loaded: list[ResultFile] = [load_result(path) for path in results]   # every file checked before drawing
+    written: list[Path] = []
+    stems: set[tuple[Path, str]] = set()
+    for result in loaded:
+        folder = out_dir or result.path.parent
+        stem = result.path.stem
+        if (folder, stem) in stems:       # perf.json and perf.csv side by side: keep both sets of pictures
+            stem = f"{stem}-{result.path.suffix.lstrip('.')}"
+        stems.add((folder, stem))
+        check_writable(folder / f"{stem}.png")
+        figures = PLOTTERS[result.kind](result)
+        if not figures:
+            raise LnbenchUsageError(f"{result.path}: nothing to plot (no case of this {result.kind} result has a value)")
+        for name, figure in figures:
+            picture = save_png(figure, folder / f"{stem}-{name}.png")
+            console.print(f"{result.kind} ({WHAT[result.kind]}): {picture}")
+            written.append(picture)
+    console.print(f"{len(written)} PNG(s) written")
+    return EXIT_OK

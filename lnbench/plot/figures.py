@@ -1,0 +1,30 @@
+"""matplotlib without pyplot (no global state, no display): make a figure, save it atomically as PNG."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lnbench.errors import LnbenchUsageError
+from lnbench.report import _atomic_write
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+DPI = 100
+VERDICT_COLOURS = {"SLOWER": "#d62728", "FASTER": "#2ca02c", "SAME": "#7f7f7f",
+                   "slower": "#d62728", "faster": "#2ca02c", "same": "#7f7f7f"}
+
+
+def new_figure(width_in: float, height_in: float, **subplots: Any) -> tuple["Figure", Any]:
+    """A Figure and its axes (`subplots` as Figure.subplots takes them); a usage error without matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise LnbenchUsageError('lnbench plot needs matplotlib: pip install -e ".[plot]"') from None
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    return fig, fig.subplots(**subplots)
+
+
+def save_png(fig: "Figure", path: Path) -> Path:
+    """Write the figure as PNG through a temp file and a rename (readers never see half a picture)."""
+    return _atomic_write(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=DPI))

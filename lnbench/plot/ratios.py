@@ -1,0 +1,81 @@
+"""Ratios with their intervals, one line per case: `compare` output (new/base time) and abi-compare's
+runtime speed-ups (Tensor time / Pointer time)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from lnbench.compare.results import ResultFile, require_columns
+from lnbench.plot.figures import VERDICT_COLOURS, new_figure
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _ratio_figure(labels: list[str], ratio: pd.Series, low: pd.Series, high: pd.Series, verdicts: list[str],
+                  xlabel: str, title: str, band_pct: float | None, fail_pct: float | None) -> Any:
+    fig, ax = new_figure(8.5, 1.3 + 0.28 * len(labels))
+    y = list(range(len(labels)))[::-1]                                   # first case on top
+    frame = pd.DataFrame({"ratio": list(ratio), "low": list(low), "high": list(high), "y": y, "verdict": verdicts})
+    for verdict, group in frame.groupby("verdict", sort=False):
+        ax.errorbar(group.ratio, group.y, xerr=[group.ratio - group.low, group.high - group.ratio], fmt="o",
+                    markersize=4, capsize=3, color=VERDICT_COLOURS.get(str(verdict), "#1f77b4"), label=str(verdict))
+    ax.axvline(1.0, color="black", linewidth=1)
+    if band_pct:
+        ax.axvspan(1 - band_pct / 100, 1 + band_pct / 100, color="grey", alpha=0.15,
+                   label=f"|change| < {band_pct:g}%: SAME")
+    if fail_pct is not None:
+        ax.axvline(1 + fail_pct / 100, color=VERDICT_COLOURS["SLOWER"], linestyle=":",
+                   label=f"--fail-if-slower {fail_pct:g}")
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def compare_figures(result: ResultFile) -> list[tuple[str, Any]]:
+    """("ratios", Figure): new/base time ratio per compared case with its interval, coloured by verdict."""
+    require_columns(result, ["backend", "op", "dtype", "shape", "mode", "ratio", "ci_low", "ci_high", "verdict"])
+    frame = result.rows.copy()
+    for column in ("ratio", "ci_low", "ci_high"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame = frame[frame.ratio.notna() & frame.ci_low.notna() & frame.ci_high.notna()]
+    if frame.empty:
+        return []
+    labels = [" ".join(str(r[c]) for c in ("backend", "op", "dtype", "shape", "mode")) for _, r in frame.iterrows()]
+    meta = result.metadata
+    conf = _number(meta.get("confidence"))
+    title = (f"lnbench compare: new/base time (> 1: NEW slower), "
+             f"{'%.0f%% ' % (conf * 100) if conf else ''}bootstrap interval\n"
+             f"base {meta.get('base', '?')} ({meta.get('base_device', '?')}) → new {meta.get('new', '?')}")
+    return [("ratios", _ratio_figure(labels, frame.ratio, frame.ci_low, frame.ci_high, list(frame.verdict.astype(str)),
+                                     "new / base (time ratio)", title, _number(meta.get("threshold_pct")),
+                                     _number(meta.get("fail_if_slower_pct"))))]
+
+
+def abi_figures(result: ResultFile) -> list[tuple[str, Any]]:
+    """("speedups", Figure): abi-compare runtime speed-ups (Tensor time / Pointer time) with their intervals."""
+    frame = result.rows
+    if "speedup" not in frame.columns:
+        return []
+    require_columns(result, ["op", "dtype", "shape", "metric", "speedup", "ci_low", "ci_high", "verdict"])
+    frame = frame[frame.get("status") == "ok"].copy() if "status" in frame.columns else frame.copy()
+    for column in ("speedup", "ci_low", "ci_high"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame = frame[frame.speedup.notna() & frame.ci_low.notna() & frame.ci_high.notna()]
+    if frame.empty:
+        return []
+    labels = [f"{r['op']} {r['dtype']} {r['shape']} {r['metric']}" for _, r in frame.iterrows()]
+    pair = result.metadata.get("pair", "")
+    title = f"lnbench abi-compare {pair}: Tensor time / Pointer time (> 1: Pointer faster), bootstrap interval"
+    return [("speedups", _ratio_figure(labels, frame.speedup, frame.ci_low, frame.ci_high,
+                                       list(frame.verdict.astype(str)), "speed-up Pointer vs Tensor", title, None, None))]

@@ -1,0 +1,258 @@
+"""`lnbench compare` on real `lnbench perf` / `abi-compare` results made on the CPU in this module."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lnbench import config as cfg
+from lnbench.abi.command import abi_compare_command
+from lnbench.compare.cases import TimedCase
+from lnbench.compare.command import compare_command
+from lnbench.compare.planted import main as planted_main, plant_slowdown
+from lnbench.compare.verdict import FASTER, SAME, SLOWER, Settings, compare_case
+from lnbench.perf.command import perf_command
+
+# short protocol: many short runs (R = 15 of ~4 ms) keep the per-worker medians steady on a busy CPU
+SHORT = ["--device", "cpu", "--dtype", "bf16", "-R", "15", "--warmup-s", "0.01", "--min-warmup-calls", "2",
+         "--target-run-s", "0.004", "--min-iters", "3", "-q"]
+ENV = {"OMP_NUM_THREADS": "1"}
+KEY = ("torch", "bwd", "bf16", "8x64", "hot")
+
+
+@pytest.fixture(scope="module")
+def perf_json(tmp_path_factory) -> Path:
+    """One small real perf run: torch fwd/bwd × 2 shapes, hot; liger (absent here: `not run`); P = 3."""
+    out = tmp_path_factory.mktemp("perf")
+    result = CliRunner().invoke(perf_command, [*SHORT, "--backend", "torch,liger", "--shapes", "8x64,3x100",
+                                               "--op", "fwd,bwd", "--mode", "hot", "-P", "3",
+                                               "--csv", str(out / "p.csv"), "--json", str(out / "p.json")],
+                                env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
+    assert result.exit_code == 0, result.output
+    return out / "p.json"
+
+
+@pytest.fixture
+def payload(perf_json) -> dict:
+    return json.loads(perf_json.read_text())
+
+
+@pytest.fixture
+def planted_case(payload) -> tuple[str, ...]:
+    """The torch case whose workers' runs spread least (interquartile range / median): a CPU shared with other
+    processes can make one case too noisy for any test to see 10 % in it, and that says nothing about the gate."""
+    def spread(key: tuple[str, ...]) -> float:
+        runs = [np.array(json.loads(r["run_us"])) for r in payload["rows"] if r["row_kind"] == "worker"
+                and (r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]) == key]
+        return max(float(np.subtract(*np.percentile(v, [75, 25])) / np.median(v)) for v in runs)
+    keys = {(r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]) for r in payload["rows"]
+            if r["row_kind"] == "aggregate" and r["status"] == "ok"}
+    assert len(keys) == 4
+    return min(sorted(keys), key=spread)
+
+
+def _write(tmp_path: Path, name: str, data: dict) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _compare(base: Path, new: Path, tmp_path: Path, *extra: str):
+    args = [str(base), str(new), "--csv", str(tmp_path / "c.csv"), "--json", str(tmp_path / "c.json"), *extra]
+    result = CliRunner().invoke(compare_command, args)
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"] if (tmp_path / "c.json").exists() else []
+    return result, {(r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]): r for r in rows}
+
+
+def _one_line_exit_2(result, fragment: str) -> None:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
+    assert fragment in lines[0], result.output
+    assert "Traceback" not in result.output
+
+
+# --- the gate ---------------------------------------------------------------------------------------------
+
+def test_planted_10pct_slowdown_fails_the_gate_and_is_named(perf_json, payload, planted_case, tmp_path):
+    planted, key = plant_slowdown(payload, 1.10, planted_case)
+    assert key == planted_case and planted["metadata"]["planted_slowdown"].endswith("x1.1")
+    new = _write(tmp_path, "planted.json", planted)
+    md = tmp_path / "summary.md"
+    result, rows = _compare(perf_json, new, tmp_path, "--fail-if-slower", "5", "--md", str(md))
+    assert result.exit_code == 1, result.output
+    name = " ".join(planted_case)
+    assert f"--fail-if-slower 5: {name} is 10.0% slower" in result.output
+    assert result.output.count("--fail-if-slower 5:") == 1
+    hit = rows[planted_case]
+    assert hit["verdict"] == SLOWER and hit["ratio"] == pytest.approx(1.10, rel=1e-3)
+    assert hit["ci_low"] > 1.0 and hit["ci_low"] <= hit["ratio"] <= hit["ci_high"]
+    others = [r for k, r in rows.items() if k != planted_case and r["backend"] == "torch"]
+    assert len(others) == 3 and {r["verdict"] for r in others} == {SAME}
+    assert all(r["ratio"] == pytest.approx(1.0) for r in others)
+    text = md.read_text()
+    line = "| " + " | ".join(planted_case) + " |"
+    assert "FAILED (1 case(s) slower by more than 5%)" in text and line in text
+    assert text.index("### Changed") < text.index(line) < text.index("<details>")
+
+
+def test_gate_passes_without_a_significant_slowdown(perf_json, payload, planted_case, tmp_path):
+    faster = _write(tmp_path, "faster.json", plant_slowdown(payload, 0.90, planted_case)[0])
+    result, rows = _compare(perf_json, faster, tmp_path, "--fail-if-slower", "5")
+    assert result.exit_code == 0, result.output
+    assert rows[planted_case]["verdict"] == FASTER
+    assert rows[planted_case]["change_pct"] == pytest.approx(-10, abs=0.1)
+    slower = _write(tmp_path, "slower.json", plant_slowdown(payload, 1.10, planted_case)[0])
+    result, rows = _compare(perf_json, slower, tmp_path, "--fail-if-slower", "5", "--threshold", "15")
+    assert result.exit_code == 0, result.output          # 10 % is under the 15 % threshold: SAME
+    assert rows[planted_case]["verdict"] == SAME
+    result, rows = _compare(perf_json, slower, tmp_path, "--fail-if-slower", "12")
+    assert result.exit_code == 0 and rows[planted_case]["verdict"] == SLOWER, result.output  # slower, by < 12 %
+
+
+def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
+    dropped = copy.deepcopy(payload)
+    dropped["rows"] = [r for r in dropped["rows"] if (r["op"], r["shape"]) != ("fwd", "3x100")]
+    new = _write(tmp_path, "dropped.json", dropped)
+    result, rows = _compare(perf_json, new, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert rows[("torch", "fwd", "bf16", "3x100", "hot")]["verdict"] == "only in base"
+    assert rows[("liger", "fwd", "bf16", "3x100", "hot")]["verdict"] == "only in base"
+    liger = rows[("liger", "bwd", "bf16", "8x64", "hot")]
+    assert liger["verdict"] == "not compared" and "liger-kernel not installed" in liger["detail"]
+    assert "3 cases compared: 0 SLOWER, 0 FASTER, 3 SAME; 2 only in base, 3 not compared" in result.output
+    result, rows = _compare(new, perf_json, tmp_path)
+    assert rows[("torch", "fwd", "bf16", "3x100", "hot")]["verdict"] == "only in new"
+
+
+# --- refusals ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda d: d["metadata"].update(device_name="NVIDIA H200"), "device differs ('cpu"),
+    (lambda d: d["protocol"].update(runs=9), "protocol differs (runs 15 vs 9)"),
+    (lambda d: [r.update(dtype="f16") for r in d["rows"] if r["shape"] == "8x64"], "dtypes differ (bf16 vs bf16,f16)"),
+])
+def test_mismatched_runs_are_refused_unless_forced(perf_json, payload, tmp_path, change, fragment):
+    change(payload)
+    new = _write(tmp_path, "other.json", payload)
+    result, _ = _compare(perf_json, new, tmp_path)
+    _one_line_exit_2(result, fragment)
+    assert "--force" in result.output
+    result, rows = _compare(perf_json, new, tmp_path, "--force")
+    assert result.exit_code == 0, result.output
+    assert "--force:" in result.output and rows
+
+
+def test_no_overlap_is_refused(perf_json, payload, tmp_path):
+    for row in payload["rows"]:
+        row["shape"] = row["shape"] + "0"
+    result, _ = _compare(perf_json, _write(tmp_path, "elsewhere.json", payload), tmp_path)
+    _one_line_exit_2(result, "no overlap")
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("", "is empty"),
+    ("hello, world\n", "not an lnbench result"),
+    (None, "not valid JSON (truncated?)"),                   # the real file cut in half
+    ('{"metadata": {}, "rows": []}', "holds no result rows"),
+    ('{"rows": [1, 2]}', "not an lnbench result"),
+    ('{"metadata": {"x": 1}, "rows": [{"a": 1}]}', "not a result of lnbench perf"),
+    ('[1, 2, 3]', "not an lnbench result"),
+])
+def test_bad_files_exit_2_with_one_line(perf_json, tmp_path, content, fragment):
+    bad = tmp_path / "bad.json"
+    text = perf_json.read_text()
+    bad.write_text(text[: len(text) // 2] if content is None else content)
+    result, _ = _compare(perf_json, bad, tmp_path)
+    _one_line_exit_2(result, fragment)
+
+
+def test_missing_file_directory_and_bad_options(perf_json, tmp_path):
+    _one_line_exit_2(CliRunner().invoke(compare_command, [str(perf_json)]), "needs two result files")
+    _one_line_exit_2(_compare(perf_json, tmp_path / "nope.json", tmp_path)[0], "no such file")
+    _one_line_exit_2(_compare(tmp_path, perf_json, tmp_path)[0], "is a directory")
+    _one_line_exit_2(_compare(perf_json, perf_json, tmp_path, "--fail-if-slower", "-1")[0], "--fail-if-slower")
+    _one_line_exit_2(_compare(perf_json, perf_json, tmp_path, "--threshold", "nan")[0], "threshold")
+
+
+def test_results_of_other_commands_are_refused(perf_json, tmp_path):
+    verify = {"metadata": {"device_name": "cpu"}, "rows": [
+        {"backend": "torch", "case": "randn", "dtype": "bf16", "shape": "8x64", "tensor": "y", "max_abs_err": 0.1,
+         "allowed": 0.2, "status": "PASS"}]}
+    _one_line_exit_2(_compare(perf_json, _write(tmp_path, "v.json", verify), tmp_path)[0],
+                     "is from lnbench verify; this needs the JSON of lnbench perf or abi-compare")
+
+
+# --- abi-compare results -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def abi_json(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("abi")
+    result = CliRunner().invoke(abi_compare_command, [
+        "--pair", "torch-entry", "--runtime-only", "--in-process", "--device", "cpu", "--shapes", "8x64,4x128",
+        "--op", "fwd", "--metric", "direct", "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "2",
+        "--target-run-s", "0.0005", "--min-iters", "3", "--max-iters", "20", "-q",
+        "--csv", str(out / "a.csv"), "--json", str(out / "a.json")], env=ENV)
+    assert result.exit_code == 0, result.output
+    return out / "a.json"
+
+
+def test_abi_compare_results_compare_per_side(abi_json, perf_json, tmp_path):
+    result, rows = _compare(abi_json, abi_json, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert set(rows) == {(f"torch-entry:{side}", "fwd", "bf16", shape, "direct")
+                         for side in ("tensor", "pointer") for shape in ("8x64", "4x128")}
+    assert {r["verdict"] for r in rows.values()} == {SAME} and all(r["workers"] == "2" for r in rows.values())
+    _one_line_exit_2(_compare(perf_json, abi_json, tmp_path)[0], "compare needs two results of the same command")
+
+
+# --- statistics and verdicts, on synthetic run values ----------------------------------------------------------
+
+def _case(values: np.ndarray, workers: list[int] | None = None) -> TimedCase:
+    runs = {w: [float(v) for v in row] for w, row in zip(workers or range(len(values)), values)}
+    headline = float(np.median([np.median(r) for r in runs.values()]))
+    return TimedCase(KEY, "ok", headline, runs)
+
+
+def test_verdicts_follow_interval_and_threshold():
+    rng = np.random.default_rng(3)
+    base = 100 + rng.normal(0, 0.5, size=(3, 5))
+    settings = Settings(threshold_pct=3.0)
+    same = compare_case(_case(base), _case(100 + rng.normal(0, 0.5, size=(3, 5))), settings)
+    assert same["verdict"] == SAME and same["ci_low"] <= same["ratio"] <= same["ci_high"]
+    slow = compare_case(_case(base), _case(base * 1.06), settings)
+    assert slow["verdict"] == SLOWER and slow["ci_low"] > 1 and slow["change_pct"] == pytest.approx(6)
+    small = compare_case(_case(base), _case(base * 1.02), settings)         # significant but under 3 %
+    assert small["verdict"] == SAME and small["ci_low"] > 1
+    noisy = compare_case(_case(base), _case(110 + rng.normal(0, 30, size=(3, 5))), settings)
+    assert noisy["verdict"] == SAME and noisy["ci_low"] < 1 < noisy["ci_high"]   # 10 % inside the noise
+    partial = compare_case(_case(base), _case(base[:2] * 1.2, [0, 2]), settings)
+    assert partial["workers"] == "2" and "paired on worker(s) 0,2 (base has 3, new 2)" in partial["detail"]
+    assert math.isnan(compare_case(_case(base), TimedCase(KEY, "error: boom"), settings)["ratio"])
+
+
+def test_config_compare_table_and_sweep_shape_set():
+    config = cfg.load_config()
+    settings = Settings.from_config(config)
+    assert settings.threshold_pct > 0 and 0 < settings.confidence < 1 and settings.bootstrap >= 1000
+    sweep = cfg.shape_set(config, "perf", "sweep")
+    widths = [n for _, n in sweep]
+    assert [2 ** k for k in range(8, 17)] == [n for n in widths if n & (n - 1) == 0]      # 256 .. 65536
+    assert len([n for n in widths if n & (n - 1)]) >= 3                                   # odd hidden sizes
+    assert all(abs(m * n / 2 ** 24 - 1) < 1e-3 for m, n in sweep)                          # M·N held fixed
+
+
+def test_planted_module_cli(perf_json, tmp_path):
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(planted_main, [str(perf_json), str(out), "--factor", "1.2", "--case",
+                                               " ".join(KEY)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["metadata"]["planted_slowdown"] == "torch bwd bf16 8x64 hot x1.2"
+    result = CliRunner().invoke(planted_main, [str(perf_json), str(out), "--case", "liger bwd bf16 8x64 hot"])
+    _one_line_exit_2(result, "is not a timed case")

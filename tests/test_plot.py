@@ -1,0 +1,173 @@
+"""`lnbench plot` on real perf / verify / compare results made on the CPU in this module."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+from lnbench.compare.command import compare_command
+from lnbench.compare.planted import plant_slowdown
+from lnbench.compare.results import load_result
+from lnbench.metadata import device_name
+from lnbench.perf.command import perf_command
+from lnbench.plot.command import plot_command
+from lnbench.plot.perf import perf_figures
+from lnbench.plot.ratios import compare_figures
+from lnbench.plot.verify import verify_figures
+from lnbench.verify.command import verify_command
+
+TINY = ["--device", "cpu", "--dtype", "bf16", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "2",
+        "--target-run-s", "0.0005", "--min-iters", "3", "--max-iters", "20", "-q"]
+ENV = {"OMP_NUM_THREADS": "1"}
+PEAK = 0.5  # GB/s: a made-up copy peak, so the peak line and the % axis are drawn
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("plot")
+    peak = out / "peak.json"
+    peak.write_text(json.dumps({device_name(torch.device("cpu")): {"gbps": PEAK, "timestamp": "t"}}))
+    result = CliRunner().invoke(perf_command, [
+        *TINY, "--backend", "torch,liger", "--shapes", "8x64,3x100,16x32", "--op", "fwd,bwd", "--mode", "hot,cold",
+        "-P", "2", "--llc-mib", "0.05", "--peak-file", str(peak), "--csv", str(out / "perf.csv"),
+        "--json", str(out / "perf.json")], env=ENV)
+    assert result.exit_code == 0, result.output
+    planted, _ = plant_slowdown(json.loads((out / "perf.json").read_text()), 1.5, ("torch", "fwd", "bf16", "8x64", "hot"))
+    (out / "planted.json").write_text(json.dumps(planted))
+    result = CliRunner().invoke(compare_command, [str(out / "perf.json"), str(out / "planted.json"), "-q",
+                                                  "--fail-if-slower", "5", "--csv", str(out / "cmp.csv"),
+                                                  "--json", str(out / "cmp.json")])
+    assert result.exit_code in (0, 1), result.output       # the verdict depends on this CPU's noise
+    result = CliRunner().invoke(verify_command, ["--backend", "torch", "--dtype", "bf16", "--shapes", "8x64,3x100",
+                                                 "--device", "cpu", "-q", "--csv", str(out / "verify.csv"),
+                                                 "--json", str(out / "verify.json")], env=ENV)
+    assert result.exit_code == 0, result.output
+    return {name: out / f"{name}" for name in ("perf.json", "perf.csv", "cmp.json", "cmp.csv", "verify.json",
+                                                "verify.csv")}
+
+
+def _one_line_exit_2(result, fragment: str) -> None:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("lnbench: error:") and fragment in lines[0], result.output
+
+
+def test_plot_writes_pngs_for_every_kind(files, tmp_path):
+    args = [str(files[n]) for n in ("perf.json", "perf.csv", "cmp.json", "verify.json")]
+    result = CliRunner().invoke(plot_command, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    expected = {"perf-bf16-hot.png", "perf-bf16-cold.png", "perf-csv-bf16-hot.png", "perf-csv-bf16-cold.png",
+                "cmp-ratios.png", "verify-torch-bf16.png"}
+    assert {p.name for p in tmp_path.iterdir()} == expected
+    for path in tmp_path.iterdir():
+        assert path.read_bytes()[:8] == PNG and path.stat().st_size > 5000
+    assert "6 PNG(s) written" in result.output
+
+
+def _errorbars(ax, along: int = 1) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """label -> (x, y, low, high) of each errorbar series; `along` = 1 for vertical bars, 0 for horizontal."""
+    out = {}
+    for container in ax.containers:
+        line, _, (bars, *_) = container.lines
+        segments = np.array(bars.get_segments())
+        out[container.get_label()] = (np.asarray(line.get_xdata()), np.asarray(line.get_ydata()),
+                                      segments[:, 0, along], segments[:, 1, along])
+    return out
+
+
+@pytest.mark.parametrize("name", ["perf.json", "perf.csv"])
+def test_perf_figure_shows_headline_gbps_worker_range_and_peak(files, name):
+    figures = dict(perf_figures(load_result(files[name])))
+    assert set(figures) == {"bf16-hot", "bf16-cold"}
+    frame = pd.read_csv(files["perf.csv"])
+    agg = frame[(frame.row_kind == "aggregate") & (frame.status == "ok") & (frame["mode"] == "hot")]
+    fig = figures["bf16-hot"]
+    panels = [ax for ax in fig.axes if ax.get_title() in ("fwd", "bwd")]
+    assert [ax.get_title() for ax in panels] == ["fwd", "bwd"]
+    for ax in panels:
+        ticks = [t.get_text() for t in ax.get_xticklabels()]
+        assert ticks == ["16x32", "8x64", "3x100"]                    # ordered by hidden size N
+        series = _errorbars(ax)
+        assert set(series) == {"torch"}                                 # liger did not run: not drawn
+        x, y, low, high = series["torch"]
+        want = agg[agg.op == ax.get_title()].set_index("shape").gbps
+        assert np.allclose(y, [want[ticks[int(i)]] for i in x])
+        assert (low <= y + 1e-12).all() and (y <= high + 1e-12).all() and (high > low).any()
+        assert any(np.allclose(line.get_ydata(), PEAK) for line in ax.get_lines())   # the copy-peak line
+    assert {t.get_text() for t in panels[0].get_legend().get_texts()} == {"torch", "copy peak 0.5 GB/s"}
+    right = [child for child in panels[-1].child_axes]
+    assert right and "% of copy peak" in right[0].get_ylabel()
+
+
+def test_compare_figure_shows_ratios_with_intervals(files):
+    ((name, fig),) = compare_figures(load_result(files["cmp.json"]))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert sorted(labels) == sorted(f"torch {op} bf16 {s} {m}" for op in ("fwd", "bwd")
+                                    for s in ("8x64", "3x100", "16x32") for m in ("hot", "cold"))
+    rows = {" ".join(r[k] for k in ("backend", "op", "dtype", "shape", "mode")): r
+            for r in json.loads(files["cmp.json"].read_text())["rows"]}
+    series = _errorbars(ax, along=0)
+    assert set(series) == {rows[label]["verdict"] for label in labels}     # one colour per verdict
+    points = {labels[::-1][int(y)]: (x, lo, hi) for x_, y_, lo_, hi_ in series.values()
+              for x, y, lo, hi in zip(x_, y_, lo_, hi_)}
+    assert set(points) == set(labels)
+    for label, (x, lo, hi) in points.items():
+        row = rows[label]
+        assert (x, lo, hi) == pytest.approx((row["ratio"], row["ci_low"], row["ci_high"]))
+    assert points["torch fwd bf16 8x64 hot"][0] == pytest.approx(1.5)
+    csv_fig = compare_figures(load_result(files["cmp.csv"]))[0][1]
+    csv_points = np.sort(np.concatenate([s[0] for s in _errorbars(csv_fig.axes[0], along=0).values()]))
+    assert np.allclose(csv_points, np.sort([p[0] for p in points.values()]))
+
+
+@pytest.mark.parametrize("name", ["verify.json", "verify.csv"])
+def test_verify_figure_is_err_over_allowed_per_case_and_tensor(files, name):
+    ((label, fig),) = verify_figures(load_result(files[name]))
+    assert label == "torch-bf16"
+    ax = fig.axes[0]
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    columns = [t.get_text() for t in ax.get_xticklabels()]
+    assert columns == ["y", "mean", "rstd", "dx", "dweight", "dbias"]
+    cells = ax.images[0].get_array()
+    frame = pd.read_csv(files["verify.csv"])
+    for row in frame.itertuples():
+        i, j = rows.index(f"{row.case} {row.shape}"), columns.index(row.tensor)
+        assert cells[i, j] == pytest.approx(row.max_abs_err / row.allowed)
+    autograd = rows.index(next(r for r in rows if r.startswith("autograd-3d")))
+    assert cells.mask[autograd, columns.index("mean")]                 # no mean/rstd there: grey, not 0
+
+
+def test_bad_inputs_exit_2_with_one_line(files, tmp_path):
+    _one_line_exit_2(CliRunner().invoke(plot_command, []), "no result file given")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    _one_line_exit_2(CliRunner().invoke(plot_command, [str(empty)]), "is empty")
+    text = files["perf.csv"].read_text()
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text[: len(text) - 40])
+    _one_line_exit_2(CliRunner().invoke(plot_command, [str(cut)]), "looks truncated")
+    cut_json = tmp_path / "cut.json"
+    cut_json.write_text(files["perf.json"].read_text()[:500])
+    _one_line_exit_2(CliRunner().invoke(plot_command, [str(cut_json)]), "not valid JSON")
+    data = json.loads(files["perf.json"].read_text())
+    data["rows"] = [r for r in data["rows"] if r["backend"] == "liger"]
+    liger = tmp_path / "liger.json"
+    liger.write_text(json.dumps(data))
+    _one_line_exit_2(CliRunner().invoke(plot_command, [str(liger), "--out", str(tmp_path)]), "nothing to plot")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"metadata": {}, "rows": [{"x": 1}]}))
+    _one_line_exit_2(CliRunner().invoke(plot_command, [str(other)]), "not a result of lnbench")
+
+
+def test_without_matplotlib_plot_says_how_to_install(files, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    result = CliRunner().invoke(plot_command, [str(files["perf.json"]), "--out", str(tmp_path)])
+    _one_line_exit_2(result, 'pip install -e ".[plot]"')
