@@ -51,17 +51,7 @@ step() {  # step NAME EXPECTED_EXIT COMMAND... : run, log, compare the exit stat
   echo "== environment"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1 \
     || echo "nvidia-smi unavailable"
-  "$PY" - <<'EOF'
-import importlib.metadata as md
-import torch
-print("torch", torch.__version__, "| cuda", torch.version.cuda, "| device",
-      torch.cuda.get_device_name() if torch.cuda.is_available() else "none (CPU)")
-for dist in ("liger-kernel", "triton", "matplotlib", "pandas", "rich", "click"):
-    try:
-        print(dist, md.version(dist))
-    except md.PackageNotFoundError:
-        print(dist, "NOT INSTALLED")
-EOF
+  "$PY" scripts/device_env.py
 } 2>&1 | tee -a "$LOG"
 
 BACKENDS=torch

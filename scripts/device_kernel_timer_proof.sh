@@ -27,19 +27,7 @@ CLI=("$PY" -m lnbench.cli)
   echo "== environment"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw \
     --format=csv 2>&1 || echo "nvidia-smi unavailable"
-  $PY - <<'EOF'
-import importlib.metadata as md
-import torch
-print("torch", torch.__version__, "| cuda", torch.version.cuda, "| hip", torch.version.hip)
-print("device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none")
-print("profiler activities", sorted(str(a) for a in torch.profiler.supported_activities()))
-print("_KinetoEvent.activity_type:", hasattr(torch._C._autograd._KinetoEvent, "activity_type"))
-for dist in ("triton", "liger-kernel"):
-    try:
-        print(dist, md.version(dist))
-    except md.PackageNotFoundError:
-        print(dist, "NOT INSTALLED")
-EOF
+  "$PY" "$(dirname "$0")/device_env.py"
 } 2>&1 | tee -a "$LOG"
 
 step() {  # step NAME COMMAND... : run, log, record exit status and wall time

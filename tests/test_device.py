@@ -110,6 +110,11 @@ def test_perf_and_peak_refuse_the_emulated_device(monkeypatch):
         assert "emulated device" in line and "times mean nothing" in line
 
 
+def test_perf_refuses_the_null_device_saying_it_executes_nothing():
+    line = one_error_line(invoke("perf", "--device", "null"))
+    assert "executes nothing" in line and "abi-compare --device null" in line
+
+
 def test_env_says_whether_the_emulator_is_available(monkeypatch):
     monkeypatch.setattr(runtime, "availability", lambda: (False, "tinygrad is not installed"))
     result = invoke("env", "--device", "cpu")

@@ -86,6 +86,9 @@ def timed_device(name: str | None) -> Device:
     """The --device to time on; the emulated device is refused (its times say nothing about hardware)."""
     dev = parse_device(name)
     if not dev.times_are_real:
+        if not dev.executes_flydsl:             # the null device: launches complete without running anything
+            raise LnbenchUsageError(f"{dev.name} executes nothing (launches complete at once), so there is no "
+                                    f"kernel time to measure (its host cost: `lnbench abi-compare --device {dev.name}`)")
         raise LnbenchUsageError(f"{dev.name} is an emulated device: its times mean nothing, so it cannot be "
                                 f"timed (use `lnbench verify --device {dev.name}` to check results)")
     return dev
