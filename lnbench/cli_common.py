@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -28,25 +29,29 @@ def fail_usage(message: str) -> None:
     sys.exit(EXIT_USAGE)
 
 
+def _debug_traceback() -> None:
+    """With LNBENCH_DEBUG set, the traceback of the exception being handled, to stderr."""
+    if os.environ.get("LNBENCH_DEBUG"):
+        traceback.print_exc(file=sys.stderr)
+
+
 def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body: usage/contract errors become one line + exit 2, never a traceback.
 
-    LNBENCH_DEBUG=1 re-raises so a developer sees the traceback.
+    LNBENCH_DEBUG=1 also prints the traceback (to stderr); the exit code stays the same.
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
             code = func(*args, **kwargs)
         except (LnbenchUsageError, ContractError) as exc:
-            if os.environ.get("LNBENCH_DEBUG"):
-                raise
+            _debug_traceback()
             fail_usage(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         except KeyboardInterrupt:
             err_console.print("lnbench: interrupted")
             sys.exit(130)
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
-            if os.environ.get("LNBENCH_DEBUG"):
-                raise
+            _debug_traceback()
             first = str(exc).splitlines()[0] if str(exc) else ""
             fail_usage(f"internal error: {type(exc).__name__}: {first} (set LNBENCH_DEBUG=1 for a traceback)")
         sys.exit(code or EXIT_OK)

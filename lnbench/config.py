@@ -1,6 +1,9 @@
-"""Configuration: TOML files under configs/, CLI overrides, and parsing of shapes and dtypes."""
+"""Configuration: the packaged defaults (lnbench/configs/default.toml), a user file merged over them, CLI
+overrides, and parsing of shapes and dtypes."""
 from __future__ import annotations
 
+import copy
+import importlib.resources
 import os
 import re
 import tomllib
@@ -10,6 +13,7 @@ from typing import Any, Iterable
 import torch
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.validate import split_list  # noqa: F401 - re-exported: one list rule everywhere
 
 #: canonical dtype name -> torch dtype
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -20,9 +24,12 @@ _DTYPE_ALIASES = {
 }
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
-#: the repository's configs/ folder (an editable install or a checkout); LNBENCH_CONFIG overrides the file
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-DEFAULT_CONFIG = CONFIG_DIR / "default.toml"
+#: the defaults, shipped inside the package; a --config file or $LNBENCH_CONFIG is merged over them
+DEFAULT_CONFIG = importlib.resources.files("lnbench") / "configs" / "default.toml"
+#: keys a config may set that the defaults leave out: table -> {key: type}
+OPTIONAL_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {"abi_compare": {"check_elements": int}}
+#: tables whose keys are names the user chooses (each value a list of MxN strings)
+FREE_TABLES = ("shape_sets",)
 RESULTS_DIR = Path(os.environ.get("LNBENCH_RESULTS_DIR", Path.cwd() / "results"))
 
 
@@ -32,15 +39,6 @@ def dtype_name(dtype: torch.dtype) -> str:
         if value == dtype:
             return name
     raise LnbenchUsageError(f"unsupported dtype {dtype}; lnbench handles {', '.join(DTYPES)}")
-
-
-def split_list(values: Iterable[str] | str | None) -> list[str]:
-    """Flatten repeatable and comma-separated option values: ("a,b", "c") -> [a, b, c]."""
-    if values is None:
-        return []
-    if isinstance(values, str):
-        values = [values]
-    return [item.strip() for value in values for item in str(value).split(",") if item.strip()]
 
 
 def parse_dtypes(values: Iterable[str] | str | None) -> list[str]:
@@ -74,21 +72,79 @@ def parse_shapes(values: Iterable[str] | str | None) -> list[tuple[int, int]]:
     return [parse_shape(item) for item in items]
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Read the TOML config (`path`, else $LNBENCH_CONFIG, else configs/default.toml).
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__
 
-    A named file that is missing, unreadable or malformed is a usage error.
+
+def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """`user` deep-merged over `defaults` (tables merge key by key, other values replace). A key the defaults
+    do not have is an error naming it and its table; so is a value of another kind than the default's (a list
+    where a number is expected, or a number where a list is expected)."""
+    out = copy.deepcopy(defaults)
+    for key, value in user.items():
+        table = f"[{where}]" if where else "the top level"
+        name = f"{where}.{key}" if where else key
+        if key not in defaults:
+            optional = OPTIONAL_KEYS.get(where, {})
+            if where.rsplit(".", 1)[-1] in FREE_TABLES:
+                if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                    raise LnbenchUsageError(f"config {table} {key!r} must be a list of MxN strings, got {value!r}")
+            elif key in optional:
+                if isinstance(value, bool) or not isinstance(value, optional[key]):
+                    raise LnbenchUsageError(f"config {table} {key!r} must be {_kind(0)}, got {value!r}")
+            else:
+                known = sorted(set(defaults) | set(optional))
+                raise LnbenchUsageError(f"config {table}: unknown key {key!r}; known keys: {', '.join(known)}")
+            out[key] = value
+            continue
+        default = defaults[key]
+        if isinstance(default, dict):
+            if not isinstance(value, dict):
+                raise LnbenchUsageError(f"config [{name}] must be a table, got {value!r}")
+            out[key] = merge_config(default, value, name)
+            continue
+        if _kind(value) != _kind(default):
+            raise LnbenchUsageError(f"config {table} {key!r} must be {_kind(default)}, got {value!r}")
+        out[key] = value
+    return out
+
+
+def default_config() -> dict[str, Any]:
+    """The packaged defaults."""
+    return tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The packaged defaults, with `path` (else $LNBENCH_CONFIG, if set) merged over them.
+
+    A named file that is missing, unreadable or malformed, or that sets an unknown key or a value of the wrong
+    kind, is a usage error.
     """
-    chosen = Path(path or os.environ.get("LNBENCH_CONFIG") or DEFAULT_CONFIG)
+    defaults = default_config()
+    named = path or os.environ.get("LNBENCH_CONFIG")
+    if not named:
+        return defaults
+    chosen = Path(named)
     try:
         with open(chosen, "rb") as handle:
-            return tomllib.load(handle)
+            user = tomllib.load(handle)
     except FileNotFoundError:
         raise LnbenchUsageError(f"config file not found: {chosen}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise LnbenchUsageError(f"cannot read config {chosen}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LnbenchUsageError(f"malformed config {chosen}: {exc}") from None
+    return merge_config(defaults, user)
 
 
 def section(config: dict[str, Any], name: str) -> dict[str, Any]:

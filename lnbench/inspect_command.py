@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import click
+import torch
 from rich.progress import Progress
 
 from lnbench import config as cfg
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
-from lnbench.device import emulator_status
+from lnbench.device import Device, emulator_status
 from lnbench.errors import LnbenchUsageError
-from lnbench.metadata import package_version, timestamp
+from lnbench.metadata import package_version, run_metadata
 from lnbench.report import Column, render_table, styled_status
+from lnbench.validate import ARCHES, choices as _choices
 
-ARCHES = ("gfx942", "gfx950")
+
+def compile_device(arches: list[str]) -> Device:
+    """The device the inspect rows describe: compile-only for the target arch(es), on this host."""
+    return Device("compile-only", "cpu", torch.device("cpu"), ",".join(arches))
 ABIS = ("pointer", "tensor")
 OPS = ("fwd", "fwd-nostats", "bwd")
 STRATEGIES = ("deterministic", "atomic")
@@ -47,14 +52,6 @@ EXECUTED_COLUMNS = [
     Column("unique_bytes", "distinct B ld/st"), Column("lds_bytes_executed", "LDS B", _count),
     Column("status", "status", styled_status, justify="left"),
 ]
-
-
-def _choices(values: tuple[str, ...], allowed: tuple[str, ...], what: str) -> list[str]:
-    items = cfg.split_list(values) or list(allowed)
-    for item in items:
-        if item not in allowed:
-            raise LnbenchUsageError(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
-    return list(dict.fromkeys(items))
 
 
 def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
@@ -162,8 +159,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
             console.print(f"[red]{row['arch']} {row['abi']} {row['op']} {row['dtype']} N={row['n']}:[/red] {row['detail']}")
     from lnbench.flydsl.toolkit import describe
 
-    metadata = {"lnbench_command": "inspect", "flydsl_version": package_version("flydsl"),
-                "toolkit": describe(), "timestamp": timestamp()}
+    metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe()}
     emit_outputs([{"part": "static", **r} for r in rows] + executed, metadata, csv_final, json_final)
     errors = sum(r["status"] == "error" for r in rows)
     summary = f"{len(rows)} kernels from {total} variants, {errors} compile errors"

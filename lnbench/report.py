@@ -5,6 +5,7 @@ import datetime as _dt
 import json
 import math
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,10 +66,11 @@ def render_table(console: Console, title: str, columns: Sequence[Column], rows: 
 
 
 def default_output_path(command: str, suffix: str, results_dir: Path | None = None) -> Path:
-    """results/<command>-<UTC timestamp>.<suffix> (the results folder is git-ignored)."""
+    """results/<command>-<UTC timestamp>-<pid>-<random>.<suffix> under the current folder (git-ignored); the pid
+    and random part keep concurrent runs, even ones started in the same second, from sharing a name."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     base = results_dir or Path(os.environ.get("LNBENCH_RESULTS_DIR", Path.cwd() / "results"))
-    return base / f"{command}-{stamp}.{suffix}"
+    return base / f"{command}-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.{suffix}"
 
 
 def check_writable(path: Path) -> Path:
@@ -85,11 +87,18 @@ def check_writable(path: Path) -> Path:
     return path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Write through a temp file in the same folder, then rename: readers never see half a file."""
     path = check_writable(Path(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets what open() would give it
     try:
         write(Path(tmp))
         os.replace(tmp, path)

@@ -74,10 +74,10 @@ def test_malformed_and_unreadable_config(tmp_path, results_dir):
     bad.write_text("[verify]\nseed = [")
     result = invoke("verify", "--config", str(bad))
     assert result.exit_code == 2 and "malformed config" in result.output
-    incomplete = tmp_path / "incomplete.toml"
-    incomplete.write_text("[verify]\nseed = 1\n")
-    result = invoke("verify", "--config", str(incomplete))
-    assert result.exit_code == 2 and "tolerance" in result.output and "Traceback" not in result.output
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text("[verify]\ntolerance = 1\n")   # a partial file merges over the defaults, but kinds must match
+    result = invoke("verify", "--config", str(wrong))
+    assert result.exit_code == 2 and "[verify.tolerance]" in result.output and "Traceback" not in result.output
 
 
 def test_env_lists_every_backend():

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from lnbench import config as cfg
+from lnbench import validate
 from lnbench.abi import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_ROCM, NOT_RUN_NULL_DEVICE_TIME,
                                    aggregate, not_run_rows)
@@ -232,6 +233,9 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     return rows, payloads, problems
 
 
+#: tensors of M×N a runtime case holds (inputs and outputs of both call paths), each in the case dtype
+ABI_TENSORS = 8
+
 @click.command("abi-compare")
 @click.option("--pair", type=click.Choice(list(PAIRS)), help="Call-path pair of the runtime part (default: config, flydsl).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 32x1024,4096x4096 (default: config). Static part: their N.")
@@ -253,7 +257,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; "
                               "for the flydsl pair without a ROCm GPU, null: host cost only; emu: static part for "
                               "its arch, no runtime rows).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--planted-delay-us", type=float, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
 @output_options
@@ -285,15 +289,15 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         ok, why = emulator_status()
         if not ok:
             raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
-    arch_list = cfg.split_list(arches) or default_arches(dev)
-    for arch in arch_list:
-        if not arch.startswith("gfx"):
-            raise LnbenchUsageError(f"unknown arch {arch!r}; AMD targets look like gfx942, gfx950")
+    arch_list = validate.arches(arches, default_arches(dev))
     check_elements(table)
-    eps_value = float(eps if eps is not None else cfg.require(table, "eps", (int, float), TABLE))
-    if eps_value <= 0:
-        raise LnbenchUsageError(f"eps must be > 0, got {eps_value}")
-    seed_value = int(seed if seed is not None else cfg.require(table, "seed", int, TABLE))
+    eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), TABLE),
+                             "--eps" if eps is not None else f"config [{TABLE}] eps")
+    seed_value = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, TABLE),
+                               "--seed" if seed is not None else f"config [{TABLE}] seed")
+    if not static_only and dev.torch_device.type in ("cpu", "cuda"):
+        validate.shapes_fit(shape_list, ABI_TENSORS * max(validate.DTYPE_BYTES[d] for d in dtype_list), dev,
+                            "abi-compare (both sides' tensors)")
     protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
                                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
                                    min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,

@@ -78,7 +78,7 @@ def _context(base, new, settings: Settings, fail_pct: float | None, forced: list
               help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %.")
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ.")
 @click.option("--md", "md_path", type=click.Path(path_type=Path), help="Also write a Markdown summary (PR comment).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @output_options
 @guarded
 def compare_command(base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None, force: bool,

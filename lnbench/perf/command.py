@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lnbench import config as cfg
+from lnbench import validate
 from lnbench.backends import backend_names
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
                                 prepare_outputs)
@@ -169,6 +170,9 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
     return f"{len(agg)} cases: {parts}; {workers}; {seconds:.1f} s"
 
 
+#: tensors of M×N a perf case holds at once (x, y, dy, dx, and backends' workspace), each in the case dtype
+PERF_TENSORS = 8
+
 @click.command("perf")
 @click.option("--backend", "backends", multiple=True,
               help="Backends to time (repeatable or comma list): auto, " + ", ".join(backend_names()) + ".")
@@ -189,7 +193,7 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
 @click.option("--eps", type=float, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=int, help="Base random seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @output_options
@@ -218,10 +222,13 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
     dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, "perf"))
     shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "perf", shape_set)
-    eps_value = float(eps if eps is not None else cfg.require(table, "eps", (int, float), "perf"))
-    if not eps_value > 0:
-        raise LnbenchUsageError(f"eps must be > 0, got {eps_value}")
-    base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "perf"))
+    eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), "perf"),
+                             "--eps" if eps is not None else "config [perf] eps")
+    base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "perf"),
+                              "--seed" if seed is not None else "config [perf] seed")
+    validate.shapes_fit(shape_list, PERF_TENSORS * max(validate.DTYPE_BYTES[d] for d in dtype_list), dev,
+                        "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
+                        1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
     csv_final, json_final = prepare_outputs("perf", csv_path, json_path)
 
     skips = backend_skips(backend_list, dev)

@@ -6,9 +6,12 @@ from pathlib import Path
 import click
 from rich.progress import Progress
 
+from rich.markup import escape
+
 from lnbench import config as cfg
+from lnbench import validate
 from lnbench.backends import backend_names, get_backend, probe_backend
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, err_console, emit_outputs, guarded, output_options, prepare_outputs
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
@@ -31,6 +34,10 @@ SELFTEST_COLUMNS = [
     Column("outcome", "outcome", justify="left"), Column("status", "status", styled_status, justify="left", markup=True),
 ]
 
+
+#: memory estimate per element of a verify shape: x, dy and every output in up to 4 bytes, and the fp64 autograd
+#: reference (x, dy, y, x-hat, dx and temporaries in 8 bytes)
+VERIFY_BYTES_PER_ELEMENT = 96
 
 #: what `auto` verifies on the emulated device: every FlyDSL variant, and torch on the same inputs
 EMULATED_AUTO: tuple[str, ...] = ("flydsl", "flydsl-tensor", "flydsl-atomic", "torch")
@@ -74,7 +81,7 @@ def _summary_line(rows: list[dict]) -> str:
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
 @click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML config (default configs/default.toml).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--device", help="cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one, else the emulated "
                    "gfx942 where it is available, else cpu).")
 @click.option("--seed", type=int, help="Base random seed (default: config).")
@@ -89,11 +96,13 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     tol = Tolerance.from_config(table)
     dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, "verify"))
     shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "verify", shape_set)
-    eps_values = [float(e) for e in cfg.require(table, "eps", list, "verify")]
-    if not eps_values or any(e <= 0 for e in eps_values):
+    eps_values = [validate.eps(e, "config [verify] eps") for e in cfg.require(table, "eps", list, "verify")]
+    if not eps_values:
         raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
-    base_seed = seed if seed is not None else int(cfg.require(table, "seed", int, "verify"))
+    base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "verify"),
+                              "--seed" if seed is not None else "config [verify] seed")
     dev = resolve_kernel_device(device)
+    validate.shapes_fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
     csv_final, json_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path)
     cases = build_cases(shape_list, dtype_list, eps_values, base_seed)
     metadata = {**run_metadata(dev), "seed": base_seed}
@@ -101,7 +110,9 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     if self_test:
         return _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet)
 
-    names, banner = choose_backends(cfg.split_list(backends), dev)
+    requested = cfg.split_list(backends)
+    names, banner = choose_backends(requested, dev)
+    explicit = bool(requested) and requested != ["auto"]
     if banner:
         console.print(f"[bold yellow]{banner}[/bold yellow]")
     if not names:
@@ -117,9 +128,17 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
             if row["detail"] and row["status"] in ("FAIL", "error"):
                 console.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
                               f"{row['tensor']}:[/red] {row['detail']}")
+    unrunnable = {}
+    if explicit:  # a backend asked for by name that cannot run here fails the run, with its reason
+        for row in rows:
+            if str(row["status"]).startswith("not run"):
+                unrunnable.setdefault(row["backend"], row.get("detail") or row["status"])
+        for name, why in unrunnable.items():
+            err_console.print(f"[bold red]lnbench: backend {escape(name)} cannot run here:[/bold red] {escape(str(why))}",
+                              soft_wrap=True)
     emit_outputs(rows, metadata, csv_final, json_final)
     console.print(_summary_line(rows))
-    return EXIT_FAILED if failed(rows) else EXIT_OK
+    return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK
 
 
 def _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet) -> int:
