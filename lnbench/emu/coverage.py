@@ -41,7 +41,7 @@ def opcodes(code_object: bytes) -> Counter:
     """Static count of every opcode in every kernel of the code object."""
     counts: Counter = Counter()
     for kernel in read_code_object(code_object).kernels.values():
-        code, pc, last_end = kernel.code, 0, 0
+        code, pc = kernel.code, 0
         ends = [m.start() for m in re.finditer(re.escape(b"\x00\x00\x81\xbf"), code) if m.start() % 4 == 0]
         limit = (ends[-1] + 4) if ends else len(code)
         while pc < limit:
@@ -51,7 +51,6 @@ def opcodes(code_object: bytes) -> Counter:
                 break
             counts[ins.name] += 1
             pc += ins.size
-            last_end = pc
     return counts
 
 

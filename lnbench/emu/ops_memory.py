@@ -35,6 +35,11 @@ def _active(st: Step) -> tuple[np.ndarray, np.ndarray]:
     return rows, lanes
 
 
+def _wave_rows(st: Step, rows: np.ndarray) -> np.ndarray:
+    """Batch wave index of each step row in `rows`."""
+    return (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+
+
 def _memory(st: Step):
     return st.profile.memory
 
@@ -66,7 +71,7 @@ def _buffer_lanes(st: Step, rows: np.ndarray, lanes: np.ndarray) -> tuple[np.nda
     num_records = words[:, 2].astype(I64)[rows]
     vaddr = f["vaddr"] - 256 if f["vaddr"] >= 256 else f["vaddr"]
     V = st.w.V
-    vrow = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    vrow = _wave_rows(st, rows)
     idx = np.zeros(rows.size, I64)
     voff = np.zeros(rows.size, I64)
     if f.get("idxen", 0):
@@ -112,7 +117,7 @@ def buffer_load(st: Step) -> None:
 def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, values: np.ndarray) -> None:
     """Write values[:, j] to VGPR code+j in the listed (row, lane) positions only."""
     r0 = code - 256
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     if r0 + values.shape[1] > st.w.V.shape[1]:
         raise EmulatorFault(f"load into v{r0 + values.shape[1] - 1}, beyond the allocated VGPRs")
     for j in range(values.shape[1]):
@@ -120,7 +125,7 @@ def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, value
 
 
 def _read_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, count: int) -> np.ndarray:
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     r0 = code - 256
     return np.stack([st.w.V[wave_rows, r0 + j, lanes] for j in range(count)], axis=1)
 
@@ -142,7 +147,7 @@ def buffer_store(st: Step) -> None:
 # ---------------------------------------------------------------- GLOBAL
 def _global_addrs(st: Step, rows: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     f = st.ins.f
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     a = f["addr"] - 256
     off = _sext(f.get("offset", 0), 13)
     if f["saddr"] == OFF:
@@ -187,7 +192,7 @@ def global_atomic_add_f32(st: Step) -> None:
 # ---------------------------------------------------------------- SCRATCH (per-lane private memory)
 def _scratch_addrs(st: Step, rows: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     f = st.ins.f
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     addr = np.full(rows.size, _sext(f.get("offset", 0), 13), I64)
     if f["saddr"] != OFF:
         addr += st.sval(f["saddr"]).astype(I64)[rows]
@@ -210,7 +215,7 @@ def scratch_load(st: Step) -> None:
     rows, lanes = _active(st)
     addr = _scratch_addrs(st, rows, lanes)
     _scratch_check(st, addr, 4 * count)
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     raw = st.w.scratch[wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count)]
     _write_lanes(st, st.ins.f["vdst"], rows, lanes, np.ascontiguousarray(raw).view("<u4").reshape(-1, count))
 
@@ -221,7 +226,7 @@ def scratch_store(st: Step) -> None:
     rows, lanes = _active(st)
     addr = _scratch_addrs(st, rows, lanes)
     _scratch_check(st, addr, 4 * count)
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     data = np.ascontiguousarray(_read_lanes(st, st.ins.f["data"], rows, lanes, count)).view(np.uint8)
     st.w.scratch[wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
 
@@ -234,7 +239,7 @@ _DS_WRITES = {"ds_write_b32": 1, "ds_write_b64": 2, "ds_write_b96": 3, "ds_write
 def _lds_targets(st: Step, rows: np.ndarray, lanes: np.ndarray, byte_offsets: list[int], count_per: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(wave rows, group index, byte address) for each access; a fault outside the LDS allocation."""
-    wave_rows = (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    wave_rows = _wave_rows(st, rows)
     base = st.w.V[wave_rows, st.ins.f["addr"] - 256, lanes].astype(I64)
     groups = st.w.group[wave_rows]
     limit = st.w.lds.shape[1]
