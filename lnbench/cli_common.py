@@ -12,11 +12,29 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from lnbench import validate
 from lnbench.errors import ContractError, LnbenchUsageError
-from lnbench.report import check_writable, default_output_path, write_csv, write_json
+from lnbench.report import check_writable, default_output_path, release_outputs, write_csv, write_json
 
-# Outside a terminal (CI logs, pipes) rich would wrap tables at 80 columns; give them room instead.
-_WIDTH = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "200"))
+
+def console_width() -> int | None:
+    """The width tables are drawn at: $COLUMNS when it is a sane width (validate.terminal_width; anything else
+    is ignored); else, outside a terminal (CI logs, pipes), 200 columns, where rich would wrap at 80; in a
+    terminal its own size (None: rich reads it)."""
+    width = validate.terminal_width(os.environ.get("COLUMNS"))
+    if width is not None:
+        return width
+    if not sys.stdout.isatty():
+        return 200
+    if "COLUMNS" not in os.environ:
+        return None
+    try:                                         # rich would trust a bad $COLUMNS: ask the terminal instead
+        return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 80
+
+
+_WIDTH = console_width()
 console = Console(highlight=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 
@@ -54,6 +72,8 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
             _debug_traceback()
             first = str(exc).splitlines()[0] if str(exc) else ""
             fail_usage(f"internal error: {type(exc).__name__}: {first} (set LNBENCH_DEBUG=1 for a traceback)")
+        finally:
+            release_outputs()       # outputs made ready by prepare_outputs but not written (an error on the way)
         sys.exit(code or EXIT_OK)
     return wrapper
 
@@ -69,7 +89,9 @@ def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None) -> tuple[Path, Path | None]:
-    """Resolve and check output paths before any work runs (an unwritable path is a usage error)."""
+    """Make the output files ready before any work runs (report.check_writable: an unwritable path, or --csv
+    and --json naming one file, is a usage error); returns where each result goes."""
+    validate.distinct_outputs({"--csv": csv_path, "--json": json_path})
     csv_final = check_writable(csv_path or default_output_path(command, "csv"))
     json_final = check_writable(json_path) if json_path else None
     return csv_final, json_final

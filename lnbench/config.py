@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.resources
+import math
 import os
 import re
 import tomllib
@@ -12,8 +13,9 @@ from typing import Any, Iterable
 
 import torch
 
+from lnbench import validate
 from lnbench.errors import LnbenchUsageError
-from lnbench.validate import split_list  # noqa: F401 - re-exported: one list rule everywhere
+from lnbench.validate import listed, split_list  # noqa: F401 - re-exported: one list rule everywhere
 
 #: canonical dtype name -> torch dtype
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -22,7 +24,10 @@ _DTYPE_ALIASES = {
     "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
     "bf16": "bf16", "bfloat16": "bf16",
 }
-_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+#: MxN with ASCII digits only (int() would also read other scripts' digits, e.g. '٤x٨' as 4x8)
+_SHAPE = re.compile(r"[ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*")
+#: largest M or N (far beyond any memory; a bound keeps absurd digit strings out of int())
+MAX_DIM = 2 ** 40
 
 #: the defaults, shipped inside the package; a --config file or $LNBENCH_CONFIG is merged over them
 DEFAULT_CONFIG = importlib.resources.files("lnbench") / "configs" / "default.toml"
@@ -41,10 +46,11 @@ def dtype_name(dtype: torch.dtype) -> str:
     raise LnbenchUsageError(f"unsupported dtype {dtype}; lnbench handles {', '.join(DTYPES)}")
 
 
-def parse_dtypes(values: Iterable[str] | str | None) -> list[str]:
-    """Dtype names (repeatable / comma lists, aliases allowed) -> canonical names, order kept, no repeats."""
+def parse_dtypes(values: Iterable[str] | str | None, default: Iterable[str] | None = None) -> list[str]:
+    """Dtype names (repeatable / comma lists, aliases allowed; else `default`, the config's list) -> canonical
+    names, order kept, no repeats. An empty list is a usage error."""
     out: list[str] = []
-    for item in split_list(values):
+    for item in listed(values, "dtype", default):
         canonical = _DTYPE_ALIASES.get(item.lower())
         if canonical is None:
             raise LnbenchUsageError(f"unknown dtype {item!r}; choose from {', '.join(DTYPES)}")
@@ -54,22 +60,26 @@ def parse_dtypes(values: Iterable[str] | str | None) -> list[str]:
 
 
 def parse_shape(text: str) -> tuple[int, int]:
-    """'4096x4096' -> (4096, 4096); M and N must be positive integers."""
-    match = _SHAPE.match(text)
+    """'4096x4096' -> (4096, 4096); M and N must be integers in 1..2**40 written in ASCII digits."""
+    match = _SHAPE.fullmatch(text)
     if not match:
         raise LnbenchUsageError(f"malformed shape {text!r}: expected MxN with positive integers, e.g. 4096x4096")
-    m, n = int(match.group(1)), int(match.group(2))
+    digits = [group.lstrip("0") or "0" for group in match.groups()]
+    if any(len(d) > len(str(MAX_DIM)) or int(d) > MAX_DIM for d in digits):    # never int() of a huge string
+        raise LnbenchUsageError(f"malformed shape {text!r}: M and N must be at most 2**40")
+    m, n = (int(d) for d in digits)
     if m < 1 or n < 1:
         raise LnbenchUsageError(f"malformed shape {text!r}: M and N must be at least 1")
     return m, n
 
 
 def parse_shapes(values: Iterable[str] | str | None) -> list[tuple[int, int]]:
-    """A list of MxN shapes (comma-separated and/or repeated)."""
-    items = split_list(values)
+    """A list of MxN shapes (comma-separated and/or repeated); a repeated shape is kept once (a case is keyed
+    by its shape). An empty list is a usage error."""
+    items = split_list(values, "shape")
     if values is not None and not items:
         raise LnbenchUsageError("empty shape list: expected MxN, e.g. 4096x4096,3x257")
-    return [parse_shape(item) for item in items]
+    return list(dict.fromkeys(parse_shape(item) for item in items))
 
 
 def _kind(value: Any) -> str:
@@ -86,14 +96,22 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
+def _check_finite(value: Any, table: str, key: str) -> None:
+    """TOML has inf and nan; no lnbench setting means them (atol = inf would pass every check)."""
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, float) and not math.isfinite(item):
+            raise LnbenchUsageError(f"config {table} {key!r} must be a finite number, got {value!r}")
+
+
 def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = "") -> dict[str, Any]:
     """`user` deep-merged over `defaults` (tables merge key by key, other values replace). A key the defaults
     do not have is an error naming it and its table; so is a value of another kind than the default's (a list
-    where a number is expected, or a number where a list is expected)."""
+    where a number is expected, or a number where a list is expected), and a number that is inf or nan."""
     out = copy.deepcopy(defaults)
     for key, value in user.items():
         table = f"[{where}]" if where else "the top level"
         name = f"{where}.{key}" if where else key
+        _check_finite(value, table, key)
         if key not in defaults:
             optional = OPTIONAL_KEYS.get(where, {})
             if where.rsplit(".", 1)[-1] in FREE_TABLES:
@@ -144,7 +162,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         raise LnbenchUsageError(f"cannot read config {chosen}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LnbenchUsageError(f"malformed config {chosen}: {exc}") from None
-    return merge_config(defaults, user)
+    merged = merge_config(defaults, user)
+    validate.config_numbers(merged)
+    return merged
 
 
 def section(config: dict[str, Any], name: str) -> dict[str, Any]:
@@ -171,7 +191,7 @@ def shape_set(config: dict[str, Any], table: str, name: str | None = None) -> li
     """The named shape set of a command's table (its `shape_set` key when name is None)."""
     tab = section(config, table)
     sets = require(tab, "shape_sets", dict, table)
-    chosen = name or require(tab, "shape_set", str, table)
+    chosen = name if name is not None else require(tab, "shape_set", str, table)
     if chosen not in sets:
         raise LnbenchUsageError(f"config [{table}] has no shape set {chosen!r}; known: {', '.join(sets)}")
     return parse_shapes(sets[chosen])

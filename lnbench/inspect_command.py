@@ -12,6 +12,7 @@ from lnbench.device import Device, emulator_status
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import package_version, run_metadata
 from lnbench.report import Column, render_table, styled_status
+from lnbench import validate
 from lnbench.validate import ARCHES, choices as _choices
 
 
@@ -19,6 +20,9 @@ def compile_device(arches: list[str]) -> Device:
     """The device the inspect rows describe: compile-only for the target arch(es), on this host."""
     return Device("compile-only", "cpu", torch.device("cpu"), ",".join(arches))
 ABIS = ("pointer", "tensor")
+#: memory estimate per element of an --execute shape (inputs, outputs and workspace in host memory, the emulator's
+#: copies of them)
+EXECUTE_BYTES_PER_ELEMENT = 64
 OPS = ("fwd", "fwd-nostats", "bwd")
 STRATEGIES = ("deterministic", "atomic")
 
@@ -127,15 +131,18 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
     arch_list = _choices(arches, ARCHES, "arch")
     abi_list = _choices(abis, ABIS, "ABI")
     op_list = _choices(ops, OPS, "op")
-    dtype_list = cfg.parse_dtypes(dtypes) or ["bf16"]
-    shape_list = list(dict.fromkeys(cfg.parse_shapes(shapes)))
+    dtype_list = cfg.parse_dtypes(dtypes, ["bf16"])
+    shape_list = cfg.parse_shapes(shapes)
     widths = list(dict.fromkeys(n for _, n in shape_list))
+    validate.kernel_widths(widths, dtype_list)            # known limits, before any compile
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
+    validate.toolkit()
     if execute:
         ok, why = emulator_status()
         if not ok:
             raise LnbenchUsageError(f"--execute needs the emulated device: {why}")
+        validate.shapes_fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
     csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
     total = len(arch_list) * len(abi_list) * len(op_list) * len(dtype_list) * len(widths)
     with Progress(console=console, transient=True, disable=quiet) as progress:

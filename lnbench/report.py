@@ -1,11 +1,15 @@
 """Renderers: rich tables on the terminal, CSV (pandas) and JSON files written atomically."""
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
+import errno
 import json
 import math
 import os
 import secrets
+import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +49,57 @@ def fmt_float(digits: int = 3) -> Callable[[Any], str]:
     return _fmt
 
 
+def _missing(value: Any) -> bool:
+    return value is None or not isinstance(value, (int, float)) or not math.isfinite(value)
+
+
+def plain_number(value: float, digits: int = 4) -> str:
+    """`value` with `digits` significant digits, never in exponent notation: 0.0123, 14.4, 1,149, 12,346."""
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(float(f"{value:.{digits}g}"))))
+    text = f"{value:,.{max(digits - 1 - magnitude, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+#: display units of a time held in µs: (unit, µs per unit), smallest first
+TIME_UNITS: tuple[tuple[str, float], ...] = (("ns", 1e-3), ("µs", 1.0), ("ms", 1e3), ("s", 1e6))
+
+
+def time_unit(us: float, digits: int = 4) -> tuple[str, float]:
+    """The unit a time of `us` µs reads best in: the largest one it is >= 1 of, after rounding to `digits`."""
+    rounded = abs(float(f"{us:.{digits}g}"))
+    unit = TIME_UNITS[1] if rounded == 0 else TIME_UNITS[0]
+    for name, scale in TIME_UNITS:
+        if rounded >= scale:
+            unit = (name, scale)
+    return unit
+
+
+def fmt_time_us(value: Any, digits: int = 4) -> str:
+    """A time held in µs, with its unit and `digits` significant digits: 532 ns, 32.01 µs, 1.149 ms, 14.4 ms,
+    1.2 s; blank for a missing value. Every table shows times through this (the CSV keeps raw µs)."""
+    if _missing(value):
+        return ""
+    name, scale = time_unit(value, digits)
+    return f"{plain_number(value / scale, digits)} {name}"
+
+
+def fmt_time_range_us(low: Any, high: Any, digits: int = 4) -> str:
+    """A min–max pair of times in µs, in the unit of the larger: `1.149–1.201 ms`; blank when either is missing."""
+    if _missing(low) or _missing(high):
+        return ""
+    name, scale = time_unit(max(abs(low), abs(high)), digits)
+    return f"{plain_number(low / scale, digits)}–{plain_number(high / scale, digits)} {name}"
+
+
+def fmt_number(digits: int = 4, suffix: str = "") -> Callable[[Any], str]:
+    """Formatter of plain numbers (GB/s, ratios): `digits` significant digits, no exponent; blank when missing."""
+    def _fmt(value: Any) -> str:
+        return "" if _missing(value) else plain_number(value, digits) + suffix
+    return _fmt
+
+
 def styled_status(value: Any) -> str:
     """Status text with its colour (PASS green, FAIL red, ...)."""
     text = "" if value is None else str(value)
@@ -73,18 +128,94 @@ def default_output_path(command: str, suffix: str, results_dir: Path | None = No
     return base / f"{command}-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.{suffix}"
 
 
+#: characters of a result's name kept in its temporary sibling's name (a legal 255-character name still works)
+_TMP_NAME_CHARS = 64
+
+
+@dataclass
+class _Reservation:
+    """An output made ready before the work: the temporary sibling a regular file is renamed from, or the open
+    descriptor of a FIFO or character device, which is written in place."""
+
+    tmp: Path | None = None
+    fd: int | None = None
+
+    def release(self) -> None:
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+        if self.fd is not None:
+            os.close(self.fd)
+
+
+_RESERVED: dict[str, _Reservation] = {}
+
+
+def _target(path: Path) -> tuple[Path, bool]:
+    """Where a result for `path` goes: (a symlink's final target, else the path; True to write in place).
+
+    A FIFO or character device is written in place; any other file that is not a regular one is refused."""
+    try:
+        mode = os.stat(path).st_mode           # follows links
+    except FileNotFoundError:
+        mode = None                             # a new file, or a dangling link: its target is created
+    except OSError as exc:
+        raise LnbenchUsageError(f"output path {path}: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise LnbenchUsageError(f"output path {path} is a directory")
+    if mode is not None and (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        return path, True
+    if mode is not None and not stat.S_ISREG(mode):
+        raise LnbenchUsageError(f"output path {path} is not a regular file, FIFO or character device")
+    return (Path(os.path.realpath(path)) if path.is_symlink() else path), False
+
+
+def _open_in_place(path: Path) -> int:
+    """A write descriptor of a FIFO or character device, opened without waiting (a FIFO needs a reader now)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise LnbenchUsageError(f"output path {path} is a FIFO with no reader") from None
+        raise LnbenchUsageError(f"output path {path} is not writable: {exc.strerror or exc}") from None
+    os.set_blocking(fd, True)
+    return fd
+
+
 def check_writable(path: Path) -> Path:
-    """Fail early (usage error) when an output file cannot be created, before any work is done."""
-    path = Path(path)
+    """Make an output ready before any work is done, so that a run never ends unable to write its results:
+    create the folder and the temporary file the result will be renamed from (a FIFO or character device is
+    opened instead, to be written in place). A usage error when that fails. Returns where the result goes:
+    the path, or a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
+    path, in_place = _target(Path(path))
+    key = os.path.abspath(path)
+    if key in _RESERVED:
+        return path
+    if in_place:
+        _RESERVED[key] = _Reservation(fd=_open_in_place(path))
+        return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LnbenchUsageError(f"cannot create folder for {path}: {exc.strerror or exc}") from None
-    if path.is_dir():
-        raise LnbenchUsageError(f"output path {path} is a directory")
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if path.exists() and not os.access(path, os.W_OK):
         raise LnbenchUsageError(f"output path {path} is not writable")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise LnbenchUsageError(f"output path {path} is not writable: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets what open() would give it
+    _RESERVED[key] = _Reservation(tmp=Path(tmp))
     return path
+
+
+def release_outputs() -> None:
+    """Remove the temporary files (and close the descriptors) of outputs made ready but never written."""
+    while _RESERVED:
+        _RESERVED.popitem()[1].release()
+
+
+atexit.register(release_outputs)     # commands release theirs (cli_common.guarded); this catches library use
 
 
 def _umask() -> int:
@@ -94,17 +225,23 @@ def _umask() -> int:
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Write through a temp file in the same folder, then rename: readers never see half a file."""
+    """Write through the output's temporary file, then rename it over the path (or a link's target): readers
+    never see half a file. A FIFO or character device gets the bytes in place."""
     path = check_writable(Path(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets what open() would give it
+    slot = _RESERVED.pop(os.path.abspath(path))
     try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        if slot.fd is not None:
+            with tempfile.TemporaryDirectory(prefix="lnbench-out-") as folder:
+                staged = Path(folder) / "out"
+                write(staged)
+                with open(staged, "rb") as src, open(slot.fd, "wb", closefd=False) as dst:
+                    shutil.copyfileobj(src, dst)
+        else:
+            assert slot.tmp is not None
+            write(slot.tmp)
+            os.replace(slot.tmp, path)
+    finally:
+        slot.release()
     return path
 
 

@@ -53,7 +53,8 @@ def perf_run(tmp_path_factory):
     peak = out / "peak.json"
     peak.write_text(json.dumps({device_name(torch.device("cpu")): {"gbps": 0.001, "timestamp": "t"}}))
     args = [*TINY, "--backend", "torch,liger", "--shapes", "8x64,3x100", "--op", "fwd,bwd", "--mode", "hot,cold",
-            "-P", "2", "--peak-file", str(peak), "--csv", str(out / "p.csv"), "--json", str(out / "p.json")]
+            "-P", "2", "--peak-file", str(peak), "--csv", str(out / "p.csv"), "--json", str(out / "p.json"),
+            "--kernel-timer"]
     result = CliRunner().invoke(perf_command, args, env=ENV)
     return result, pd.read_csv(out / "p.csv"), json.loads((out / "p.json").read_text())
 
@@ -93,6 +94,17 @@ def test_kernel_columns_say_na_with_the_reason_on_the_cpu(perf_run):
     assert all(r["kernel_us"] is None and r["kernel_names"] == "{}" for r in rows)
     assert data["metadata"]["kernel_timer"] == "n/a (no GPU activity on the cpu device)"
     assert data["protocol"]["kernel_timer"] is True
+
+
+def test_the_kernel_timer_is_off_by_default_and_on_with_timer_kernel(tmp_path):
+    base = [*TINY, "--backend", "torch", "--shapes", "8x64", "--op", "fwd", "--mode", "hot", "-P", "1"]
+    plain = CliRunner().invoke(perf_command, [*base, "--json", str(tmp_path / "a.json")], env=ENV)
+    assert plain.exit_code == 0, plain.output
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["protocol"]["kernel_timer"] is False and data["metadata"]["kernel_timer"] == "off"
+    assert {r["kernel_status"] for r in data["rows"]} == {"n/a (kernel timer off: --kernel-timer turns it on)"}
+    kernel = CliRunner().invoke(perf_command, [*base, "--timer", "kernel"], env=ENV)
+    assert kernel.exit_code == 2 and "--timer kernel cannot run on cpu" in kernel.output   # on, then refused here
 
 
 def test_aggregate_is_median_of_worker_medians(perf_run):

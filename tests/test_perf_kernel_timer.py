@@ -82,17 +82,33 @@ def test_real_cpu_profiler_records_pass_through_the_adapter_and_hold_no_device_a
     assert kernel_stats.run_record(kernel_timer.device_activities(prof), 1)["count"] == 0
 
 
-class _FakeGpu:
-    """What KernelTimer.run touches on a GPU: events, the stream hold and one profiler session at a time.
-    Launches append _Events to `queue`; a profiler session hands back the ones launched inside it."""
+FLUSH = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, sum_functor> >"
 
-    def __init__(self) -> None:
+
+class _FakeGpu:
+    """What KernelTimer.run touches on a GPU: events, the stream hold, the flush and one profiler session at a
+    time. Launches append _Events to `queue` (1 µs apart); a profiler session hands back the ones launched
+    inside it; `traced_ns` is how long the work kernel runs while a session is open (tracing slows it)."""
+
+    def __init__(self, ns: int, traced_ns: int) -> None:
         self.queue: list[_Event] = []
-        self.sessions = 0
+        self.sessions, self.tracing, self.ns, self.traced_ns, self.clock = 0, False, ns, traced_ns, 0
 
     def launch(self, name: str, ns: int) -> None:
-        self.queue.append(_Event(name, "CUDA", 1000 * len(self.queue), ns, "kernel"))
+        self.clock += 1000
+        self.queue.append(_Event(name, "CUDA", self.clock, ns, "kernel"))
+        self.clock += ns
         self.queue.append(_Event("cudaLaunchKernel", "CPU", 0, 3000, "cuda_runtime"))
+
+    def work(self) -> None:
+        self.launch(LN, self.traced_ns if self.tracing else self.ns)
+
+    def event(self, enable_timing: bool = True) -> SimpleNamespace:
+        gpu = self
+        ev = SimpleNamespace(t=0, query=lambda: False, synchronize=lambda: None)
+        ev.record = lambda stream=None: setattr(ev, "t", gpu.clock)
+        ev.elapsed_time = lambda other: (other.t - ev.t) / 1e6          # ms
+        return ev
 
     def profile(self):
         gpu = self
@@ -100,32 +116,64 @@ class _FakeGpu:
         class Session:
             def __enter__(self):
                 gpu.sessions += 1
+                gpu.tracing = True
                 self.first = len(gpu.queue)
                 return self
 
             def __exit__(self, *exc):
+                gpu.tracing = False
                 events = gpu.queue[self.first:]
                 self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events))
                 return False
         return Session()
 
 
-def test_kernel_timer_run_counts_the_calls_and_leaves_out_the_spin(monkeypatch):
-    gpu = _FakeGpu()
-    event = SimpleNamespace(record=lambda stream=None: None, query=lambda: False, synchronize=lambda: None,
-                            elapsed_time=lambda other: 3.2)                      # ms for the whole run
-    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=True: event)
+def _fake_timer(monkeypatch, gpu: _FakeGpu) -> kernel_timer.KernelTimer:
+    monkeypatch.setattr(torch.cuda, "Event", gpu.event)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)
     monkeypatch.setattr(kernel_timer, "synchronize", lambda device: None)
     monkeypatch.setattr(kernel_timer.KernelTimer, "_profile", staticmethod(gpu.profile))
+    monkeypatch.setattr(kernel_timer.KernelTimer, "flush", lambda self: gpu.launch(FLUSH, 25_000))
     timer = kernel_timer.KernelTimer(CPU)
     timer.hold = SimpleNamespace(available=True, hold=lambda us: gpu.launch(SPIN, int(us * 1000)))
-    record = timer.run(lambda: gpu.launch(LN, 29_800), 100, held=True, host_us_per_call=10.0)
-    assert timer.spin_names() == frozenset({SPIN}) and gpu.sessions == 2     # spin alone first, then the run
-    assert record["count"] == 100 and record["total_ns"] == 100 * 29_800 and list(record["names"]) == [LN]
-    assert record["window_us"] == pytest.approx(32.0) and record["spin_short"] is False
-    free = timer.run(lambda: gpu.launch(LN, 29_800), 10, held=False)
-    assert free["count"] == 10 and gpu.sessions == 3                          # no spin-alone session again
+    return timer
+
+
+def test_kernel_timer_times_isolated_calls_and_leaves_out_spin_and_flush(monkeypatch):
+    gpu = _FakeGpu(ns=29_800, traced_ns=29_800)
+    timer = _fake_timer(monkeypatch, gpu)
+    record = timer.run(gpu.work, 100, clean=True, host_us_per_call=10.0)
+    assert timer.helper_names() == frozenset({SPIN, FLUSH}) and gpu.sessions == 2   # helpers alone, then the run
+    calls = kernel_timer.MAX_ISOLATED_CALLS
+    assert record["iters"] == calls and record["count"] == calls and list(record["names"]) == [LN]
+    assert record["total_ns"] == calls * 29_800
+    assert record["window_us"] == pytest.approx(30.8) and record["bare_window_us"] == pytest.approx(30.8)
+    flushes = sum(1 for e in gpu.queue if e.name() == FLUSH)
+    assert flushes == 1 + 1 + 2 * calls                     # learning (2), then one before every call
+    few = timer.run(gpu.work, 5, clean=False)
+    assert few["count"] == 5 and gpu.sessions == 3 and sum(1 for e in gpu.queue if e.name() == FLUSH) == flushes
+
+
+def test_kernels_that_tracing_slows_are_bounded_by_the_untraced_window(monkeypatch):
+    gpu = _FakeGpu(ns=353_000, traced_ns=368_000)            # Liger's forward at 32768x8192 on the H200
+    timer = _fake_timer(monkeypatch, gpu)
+    summary = kernel_timer.measure_kernels(gpu.work, CPU, iters=200, runs=3, clean=True, timer=timer)
+    assert summary["status"] == "ok" and summary["bounded_runs"] == 3
+    assert summary["traced_run_us"] == pytest.approx([368.0] * 3)
+    assert summary["median_us"] == pytest.approx(354.0)       # the untraced window: kernel + 1 µs launch
+    assert summary["profiler_shift_us"] == pytest.approx(15.0)
+    assert "profiling slowed the kernels: 3 of 3 runs" in summary["note"]
+    calm = _FakeGpu(ns=30_000, traced_ns=30_000)
+    steady = kernel_timer.measure_kernels(calm.work, CPU, iters=200, runs=3, clean=True,
+                                          timer=_fake_timer(monkeypatch, calm))
+    assert steady["bounded_runs"] == 0 and steady["median_us"] == pytest.approx(30.0) and steady["note"] == ""
+
+
+def test_a_profiler_shift_of_the_window_alone_is_noted():
+    runs = [run_record(_calls(10, [(LN, 18_700)]), 10, window_us=21.2, bare_window_us=19.7)] * 3
+    summary = worker_summary(runs)
+    assert summary["median_us"] == pytest.approx(18.7) and summary["bounded_runs"] == 0
+    assert summary["note"] == "profiling lengthens each call by 1.5 µs"
 
 
 # --- where there is no GPU activity: n/a with the reason ---------------------------------------------
@@ -297,10 +345,10 @@ class FakeTimer:
         self.calls: list[tuple[int, bool]] = []
         FakeTimer.made.append(self)
 
-    def run(self, fn, iters: int, *, held: bool, host_us_per_call: float = 0.0) -> dict:
+    def run(self, fn, iters: int, *, clean: bool, host_us_per_call: float = 0.0) -> dict:
         for _ in range(iters):
             fn()
-        self.calls.append((iters, held))
+        self.calls.append((iters, clean))
         return run_record(_calls(iters, [("fake_kernel", 7000)]), iters, window_us=9.0)
 
 
@@ -336,7 +384,7 @@ def test_kernel_pass_profiles_each_case_that_ran_with_its_stream_iters(fake_gpu_
     writes, lines = [], []
     kernel_pass(payload, cases, torch_device_info(CPU), PROTOCOL, {}, writes.append, lines.append)
     (timer,) = fake_gpu_profiler.made
-    assert timer.calls == [(3, True), (3, True), (3, False), (3, False)]              # R runs; cold = held
+    assert timer.calls == [(3, True), (3, True), (3, False), (3, False)]              # R runs; cold = clean
     fwd, bwd, liger = payload["cases"]
     assert fwd["kernel"]["status"] == "ok" and fwd["kernel"]["median_us"] == pytest.approx(7.0)
     assert fwd["kernel"]["iters"] == fwd["measurement"]["iters_per_run"] == 3 and fwd["kernel"]["held"] is False
@@ -355,7 +403,7 @@ def test_kernel_pass_says_na_without_gpu_activity_and_when_turned_off():
     assert lines == []                                                                # no second pass ran
     kernel_pass(payload, cases, torch_device_info(CPU), {**PROTOCOL, "kernel_timer": False}, {}, lambda p: None,
                 lines.append)
-    assert payload["cases"][0]["kernel"]["reason"] == "kernel timer off (--no-kernel-timer)"
+    assert payload["cases"][0]["kernel"]["reason"] == "kernel timer off: --kernel-timer turns it on"
 
 
 def test_a_profiler_failure_is_an_error_summary_and_the_stream_time_stands(monkeypatch):
@@ -367,7 +415,7 @@ def test_a_profiler_failure_is_an_error_summary_and_the_stream_time_stands(monke
         def run(self, *a, **k):
             raise RuntimeError("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES\nmore")
 
-    summary = measure_kernels(lambda: None, CPU, iters=3, runs=2, held=True, timer=Broken())
+    summary = measure_kernels(lambda: None, CPU, iters=3, runs=2, clean=True, timer=Broken())
     assert summary == {"status": "error", "reason": "RuntimeError: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"}
 
 
@@ -404,7 +452,7 @@ def test_abi_kernel_pass_on_a_fake_gpu_and_na_on_the_cpu(fake_gpu_profiler):
     estimate = {(c.key, "device", side): 1e-6 for c in cases for side in ("tensor", "pointer")}
     _kernel_pass(payload, units, Protocol(runs=3), CPU, 1, estimate)
     (timer,) = fake_gpu_profiler.made
-    assert timer.calls == [(4, True)] * (3 * 2 * 2)                                     # R × cases × sides, held
+    assert timer.calls == [(4, False)] * (3 * 2 * 2)                                    # R × cases × sides, hot
     for c in cases:
         kernel = payload["cases"][c.key]["metrics"]["device"]["kernel"]
         assert {s["status"] for s in kernel.values()} == {"ok"} and kernel["tensor"]["median_us"] == pytest.approx(7.0)

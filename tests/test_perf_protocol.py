@@ -78,7 +78,8 @@ def test_byte_model_by_hand_4096_bf16():
 
 def test_choose_iters_clamps():
     assert choose_iters(1e-6, 0.02, 150, 1000) == 1000
-    assert choose_iters(1e-3, 0.02, 150, 1000) == 150
+    assert choose_iters(1e-3, 0.02, 150, 1000, max_run_s=1.0) == 150
+    assert choose_iters(1e-3, 0.02, 150, 1000) == 100         # the floor gives way at 0.1 s runs
     assert choose_iters(5e-5, 0.02, 150, 1000) == 400
 
 

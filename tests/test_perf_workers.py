@@ -62,11 +62,11 @@ def test_each_worker_gets_its_own_cache_dirs_and_index(tmp_path):
     seen: list[tuple[int, int]] = []
     results = run_workers("probe", [{"a": 1}, {"a": 2}], timeout_s=30,
                           env={"PYTHONPATH": f"{tmp_path}:" + __import__("os").environ.get("PYTHONPATH", "")},
-                          on_progress=lambda i, n: seen.append((i, n)))
+                          on_progress=lambda i, n, label: seen.append((i, n, label)))
     assert [r.ok for r in results] == [True, True]
     assert [r.payload["spec"]["a"] for r in results] == [1, 2]
     assert [r.payload["index"] for r in results] == ["0", "1"] and results[0].payload["count"] == "2"
     dirs = [set(r.payload["env"].values()) for r in results]
     assert all(None not in d and len(d) == len(CACHE_VARS) for d in dirs)
     assert dirs[0].isdisjoint(dirs[1])  # no shared on-disk compile cache between workers
-    assert (0, 1) in seen and (1, 1) in seen
+    assert (0, 1, "one") in seen and (1, 1, "one") in seen

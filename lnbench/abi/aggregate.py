@@ -9,6 +9,7 @@ import numpy as np
 from lnbench.abi import stats
 from lnbench.abi.runtime import METRICS
 from lnbench.perf import kernel_stats
+from lnbench.perf.aggregate import worker_flags
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
 NOT_RUN_EMULATED = "not run (emulated device: no timing)"
@@ -64,7 +65,8 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
                 if metric == "device":
                     row.update(tensor_kernel_status=f"n/a ({skipped})", pointer_kernel_status=f"n/a ({skipped})")
                 continue
-            records = [p["cases"][key]["metrics"][metric] for p in payloads if key in p.get("cases", {})]
+            records = [{**p["cases"][key]["metrics"][metric], "worker": p.get("worker", i)}
+                       for i, p in enumerate(payloads) if key in p.get("cases", {})]
             records = [r for r in records if r["tensor"] and r["pointer"]]
             if not records:
                 row.update(status="error", detail="no worker produced run values")
@@ -74,6 +76,9 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
             t_med, t_min, t_max = _spread(t_runs)
             p_med, p_min, p_max = _spread(p_runs)
             est = stats.compare(t_runs, p_runs, n_boot=n_boot, confidence=confidence, seed=seed)
+            names = [f"worker {r.get('worker', i)}" for i, r in enumerate(records)]
+            flags = [f"{side}: {text}" for side, runs in (("Tensor", t_runs), ("Pointer", p_runs))
+                     for text in worker_flags(runs, names).values()]
             spin_short = sum(int(r.get("spin_short", 0)) for r in records)
             row.update(
                 tensor_us=t_med, tensor_min_us=t_min, tensor_max_us=t_max,
@@ -83,7 +88,7 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
                 speedup=est.speedup, ci_low=est.ci_low, ci_high=est.ci_high, confidence=est.confidence,
                 mw_p=est.p_value, verdict=est.verdict, slowdown_pct=est.slowdown_pct,
                 iters=int(np.median([r["iters"] for r in records])), workers=len(records),
-                runs=min(len(r) for r in t_runs), spin_short=spin_short, status="ok",
+                runs=min(len(r) for r in t_runs), spin_short=spin_short, status="ok", worker_flag="; ".join(flags),
                 detail=(f"{spin_short} device run(s): spin ended before the host finished enqueueing"
                         if spin_short else ""))
             if metric == "device":

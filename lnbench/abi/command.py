@@ -11,11 +11,10 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 from rich.markup import escape
-from rich.progress import Progress
 
 from lnbench import config as cfg
 from lnbench import validate
@@ -26,12 +25,14 @@ from lnbench.abi.cases import PAIRS, pair_info
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
+                               prepare_outputs)
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.perf.protocol import Protocol, protocol_options
-from lnbench.report import Column, render_table, styled_status
+from lnbench.progress import CommandProgress
+from lnbench.report import Column, plain_number, render_table, styled_status, time_unit
 from lnbench.rocm import has_rocm_gpu
 
 OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
@@ -39,16 +40,15 @@ WORKER_MODULE = "lnbench.abi.worker_main"
 TABLE = "abi_compare"
 
 
-def _us(value: Any) -> str:
-    return "" if value is None else f"{value:.2f}" if value < 100 else f"{value:.1f}"
-
-
-def _timing_cell(side: str):
+def _timing_cell(side: str) -> Callable[[dict[str, Any]], str]:
+    """`8.343 ms [8.301–8.412]`: the median and the min–max across workers, all in the median's unit."""
     def fmt(row: dict[str, Any]) -> str:
         med = row.get(f"{side}_us")
         if med is None:
             return ""
-        return f"{_us(med)} [{_us(row[f'{side}_min_us'])}–{_us(row[f'{side}_max_us'])}]"
+        name, scale = time_unit(med)
+        lo, hi = (plain_number(row[f"{side}_{k}_us"] / scale) for k in ("min", "max"))
+        return f"{plain_number(med / scale)} {name} [{lo}–{hi}]"
     return fmt
 
 
@@ -74,13 +74,15 @@ def _render_runtime(rows: list[dict[str, Any]], title: str) -> None:
                 "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
                 "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
                 "tensor_cps": _calls_cell("tensor")(r), "pointer_cps": _calls_cell("pointer")(r),
-                "ratio": _ratio_cell(r), "verdict": _verdict_cell(r)} for r in rows]
+                "ratio": _ratio_cell(r), "verdict": _verdict_cell(r), "note": r.get("worker_flag", "")} for r in rows]
     scope = [Column("scope", "scope", justify="left")] if any(d["scope"] for d in display) else []
     columns = [Column("op", "op", justify="left"), Column("dtype", "dtype", justify="left"), Column("shape", "shape"),
                Column("metric", "measurement", justify="left"), *scope,
-               Column("tensor", "Tensor µs/call [min–max]"), Column("pointer", "Pointer µs/call [min–max]"),
+               Column("tensor", "Tensor time/call [min–max]"), Column("pointer", "Pointer time/call [min–max]"),
                Column("tensor_cps", "Tensor calls/s"), Column("pointer_cps", "Pointer calls/s"),
                Column("ratio", "speed-up P vs T [CI]"), Column("verdict", "verdict", justify="left", markup=True)]
+    if any(d["note"] for d in display):
+        columns.append(Column("note", "note", justify="left"))
     render_table(console, title, columns, display)
 
 
@@ -128,15 +130,9 @@ def _render_static(rows: list[dict[str, Any]]) -> None:
     render_table(console, title, columns, display)
 
 
-def _list(values: Sequence[str], table: dict[str, Any], key: str) -> list[str]:
-    return cfg.split_list(values) or cfg.split_list(cfg.require(table, key, list, TABLE))
-
-
-def _choose(items: list[str], allowed: Sequence[str], what: str) -> list[str]:
-    for item in items:
-        if item not in allowed:
-            raise LnbenchUsageError(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
-    return list(dict.fromkeys(items))
+def _choose(values: Sequence[str], table: dict[str, Any], key: str, allowed: Sequence[str], what: str) -> list[str]:
+    """A list option's items (else the config's `key` list), each one of `allowed`; empty is a usage error."""
+    return validate.choices(values, allowed, what, cfg.require(table, key, list, TABLE))
 
 
 def choose_device(name: str | None, pair: str) -> Device:
@@ -150,10 +146,8 @@ def choose_device(name: str | None, pair: str) -> Device:
 def check_elements(table: dict[str, Any]) -> int:
     """`[abi_compare] check_elements`: element budget of what runs on the emulated device (executed checks of
     the null device, executed columns of the static part); optional, an integer >= 1."""
-    value = table.get("check_elements", CHECK_ELEMENTS)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise LnbenchUsageError(f"config [{TABLE}] check_elements must be an integer >= 1, got {value!r}")
-    return value
+    return validate.number(table.get("check_elements", CHECK_ELEMENTS), "check_elements",
+                           f"config [{TABLE}] check_elements")
 
 
 def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int]:
@@ -204,16 +198,17 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
     per_worker = len(ops) * len(dtypes) * len(shapes) + protocol.runs
-    with Progress(console=console, transient=True, disable=quiet) as progress:
-        task = progress.add_task(f"abi-compare {pair}", total=per_worker * len(specs))
+    with CommandProgress(err_console, f"abi-compare {pair}", per_worker * len(specs), quiet) as progress:
         if in_process:
             from lnbench.abi.worker_main import run_spec
             for i, one in enumerate(specs):
-                payloads.append(run_spec(one, on_progress=lambda label: progress.advance(task)))
+                payloads.append(run_spec(one, on_progress=lambda label, i=i: progress.advance(
+                    label, f"abi-compare {pair} worker {i + 1}/{len(specs)}")))
         else:
             from lnbench.perf.workers import run_workers
             results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s,
-                                  on_progress=lambda i, done: progress.update(task, completed=i * per_worker + done))
+                                  on_progress=lambda i, done, label: progress.update(
+                                      i * per_worker + done, label, f"abi-compare {pair} worker {i + 1}/{len(specs)}"))
             for result in results:
                 if result.payload:
                     payloads.append(result.payload)
@@ -249,16 +244,16 @@ ABI_TENSORS = 8
 @click.option("--execute/--no-execute", "execute", default=True, show_default=True,
               help="Static part: also run both ABIs of every variant on the emulated device (where it is available) "
                    "and show the wave-instructions each launch executes.")
-@click.option("--fail-if-slower", "fail_pct", type=float, metavar="PCT",
+@click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
               help="Exit 1 when the Pointer side is significantly slower than the Tensor side by more than PCT %.")
 @protocol_options
-@click.option("--eps", type=float, help="LayerNorm eps (default: config).")
-@click.option("--seed", type=int, help="Input seed (default: config).")
+@click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")
+@click.option("--seed", type=validate.INT, help="Input seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; "
                               "for the flydsl pair without a ROCm GPU, null: host cost only; emu: static part for "
                               "its arch, no runtime rows).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
-@click.option("--planted-delay-us", type=float, help="planted-slow pair: extra host µs per call on the pointer side.")
+@click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
 @output_options
 @guarded
@@ -269,16 +264,18 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
     if static_only and runtime_only:
         raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
-    if fail_pct is not None and fail_pct < 0:
-        raise LnbenchUsageError(f"--fail-if-slower must be a percentage >= 0, got {fail_pct}")
+    if fail_pct is not None:
+        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
+    if planted_delay_us is not None:       # whatever the pair (config numbers are checked when the file is loaded)
+        validate.number(planted_delay_us, "planted_delay_us", "--planted-delay-us")
     config = cfg.load_config(config_path)
     table = cfg.section(config, TABLE)
     pair = pair or str(cfg.require(table, "pair", str, TABLE))
     pair_info(pair)
     shape_list = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
-    dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, TABLE))
-    op_list = _choose(_list(ops, table, "ops"), OPS, "op")
-    metric_list = _choose(_list(metrics, table, "metrics"), METRICS, "measurement")
+    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
+    op_list = _choose(ops, table, "ops", OPS, "op")
+    metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
     dev = choose_device(device, pair)
@@ -290,7 +287,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         if not ok:
             raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
     arch_list = validate.arches(arches, default_arches(dev))
-    check_elements(table)
+    check_elements(table)      # bootstrap, confidence, stats_seed: checked with every number when the config loaded
     eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), TABLE),
                              "--eps" if eps is not None else f"config [{TABLE}] eps")
     seed_value = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, TABLE),
@@ -302,15 +299,18 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
                                    min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
                                    modes=("hot",), ops=tuple(op_list))
-    strategy = str(cfg.require(table, "dgamma_strategy", str, TABLE))
+    strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
+                                        f"config [{TABLE}] dgamma_strategy")
+    if not runtime_only or pair == "flydsl":      # the FlyDSL kernels' known limits, before any compile
+        validate.kernel_widths([n for _, n in shape_list], dtype_list)
+        if flydsl_installed():
+            validate.toolkit()
     pair_options: dict[str, Any] = {}
     if pair == "flydsl":
         pair_options["dgamma_strategy"] = strategy
     elif pair == "planted-slow":
         delay = planted_delay_us if planted_delay_us is not None else cfg.require(
             table, "planted_delay_us", (int, float), TABLE)
-        if delay < 0:
-            raise LnbenchUsageError(f"--planted-delay-us must be >= 0, got {delay}")
         pair_options["delay_us"] = float(delay)
     csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path)
     metadata = {**run_metadata(dev), "pair": pair, "processes": protocol.processes, "runs": protocol.runs,
@@ -343,11 +343,10 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         widths = list(dict.fromkeys(n for _, n in shape_list))
         run_them = execute and flydsl_installed() and emulator_status()[0]
         rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
-        with Progress(console=console, transient=True, disable=quiet) as progress:
-            task = progress.add_task("compiling" + (" and executing" if run_them else ""),
-                                     total=len(arch_list) * len(op_list) * len(dtype_list) * len(widths))
+        with CommandProgress(err_console, "compiling" + (" and executing" if run_them else ""),
+                             len(arch_list) * len(op_list) * len(dtype_list) * len(widths), quiet) as progress:
             static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
-                                 on_step=lambda: progress.advance(task), execute=rows_for)
+                                 on_step=lambda: progress.advance(), execute=rows_for)
         if not quiet:
             _render_static(static)
 

@@ -10,7 +10,7 @@ Three measurements per side (all µs per call, R runs of I calls each, per worke
              device time; a run where the spin ran out before the host finished is counted in
              `spin_short`. Not measured on the CPU (no device events there).
              Kernel time of `device` (GPU): after every stream-timed round, R more runs per side in the same
-             ABBA order under torch's profiler (lnbench.perf.kernel_timer), stream held the same way;
+             ABBA order under torch's profiler (lnbench.perf.kernel_timer: isolated hot calls, as ncu times them);
              record["kernel"][side] is the lnbench.perf.kernel_stats worker summary ("n/a" with the reason
              where the profiler has no GPU activity, or with the kernel timer off).
 Order: warm-up and loop-count calibration per case, then R rounds; each round visits every
@@ -109,7 +109,8 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
         progress(f"warm {case.key}")
     for case, metric in units:
         fastest = min(estimate[(case.key, metric, s)] for s in SIDES)
-        iters = timing.choose_iters(fastest, protocol.target_run_s, protocol.min_iters, protocol.max_iters)
+        iters = timing.choose_iters(fastest, protocol.target_run_s, protocol.min_iters, protocol.max_iters,
+                                    protocol.max_run_s)
         if metric == "device" and device.type == "cuda":
             iters = min(iters, max(protocol.min_iters, DEVICE_MAX_ITERS))
         payload["cases"][case.key]["metrics"][metric]["iters"] = iters
@@ -159,7 +160,7 @@ def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]],
         try:
             runs.setdefault(key, []).append(timer.run(
                 _path(case.sides[side_name], "device"), payload["cases"][case.key]["metrics"]["device"]["iters"],
-                held=True, host_us_per_call=estimate[(case.key, "device", side_name)] * 1e6))
+                clean=False, host_us_per_call=estimate[(case.key, "device", side_name)] * 1e6))
         except Exception as exc:  # noqa: BLE001 - the stream-time result stands
             failed[key] = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300]
     for case, _metric in units:

@@ -20,7 +20,7 @@ from lnbench.abi.checks import run_checks
 from lnbench.abi.runtime import run_worker
 from lnbench.device import activate, parse_device
 from lnbench.perf.protocol import Protocol
-from lnbench.perf.workers import read_spec, report_progress, write_result
+from lnbench.perf.workers import read_spec, report_progress, wait_turn, write_result
 
 
 def protocol_from_spec(values: dict[str, Any]) -> Protocol:
@@ -62,6 +62,9 @@ def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str
 
 def main() -> None:
     spec, result_path, progress_path = read_spec()
+    if torch.device(spec.get("device", "cpu")).type == "cuda":
+        torch.empty(1, device=spec["device"])          # start-up: the context, with no kernel launched
+    wait_turn()
     run_spec(spec, on_update=lambda payload: write_result(result_path, payload),
              on_progress=lambda label: report_progress(progress_path, label))
 

@@ -53,6 +53,9 @@ class Backend(abc.ABC):
                  rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(dx, dweight, dbias) given the upstream gradient and the saved stats."""
 
+    def preload(self) -> None:
+        """Import what the first call would import (a perf worker's start-up; nothing runs on a device)."""
+
     def layernorm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
         """The backend's public autograd path (any leading dimensions)."""
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)

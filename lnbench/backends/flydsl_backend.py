@@ -29,6 +29,9 @@ class FlyDSLBackend(Backend):
         reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
         return Availability(False, reason, can_compile=can)
 
+    def preload(self) -> None:
+        from lnbench.flydsl import launch  # noqa: F401,PLC0415 - imports flydsl and its runtime
+
     def forward(self, x, weight, bias, eps, store_stats=True):
         from lnbench.flydsl import launch
         return launch.forward(x, weight, bias, eps, store_stats=store_stats, abi=self.abi)

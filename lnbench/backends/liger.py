@@ -40,6 +40,9 @@ class LigerBackend(Backend):
             return Availability(False, "liger-kernel needs triton (not installed)")
         return Availability(True)
 
+    def preload(self) -> None:
+        _ops()
+
     def forward(self, x, weight, bias, eps, store_stats=True):
         y, _x, mean, rstd, _block, _warps = _ops().layer_norm_forward(x, weight, bias, eps)
         if not store_stats:

@@ -52,6 +52,9 @@ class TorchCompileBackend(Backend):
             return Availability(False, "torch.compile on the CPU needs a C++ compiler (none on PATH; set CXX)")
         return Availability(True)
 
+    def preload(self) -> None:
+        import torch._inductor.compile_fx  # noqa: F401,PLC0415 - Inductor's import is most of a first compile's set-up
+
     def _fn(self) -> Callable[..., Any]:
         # dynamic=False: one specialised kernel per shape, as a tuned peer would ship.
         if self._compiled is None:

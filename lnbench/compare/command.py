@@ -14,6 +14,7 @@ from rich.markup import escape
 
 import lnbench
 from lnbench import config as cfg
+from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
 from lnbench.compare.cases import timed_cases
 from lnbench.compare.markdown import ratio_text, render, write_markdown
@@ -23,14 +24,14 @@ from lnbench.compare.verdict import (FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, 
                                      gate_hits)
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import timestamp
-from lnbench.report import Column, check_writable, fmt_float, render_table
+from lnbench.report import Column, check_writable, fmt_float, fmt_time_us, render_table
 
 _STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
            NOT_COMPARED: "yellow"}
 TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
-    Column("base_us", "base µs", fmt_float(4)), Column("new_us", "new µs", fmt_float(4)),
+    Column("base_us", "base time", fmt_time_us), Column("new_us", "new time", fmt_time_us),
     Column("_ratio", "new/base [CI] (change)"), Column("mw_p", "p (MW)", fmt_float(2)),
     Column("_verdict", "verdict", justify="left", markup=True), Column("detail", "detail", justify="left"),
 ]
@@ -72,9 +73,9 @@ def _context(base, new, settings: Settings, fail_pct: float | None, forced: list
 @click.command("compare")
 @click.argument("base", type=click.Path(path_type=Path), required=False)
 @click.argument("new", type=click.Path(path_type=Path), required=False)
-@click.option("--threshold", "threshold_pct", type=float, metavar="PCT",
+@click.option("--threshold", "threshold_pct", type=validate.FLOAT, metavar="PCT",
               help="Changes smaller than PCT % are SAME (default: config [compare] threshold_pct).")
-@click.option("--fail-if-slower", "fail_pct", type=float, metavar="PCT",
+@click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
               help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %.")
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ.")
 @click.option("--md", "md_path", type=click.Path(path_type=Path), help="Also write a Markdown summary (PR comment).")
@@ -88,8 +89,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     medians, a bootstrap interval over workers and runs, a Mann–Whitney p-value, FASTER / SLOWER / SAME."""
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
-    if fail_pct is not None and not fail_pct >= 0:
-        raise LnbenchUsageError(f"--fail-if-slower must be a percentage >= 0, got {fail_pct}")
+    if fail_pct is not None:
+        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
     settings = Settings.from_config(cfg.load_config(config_path), threshold_pct)
     what = "the JSON of lnbench perf or abi-compare"
     base_result = load_result(base, (PERF, ABI), what=what)
@@ -100,6 +101,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     if problems and not force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)
+    validate.distinct_outputs({"--csv": csv_path, "--json": json_path, "--md": md_path})
     csv_final, json_final = prepare_outputs("compare", csv_path, json_path)
     md_final = check_writable(md_path) if md_path else None
 

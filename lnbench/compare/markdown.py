@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lnbench.compare.verdict import FASTER, SAME, SLOWER
-from lnbench.report import _atomic_write
+from lnbench.report import _atomic_write, fmt_time_us
 
 _ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
-HEADER = ("| backend | op | dtype | shape | mode | base µs | new µs | new/base [CI] | p | verdict |\n"
+HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
           "|---|---|---|---|---|---:|---:|---:|---:|---|")
 
 
@@ -30,8 +30,8 @@ def _line(row: dict[str, Any]) -> str:
     verdict = _ICONS.get(row["verdict"], row["verdict"])
     if row.get("detail") and row["verdict"] not in _ICONS:
         verdict = f"{verdict}: {row['detail']}"
-    cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], _num(row["base_us"]),
-             _num(row["new_us"]), ratio_text(row), _num(row["mw_p"], 2), verdict]
+    cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
+             fmt_time_us(row["new_us"]) or "—", ratio_text(row), _num(row["mw_p"], 2), verdict]
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 

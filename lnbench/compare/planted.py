@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from lnbench import validate
 from lnbench.cli_common import console, guarded
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
 from lnbench.compare.results import PERF, load_result
@@ -58,7 +59,7 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
 @click.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.argument("target", type=click.Path(path_type=Path))
-@click.option("--factor", type=float, default=1.10, show_default=True, help="Time multiplier of the planted case.")
+@click.option("--factor", type=validate.FLOAT, default=1.10, show_default=True, help="Time multiplier of the planted case.")
 @click.option("--case", "case_text", help="Case to slow: 'backend op dtype shape mode' (default: the first timed one).")
 @guarded
 def main(source: Path, target: Path, factor: float, case_text: str | None) -> int:

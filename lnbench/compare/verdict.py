@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lnbench import config as cfg
+from lnbench import validate
 from lnbench.abi import stats
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
-from lnbench.errors import LnbenchUsageError
 
 FASTER, SLOWER, SAME = "FASTER", "SLOWER", "SAME"
 ONLY_BASE, ONLY_NEW, NOT_COMPARED = "only in base", "only in new", "not compared"
@@ -36,16 +36,13 @@ class Settings:
         table = cfg.section(config, TABLE)
         threshold = threshold_pct if threshold_pct is not None else cfg.require(
             table, "threshold_pct", (int, float), TABLE)
-        settings = cls(float(threshold), int(cfg.require(table, "bootstrap", int, TABLE)),
-                       float(cfg.require(table, "confidence", (int, float), TABLE)),
-                       int(cfg.require(table, "stats_seed", int, TABLE)))
-        if not (math.isfinite(settings.threshold_pct) and settings.threshold_pct >= 0):
-            raise LnbenchUsageError(f"threshold must be a percentage >= 0, got {settings.threshold_pct}")
-        if settings.bootstrap < 100:
-            raise LnbenchUsageError(f"config [compare] bootstrap must be >= 100, got {settings.bootstrap}")
-        if not 0 < settings.confidence < 1:
-            raise LnbenchUsageError(f"config [compare] confidence must be in (0, 1), got {settings.confidence}")
-        return settings
+        label = "--threshold" if threshold_pct is not None else f"config [{TABLE}] threshold_pct"
+        return cls(float(validate.number(threshold, "threshold_pct", label)),
+                   validate.number(cfg.require(table, "bootstrap", int, TABLE), "bootstrap",
+                                   f"config [{TABLE}] bootstrap"),
+                   float(validate.number(cfg.require(table, "confidence", (int, float), TABLE), "confidence",
+                                         f"config [{TABLE}] confidence")),
+                   validate.seed(cfg.require(table, "stats_seed", int, TABLE), f"config [{TABLE}] stats_seed"))
 
 
 def _identity(key: CaseKey) -> dict[str, Any]:

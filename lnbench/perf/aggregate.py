@@ -12,6 +12,13 @@ across workers; kernels_per_call, kernel_names (JSON: name -> kind, per call, µ
 gap_us = median_us − kernel_us, kernel_status ("ok", "n/a (reason)", "error (reason)"; kernel_us is then
 empty, never 0). median_us is always the stream (or wall) time; `headline` says which time GB/s, % peak and
 the speed-up use: "stream" (default) or "kernel" (`--timer kernel`).
+
+Worker flag (`worker_flag`, on the worker row and, joined, on the aggregate row; informational, not a failure):
+with s_w = (max − min) / median of worker w's runs in %, typical = the median s of the *other* workers and
+bar = SPREAD_FACTOR × max(typical, SPREAD_FLOOR_PCT) (3 × at least 1 %), worker w is flagged when
+    noisy:  s_w > bar (its own runs scatter far more than the others'), or
+    off:    with 3+ workers, |median_w − median of worker medians| / that median, in %, > bar
+            (it sits further from the others than their own run-to-run noise explains).
 """
 from __future__ import annotations
 
@@ -24,8 +31,42 @@ from lnbench.perf import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.workers import WorkerResult
+from lnbench.report import plain_number
 
 MIB = 1 << 20
+#: worker flag rule (see the module docstring)
+SPREAD_FACTOR = 3.0
+SPREAD_FLOOR_PCT = 1.0
+
+
+def spread_pct(runs: list[float]) -> float:
+    """(max − min) / median of a worker's runs, in % (NaN without a positive median)."""
+    median = float(statistics.median(runs)) if runs else math.nan
+    return (max(runs) - min(runs)) / median * 100 if median > 0 else math.nan
+
+
+def worker_flags(runs_per_worker: list[list[float]], names: list[str] | None = None) -> dict[int, str]:
+    """Index -> why that worker stands out (the rule in the module docstring); {} with fewer than 2 workers."""
+    names = names or [f"worker {i}" for i in range(len(runs_per_worker))]
+    spreads = [spread_pct(runs) for runs in runs_per_worker]
+    medians = [float(statistics.median(runs)) for runs in runs_per_worker]
+    center = float(statistics.median(medians)) if medians else math.nan
+    flags: dict[int, str] = {}
+    if len(runs_per_worker) < 2 or not center > 0:
+        return flags
+    for i, spread in enumerate(spreads):
+        others = [s for j, s in enumerate(spreads) if j != i and math.isfinite(s)]
+        if not others or not math.isfinite(spread):
+            continue
+        typical = float(statistics.median(others))
+        bar = SPREAD_FACTOR * max(typical, SPREAD_FLOOR_PCT)
+        off = (medians[i] - center) / center * 100
+        if spread > bar:
+            flags[i] = f"{names[i]} noisy: run spread {plain_number(spread, 3)}% (others {plain_number(typical, 2)}%)"
+        elif len(runs_per_worker) >= 3 and abs(off) > bar:
+            flags[i] = (f"{names[i]} off: median {'+' if off > 0 else ''}{plain_number(off, 3)}% from the median of "
+                        f"workers (run spread {plain_number(typical, 2)}%)")
+    return flags
 
 
 def _blank() -> dict[str, Any]:
@@ -35,7 +76,7 @@ def _blank() -> dict[str, Any]:
             "llc_mib": math.nan, "timer": "", "warmup_calls": None, "warmup_s": math.nan, "note": "",
             "kernel_us": math.nan, "kernel_min_us": math.nan, "kernel_max_us": math.nan, "kernel_run_us": "[]",
             "kernels_per_call": math.nan, "kernel_names": "{}", "gap_us": math.nan, "kernel_window_us": math.nan,
-            "kernel_status": "", "kernel_note": "", "headline": "stream"}
+            "kernel_untraced_window_us": math.nan, "kernel_status": "", "kernel_note": "", "headline": "stream", "worker_flag": ""}
 
 
 HEADLINES: tuple[str, ...] = ("stream", "kernel")
@@ -60,17 +101,23 @@ def _names_json(names: dict[str, Any]) -> str:
                        for name, info in names.items()})
 
 
+def _median_finite(values: Any) -> float:
+    """Median of the finite numbers among `values` (NaN when there are none)."""
+    good = [float(v) for v in values or [] if isinstance(v, (int, float)) and math.isfinite(v)]
+    return float(statistics.median(good)) if good else math.nan
+
+
 def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
     """Kernel columns of a worker row from that worker's kernel summary."""
     row["kernel_status"] = kernel_stats.status_text(summary)
     if not summary or summary.get("status") != "ok":
         return
     runs = [float(v) for v in summary["run_us"]]
-    windows = [v for v in summary.get("window_us", []) if isinstance(v, (int, float)) and math.isfinite(v)]
     row.update(kernel_us=float(summary["median_us"]), kernel_min_us=min(runs), kernel_max_us=max(runs),
                kernel_run_us=json.dumps([round(v, 4) for v in runs]), kernels_per_call=summary["kernels_per_call"],
                kernel_names=_names_json(summary["names"]), kernel_note=summary.get("note", ""),
-               kernel_window_us=float(statistics.median(windows)) if windows else math.nan)
+               kernel_window_us=_median_finite(summary.get("window_us", [])),
+               kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
     row["gap_us"] = kernel_stats.gap_us(row["median_us"], row["kernel_us"])
 
 
@@ -81,11 +128,11 @@ def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None
     row["kernel_status"] = kernel_stats.status_text(agg)
     if agg["status"] != "ok":
         return
-    windows = [r["kernel_window_us"] for r in worker_rows if math.isfinite(r.get("kernel_window_us", math.nan))]
     row.update(kernel_us=agg["median_us"], kernel_min_us=agg["min_us"], kernel_max_us=agg["max_us"],
                kernel_run_us=json.dumps([round(v, 4) for v in agg["worker_medians"]]),
-               kernels_per_call=agg["kernels_per_call"], kernel_names=_names_json(agg["names"]),
-               kernel_note=agg["note"], kernel_window_us=float(statistics.median(windows)) if windows else math.nan)
+               kernels_per_call=agg["kernels_per_call"], kernel_names=_names_json(agg["names"]), kernel_note=agg["note"],
+               kernel_window_us=_median_finite([r.get("kernel_window_us") for r in worker_rows]),
+               kernel_untraced_window_us=_median_finite([r.get("kernel_untraced_window_us") for r in worker_rows]))
     present = [s for s in summaries if s]
     if agg["workers"] < len(present):
         why = next((s.get("reason") for s in present if s.get("status") != "ok"), "")
@@ -106,8 +153,7 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
     runs = [float(v) for v in meas["run_us"]]
     median = float(statistics.median(runs))
     row.update(iters=meas["iters_per_run"], runs=len(runs), run_us=json.dumps([round(v, 4) for v in runs]),
-               median_us=median, min_us=min(runs), max_us=max(runs),
-               spread_pct=(max(runs) - min(runs)) / median * 100 if median > 0 else math.nan,
+               median_us=median, min_us=min(runs), max_us=max(runs), spread_pct=spread_pct(runs),
                nbytes=entry["nbytes"], sets=entry.get("sets"),
                working_set_mib=entry.get("working_set_bytes", 0) / MIB, llc_mib=entry.get("llc_bytes", 0) / MIB,
                timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
@@ -148,6 +194,10 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
                iters_range=f"{min(iters)}-{max(iters)}")
     _kernel_aggregate(row, list(kernels or []), good)
     _rates(row, peak_gbps)
+    flags = worker_flags([json.loads(r["run_us"]) for r in good], [f"worker {r['worker']}" for r in good])
+    for i, text in flags.items():
+        good[i]["worker_flag"] = text
+    row["worker_flag"] = "; ".join(flags[i] for i in sorted(flags))
     if len(good) == processes:
         row.update(status="ok", detail="")
     else:

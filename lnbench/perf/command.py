@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lnbench import config as cfg
 from lnbench import validate
@@ -24,20 +24,15 @@ from lnbench.perf.clocks import gpu_facts
 from lnbench.perf.kernel_timer import unavailable_reason
 from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, store_peak
 from lnbench.perf.protocol import MODES, Protocol, protocol_options
+from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.perf.workers import WorkerResult, run_workers
-from lnbench.report import Column, fmt_float, render_table, styled_status
+from lnbench.progress import CommandProgress
+from lnbench.report import Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table, styled_status
 WORKER_MODULE = "lnbench.perf.worker_main"
 
 
-def _num(digits: int = 4):
-    return fmt_float(digits)
-
-
 def _minmax(row: dict[str, Any]) -> str:
-    lo, hi = row.get("min_us"), row.get("max_us")
-    if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
-        return ""
-    return f"{lo:.4g}–{hi:.4g}"
+    return fmt_time_range_us(row.get("min_us"), row.get("max_us"))
 
 
 def _pct(row: dict[str, Any]) -> str:
@@ -47,13 +42,13 @@ def _pct(row: dict[str, Any]) -> str:
     return f"[bold red]{value:.1f} >peak[/bold red]" if row.get("above_peak") else f"{value:.1f}"
 
 
-def _kernel_cell(key: str, digits: int = 4):
-    """A kernel column: the number, or `n/a` / `error` when the kernel timer has none for the row."""
+def _kernel_cell(key: str, fmt_value: Callable[[Any], str] = fmt_time_us) -> Callable[[dict[str, Any]], str]:
+    """A kernel column: the value (a time by default), or `n/a` / `error` when the kernel timer has none for the row."""
     def fmt(row: dict[str, Any]) -> str:
         status = str(row.get("kernel_status") or "")
         value = row.get(key)
         if isinstance(value, (int, float)) and math.isfinite(value):
-            return f"{value:.{digits}g}"
+            return fmt_value(value)
         return status.split(" ")[0] if status and status != "ok" else ""
     return fmt
 
@@ -61,13 +56,16 @@ def _kernel_cell(key: str, digits: int = 4):
 TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
-    Column("median_us", "median µs", _num()), Column("_minmax", "min–max µs (workers)"),
-    Column("_kernel", "kernel µs"), Column("_kpc", "kernels/call"), Column("_gap", "gap µs"),
-    Column("gbps", "GB/s", _num()), Column("_pct", "% peak", markup=True), Column("speedup", "speed-up", fmt_float(3)),
+    Column("median_us", "median time", fmt_time_us), Column("_minmax", "min–max (workers)"),
+    Column("_kernel", "kernel time"), Column("_kpc", "kernels/call"), Column("_gap", "gap"),
+    Column("gbps", "GB/s", fmt_number(4)), Column("_pct", "% peak", markup=True),
+    Column("speedup", "speed-up", fmt_number(3, "×")),
     Column("iters", "I", fmt_float(6)), Column("status", "status", styled_status, justify="left"),
 ]
+#: shown only when a row has one: the worker flag (lnbench.perf.aggregate.worker_flags)
+NOTE_COLUMN = Column("worker_flag", "note", justify="left")
 _CELLS = {"_minmax": _minmax, "_pct": _pct, "_kernel": _kernel_cell("kernel_us"),
-          "_kpc": _kernel_cell("kernels_per_call", 3), "_gap": _kernel_cell("gap_us", 3)}
+          "_kpc": _kernel_cell("kernels_per_call", fmt_number(3)), "_gap": _kernel_cell("gap_us")}
 
 
 def check_headline(timer: str, kernel_timer: bool, dev: Device) -> str:
@@ -76,7 +74,8 @@ def check_headline(timer: str, kernel_timer: bool, dev: Device) -> str:
         raise LnbenchUsageError(f"unknown timer {timer!r}; choose from {', '.join(HEADLINES)}")
     if timer == "kernel":
         if not kernel_timer:
-            raise LnbenchUsageError("--timer kernel needs the kernel timer (drop --no-kernel-timer)")
+            raise LnbenchUsageError("--timer kernel needs the kernel timer (drop --no-kernel-timer, or set "
+                                    "[perf] kernel_timer = true)")
         reason = unavailable_reason(dev)
         if reason:
             raise LnbenchUsageError(f"--timer kernel cannot run on {dev.name}: {reason}")
@@ -117,8 +116,7 @@ def _worker_env() -> dict[str, str]:
 
 
 def _list_option(values: tuple[str, ...], table: dict[str, Any], key: str) -> list[str]:
-    items = cfg.split_list(values)
-    return items or cfg.split_list(cfg.require(table, key, list, "perf"))
+    return validate.listed(values, key.removesuffix("s"), cfg.require(table, key, list, "perf"))
 
 
 def _worker_lines(results: list[WorkerResult]) -> None:
@@ -150,7 +148,8 @@ def _kernel_lines(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         status = str(row.get("kernel_status") or "")
         if status and status != "ok":
-            seen[f"kernel timer {status}"] = seen.get(f"kernel timer {status}", 0) + 1
+            text = status[len("n/a ("):-1] if status.startswith("n/a (kernel timer off") else f"kernel timer {status}"
+            seen[text] = seen.get(text, 0) + 1
         if row.get("kernel_note"):
             key = f"{row['backend']} {row['op']} {row['shape']} {row['mode']} kernel: {row['kernel_note']}"
             seen[key] = seen.get(key, 0) + 1
@@ -167,7 +166,13 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
     bad = sum(1 for r in results if not r.ok)
     parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     workers = f"{len(results)} worker(s)" + (f", {bad} failed" if bad else "")
-    return f"{len(agg)} cases: {parts}; {workers}; {seconds:.1f} s"
+    phases = []
+    for key, name in zip(PHASES, ("start-up", "stream pass", "kernel pass")):
+        values = [float(r.payload[key]) for r in results if r.payload and isinstance(r.payload.get(key), (int, float))]
+        if values and (key != "kernel_s" or max(values) >= 0.05):
+            phases.append(f"{name} {statistics.median(values):.1f} s")
+    each = f" (each: {', '.join(phases)})" if phases else ""
+    return f"{len(agg)} cases: {parts}; {workers}{each}; {seconds:.1f} s"
 
 
 #: tensors of M×N a perf case holds at once (x, y, dy, dx, and backends' workspace), each in the case dtype
@@ -183,15 +188,16 @@ PERF_TENSORS = 8
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,32768x8192 (default: config shape set).")
 @click.option("--shape-set", help="Named shape set from the config's [perf.shape_sets].")
 @protocol_options
-@click.option("--cold-factor", type=float, help="Cold mode: rotated bytes >= this × last-level cache.")
-@click.option("--llc-mib", type=float, help="Cold mode: last-level cache size in MiB (0 = read off the device).")
+@click.option("--cold-factor", type=validate.FLOAT, help="Cold mode: rotated bytes >= this × last-level cache.")
+@click.option("--llc-mib", type=validate.FLOAT, help="Cold mode: last-level cache size in MiB (0 = read off the device).")
 @click.option("--timer", "headline", type=click.Choice(list(HEADLINES)), default="stream", show_default=True,
               help="Time behind GB/s, % peak and speed-up: stream (events / wall clock) or kernel (profiler).")
 @click.option("--kernel-timer/--no-kernel-timer", "kernel_timer", default=None,
-              help="Kernel time from the profiler's GPU activity records, in separate runs after the stream-timed "
-                   "ones (default: on; n/a without a GPU).")
-@click.option("--eps", type=float, help="LayerNorm eps (default: config).")
-@click.option("--seed", type=int, help="Base random seed (default: config).")
+              help="Kernel time from the profiler's GPU activity records, in separate runs after every worker's "
+                   "stream-timed ones (default: off, config [perf] kernel_timer; on with --timer kernel; "
+                   "n/a without a GPU).")
+@click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")
+@click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
@@ -203,7 +209,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                  headline, kernel_timer, eps, seed, device, config_path, peak_file, csv_path, json_path, quiet) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
-    kernel time (profiler) and the gap to stream time come from R more runs per worker."""
+    --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
     import time
 
     dev = timed_device(device)
@@ -212,16 +218,20 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     protocol = Protocol.from_table(
         table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
         target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
-        cold_factor=cold_factor, llc_mib=llc_mib, kernel_timer=kernel_timer,
-        modes=tuple(cfg.split_list(modes)) or None, ops=tuple(cfg.split_list(ops)) or None)
+        cold_factor=cold_factor, llc_mib=llc_mib,
+        kernel_timer=True if kernel_timer is None and headline == "kernel" else kernel_timer,
+        modes=tuple(cfg.split_list(modes, "mode")) or None, ops=tuple(cfg.split_list(ops, "op")) or None)
     headline = check_headline(headline, protocol.kernel_timer, dev)
     kernel_pass = protocol.kernel_timer and not unavailable_reason(dev)
     backend_list = choose_backends(_list_option(backends, table, "backends"), dev)
-    base_name = baseline or str(cfg.require(table, "baseline", str, "perf"))
+    base_name = baseline if baseline is not None else str(cfg.require(table, "baseline", str, "perf"))
     if base_name not in backend_names():
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
-    dtype_list = cfg.parse_dtypes(dtypes) or cfg.parse_dtypes(cfg.require(table, "dtypes", list, "perf"))
+    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
     shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "perf", shape_set)
+    if any(name.startswith("flydsl") for name in backend_list) and dev.executes_flydsl:
+        validate.toolkit()                                 # known limits of the kernels, before any worker starts
+        validate.kernel_widths([n for _, n in shape_list], dtype_list)
     eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), "perf"),
                              "--eps" if eps is not None else "config [perf] eps")
     base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "perf"),
@@ -242,22 +252,24 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                              f"{peak_file or default_peak_path()}: % peak left blank (run `lnbench peak` once)"),
                       style="yellow")
     before = gpu_facts(dev.torch_device)
-    specs = [{"device": str(dev.torch_device), "protocol": protocol.to_dict(), "cases": [c.to_spec() for c in order]}
-             for order in orders]
+    phases = KERNEL_PHASES if kernel_pass else STREAM_PHASES
+    specs = [{"device": str(dev.torch_device), "protocol": protocol.to_dict(), "phases": len(phases),
+              "cases": [c.to_spec() for c in order]} for order in orders]
     start = time.monotonic()
     results: list[WorkerResult] = []
     if any(orders):
         totals = [len(o) * (2 if kernel_pass else 1) for o in orders]  # the kernel pass reports each case again
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=True, disable=quiet) as progress:
-            task = progress.add_task(f"worker 1/{protocol.processes}", total=sum(totals))
+        with CommandProgress(err_console, f"worker 1/{protocol.processes}", sum(totals), quiet) as progress:
 
-            def on_progress(index: int, done: int) -> None:
-                progress.update(task, completed=sum(totals[:index]) + done,
-                                description=f"worker {index + 1}/{protocol.processes}")
+            def on_progress(index: int, done: int, label: str) -> None:
+                order = orders[index]
+                case = order[(done - 1) % len(order)] if order and done else None
+                what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
+                        f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
+                progress.update(sum(totals[:index]) + done, what, f"worker {index + 1}/{protocol.processes}")
 
             results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
-                                  on_progress=on_progress)
+                                  on_progress=on_progress, phases=phases)
     seconds = time.monotonic() - start
     after = gpu_facts(dev.torch_device)
     rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
@@ -274,9 +286,11 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     if not quiet:
         shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
         title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
-                 f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}]); GB/s from {headline} time; "
+                 f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}], fewer where a run would pass "
+                 f"{protocol.max_run_s:g} s); GB/s from {headline} time; "
                  f"gap = median − kernel")
-        render_table(console, title, TABLE_COLUMNS, shown)
+        notes = [NOTE_COLUMN] if any(r.get("worker_flag") for r in shown) else []
+        render_table(console, title, TABLE_COLUMNS + notes, shown)
         _detail_lines(shown)
         _kernel_lines(shown)
         if any(r["above_peak"] for r in shown):
@@ -285,7 +299,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     _worker_lines(results)
     workers_json = [{"index": r.index, "ok": r.ok, "exit_code": r.exit_code, "timed_out": r.timed_out,
                      "duration_s": round(r.duration_s, 3), "problem": r.problem(), "stderr_tail": r.stderr_tail,
-                     "order": [c.id for c in orders[r.index]]} for r in results]
+                     "order": [c.id for c in orders[r.index]],
+                     **{k: round(float((r.payload or {}).get(k, math.nan)), 3) for k in PHASES}} for r in results]
     emit_outputs(rows, metadata, csv_final, json_final,
                  {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
                   "clocks": {"before": before, "after": after}})
@@ -296,19 +311,22 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     return EXIT_FAILED if failed(rows, results) else EXIT_OK
 
 
+#: where a worker's time went (its payload): start-up (side by side with the others), then its turn
+PHASES = ("startup_s", "stream_s", "kernel_s")
+
+
 @click.command("peak")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
-@click.option("--size-mib", type=float, help="Bytes copied per call, in MiB (default 1024 on a GPU, 256 on the CPU).")
-@click.option("--runs", type=int, default=10, show_default=True, help="Timed runs (median taken).")
+@click.option("--size-mib", type=validate.FLOAT, help="Bytes copied per call, in MiB (default 1024 on a GPU, 256 on the CPU).")
+@click.option("--runs", type=validate.INT, default=10, show_default=True, help="Timed runs (median taken).")
 @click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Cache file to update (default results/peak.json).")
 @guarded
 def peak_command(device, size_mib, runs, peak_file) -> int:
     """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak."""
-    if runs < 1:
-        raise LnbenchUsageError(f"runs must be >= 1, got {runs}")
-    if size_mib is not None and not (size_mib > 0 and math.isfinite(size_mib)):
-        raise LnbenchUsageError(f"size-mib must be > 0, got {size_mib}")
+    validate.number(runs, "peak_runs", "--runs")
+    if size_mib is not None:
+        validate.number(size_mib, "size_mib", "--size-mib")
     dev = timed_device(device)
     path = Path(peak_file or default_peak_path())
     from lnbench.report import check_writable
@@ -319,8 +337,8 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
     store_peak(dev.torch_device, record, path)
     name = dev.label
     render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
-                 [Column("device", "device", justify="left"), Column("gbps", "GB/s", _num()),
-                  Column("copy_mib", "copy MiB", _num()), Column("median_us", "median µs", _num()),
+                 [Column("device", "device", justify="left"), Column("gbps", "GB/s", fmt_number(4)),
+                  Column("copy_mib", "copy MiB", fmt_number(4)), Column("median_us", "median time", fmt_time_us),
                   Column("iters_per_run", "I")],
                  [{**record, "device": name, "copy_mib": record["copy_bytes"] / (1 << 20)}])
     console.print(f"peak cached in {path}")

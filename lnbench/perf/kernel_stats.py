@@ -4,15 +4,17 @@ Pure functions over plain records (no torch, no GPU), shared by `lnbench perf` a
 metric; lnbench.perf.kernel_timer produces the `Activity` lists on a GPU.
 
     run record      one profiled run of I calls: the device activities counted (kernels, memcpy, memset
-                    issued by the calls; the harness's own spin kernel excluded), their summed duration,
-                    per-name count and duration, how much of the sum overlaps (union of intervals vs sum)
-    worker summary  the R runs of one worker: kernel µs per call per run (sum of durations / I), its
-                    median, kernels per call, per-name figures, and notes where a sanity check failed
+                    issued by the calls; the harness's own spin and flush kernels excluded), their summed
+                    duration, per-name count and duration, how much of the sum overlaps (union of intervals
+                    vs sum), and the calls' event windows with and without the profiler
+    worker summary  the R runs of one worker: kernel µs per call per run (sum of durations / I, bounded by
+                    the untraced call window where tracing slowed the kernels), its median, kernels per
+                    call, per-name figures, and notes where a sanity check failed
     aggregate       median of the worker medians with the min–max across workers (as for stream time)
 
 A summary has a status: "ok", "n/a" (no device activity exists here, with the reason: never a zero) or
-"error". gap µs = stream µs − kernel µs (launch gaps between back-to-back kernels, plus host overhead where
-the timed figure includes it).
+"error". gap µs = stream µs − kernel µs (launch gaps between back-to-back kernels and one call's cache
+write-back landing in the next, plus host overhead where the timed figure includes it).
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ COUNTED_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
 NO_ACTIVITY = "the profiler recorded no GPU activity for the timed calls"
 #: counted records overlapping by more than this fraction of their sum get a note
 _OVERLAP_TOLERANCE = 0.005
+#: a profiler shift of the call window above both of these gets a note
+_SHIFT_FLOOR_US, _SHIFT_FRACTION = 0.5, 0.02
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,13 @@ def _union_ns(items: Sequence[Activity]) -> int:
 
 
 def run_record(activities: Iterable[Activity], iters: int, *, exclude: Iterable[str] = (),
-               window_us: float = math.nan, spin_short: bool = False) -> dict[str, Any]:
+               window_us: float = math.nan, bare_window_us: float = math.nan, spin_short: bool = False
+               ) -> dict[str, Any]:
     """The record of one profiled run of `iters` calls (JSON-able).
 
     exclude: names never counted (the stream-hold spin kernel). window_us: event-timed µs per call of the
-    same run (stream time under the profiler), NaN when not taken.
+    same run (stream time under the profiler), NaN when not taken. bare_window_us: the same for the run's
+    calls made without the profiler (an upper bound of their unperturbed kernel time).
     """
     if iters < 1:
         raise ValueError(f"iters must be >= 1, got {iters}")
@@ -70,7 +76,8 @@ def run_record(activities: Iterable[Activity], iters: int, *, exclude: Iterable[
         entry["ns"] += int(item.duration_ns)
     total = sum(int(a.duration_ns) for a in counted)
     return {"iters": int(iters), "count": len(counted), "total_ns": total, "overlap_ns": total - _union_ns(counted),
-            "names": names, "window_us": float(window_us), "spin_short": bool(spin_short)}
+            "names": names, "window_us": float(window_us), "bare_window_us": float(bare_window_us),
+            "spin_short": bool(spin_short)}
 
 
 def not_available(reason: str, status: str = "n/a") -> dict[str, Any]:
@@ -90,6 +97,16 @@ def _names_summary(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _shift_us(runs: Sequence[dict[str, Any]]) -> float:
+    """Median traced − median untraced call window (NaN when either is missing)."""
+    traced = [float(r.get("window_us", math.nan)) for r in runs]
+    bare = [float(r.get("bare_window_us", math.nan)) for r in runs]
+    traced, bare = [v for v in traced if math.isfinite(v)], [v for v in bare if math.isfinite(v)]
+    if not traced or not bare:
+        return math.nan
+    return float(statistics.median(traced) - statistics.median(bare))
+
+
 def worker_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One worker's R run records -> kernel µs per call per run, median, kernels per call, names, notes."""
     if not runs:
@@ -99,9 +116,18 @@ def worker_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return not_available(NO_ACTIVITY)
     if empty:
         return not_available(f"{len(empty)} of {len(runs)} profiled runs recorded no GPU activity", "error")
-    run_us = [r["total_ns"] / 1e3 / r["iters"] for r in runs]
+    traced_us = [r["total_ns"] / 1e3 / r["iters"] for r in runs]
+    bare = [float(r.get("bare_window_us", math.nan)) for r in runs]
+    run_us = [min(t, b) if math.isfinite(b) else t for t, b in zip(traced_us, bare)]
     per_call = [r["count"] / r["iters"] for r in runs]
     notes = []
+    bounded = sum(1 for t, b in zip(traced_us, run_us) if b < t)
+    if bounded:
+        notes.append(f"profiling slowed the kernels: {bounded} of {len(runs)} runs above the call's untraced "
+                     f"window ({statistics.median(traced_us):.4g} µs traced), bounded by it")
+    shift = _shift_us(runs)
+    if not bounded and math.isfinite(shift) and shift > max(_SHIFT_FLOOR_US, _SHIFT_FRACTION * min(run_us)):
+        notes.append(f"profiling lengthens each call by {shift:.3g} µs")
     uneven = sum(1 for r in runs if r["count"] % r["iters"])
     if uneven:
         notes.append(f"{uneven} of {len(runs)} runs: device records not a whole number per call "
@@ -110,9 +136,10 @@ def worker_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if overlapping:
         notes.append(f"{overlapping} of {len(runs)} runs: counted device records overlap in time "
                      f"(several streams, or records that are not kernels)")
-    return {"status": "ok", "reason": "", "run_us": run_us, "median_us": float(statistics.median(run_us)),
+    return {"status": "ok", "reason": "", "run_us": run_us, "traced_run_us": traced_us, "bounded_runs": bounded,
+            "profiler_shift_us": shift, "median_us": float(statistics.median(run_us)),
             "kernels_per_call": float(statistics.median(per_call)), "names": _names_summary(runs),
-            "window_us": [float(r.get("window_us", math.nan)) for r in runs],
+            "window_us": [float(r.get("window_us", math.nan)) for r in runs], "bare_window_us": bare,
             "spin_short": sum(bool(r.get("spin_short")) for r in runs), "note": "; ".join(notes)}
 
 

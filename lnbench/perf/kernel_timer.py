@@ -1,14 +1,17 @@
 """The kernel timer: the per-call sum of the kernels' own durations, from the GPU activity records that torch's
 profiler collects (CUPTI on CUDA, roctracer / rocprofiler on ROCm).
 
-One profiled run = one `torch.profiler.profile(activities=[ProfilerActivity.CUDA])` session around I calls,
-with the same stream conditions as the stream-timed run it mirrors ("held": the stream is first held by the
-spin kernel so the calls run back to back; otherwise plain back-to-back calls). The profiler's raw records
-(`prof.profiler.kineto_results.events()`, each with device_type(), name(), start_ns(), duration_ns() and,
-in newer torch, activity_type()) are filtered to device-side activity; kernels, memcpy and memset issued by
-the calls are counted (lnbench.perf.kernel_stats), the harness's spin kernel is not (its names are learnt
-from a profile of the spin alone). Kernel runs always come AFTER every stream-timed run of the process, so
-the profiler (and CUPTI staying loaded) never touches a stream-time figure.
+One profiled run = up to MAX_ISOLATED_CALLS calls made one at a time under one
+`torch.profiler.profile(activities=[ProfilerActivity.CUDA])` session, preceded by the same calls without the
+profiler (KernelTimer says why: isolation and clean caches as under Nsight Compute, and a bound for kernels
+that tracing slows). The profiler's raw records (`prof.profiler.kineto_results.events()`, each with
+device_type(), name(), start_ns(), duration_ns() and, in newer torch, activity_type()) are filtered to
+device-side activity; kernels, memcpy and memset issued by the calls are counted (lnbench.perf.kernel_stats),
+the harness's spin and flush kernels are not. The profiler is set up only AFTER every worker's stream-timed
+runs (lnbench.perf.worker_main): CUPTI stays loaded in a process once set up, so no stream-timed run ever
+shares a process with it. gap = stream time −
+kernel time is then what back-to-back execution adds: launch gaps and one call's cache write-back landing
+in the next.
 
 Where no device activity exists (the CPU, the emulated device, any device whose times are not real, a torch
 build without GPU profiling) `unavailable_reason` says why and no kernel run is made.
@@ -16,6 +19,7 @@ build without GPU profiling) `unavailable_reason` says why and no kernel run is 
 from __future__ import annotations
 
 import re
+import statistics
 from typing import Any, Callable, Iterable
 
 import torch
@@ -37,8 +41,6 @@ _NAME_KINDS = (
     ("memset", re.compile(r"^(memset|fill ?buffer|memory_fill|hipmemset)", re.I)),
     ("sync", re.compile(r"^((stream|event|context|unknown) sync|stream wait event)\b", re.I)),
 )
-#: spin-kernel name fragment, used only if the spin-alone profile recorded nothing
-_SPIN_FALLBACK = "spin_kernel"
 
 
 def unavailable_reason(dev: Any) -> str:
@@ -95,73 +97,116 @@ def device_activities(prof: Any) -> list[Activity]:
     return activities_from_events(results.events())
 
 
+#: elements per row of the flush buffer
+_FLUSH_ROW = 1024
+#: a profiled run times at most this many calls, one at a time (each call costs a flush, a spin and a sync)
+MAX_ISOLATED_CALLS = 32
+
+
 class KernelTimer:
-    """Profiled runs of callables on one GPU (the profiler's first start, CUPTI's set-up, is paid once)."""
+    """Profiled runs of callables on one GPU, one call at a time, as Nsight Compute times a kernel.
+
+    Each call runs alone: the device is idle before it, and in cold runs (`clean=True`) the last-level cache
+    was first cleaned by a read pass over twice its size (a read evicts the previous call's dirty lines
+    without leaving new ones, so no call pays for another's write-back, as under ncu's cache control). The
+    stream is held by the spin kernel while the call is enqueued, and CUDA events around the call give its
+    window. Every run is made twice, without and with the profiler: the profiled run gives the kernels'
+    own durations, the unprofiled one the call's window when nothing traces it. Activity tracing can slow
+    some kernels (measured on the H200: Liger's Triton forward at 32768x8192 runs 367.6 µs traced against
+    353.2 µs untraced; ATen's kernels show no shift), so a kernel sum above the untraced window is bounded
+    by that window, which holds the unperturbed kernels (lnbench.perf.kernel_stats.worker_summary).
+    The helpers' own kernels (spin, flush) are learnt by name from a profile of them alone and not counted.
+    """
 
     def __init__(self, device: torch.device) -> None:
         self.device = torch.device(device)
         self.hold = StreamHold(self.device)
-        self._spin_names: frozenset[str] | None = None
+        self._helper_names: frozenset[str] | None = None
+        self._flush_buffer: torch.Tensor | None = None
 
     @staticmethod
     def _profile() -> Any:
         from torch.profiler import ProfilerActivity, profile
         return profile(activities=[ProfilerActivity.CUDA])
 
-    def spin_names(self) -> frozenset[str]:
-        """Names of the stream-hold spin kernel, from a profile of the spin alone (learnt once). That first
+    @classmethod
+    def set_up_profiler(cls) -> None:
+        """Start and stop one empty profiler session: CUPTI's / roctracer's set-up (seconds) without any
+        device work, so the workers can pay it side by side once all their stream passes are over."""
+        with cls._profile():
+            pass
+
+    def flush(self) -> None:
+        """Read a buffer twice the last-level cache: the cache is left holding clean lines only. Row sums of
+        int32 (1024 per row, one block each): no memset, and a kernel no LayerNorm backend launches."""
+        if self._flush_buffer is None:
+            from lnbench.perf.workloads import llc_bytes
+            rows = max(1, 2 * llc_bytes(self.device)[0] // (4 * _FLUSH_ROW))
+            self._flush_buffer = torch.ones(rows, _FLUSH_ROW, dtype=torch.int32, device=self.device)
+        self._flush_buffer.sum(dim=1, dtype=torch.int32)
+
+    def helper_names(self) -> frozenset[str]:
+        """Names of the spin and flush kernels, from a profile of them alone (learnt once). That first
         profiler session also absorbs CUPTI's / roctracer's set-up before any timed call is profiled."""
-        if self._spin_names is None:
+        if self._helper_names is None:
             synchronize(self.device)
             self.hold.hold(0.0)                          # calibrates outside the profile
+            self.flush()
+            synchronize(self.device)
             with self._profile() as prof:
                 self.hold.hold(20.0)
+                self.flush()
                 synchronize(self.device)
-            names = {a.name for a in device_activities(prof) if a.kind == "kernel"}
-            self._spin_names = frozenset(names)
-        return self._spin_names
+            activities = device_activities(prof)
+            if any(a.kind != "kernel" for a in activities):  # a memset or copy could not be told from the calls'
+                raise RuntimeError("the flush or spin issued non-kernel device work: "
+                                   + ", ".join(sorted({a.name for a in activities if a.kind != "kernel"})))
+            self._helper_names = frozenset(a.name for a in activities)
+        return self._helper_names
 
-    def _excluded(self, held: bool, activities: list[Activity]) -> set[str]:
-        if not held:
-            return set()
-        names = set(self.spin_names())
-        if not names:
-            names = {a.name for a in activities if _SPIN_FALLBACK in a.name}
-        return names
-
-    def run(self, fn: Callable[[], object], iters: int, *, held: bool, host_us_per_call: float = 0.0
-            ) -> dict[str, Any]:
-        """One profiled run of `iters` calls -> kernel_stats.run_record (window_us: event time per call)."""
-        held = held and self.hold.available
-        self.spin_names()
+    def _isolated(self, fn: Callable[[], object], calls: int, clean: bool, host_us_per_call: float
+                  ) -> tuple[list[float], int]:
+        """`calls` calls one at a time -> (event window µs of each call, how many spins ran out early)."""
         stream = torch.cuda.current_stream(self.device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        synchronize(self.device)
-        short = False
-        with self._profile() as prof:
-            if held:
-                self.hold.hold(1.5 * iters * host_us_per_call + 50.0)
+        windows, short = [], 0
+        for _ in range(calls):
+            if clean:
+                self.flush()
+            synchronize(self.device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if self.hold.available:
+                self.hold.hold(1.5 * host_us_per_call + 50.0)
             start.record(stream)
-            for _ in range(iters):
-                fn()
-            short = held and bool(start.query())
+            fn()
+            short += int(self.hold.available and bool(start.query()))
             end.record(stream)
             end.synchronize()
-        activities = device_activities(prof)
-        return kernel_stats.run_record(activities, iters, exclude=self._excluded(held, activities),
-                                       window_us=start.elapsed_time(end) * 1e3 / iters, spin_short=short)
+            windows.append(start.elapsed_time(end) * 1e3)
+        return windows, short
+
+    def run(self, fn: Callable[[], object], iters: int, *, clean: bool, host_us_per_call: float = 0.0
+            ) -> dict[str, Any]:
+        """One profiled run of min(iters, MAX_ISOLATED_CALLS) isolated calls -> kernel_stats.run_record."""
+        calls = max(1, min(int(iters), MAX_ISOLATED_CALLS))
+        exclude = self.helper_names()
+        bare, _ = self._isolated(fn, calls, clean, host_us_per_call)
+        with self._profile() as prof:
+            traced, short = self._isolated(fn, calls, clean, host_us_per_call)
+        return kernel_stats.run_record(device_activities(prof), calls, exclude=exclude,
+                                       window_us=statistics.median(traced), bare_window_us=statistics.median(bare),
+                                       spin_short=short > 0)
 
 
-def measure_kernels(fn: Callable[[], object], device: torch.device, *, iters: int, runs: int, held: bool,
+def measure_kernels(fn: Callable[[], object], device: torch.device, *, iters: int, runs: int, clean: bool,
                     host_us_per_call: float = 0.0, timer: KernelTimer | None = None) -> dict[str, Any]:
-    """R profiled runs of I calls (fn already warm) -> kernel_stats.worker_summary. Errors are returned as an
-    "error" summary (one line), never raised: the stream-time result of the case stands either way."""
+    """R profiled runs (fn already warm; `clean`: cold-cache calls) -> kernel_stats.worker_summary. Errors are
+    returned as an "error" summary (one line), never raised: the stream-time result of the case stands."""
     try:
         timer = timer or KernelTimer(device)
-        records = [timer.run(fn, iters, held=held, host_us_per_call=host_us_per_call) for _ in range(runs)]
+        records = [timer.run(fn, iters, clean=clean, host_us_per_call=host_us_per_call) for _ in range(runs)]
     except Exception as exc:  # noqa: BLE001 - a profiler failure must not lose the stream-time result
         return kernel_stats.not_available((f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300], "error")
     summary = kernel_stats.worker_summary(records)
     if summary["status"] == "ok":
-        summary.update(iters=iters, held=bool(held and timer.hold.available))
+        summary.update(iters=records[0]["iters"], clean=bool(clean), held=timer.hold.available)
     return summary

@@ -1,7 +1,6 @@
 """The timing protocol: how many processes, runs, iterations, and how long to warm up."""
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
 
@@ -9,6 +8,7 @@ import click
 
 from lnbench.backends.base import ALL_OPS
 from lnbench.errors import LnbenchUsageError
+from lnbench.validate import FLOAT, INT, number as check_number
 
 MODES: tuple[str, ...] = ("hot", "cold", "wall")
 MODE_HELP = {
@@ -24,7 +24,8 @@ class Protocol:
 
     processes (P) independent workers each run every case: a warm-up of at least `warmup_s` seconds and
     `min_warmup_calls` calls, then `runs` (R) timed runs of I back-to-back calls, I chosen so a run
-    lasts about `target_run_s`, clamped to [min_iters, max_iters]. With `kernel_timer` each worker then gives
+    lasts about `target_run_s`, clamped to [min_iters, max_iters] (min_iters only while a run stays within
+    `max_run_s`). With `kernel_timer` each worker then gives
     every case R more, profiled runs of the same I calls for kernel time (after all its stream-timed runs).
     """
 
@@ -35,6 +36,8 @@ class Protocol:
     target_run_s: float = 0.02
     min_iters: int = 150
     max_iters: int = 1000
+    #: min_iters gives way before a run would last longer than this (slow calls: fewer, never < 1)
+    max_run_s: float = 0.1
     worker_timeout_s: float = 600.0
     modes: tuple[str, ...] = ("cold", "hot")
     ops: tuple[str, ...] = ("fwd", "bwd")
@@ -50,34 +53,14 @@ class Protocol:
 
     def validate(self) -> "Protocol":
         """Raise LnbenchUsageError (one line, exit 2) on malformed values; return self."""
-        def positive_int(name: str, value: Any) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise LnbenchUsageError(f"{name} must be an integer >= 1, got {value!r}")
-
-        def non_negative(name: str, value: Any, strict: bool = False) -> None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (strict and value == 0):
-                bound = "> 0" if strict else ">= 0"
-                raise LnbenchUsageError(f"{name} must be a number {bound}, got {value!r}")
-
-        positive_int("processes (-P)", self.processes)
-        positive_int("runs (-R)", self.runs)
-        non_negative("warmup_s", self.warmup_s)
-        if isinstance(self.min_warmup_calls, bool) or not isinstance(self.min_warmup_calls, int) \
-                or self.min_warmup_calls < 0:
-            raise LnbenchUsageError(f"min_warmup_calls must be an integer >= 0, got {self.min_warmup_calls!r}")
-        non_negative("target_run_s", self.target_run_s)
-        positive_int("min_iters", self.min_iters)
-        positive_int("max_iters", self.max_iters)
+        labels = {"processes": "processes (-P)", "runs": "runs (-R)"}
+        for name in ("processes", "runs", "warmup_s", "min_warmup_calls", "target_run_s", "max_run_s", "min_iters",
+                     "max_iters", "worker_timeout_s", "cold_factor", "llc_mib", "cold_mem_fraction"):
+            check_number(getattr(self, name), name, labels.get(name, name))   # finite, within validate.LIMITS
         if self.min_iters > self.max_iters:
             raise LnbenchUsageError(f"min_iters ({self.min_iters}) is larger than max_iters ({self.max_iters})")
-        non_negative("worker_timeout_s", self.worker_timeout_s, strict=True)
-        non_negative("cold_factor", self.cold_factor, strict=True)
-        non_negative("llc_mib", self.llc_mib)
         if not isinstance(self.kernel_timer, bool):
             raise LnbenchUsageError(f"kernel_timer must be true or false, got {self.kernel_timer!r}")
-        if not (0 < self.cold_mem_fraction <= 0.9):
-            raise LnbenchUsageError(f"cold_mem_fraction must be in (0, 0.9], got {self.cold_mem_fraction!r}")
         if not self.modes:
             raise LnbenchUsageError("no mode given; choose from " + ", ".join(MODES))
         for mode in self.modes:
@@ -123,20 +106,21 @@ class Protocol:
     def timing_kwargs(self) -> dict[str, Any]:
         """The keyword arguments `timing.measure` takes."""
         return {"runs": self.runs, "warmup_s": self.warmup_s, "min_warmup_calls": self.min_warmup_calls,
-                "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters}
+                "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters,
+                "max_run_s": self.max_run_s}
 
 
 def protocol_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The protocol flags shared by `perf` and `abi-compare` (None = the config's value)."""
     options = [
-        click.option("-P", "--processes", type=int, help="Independent worker processes (P)."),
-        click.option("-R", "--runs", type=int, help="Timed runs per case in each worker (R)."),
-        click.option("--warmup-s", type=float, help="Minimum warm-up seconds per case in each worker."),
-        click.option("--min-warmup-calls", type=int, help="Minimum warm-up calls per case in each worker."),
-        click.option("--target-run-s", type=float, help="Target seconds per run (sets I)."),
-        click.option("--min-iters", type=int, help="Lower clamp of I (calls per run)."),
-        click.option("--max-iters", type=int, help="Upper clamp of I."),
-        click.option("--worker-timeout-s", type=float, help="Kill a worker that runs longer than this."),
+        click.option("-P", "--processes", type=INT, help="Independent worker processes (P)."),
+        click.option("-R", "--runs", type=INT, help="Timed runs per case in each worker (R)."),
+        click.option("--warmup-s", type=FLOAT, help="Minimum warm-up seconds per case in each worker."),
+        click.option("--min-warmup-calls", type=INT, help="Minimum warm-up calls per case in each worker."),
+        click.option("--target-run-s", type=FLOAT, help="Target seconds per run (sets I)."),
+        click.option("--min-iters", type=INT, help="Lower clamp of I (calls per run)."),
+        click.option("--max-iters", type=INT, help="Upper clamp of I."),
+        click.option("--worker-timeout-s", type=FLOAT, help="Kill a worker that runs longer than this."),
     ]
     for option in reversed(options):
         func = option(func)

@@ -65,16 +65,28 @@ class Measurement:
         return out
 
 
-def choose_iters(per_call_s: float, target_run_s: float, min_iters: int, max_iters: int) -> int:
-    """I = ceil(target / per-call time), clamped to [min_iters, max_iters]."""
+#: default longest run: min_iters gives way before a run of slow calls lasts longer than this
+MAX_RUN_S = 0.1
+
+
+def choose_iters(per_call_s: float, target_run_s: float, min_iters: int, max_iters: int,
+                 max_run_s: float = MAX_RUN_S) -> int:
+    """I = ceil(target / per-call time), clamped to [min_iters, max_iters]; the floor min_iters applies only
+    while a run stays within max_run_s, so slow calls (ms each, e.g. on a CPU) get fewer, never < 1.
+
+    The floor is there to average launch jitter over many short calls; a call that takes milliseconds
+    is timed to far better than 1% by one clock reading, and 150 of them would only cost time.
+    """
     if per_call_s <= 0 or not math.isfinite(per_call_s):
         return max_iters
-    return int(min(max_iters, max(min_iters, math.ceil(target_run_s / per_call_s))))
+    iters = min(max_iters, max(min_iters, math.ceil(target_run_s / per_call_s)))
+    return int(max(1, min(iters, max(math.ceil(target_run_s / per_call_s), math.floor(max_run_s / per_call_s)))))
 
 
 def warm_up(fn: Callable[[], object], device: torch.device, warmup_s: float, min_warmup_calls: int
             ) -> tuple[int, float, float]:
-    """Call fn until at least `warmup_s` seconds and `min_warmup_calls` calls have passed (≥ 1 call).
+    """Call fn until at least `warmup_s` seconds and `min_warmup_calls` calls have passed (≥ 1 call), or,
+    for slow calls, twice `warmup_s` (a 20 ms call is steady long before its 30th repetition).
 
     One first call runs before the clock starts (first-use work such as JIT compilation or autotuning
     does not count towards the warm-up time), then calls go in doubling batches (at most 64), synchronised
@@ -93,7 +105,7 @@ def warm_up(fn: Callable[[], object], device: torch.device, warmup_s: float, min
         calls += batch
         per_call = (t1 - t0) / batch / 1e9
         elapsed = (t1 - start) / 1e9
-        if calls >= min_warmup_calls and elapsed >= warmup_s:
+        if elapsed >= warmup_s and (calls >= min_warmup_calls or elapsed >= 2 * warmup_s):
             return calls, elapsed, per_call
         batch = min(batch * 2, _MAX_WARMUP_BATCH)
 
@@ -164,7 +176,7 @@ def held_run(fn: Callable[[], object], device: torch.device, iters: int, hold: S
 
 def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, warmup_s: float,
             min_warmup_calls: int, target_run_s: float, min_iters: int, max_iters: int,
-            timer: str = "device") -> Measurement:
+            max_run_s: float = MAX_RUN_S, timer: str = "device") -> Measurement:
     """Warm up, pick I from the warm-up's per-call time, then time `runs` runs of I calls each.
 
     fn: zero-argument callable doing one call of the work (it may rotate buffers itself).
@@ -178,11 +190,11 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
         raise ValueError(f"bad protocol: runs={runs}, iters in [{min_iters}, {max_iters}]")
     device = torch.device(device)
     calls, seconds, per_call = warm_up(fn, device, warmup_s, min_warmup_calls)
-    iters = choose_iters(per_call, target_run_s, min_iters, max_iters)
+    iters = choose_iters(per_call, target_run_s, min_iters, max_iters, max_run_s)
     label = "wall" if timer == "wall" else ("cuda-event" if device.type == "cuda" else "perf_counter_ns")
     hold = StreamHold(device)
     if timer == "held" and hold.available:
-        iters = min(iters, max(min_iters, HELD_MAX_ITERS))
+        iters = min(iters, max(min(iters, min_iters), HELD_MAX_ITERS))
         runs_short = [held_run(fn, device, iters, hold, per_call * 1e6) for _ in range(runs)]
         run_us = [value for value, _ in runs_short]
         return Measurement(iters, run_us, calls, seconds, "cuda-event-held", per_call * 1e6,

@@ -4,14 +4,16 @@ It imports torch and the backends once, runs every case of its spec in the given
 the backend order between workers), and rewrites its result file after each case, so a later crash or hang
 still leaves the finished cases behind. One case raising never stops the others.
 
-Two passes: first every case is stream-timed (lnbench.perf.timing); then, when the protocol's kernel_timer is
-on, every case that ran is built again, warmed up and given R profiled runs of the same I calls
-(lnbench.perf.kernel_timer), so no profiler is ever active before or during a stream-timed run. Where there
-is no GPU activity to record, each case gets an "n/a" kernel summary with the reason and no second pass runs
-(no progress lines either).
+Start-up (context, backend imports) runs side by side with the other workers; then two passes, each a turn
+given by the parent (lnbench.perf.workers): first every case is stream-timed (lnbench.perf.timing); then,
+when the spec has the KERNEL_PHASES, the profiler is set up (side by side, once every worker's stream pass
+is over) and every case that ran is built again, briefly re-warmed and given R profiled runs
+(lnbench.perf.kernel_timer): no profiler is loaded in any worker while a stream-timed run goes on. Where
+there is no GPU activity to record, each case gets an "n/a" kernel summary with the reason and no second
+pass runs (no progress lines either).
 
-Spec: {"device": "cuda:0", "protocol": {timing + cold settings + kernel_timer}, "cases": [{"id", "backend",
-"op", "mode", "dtype", "m", "n", "eps", "seed"}, ...]}.
+Spec: {"device": "cuda:0", "protocol": {timing + cold settings + kernel_timer}, "phases": 1 or 3, "cases":
+[{"id", "backend", "op", "mode", "dtype", "m", "n", "eps", "seed"}, ...]}.
 Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run",
 "detail", "measurement": Measurement.to_dict(), "nbytes", "sets", "working_set_bytes", "llc_bytes",
 "note", "seconds", "kernel": kernel_stats worker summary (cases that ran)}, ...]}.
@@ -27,7 +29,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from lnbench.perf.workers import read_spec, report_progress, write_result
+from lnbench.perf.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
 
 if TYPE_CHECKING:  # pragma: no cover
     from lnbench.device import Device
@@ -99,7 +101,7 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
             out.update(status="not run", detail=why_not)
             return out
         timing = {k: protocol[k] for k in ("runs", "warmup_s", "min_warmup_calls", "target_run_s",
-                                           "min_iters", "max_iters")}
+                                           "min_iters", "max_iters", "max_run_s") if k in protocol}
         result = measure(workload.fn, device, timer=workload.timer, **timing)
         out.update(measurement=result.to_dict(), nbytes=workload.nbytes, sets=workload.sets,
                    working_set_bytes=workload.working_set_bytes, llc_bytes=workload.llc_bytes,
@@ -113,11 +115,21 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
     return out
 
 
+#: a worker's phases with the kernel timer on (lnbench.perf.workers): its stream pass (one worker at a time),
+#: the profiler's set-up (all workers side by side: CUPTI stays loaded once set up, and slows launches, so
+#: it never happens before every worker's stream pass is over), its kernel pass (one at a time)
+KERNEL_PHASES = (SEQUENTIAL, PARALLEL, SEQUENTIAL)
+STREAM_PHASES = (SEQUENTIAL,)
+
+#: the kernel pass re-warms a case the process has already compiled and timed: a short warm-up suffices
+KERNEL_WARMUP_S, KERNEL_WARMUP_CALLS = 0.05, 10
+
+
 def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, protocol: dict[str, Any],
                     backends: dict[str, Any], timer: Any) -> dict[str, Any]:
-    """Kernel time of a case that was stream-timed: the workload built again, warmed up as in the stream
-    pass, then R profiled runs of the stream pass's I calls (same stream conditions). Returns the
-    kernel_stats summary; exceptions become an "error" summary."""
+    """Kernel time of a case that was stream-timed: the workload built again, briefly re-warmed, then R
+    profiled runs of isolated calls (lnbench.perf.kernel_timer; cold-cache calls for a cold workload).
+    Returns the kernel_stats summary; exceptions become an "error" summary."""
     from lnbench.perf import kernel_stats
     from lnbench.perf.kernel_timer import measure_kernels
     from lnbench.perf.timing import warm_up
@@ -127,10 +139,10 @@ def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, pr
         workload, why_not = _workload(case, dev, protocol, backends)
         if workload is None:
             return kernel_stats.not_available(why_not)
-        per_call = warm_up(workload.fn, dev.torch_device, float(protocol["warmup_s"]),
-                           int(protocol["min_warmup_calls"]))[2]
+        per_call = warm_up(workload.fn, dev.torch_device, min(float(protocol["warmup_s"]), KERNEL_WARMUP_S),
+                           KERNEL_WARMUP_CALLS)[2]
         return measure_kernels(workload.fn, dev.torch_device, iters=int(entry["measurement"]["iters_per_run"]),
-                               runs=int(protocol["runs"]), held=workload.timer == "held",
+                               runs=int(protocol["runs"]), clean=workload.sets > 1,
                                host_us_per_call=per_call * 1e6, timer=timer)
     except Exception as exc:  # noqa: BLE001 - the stream-time result stands
         return kernel_stats.not_available(_one_line(exc), "error")
@@ -145,7 +157,7 @@ def kernel_pass(payload: dict[str, Any], cases: list[dict[str, Any]], dev: Devic
     from lnbench.perf import kernel_stats, kernel_timer
 
     if not protocol.get("kernel_timer", True):
-        reason = "kernel timer off (--no-kernel-timer)"
+        reason = "kernel timer off: --kernel-timer turns it on"
     else:
         reason = kernel_timer.unavailable_reason(dev)
     timer = None if reason else kernel_timer.KernelTimer(dev.torch_device)
@@ -159,7 +171,31 @@ def kernel_pass(payload: dict[str, Any], cases: list[dict[str, Any]], dev: Devic
     write(payload)
 
 
+def start_up(cases: list[dict[str, Any]], dev: Device) -> dict[str, Any]:
+    """What a worker does before its turn (side by side with the other workers): create the device context
+    and import every backend its cases name. Nothing is launched on the device here."""
+    import torch
+
+    import lnbench.perf.timing  # noqa: F401 - what the first case would import, inside its turn
+    import lnbench.perf.workloads  # noqa: F401
+    from lnbench.backends import get_backend
+
+    if dev.torch_device.type == "cuda":
+        torch.empty(1, device=dev.torch_device)          # the context, with no kernel launched
+    backends: dict[str, Any] = {}
+    for name in dict.fromkeys(case["backend"] for case in cases):
+        try:
+            backend = get_backend(name)
+            if backend.availability(dev).runnable:
+                backend.preload()
+            backends[name] = backend
+        except Exception:  # noqa: BLE001 - the same failure is reported per case when its turn comes
+            pass
+    return backends
+
+
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     spec, result_path, progress_path = read_spec(argv)
     index = int(os.environ.get("LNBENCH_WORKER_INDEX", spec.get("worker", 0)))
     payload: dict[str, Any] = {"worker": index, "pid": os.getpid(), "device": spec.get("device", "cpu"),
@@ -176,15 +212,30 @@ def main(argv: list[str] | None = None) -> int:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     dev = torch_device_info(device)
-    backends: dict[str, Any] = {}
+    backends = start_up(spec["cases"], dev)
+    payload["startup_s"] = time.monotonic() - started
+    wait_turn()
+    turn = time.monotonic()
     for case in spec["cases"]:
         entry = run_case(case, dev, spec["protocol"], backends)
         payload["cases"].append(entry)
         write_result(result_path, payload)
         report_progress(progress_path, f"{case['id']} {entry['status']}")
         _fault(index, len(payload["cases"]))
+    payload["stream_s"] = time.monotonic() - turn
+    write_result(result_path, payload)
+    if spec.get("phases", 1) == len(KERNEL_PHASES):
+        wait_turn()                                       # every worker's stream pass is over: side by side,
+        try:                                              # the profiler's set-up (seconds, no device work)
+            from lnbench.perf.kernel_timer import KernelTimer
+            KernelTimer.set_up_profiler()
+        except Exception:  # noqa: BLE001 - the kernel pass reports the same failure per case
+            pass
+        wait_turn()                                       # then the kernel passes, one worker at a time
+    turn = time.monotonic()
     kernel_pass(payload, spec["cases"], dev, spec["protocol"], backends,
                 lambda data: write_result(result_path, data), lambda label: report_progress(progress_path, label))
+    payload["kernel_s"] = time.monotonic() - turn
     payload["complete"] = True
     write_result(result_path, payload)
     return 0

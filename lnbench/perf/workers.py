@@ -1,4 +1,5 @@
-"""Run worker processes one after another, each with a timeout, and read their JSON results from files.
+"""Run worker processes (start-up side by side, timed turns one at a time), each with a timeout, and read their
+JSON results from files.
 
 Shared with `lnbench abi-compare`. The worker contract:
 
@@ -8,7 +9,7 @@ Shared with `lnbench abi-compare`. The worker contract:
 * The worker writes its result dict to RESULT_JSON with `write_result` (temp file + rename). It may write it
   several times (after each finished unit) so that a later crash or hang still leaves partial results.
 * The worker may append one line per finished unit to PROGRESS_TXT (`report_progress`); `on_progress` sees
-  the line count while the worker runs (drives a progress bar).
+  the line count and the last line while the worker runs (drives lnbench.progress).
 * Environment: LNBENCH_WORKER_INDEX / LNBENCH_WORKER_COUNT; the folder holding the `lnbench` package is put
   first on PYTHONPATH so a checkout runs without installing.
 
@@ -16,7 +17,18 @@ Compile caches: every worker gets its OWN fresh cache folders (TORCHINDUCTOR_CAC
 FLYDSL_RUNTIME_CACHE_DIR under a private temp root, removed afterwards), so no two workers ever share or
 race on an on-disk cache and each worker compiles from scratch (its compile time lands in its warm-up, never
 in a timed run). A caller that wants a shared, pre-warmed cache passes those variables in `env`; values
-in `env` win. Workers run sequentially (one GPU: never concurrently).
+in `env` win.
+
+Start-up together, measurement one at a time: up to MAX_TOGETHER workers are started at once, and each one
+does its start-up (importing torch and the backends, creating the device context: seconds per process) side
+by side with the others, then calls `wait_turn()`, which blocks it on its stdin. What follows is a list of
+`phases`, each begun by one `wait_turn()` in the worker: in a SEQUENTIAL phase the parent lets the workers
+go one after another (worker i+1 when worker i waits for its next phase, or has exited); in a PARALLEL
+phase all of them at once (work that must happen after every timed turn of a phase but needs no
+measurement, such as a profiler's set-up). A phase begins only when every worker of the batch is waiting
+for it (or has exited). So no timed work ever overlaps another worker's start-up or timed work, and each
+worker still is its own process with its own caches. A module that never calls `wait_turn` simply runs
+when started. `timeout_s` counts per turn (and per start-up or parallel phase).
 """
 from __future__ import annotations
 
@@ -38,6 +50,9 @@ CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CAC
 _TAIL_CHARS = 2000
 _POLL_S = 0.05
 _TERM_GRACE_S = 3.0
+#: at most this many workers are started (and held in memory) at once
+MAX_TOGETHER = 8
+_READY_VAR = "LNBENCH_WORKER_READY_FILE"
 
 
 @dataclass
@@ -107,12 +122,15 @@ def _tail(path: Path, limit: int = _TAIL_CHARS) -> str:
         return ""
 
 
-def _lines(path: Path) -> int:
+def _lines(path: Path) -> tuple[int, str]:
+    """(finished lines, the last one) of a progress file."""
     try:
         with open(path, "rb") as handle:
-            return handle.read().count(b"\n")
+            text = handle.read().decode("utf-8", "replace")
     except OSError:
-        return 0
+        return 0, ""
+    lines = text.splitlines()
+    return text.count("\n"), (lines[-1] if lines else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -145,72 +163,168 @@ def _child_env(index: int, count: int, root: Path, env: dict[str, str] | None) -
     return child
 
 
-def run_one(module: str, spec: dict[str, Any], index: int, count: int, timeout_s: float,
-            env: dict[str, str] | None, root: Path,
-            on_progress: Callable[[int, int], None] | None = None) -> WorkerResult:
-    """Run one worker to completion or timeout; see the module docstring for the contract."""
+#: how a phase of the workers' work runs: one worker at a time, or all of them side by side
+SEQUENTIAL, PARALLEL = "sequential", "parallel"
+_waits = 0
+
+
+def wait_turn() -> None:
+    """Worker side: say "ready" and block until the parent lets this worker start its next phase (module
+    docstring). A no-op outside a gated start; exits quietly when the parent goes away instead."""
+    global _waits
+    ready = os.environ.get(_READY_VAR)
+    if not ready:
+        return
+    Path(f"{ready}.{_waits}").write_text(str(os.getpid()))
+    _waits += 1
+    if sys.stdin is None or sys.stdin.readline().strip() != "go":
+        raise SystemExit(0)
+
+
+@dataclass
+class _Live:
+    """A started worker: its process (None when it could not start), folder, and timing state."""
+
+    index: int
+    proc: subprocess.Popen | None
+    root: Path
+    start_error: str = ""
+    seen: int = 0
+    turns_s: float = 0.0
+    timed_out: bool = False
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
+
+    def ready(self, phase: int) -> bool:
+        """Waiting at the start of `phase` (or gone)."""
+        return self.exited() or (self.root / f"ready.{phase}").exists()
+
+
+def _start(module: str, spec: dict[str, Any], index: int, count: int, env: dict[str, str] | None,
+           root: Path) -> _Live:
+    """Write the worker's files and start it (it runs its start-up, then waits in `wait_turn`)."""
     root.mkdir(parents=True, exist_ok=True)
-    spec_path, result_path, progress_path = root / "spec.json", root / "result.json", root / "progress.txt"
-    stderr_path, stdout_path = root / "stderr.txt", root / "stdout.txt"
-    spec_path.write_text(json.dumps(spec, default=str))
-    progress_path.write_text("")
-    cmd = [sys.executable, "-m", module, str(spec_path), str(result_path), str(progress_path)]
-    start = time.monotonic()
-    timed_out, seen = False, 0
-    with open(stderr_path, "wb") as err, open(stdout_path, "wb") as out:
+    (root / "spec.json").write_text(json.dumps(spec, default=str))
+    (root / "progress.txt").write_text("")
+    cmd = [sys.executable, "-m", module, str(root / "spec.json"), str(root / "result.json"), str(root / "progress.txt")]
+    child = _child_env(index, count, root, env)
+    child[_READY_VAR] = str(root / "ready")
+    with open(root / "stderr.txt", "wb") as err, open(root / "stdout.txt", "wb") as out:
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                    env=_child_env(index, count, root, env), start_new_session=True)
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=child,
+                                    start_new_session=True)
         except OSError as exc:
-            return WorkerResult(index, False, None, False, None, f"cannot start worker: {exc}", 0.0)
-        try:
-            while proc.poll() is None:
-                if time.monotonic() - start > timeout_s:
-                    timed_out = True
-                    _kill_group(proc)
-                    break
-                if on_progress is not None:
-                    done = _lines(progress_path)
-                    if done != seen:
-                        seen = done
-                        on_progress(index, done)
-                time.sleep(_POLL_S)
-        except BaseException:
-            _kill_group(proc)
-            raise
-    duration = time.monotonic() - start
-    if on_progress is not None and _lines(progress_path) != seen:
-        on_progress(index, _lines(progress_path))
-    payload = None
+            return _Live(index, None, root, f"cannot start worker: {exc}")
+    return _Live(index, proc, root)
+
+
+def _go(live: _Live, last: bool) -> None:
+    """Let a waiting worker start its next phase (stdin is closed with its last one)."""
     try:
-        payload = json.loads(result_path.read_text())
+        live.proc.stdin.write(b"go\n")
+        live.proc.stdin.flush()
+        if last:
+            live.proc.stdin.close()
+    except (OSError, ValueError):  # it already exited: its result (or crash) is collected as usual
+        pass
+
+
+def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: float,
+                on_progress: Callable[[int, int, str], None] | None) -> list[_Live]:
+    """Poll until done(live) for each of `lives`; one still running after timeout_s is killed (returned)."""
+    start, killed = time.monotonic(), []
+    try:
+        while not all(done(live) or live.exited() for live in lives):
+            if time.monotonic() - start > timeout_s:
+                for live in lives:
+                    if not (done(live) or live.exited()):
+                        live.timed_out = True
+                        killed.append(live)
+                        _kill_group(live.proc)
+                break
+            _report(lives, on_progress)
+            time.sleep(_POLL_S)
+    finally:
+        _report(lives, on_progress)
+    return killed
+
+
+def _report(lives: list[_Live], on_progress: Callable[[int, int, str], None] | None) -> None:
+    if on_progress is None:
+        return
+    for live in lives:
+        done, label = _lines(live.root / "progress.txt")
+        if done != live.seen:
+            live.seen = done
+            on_progress(live.index, done, label)
+
+
+def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: float,
+           on_progress: Callable[[int, int, str], None] | None) -> None:
+    """Run one phase: every worker waits at its start; then all go at once, or one after another."""
+    start = time.monotonic()
+    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None):
+        live.turns_s += time.monotonic() - start          # hung before its turn: its report says how long
+    finished = (lambda live: live.exited()) if last else (lambda live: live.ready(phase + 1))
+    groups = [batch] if mode == PARALLEL else [[live] for live in batch]
+    for group in groups:
+        start = time.monotonic()
+        for live in group:
+            if not live.exited():
+                _go(live, last)
+        _wait_until(group, finished, timeout_s, on_progress)
+        if mode == SEQUENTIAL:
+            group[0].turns_s += time.monotonic() - start
+
+
+def _result(live: _Live) -> WorkerResult:
+    if live.proc is None:
+        return WorkerResult(live.index, False, None, False, None, live.start_error, 0.0)
+    try:
+        payload = json.loads((live.root / "result.json").read_text())
     except (OSError, ValueError):
         payload = None
-    code = proc.returncode
-    ok = code == 0 and not timed_out and isinstance(payload, dict)
-    return WorkerResult(index, ok, code, timed_out, payload if isinstance(payload, dict) else None,
-                        _tail(stderr_path), duration)
+    code = live.proc.returncode
+    ok = code == 0 and not live.timed_out and isinstance(payload, dict)
+    return WorkerResult(live.index, ok, code, live.timed_out, payload if isinstance(payload, dict) else None,
+                        _tail(live.root / "stderr.txt"), live.turns_s)
 
 
 def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
                 on_done: Callable[[WorkerResult], None] | None = None, *,
-                on_progress: Callable[[int, int], None] | None = None) -> list[WorkerResult]:
-    """Run `python -m <module>` once per spec, sequentially, each under `timeout_s` seconds.
+                on_progress: Callable[[int, int, str], None] | None = None,
+                phases: tuple[str, ...] = (SEQUENTIAL,)) -> list[WorkerResult]:
+    """Run `python -m <module>` once per spec: start-up side by side, then `phases` (module docstring).
 
-    Returns one WorkerResult per spec, in spec order; a crash or timeout never raises, it is reported in
-    its WorkerResult (exit status, stderr tail) and the remaining specs still run. `on_done` is called
-    after each worker; `on_progress(index, lines)` while it runs, as its progress file grows.
-    Each worker gets its own fresh compile-cache folders (see the module docstring).
+    A worker calls `wait_turn()` once at the start of each phase. Returns one WorkerResult per spec, in spec
+    order; a crash or timeout never raises, it is reported in its WorkerResult (exit status, stderr tail)
+    and the remaining specs still run. `on_done` is called after each worker has finished;
+    `on_progress(index, lines, last line)` while one runs, as its progress file grows.
+    WorkerResult.duration_s is the time of the worker's sequential turns. Each worker gets its own fresh
+    compile-cache folders (see the module docstring).
     """
     results: list[WorkerResult] = []
     root = Path(tempfile.mkdtemp(prefix="lnbench-workers-"))
+    batch: list[_Live] = []
     try:
-        for index, spec in enumerate(specs):
-            result = run_one(module, spec, index, len(specs), timeout_s, env, root / f"w{index}", on_progress)
-            results.append(result)
-            if on_done is not None:
-                on_done(result)
+        for first in range(0, len(specs), MAX_TOGETHER):
+            indices = range(first, min(first + MAX_TOGETHER, len(specs)))
+            batch = [_start(module, specs[i], i, len(specs), env, root / f"w{i}") for i in indices]
+            for number, mode in enumerate(phases):
+                _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress)
+            for live in batch:
+                if live.proc is not None:
+                    live.proc.wait()
+                result = _result(live)
+                results.append(result)
+                if on_done is not None:
+                    on_done(result)
+            batch = []
     finally:
+        for live in batch:  # interrupted: no worker outlives the parent
+            if live.proc is not None and live.proc.poll() is None:
+                _kill_group(live.proc)
         if not os.environ.get("LNBENCH_KEEP_WORKER_DIRS"):
             shutil.rmtree(root, ignore_errors=True)
     return results

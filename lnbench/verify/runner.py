@@ -16,7 +16,10 @@ from lnbench.verify.cases import Case, Inputs, make_inputs
 from lnbench.verify.tolerance import Conditioning, Tolerance
 
 AUTOGRAD_TENSORS = ("y", "dx", "dweight", "dbias")
+BACKWARD_TENSORS = ("dx", "dweight", "dbias")
 COMPILED_ONLY = "compiled, not executed"
+#: detail of the backward rows of a backend without a standalone backward (perf skips its `bwd` op the same way)
+NO_STANDALONE_BWD = "no standalone backward"
 
 
 @dataclass
@@ -26,6 +29,7 @@ class Outputs:
     tensors: dict[str, torch.Tensor]
     problems: dict[str, str] = field(default_factory=dict)
     bitwise_repeat: bool | None = None  # dγ/dβ bitwise equal across two backward runs
+    not_run: dict[str, str] = field(default_factory=dict)  # tensor -> why the backend does not produce it
 
 
 def _check_stats(name: str, value: torch.Tensor | None, rows: int) -> str:
@@ -39,9 +43,16 @@ def _check_stats(name: str, value: torch.Tensor | None, rows: int) -> str:
 
 
 def run_2d(backend: Backend, inp: Inputs, eps: float) -> Outputs:
-    """forward with stats, then backward twice from the backend's own stats (determinism check)."""
+    """forward with stats, then backward twice from the backend's own stats (determinism check). A backend
+    without a standalone backward (no `bwd` op, e.g. compile) gives the forward only: its dx, dγ, dβ, and the
+    stats it does not return, are `not run`."""
     rows = inp.x.shape[0]
     y, mean, rstd = backend.forward(inp.x, inp.weight, inp.bias, eps, store_stats=True)
+    if "bwd" not in backend.ops:
+        not_run = dict.fromkeys(BACKWARD_TENSORS, NO_STANDALONE_BWD)
+        not_run.update({k: f"{k} not returned (no standalone backward needs it)"
+                        for k, v in (("mean", mean), ("rstd", rstd)) if v is None})
+        return Outputs({"y": y, "mean": mean, "rstd": rstd}, not_run=not_run)
     problems = {k: msg for k, msg in (("mean", _check_stats("mean", mean, rows)),
                                       ("rstd", _check_stats("rstd", rstd, rows))) if msg}
     dx, dw, db = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)
@@ -95,6 +106,9 @@ def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Ten
     rows = []
     names = AUTOGRAD_TENSORS if case.kind == "autograd-3d" else TENSORS
     for name in names:
+        if name in got.not_run:
+            rows.extend({**row, "tensor": name} for row in status_rows(case, "not run", got.not_run[name]))
+            continue
         err, rel = max_errors(got.tensors.get(name), ref[name])
         torch_err, _ = max_errors(base.tensors.get(name), ref[name])
         allowed = tol.allowed(name, case.dtype, case.rows, torch_err if math.isfinite(torch_err) else 0.0, cond)
@@ -142,8 +156,9 @@ def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
 
 
 def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol: Tolerance,
-                   advance: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
-    """Rows for every case on one backend, honest about cases that could not execute."""
+                   advance: Callable[[str], None] = lambda label: None) -> list[dict[str, Any]]:
+    """Rows for every case on one backend, honest about cases that could not execute. `advance(label)` after
+    each case, the label naming it and its outcome (for progress lines)."""
     avail = backend.availability(device)
     compiled: dict[tuple[int, str, float], str] = {}
     rows: list[dict[str, Any]] = []
@@ -161,7 +176,8 @@ def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol:
         else:
             case_rows = status_rows(case, "not run", avail.reason)
         rows.extend({"backend": backend.name, **row} for row in case_rows)
-        advance()
+        outcome = "FAIL" if failed(case_rows) else str(case_rows[0]["status"]) if case_rows else ""
+        advance(f"{backend.name} {case.kind} {case.dtype} {'x'.join(map(str, case.shape))} eps={case.eps:g} {outcome}")
     return rows
 
 

@@ -11,7 +11,7 @@ from lnbench.verify.tolerance import Tolerance
 
 
 def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
-                  advance: Callable[[], None] = lambda: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                  advance: Callable[[str], None] = lambda label: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(summary rows, one per bug; detail rows, one per case × tensor × bug).
 
     A summary row's status is "ok" when the control passes everything and every bug fails something.

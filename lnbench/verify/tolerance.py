@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lnbench.config import DTYPES, require
-from lnbench.errors import LnbenchUsageError
+from lnbench.config import DTYPES, default_config, require, section
+from lnbench.validate import number as check_number
 from lnbench.reference import TENSORS
 
 #: tensors reduced over rows: their atol grows with sqrt(M)
@@ -55,17 +55,19 @@ class Tolerance:
         return self.k * torch_err + self.atol[dtype][tensor] * scale + floor
 
     @classmethod
+    def packaged(cls) -> "Tolerance":
+        """The rule with the packaged defaults' numbers (`[verify.tolerance]` of default.toml)."""
+        return cls.from_config(section(default_config(), "verify"))
+
+    @classmethod
     def from_config(cls, verify_table: dict[str, Any]) -> "Tolerance":
         tol = require(verify_table, "tolerance", dict, "verify")
-        k = require(tol, "k", (int, float), "verify.tolerance")
+        k = check_number(tol.get("k"), "k", "config [verify.tolerance] k")    # finite, within validate.LIMITS
         atol_table = require(tol, "atol", dict, "verify.tolerance")
         atol: dict[str, dict[str, float]] = {}
         for dtype in DTYPES:
             per = require(atol_table, dtype, dict, "verify.tolerance.atol")
-            atol[dtype] = {t: float(require(per, t, (int, float), f"verify.tolerance.atol.{dtype}")) for t in TENSORS}
-            if any(v < 0 for v in atol[dtype].values()):
-                raise LnbenchUsageError(f"config [verify.tolerance.atol.{dtype}] values must be >= 0")
-        ulps = float(tol.get("fp32_ulps", 4.0))
-        if k < 0 or ulps < 0:
-            raise LnbenchUsageError("config [verify.tolerance] k and fp32_ulps must be >= 0")
-        return cls(float(k), atol, ulps)
+            atol[dtype] = {t: float(check_number(per.get(t), "atol", f"config [verify.tolerance.atol.{dtype}] {t}"))
+                           for t in TENSORS}
+        ulps = check_number(tol.get("fp32_ulps", 4.0), "fp32_ulps", "config [verify.tolerance] fp32_ulps")
+        return cls(float(k), atol, float(ulps))

@@ -1,0 +1,69 @@
+"""Progress of a long command on stderr: rich's live bar on a terminal, plain lines in a log.
+
+A CI log (stderr not a terminal) gets one line per finished unit, "[7/24 29%] worker 2/3: torch fwd bf16
+4096x4096 cold ok (12 s)", so it shows life; with many units (verify's hundreds of cases) at most one line
+every LINE_INTERVAL_S seconds, and always the last one.
+"""
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+#: above this many units, log lines are throttled to one per LINE_INTERVAL_S
+MANY_UNITS = 100
+LINE_INTERVAL_S = 5.0
+
+
+class CommandProgress:
+    """`with CommandProgress(console, "verifying", total) as p: ... p.advance(label)` or p.update(done, ...)."""
+
+    def __init__(self, console: Console, description: str, total: int | None, quiet: bool = False) -> None:
+        self.console, self.description, self.total, self.quiet = console, description, total, quiet
+        self.done, self._last_line, self._start = 0, 0.0, time.monotonic()
+        self.live = console.is_terminal and not quiet
+        self._bar: Progress | None = None
+        self._task = None
+
+    def __enter__(self) -> "CommandProgress":
+        self._start = time.monotonic()
+        if self.live:
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console, transient=True)
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.description, total=self.total)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(kind, value, traceback)
+
+    def advance(self, label: str = "", description: str | None = None) -> None:
+        self.update(self.done + 1, label, description)
+
+    def update(self, done: int, label: str = "", description: str | None = None) -> None:
+        """`done` units finished so far; `label` names the last one; `description` replaces the title."""
+        if done == self.done and description in (None, self.description):
+            return
+        self.done = done
+        if description is not None:
+            self.description = description
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, description=self.description)
+        elif not self.quiet:
+            self._log_line(label)
+
+    def _log_line(self, label: str) -> None:
+        now = time.monotonic()
+        last = self.total is not None and self.done >= self.total
+        many = self.total is None or self.total > MANY_UNITS
+        if many and not last and now - self._last_line < LINE_INTERVAL_S:
+            return
+        self._last_line = now
+        count = f"{self.done}/{self.total} {100 * self.done // max(self.total, 1)}%" if self.total else f"{self.done}"
+        text = f"[{count}] {self.description}" + (f": {label}" if label else "") + f" ({now - self._start:.0f} s)"
+        self.console.print(escape(text), soft_wrap=True, highlight=False)

@@ -1,0 +1,170 @@
+"""Workers start up together and take their timed turns one at a time (lnbench.perf.workers), loop counts
+give way for slow calls (lnbench.perf.timing.choose_iters), and long commands show life in a log
+(lnbench.progress)."""
+from __future__ import annotations
+
+import io
+import os
+import time
+
+import pytest
+from rich.console import Console
+
+from lnbench.perf import workers
+from lnbench.perf.timing import choose_iters
+from lnbench.progress import CommandProgress
+
+PROBE = """
+import json, os, sys, time
+from lnbench.perf.workers import read_spec, report_progress, wait_turn, write_result
+spec, out, prog = read_spec()
+started = time.time()
+time.sleep(spec["startup_s"])            # stands in for importing torch and creating a context
+ready = time.time()
+wait_turn()
+turn = time.time()
+time.sleep(spec["work_s"])
+report_progress(prog, "case done")
+write_result(out, {"started": started, "ready": ready, "turn": turn, "end": time.time()})
+"""
+
+
+PHASED = """
+import time
+from lnbench.perf.workers import read_spec, wait_turn, write_result
+spec, out, prog = read_spec()
+marks = {}
+for phase, seconds in (("stream", 0.3), ("setup", 0.6), ("kernel", 0.2)):
+    wait_turn()
+    marks[phase] = [time.time()]
+    time.sleep(seconds)
+    marks[phase].append(time.time())
+write_result(out, marks)
+"""
+
+
+@pytest.fixture
+def probe_env(tmp_path):
+    (tmp_path / "turn_probe.py").write_text(PROBE)
+    (tmp_path / "phased_probe.py").write_text(PHASED)
+    return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_start_ups_overlap_and_turns_never_do(probe_env):
+    specs = [{"startup_s": 1.0, "work_s": 0.3}] * 3
+    seen: list[tuple[int, int, str]] = []
+    t0 = time.monotonic()
+    results = workers.run_workers("turn_probe", specs, timeout_s=60, env=probe_env,
+                                  on_progress=lambda i, n, label: seen.append((i, n, label)))
+    wall = time.monotonic() - t0
+    assert all(r.ok for r in results)
+    marks = [r.payload for r in results]
+    assert max(m["ready"] for m in marks) <= min(m["turn"] for m in marks)    # every start-up done before any turn
+    for before, after in zip(marks, marks[1:]):
+        assert before["end"] <= after["turn"]                                 # turns one after another
+    assert wall < 3 * 1.0 + 3 * 0.3                                           # start-ups ran side by side
+    assert [(i, n, label) for i, n, label in seen] == [(0, 1, "case done"), (1, 1, "case done"), (2, 1, "case done")]
+    assert all(r.duration_s < 1.0 for r in results)                          # a worker's time is its turn
+
+
+def test_a_parallel_phase_runs_side_by_side_only_after_every_sequential_turn(probe_env):
+    phases = (workers.SEQUENTIAL, workers.PARALLEL, workers.SEQUENTIAL)
+    results = workers.run_workers("phased_probe", [{}] * 3, timeout_s=60, env=probe_env, phases=phases)
+    assert all(r.ok for r in results)
+    marks = [r.payload for r in results]
+    for phase in ("stream", "kernel"):                                        # one at a time
+        spans = sorted(m[phase] for m in marks)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    setups = [m["setup"] for m in marks]
+    assert max(m["stream"][1] for m in marks) <= min(s[0] for s in setups)   # after every stream turn
+    assert max(s[0] for s in setups) < min(s[1] for s in setups)             # side by side
+    assert max(s[1] for s in setups) <= min(m["kernel"][0] for m in marks)   # before any kernel turn
+    assert all(0.45 <= r.duration_s < 1.5 for r in results)                  # turns only: 0.3 + 0.2 s
+
+
+def test_a_worker_that_dies_in_start_up_is_reported_and_the_others_run(probe_env, tmp_path):
+    (tmp_path / "dies_probe.py").write_text("import sys\nsys.stderr.write('boom in start-up\\n')\nsys.exit(4)\n")
+    specs = [{"startup_s": 0.1, "work_s": 0.1}]
+    dead = workers.run_workers("dies_probe", specs, timeout_s=30, env=probe_env)
+    assert not dead[0].ok and dead[0].exit_code == 4 and "boom in start-up" in dead[0].problem()
+    fine = workers.run_workers("turn_probe", specs * 2, timeout_s=30, env=probe_env)
+    assert [r.ok for r in fine] == [True, True]
+
+
+def test_a_worker_hung_in_its_turn_is_killed_and_the_next_one_still_runs(probe_env):
+    specs = [{"startup_s": 0.0, "work_s": 30.0}, {"startup_s": 0.0, "work_s": 0.1}]
+    t0 = time.monotonic()
+    hung, after = workers.run_workers("turn_probe", specs, timeout_s=2.0, env=probe_env)
+    assert hung.timed_out and not hung.ok and after.ok
+    assert time.monotonic() - t0 < 20
+
+
+def test_more_workers_than_start_together_go_in_batches(probe_env, monkeypatch):
+    monkeypatch.setattr(workers, "MAX_TOGETHER", 2)
+    results = workers.run_workers("turn_probe", [{"startup_s": 0.2, "work_s": 0.05}] * 3, timeout_s=30,
+                                  env=probe_env)
+    marks = [r.payload for r in results]
+    assert all(r.ok for r in results)
+    assert marks[2]["started"] >= marks[1]["end"] - 0.05                      # the third starts after the first batch
+
+
+def test_wait_turn_is_a_no_op_outside_a_gated_start(monkeypatch):
+    monkeypatch.delenv("LNBENCH_WORKER_READY_FILE", raising=False)
+    workers.wait_turn()                                                       # returns at once
+
+
+@pytest.mark.parametrize("per_call_s, expected", [
+    (30e-6, 667),        # GPU-sized call: I from the 20 ms target
+    (1e-6, 1000),        # clamped to max_iters
+    (50e-6, 400),
+    (400e-6, 150),       # the floor holds while a run stays within 0.1 s (60 ms)
+    (1e-3, 100),         # the floor gives way: 150 calls would take 150 ms
+    (17e-3, 5),          # CPU 4096x4096: 5 calls, not 150 (2.5 s)
+    (0.5, 1),            # never fewer than one
+])
+def test_choose_iters_floor_gives_way_for_slow_calls(per_call_s, expected):
+    assert choose_iters(per_call_s, 0.02, 150, 1000, 0.1) == expected
+
+
+def _log_console() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, force_terminal=False, width=200), buffer
+
+
+def test_progress_in_a_log_is_one_line_per_finished_unit():
+    console, buffer = _log_console()
+    with CommandProgress(console, "worker 1/2", 3) as progress:
+        progress.update(1, "torch fwd bf16 64x256 cold ok")
+        progress.update(1, "torch fwd bf16 64x256 cold ok")                  # no new unit: no new line
+        progress.update(2, "torch fwd bf16 64x256 hot ok", "worker 2/2")
+        progress.advance("torch bwd bf16 64x256 cold ok")
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("[1/3 33%] worker 1/2: torch fwd bf16 64x256 cold ok (")
+    assert lines[1].startswith("[2/3 66%] worker 2/2: torch fwd") and lines[2].startswith("[3/3 100%] worker 2/2")
+
+
+def test_progress_with_many_units_is_throttled_but_always_ends(monkeypatch):
+    console, buffer = _log_console()
+    with CommandProgress(console, "verifying", 500) as progress:
+        for _ in range(500):
+            progress.advance("case")
+    lines = buffer.getvalue().splitlines()
+    assert 1 <= len(lines) <= 3 and lines[-1].startswith("[500/500 100%] verifying")
+    quiet_console, quiet_buffer = _log_console()
+    with CommandProgress(quiet_console, "verifying", 3, quiet=True) as progress:
+        progress.advance("case")
+    assert quiet_buffer.getvalue() == ""
+
+
+def test_perf_in_a_log_prints_a_line_per_finished_case(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "lnbench.cli", "perf", "--backend", "torch", "--shapes", "8x32",
+                           "--op", "fwd", "--mode", "hot", "--dtype", "f32", "-P", "2", "-R", "1",
+                           "--csv", str(tmp_path / "p.csv")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("[")]
+    assert [line.split(" (")[0] for line in lines] == [
+        "[1/2 50%] worker 1/2: torch fwd f32 8x32 hot ok", "[2/2 100%] worker 2/2: torch fwd f32 8x32 hot ok"]
