@@ -1,10 +1,12 @@
 """The `lnbench` command line: a thin click group; each subcommand lives with its feature."""
 from __future__ import annotations
 
+import sys
+
 import click
 
 import lnbench
-from lnbench.cli_common import console, guarded
+from lnbench.cli_common import console, fail_usage, guarded
 from lnbench.device import activate, parse_device
 from lnbench.env import backend_facts, device_facts, software_facts
 from lnbench.report import Column, render_table
@@ -16,7 +18,28 @@ from lnbench.plot.command import plot_command
 from lnbench.verify.command import verify_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineUsageErrors(click.Group):
+    """click's own usage errors (a bad flag value, an unknown option) as one line and exit 2, like lnbench's:
+    `lnbench: error: Invalid value for '-P' / '--processes': 'abc' is not a valid integer. (see ...)`"""
+
+    def main(self, *args, **kwargs):  # type: ignore[override]
+        try:
+            return super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.NoArgsIsHelpError as exc:   # plain `lnbench`: the help, as click prints it
+            click.echo(exc.format_message())
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "lnbench"
+            fail_usage(f"{exc.format_message()} (see `{where} --help`)")
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=OneLineUsageErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(lnbench.__version__, prog_name="lnbench")
 def main() -> None:
     """Validate and benchmark LayerNorm kernels (FlyDSL on AMD Instinct GPUs, torch and Triton peers)."""

@@ -187,6 +187,13 @@ def require(table: dict[str, Any], key: str, kind: type | tuple[type, ...], wher
     return value
 
 
+def chosen_shapes(config: dict[str, Any], table: str, shapes: Any, name: str | None) -> list[tuple[int, int]]:
+    """--shapes, or else the shape set --shape-set names (or the table's default set); both at once is an error."""
+    if shapes and name is not None:
+        raise LnbenchUsageError("--shapes and --shape-set both given: choose one")
+    return parse_shapes(shapes) if shapes else shape_set(config, table, name)
+
+
 def shape_set(config: dict[str, Any], table: str, name: str | None = None) -> list[tuple[int, int]]:
     """The named shape set of a command's table (its `shape_set` key when name is None)."""
     tab = section(config, table)

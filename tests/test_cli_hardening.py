@@ -205,3 +205,37 @@ def test_inspect_csv_carries_run_metadata(tmp_path, results_dir):
     for key in ("lnbench_version", "torch_version", "flydsl_version", "gpu_runtime", "device", "device_name",
                 "device_arch", "git_commit", "timestamp"):
         assert key in header, key
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["perf", "-P", "abc"], "lnbench: error: Invalid value for '-P' / '--processes': 'abc' is not a valid integer."),
+    (["verify", "--bogus"], "lnbench: error: No such option '--bogus'"),
+    (["bogus"], "lnbench: error: No such command 'bogus'."),
+])
+def test_click_parse_errors_are_one_line_and_exit_2(args, expected):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "lnbench.cli", *args], capture_output=True, text=True, timeout=120)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith(expected), out.stderr
+    assert "--help`)" in lines[0] and out.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["perf", "verify"])
+def test_shapes_and_a_shape_set_together_are_refused(command):
+    from click.testing import CliRunner
+
+    from lnbench.cli import main
+
+    result = CliRunner().invoke(main, [command, "--shapes", "8x8", "--shape-set", "quick", "--device", "cpu"])
+    assert result.exit_code == 2 and "--shapes and --shape-set both given: choose one" in result.output
+
+
+@pytest.mark.parametrize("factor", [float("inf"), float("nan"), 0.0, -1.0, 1e6])
+def test_planted_slowdown_factor_is_finite_and_bounded(factor):
+    from lnbench.compare.planted import plant_slowdown
+    from lnbench.errors import LnbenchUsageError
+
+    with pytest.raises(LnbenchUsageError, match="factor must be a number in"):
+        plant_slowdown({"rows": [], "metadata": {}}, factor)

@@ -31,8 +31,8 @@ def _key(row: dict[str, Any]) -> CaseKey:
 
 def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None = None) -> tuple[dict[str, Any], CaseKey]:
     """A copy of a perf JSON payload with one case (default: the first one with an ok aggregate) slowed down."""
-    if not factor > 0:
-        raise LnbenchUsageError(f"factor must be > 0, got {factor}")
+    if not 0 < factor <= 1000:  # also refuses nan and inf
+        raise LnbenchUsageError(f"factor must be a number in (0, 1000], got {factor}")
     out = copy.deepcopy(payload)
     rows = out["rows"]
     if case is None:

@@ -228,7 +228,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     if base_name not in backend_names():
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
-    shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "perf", shape_set)
+    shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
     if any(name.startswith("flydsl") for name in backend_list) and dev.executes_flydsl:
         validate.toolkit()                                 # known limits of the kernels, before any worker starts
         validate.kernel_widths([n for _, n in shape_list], dtype_list)

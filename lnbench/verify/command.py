@@ -125,7 +125,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     table = cfg.section(config, "verify")
     tol = Tolerance.from_config(table)
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "verify"))
-    shape_list = cfg.parse_shapes(shapes) if shapes else cfg.shape_set(config, "verify", shape_set)
+    shape_list = cfg.chosen_shapes(config, "verify", shapes, shape_set)
     requested = validate.choices(backends, ["auto", *backend_names()], "backend", ["auto"])
     eps_values = [validate.eps(e, "config [verify] eps") for e in cfg.require(table, "eps", list, "verify")]
     if not eps_values:
