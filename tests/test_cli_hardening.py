@@ -239,3 +239,16 @@ def test_planted_slowdown_factor_is_finite_and_bounded(factor):
 
     with pytest.raises(LnbenchUsageError, match="factor must be a number in"):
         plant_slowdown({"rows": [], "metadata": {}}, factor)
+
+
+def test_peak_refuses_a_copy_that_does_not_fit_before_allocating(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from lnbench.cli import main
+    from lnbench.perf import workloads
+
+    monkeypatch.setattr(workloads, "free_memory", lambda device: 1 << 30)       # 1 GiB free
+    result = CliRunner().invoke(main, ["peak", "--device", "cpu", "--size-mib", "600",
+                                       "--peak-file", str(tmp_path / "peak.json")])
+    assert result.exit_code == 2 and "a copy needs 1200 MiB, cpu has 1024 MiB free" in result.output
+    assert not (tmp_path / "peak.json").exists()

@@ -332,6 +332,12 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
     from lnbench.report import check_writable
     check_writable(path)
     size = int(size_mib * (1 << 20)) if size_mib else None
+    if size is not None:
+        from lnbench.perf.workloads import free_memory
+        free = free_memory(dev.torch_device)
+        if 2 * size > 0.9 * free:                      # source and destination
+            raise LnbenchUsageError(f"--size-mib {size_mib:g}: a copy needs {2 * size / (1 << 20):.0f} MiB, "
+                                    f"{dev.name} has {free / (1 << 20):.0f} MiB free")
     record = measure_copy_bandwidth(dev.torch_device, size, runs)
     record.update({k: v for k, v in gpu_facts(dev.torch_device).items() if k in ("driver", "clocks")})
     store_peak(dev.torch_device, record, path)
