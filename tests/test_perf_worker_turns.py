@@ -108,9 +108,11 @@ def test_more_workers_than_start_together_go_in_batches(probe_env, monkeypatch):
     assert marks[2]["started"] >= marks[1]["end"] - 0.05                      # the third starts after the first batch
 
 
-def test_wait_turn_is_a_no_op_outside_a_gated_start(monkeypatch):
+def test_wait_turn_is_a_no_op_outside_a_gated_start(monkeypatch, tmp_path):
     monkeypatch.delenv("LNBENCH_WORKER_READY_FILE", raising=False)
-    workers.wait_turn()                                                       # returns at once
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.stdin", None)                                    # reading it would exit
+    assert workers.wait_turn() is None and list(tmp_path.iterdir()) == []    # returns at once, writes nothing
 
 
 @pytest.mark.parametrize("per_call_s, expected", [
