@@ -17,7 +17,7 @@ from typing import ContextManager, Mapping
 import torch
 
 from lnbench.emu import SUPPORTED_ARCHES, EmulatorUnavailable
-from lnbench.errors import LnbenchUsageError
+from lnbench.errors import LnbenchUsageError, one_line
 
 EMU = "emu"
 NULL = "null"
@@ -163,20 +163,16 @@ def parse_device(name: str | None) -> Device:
     return torch_device_info(device)
 
 
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0].rstrip(": ")
-
-
 def emulator_status() -> tuple[bool, str]:
     """(True, "") when the emulated device can run in this process, else (False, why). Never raises."""
     try:
         from lnbench.emu import runtime
     except ImportError as exc:
-        return False, f"{_one_line(exc)}: {EMU_INSTALL_HINT}"
+        return False, f"{one_line(exc)}: {EMU_INSTALL_HINT}"
     try:
         return runtime.availability()
     except Exception as exc:  # noqa: BLE001 - a broken emulator install must read "unavailable", not crash
-        return False, _one_line(exc)
+        return False, one_line(exc)
 
 
 def activate(device: Device) -> Device:

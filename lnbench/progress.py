@@ -24,13 +24,12 @@ class CommandProgress:
     def __init__(self, console: Console, description: str, total: int | None, quiet: bool = False) -> None:
         self.console, self.description, self.total, self.quiet = console, description, total, quiet
         self.done, self._last_line, self._start = 0, 0.0, time.monotonic()
-        self.live = console.is_terminal and not quiet
         self._bar: Progress | None = None
         self._task = None
 
     def __enter__(self) -> "CommandProgress":
         self._start = time.monotonic()
-        if self.live:
+        if self.console.is_terminal and not self.quiet:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=self.console, transient=True)
             self._bar.__enter__()
@@ -64,6 +63,6 @@ class CommandProgress:
         if many and not last and now - self._last_line < LINE_INTERVAL_S:
             return
         self._last_line = now
-        count = f"{self.done}/{self.total} {100 * self.done // max(self.total, 1)}%" if self.total else f"{self.done}"
+        count = f"{self.done}/{self.total} {100 * self.done // self.total}%" if self.total else f"{self.done}"
         text = f"[{count}] {self.description}" + (f": {label}" if label else "") + f" ({now - self._start:.0f} s)"
         self.console.print(escape(text), soft_wrap=True, highlight=False)

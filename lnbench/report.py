@@ -224,7 +224,7 @@ def _umask() -> int:
     return mask
 
 
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Write through the output's temporary file, then rename it over the path (or a link's target): readers
     never see half a file. A FIFO or character device gets the bytes in place."""
     path = check_writable(Path(path))
@@ -257,7 +257,7 @@ def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None =
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, metadata: dict[str, Any] | None = None) -> Path:
     """Rows (+ metadata columns) to CSV, atomically."""
     frame = rows_frame(rows, metadata)
-    return _atomic_write(Path(path), lambda tmp: frame.to_csv(tmp, index=False))
+    return atomic_write(Path(path), lambda tmp: frame.to_csv(tmp, index=False))
 
 
 def write_json(payload: Any, path: Path) -> Path:
@@ -272,4 +272,4 @@ def write_json(payload: Any, path: Path) -> Path:
         return value
 
     text = json.dumps(_clean(payload), indent=2, default=str)
-    return _atomic_write(Path(path), lambda tmp: tmp.write_text(text + "\n"))
+    return atomic_write(Path(path), lambda tmp: tmp.write_text(text + "\n"))

@@ -17,8 +17,6 @@ from lnbench.errors import LnbenchUsageError
 
 #: FlyDSL targets `inspect` and `abi-compare` compile for
 ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
-#: bytes per element of each dtype lnbench handles
-DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 #: seeds go to torch.manual_seed / numpy default_rng, with small offsets added per case
 SEED_MAX = 2**63 - 1
 

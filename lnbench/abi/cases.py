@@ -18,6 +18,11 @@ from lnbench.errors import LnbenchUsageError
 Outputs = tuple[torch.Tensor, ...]
 
 
+def case_key(op: str, dtype: str, shape: tuple[int, int]) -> str:
+    """The key of a pair case: `op/dtype/MxN` (shared by the null device's executed checks)."""
+    return f"{op}/{dtype}/{shape[0]}x{shape[1]}"
+
+
 @dataclass
 class Side:
     """One call path of a case.
@@ -61,8 +66,7 @@ class PairCase:
 
     @property
     def key(self) -> str:
-        m, n = self.shape
-        return f"{self.op}/{self.dtype}/{m}x{n}"
+        return case_key(self.op, self.dtype, self.shape)
 
 
 @dataclass(frozen=True)

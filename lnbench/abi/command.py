@@ -293,7 +293,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     seed_value = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, TABLE),
                                "--seed" if seed is not None else f"config [{TABLE}] seed")
     if not static_only and dev.torch_device.type in ("cpu", "cuda"):
-        validate.shapes_fit(shape_list, ABI_TENSORS * max(validate.DTYPE_BYTES[d] for d in dtype_list), dev,
+        validate.shapes_fit(shape_list, ABI_TENSORS * max(cfg.DTYPES[d].itemsize for d in dtype_list), dev,
                             "abi-compare (both sides' tensors)")
     protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
                                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import torch
 
-from lnbench.abi.cases import PairCase, build_cases
+from lnbench.abi.cases import PairCase, build_cases, case_key
 from lnbench.abi.checks import CheckResult, Checker, launch_checks, run_checks
 
 #: default element budget of an executed check case: 16 rows at N = 4096 (the emulator takes ~0.05-0.2 s a launch
@@ -32,10 +32,6 @@ CHECK_ELEMENTS = 1 << 16
 def check_rows(m: int, n: int, check_elements: int = CHECK_ELEMENTS) -> int:
     """Rows an executed check runs for a timed case of M × N: min(M, check_elements // N), at least 1."""
     return max(1, min(m, check_elements // max(n, 1)))
-
-
-def _key(op: str, dtype: str, shape: tuple[int, int]) -> str:
-    return f"{op}/{dtype}/{shape[0]}x{shape[1]}"
 
 
 def executed_checks(pair: str, ops: Sequence[str], dtypes: Sequence[str], shapes: Sequence[tuple[int, int]],
@@ -61,7 +57,7 @@ def executed_checks(pair: str, ops: Sequence[str], dtypes: Sequence[str], shapes
         for dtype in dtypes:
             for shape, checked in small.items():
                 note = f"executed on {dev.name}, {checked[0]} of {shape[0]} rows"
-                stands_for.setdefault(_key(op, dtype, checked), []).append((_key(op, dtype, shape), note))
+                stands_for.setdefault(case_key(op, dtype, checked), []).append((case_key(op, dtype, shape), note))
     return [CheckResult(key, r.check, r.ok, f"{r.detail} ({note})")
             for r in results for key, note in stands_for.get(r.case, [])]
 

@@ -28,6 +28,7 @@ import torch
 from lnbench.abi.cases import PairCase, Side
 from lnbench.abi.checks import Checker, run_checks
 from lnbench.abi.schedule import SIDES, schedule
+from lnbench.errors import one_line
 from lnbench.perf import kernel_stats, kernel_timer, timing
 from lnbench.perf.protocol import Protocol
 
@@ -162,7 +163,7 @@ def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]],
                 _path(case.sides[side_name], "device"), payload["cases"][case.key]["metrics"]["device"]["iters"],
                 clean=False, host_us_per_call=estimate[(case.key, "device", side_name)] * 1e6))
         except Exception as exc:  # noqa: BLE001 - the stream-time result stands
-            failed[key] = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300]
+            failed[key] = one_line(exc, 300)
     for case, _metric in units:
         record = payload["cases"][case.key]["metrics"]["device"]
         record["kernel"] = {

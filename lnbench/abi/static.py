@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 from lnbench.device import Device
 from lnbench.emu.semantics import CLASSES
+from lnbench.errors import one_line
 
 DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 #: KernelFacts field -> row key prefix
@@ -115,7 +116,7 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
                         p = facts_fn(op, dtype, n, "pointer", arch, eps=eps, dgamma_strategy=dgamma_strategy)
                         variant = [{**base, **row, "status": "ok"} for row in compare_facts(t, p)]
                     except Exception as exc:  # noqa: BLE001 - one failing variant must not hide the others
-                        rows.append({**base, "status": "error", "detail": _one_line(exc)})
+                        rows.append({**base, "status": "error", "detail": one_line(exc, 300)})
                     else:
                         if execute and n in execute:
                             _add_executed(variant, execute_fn, op, dtype, execute[n], n, arch, eps, dgamma_strategy)
@@ -123,10 +124,6 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
                     if on_step:
                         on_step()
     return rows
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
 
 
 def _add_executed(variant: list[dict[str, Any]], execute_fn: FactsFn | None, op: str, dtype: str, m: int, n: int,
@@ -142,7 +139,7 @@ def _add_executed(variant: list[dict[str, Any]], execute_fn: FactsFn | None, op:
             raise ValueError(f"{len(columns)} executed launch(es) for {len(variant)} compiled kernel(s)")
     except Exception as exc:  # noqa: BLE001 - the compile-only facts stand
         for row in variant:
-            row["exec_status"] = f"error: {_one_line(exc)}"
+            row["exec_status"] = f"error: {one_line(exc, 300)}"
         return
     for row, cols in zip(variant, columns):
         row.update(cols, exec_status="ok")

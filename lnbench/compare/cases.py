@@ -34,9 +34,11 @@ class TimedCase:
     def timed(self) -> bool:
         return self.status == OK
 
-    @property
-    def label(self) -> str:
-        return " ".join(self.key)
+
+def _untimed(key: CaseKey, status: str, row: dict[str, Any]) -> TimedCase:
+    """A case without run values: its status, with the row's detail when it has one."""
+    detail = _text(row.get("detail"))
+    return TimedCase(key, f"{status}: {detail}" if detail else status or "no result")
 
 
 def key_text(key: CaseKey) -> str:
@@ -68,7 +70,7 @@ def _text(value: Any) -> str:
 
 def _add(cases: dict[CaseKey, TimedCase], case: TimedCase, result: ResultFile) -> None:
     if case.key in cases:
-        raise LnbenchUsageError(f"{result.path}: case {case.label} appears twice")
+        raise LnbenchUsageError(f"{result.path}: case {key_text(case.key)} appears twice")
     cases[case.key] = case
 
 
@@ -96,8 +98,7 @@ def perf_cases(result: ResultFile) -> dict[CaseKey, TimedCase]:
         if timed:
             _add(cases, TimedCase(key, OK, float(median), runs[key]), result)
         else:
-            detail = _text(row.get("detail"))
-            _add(cases, TimedCase(key, f"{status}: {detail}" if detail else status or "no result"), result)
+            _add(cases, _untimed(key, status, row), result)
     if not cases:
         raise LnbenchUsageError(f"{result.path} has no aggregate rows: not a complete perf result")
     return cases
@@ -120,8 +121,7 @@ def abi_cases(result: ResultFile) -> dict[CaseKey, TimedCase]:
             key: CaseKey = (f"{pair}:{side}", op, dtype, shape, metric)
             headline = _number(row.get(f"{side}_us"))
             if status != OK or not (math.isfinite(headline) and headline > 0):
-                detail = _text(row.get("detail"))
-                _add(cases, TimedCase(key, f"{status}: {detail}" if detail else status or "no result"), result)
+                _add(cases, _untimed(key, status, row), result)
                 continue
             runs: dict[int, list[float]] = {}
             for position, payload in enumerate(payloads):

@@ -108,9 +108,9 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     rows = compare_all(base_cases, new_cases, settings)
     context = _context(base_result, new_result, settings, fail_pct, problems)
     summary = _summary(rows)
-    hits = gate_hits(rows, fail_pct, settings.confidence) if fail_pct is not None else []
-    gate = ""
+    hits, gate = [], ""
     if fail_pct is not None:
+        hits = gate_hits(rows, fail_pct)
         gate = (f"--fail-if-slower {fail_pct:g}: FAILED ({len(hits)} case(s) slower by more than {fail_pct:g}%)"
                 if hits else f"--fail-if-slower {fail_pct:g}: passed")
     if not quiet:

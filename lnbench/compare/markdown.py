@@ -6,17 +6,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lnbench.compare.verdict import FASTER, SAME, SLOWER
-from lnbench.report import _atomic_write, fmt_time_us
+from lnbench.report import atomic_write, fmt_float, fmt_time_us
 
 _ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
           "|---|---|---|---|---|---:|---:|---:|---:|---|")
-
-
-def _num(value: Any, digits: int = 4) -> str:
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "—"
-    return f"{value:.{digits}g}"
 
 
 def ratio_text(row: dict[str, Any]) -> str:
@@ -31,7 +25,7 @@ def _line(row: dict[str, Any]) -> str:
     if row.get("detail") and row["verdict"] not in _ICONS:
         verdict = f"{verdict}: {row['detail']}"
     cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
-             fmt_time_us(row["new_us"]) or "—", ratio_text(row), _num(row["mw_p"], 2), verdict]
+             fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row["mw_p"]) or "—", verdict]
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
@@ -60,4 +54,4 @@ def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str
 
 def write_markdown(text: str, path: Path) -> Path:
     """Write the summary atomically (the report writers' temp-file-and-rename)."""
-    return _atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))

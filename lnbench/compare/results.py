@@ -40,10 +40,6 @@ class ResultFile:
     #: the JSON payload's other top-level entries (perf: protocol, peak, workers; abi-compare: workers, ...)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def name(self) -> str:
-        return str(self.path)
-
 
 def _kind_of(columns: set[str], metadata: dict[str, Any]) -> str | None:
     if metadata.get("command") == COMPARE and _SIGNATURES[COMPARE] - {"command"} <= columns:

@@ -13,7 +13,7 @@ import numpy as np
 
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.semantics import op
-from lnbench.emu.state import WAVE, Step
+from lnbench.emu.state import Step
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
 OFF = 0x7F           # saddr "off" in GLOBAL/SCRATCH encodings

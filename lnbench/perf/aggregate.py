@@ -187,7 +187,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
     row.update(iters=int(statistics.median(iters)), runs=first["runs"],
                run_us=json.dumps([round(v, 4) for v in medians]), median_us=median,
                min_us=min(medians), max_us=max(medians),
-               spread_pct=(max(medians) - min(medians)) / median * 100 if median > 0 else math.nan,
+               spread_pct=spread_pct(medians),
                nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
                llc_mib=first["llc_mib"], timer=first["timer"], warmup_calls=first["warmup_calls"],
                warmup_s=first["warmup_s"], note=first["note"],

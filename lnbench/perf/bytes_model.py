@@ -64,7 +64,7 @@ def op_traffic(op: str, m: int, n: int, elem_bytes: int, *, param_bytes: int | N
     if op == "bwd":
         return bwd
     if op == "fwd+bwd":
-        return _add(_add({}, fwd), bwd)
+        return _add(dict(fwd), bwd)
     raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
 
 
@@ -101,11 +101,6 @@ def flydsl_bwd_workspace(m: int, n: int, dtype: object, strategy: str, arch: str
             out.update(wsg=(partial, partial), wsb=(partial, partial))
         out.update(acc_g=(n * ACCUM_BYTES, n * ACCUM_BYTES), acc_b=(n * ACCUM_BYTES, n * ACCUM_BYTES))
     return out
-
-
-def flydsl_bwd_workspace_bytes(m: int, n: int, dtype: object, strategy: str, arch: str = "gfx942") -> int:
-    """Total of flydsl_bwd_workspace: what the FlyDSL backends declare as workspace for bwd and fwd+bwd."""
-    return traffic_bytes(flydsl_bwd_workspace(m, n, dtype, strategy, arch))
 
 
 def gbps(nbytes: float, us: float) -> float:

@@ -68,15 +68,13 @@ _CELLS = {"_minmax": _minmax, "_pct": _pct, "_kernel": _kernel_cell("kernel_us")
           "_kpc": _kernel_cell("kernels_per_call", fmt_number(3)), "_gap": _kernel_cell("gap_us")}
 
 
-def check_headline(timer: str, kernel_timer: bool, dev: Device) -> str:
-    """The --timer value, checked: `kernel` needs the kernel timer on and a device with GPU activity."""
-    if timer not in HEADLINES:
-        raise LnbenchUsageError(f"unknown timer {timer!r}; choose from {', '.join(HEADLINES)}")
+def check_headline(timer: str, kernel_timer: bool, dev: Device, reason: str) -> str:
+    """The --timer value (a click Choice of HEADLINES), checked: `kernel` needs the kernel timer on and a
+    device with GPU activity (`reason`: why there is none, '' when there is)."""
     if timer == "kernel":
         if not kernel_timer:
             raise LnbenchUsageError("--timer kernel needs the kernel timer (drop --no-kernel-timer, or set "
                                     "[perf] kernel_timer = true)")
-        reason = unavailable_reason(dev)
         if reason:
             raise LnbenchUsageError(f"--timer kernel cannot run on {dev.name}: {reason}")
     return timer
@@ -221,8 +219,9 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
         cold_factor=cold_factor, llc_mib=llc_mib,
         kernel_timer=True if kernel_timer is None and headline == "kernel" else kernel_timer,
         modes=tuple(cfg.split_list(modes, "mode")) or None, ops=tuple(cfg.split_list(ops, "op")) or None)
-    headline = check_headline(headline, protocol.kernel_timer, dev)
-    kernel_pass = protocol.kernel_timer and not unavailable_reason(dev)
+    no_kernel_time = unavailable_reason(dev)
+    headline = check_headline(headline, protocol.kernel_timer, dev, no_kernel_time)
+    kernel_pass = protocol.kernel_timer and not no_kernel_time
     backend_list = choose_backends(_list_option(backends, table, "backends"), dev)
     base_name = baseline if baseline is not None else str(cfg.require(table, "baseline", str, "perf"))
     if base_name not in backend_names():
@@ -236,7 +235,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                              "--eps" if eps is not None else "config [perf] eps")
     base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "perf"),
                               "--seed" if seed is not None else "config [perf] seed")
-    validate.shapes_fit(shape_list, PERF_TENSORS * max(validate.DTYPE_BYTES[d] for d in dtype_list), dev,
+    validate.shapes_fit(shape_list, PERF_TENSORS * max(cfg.DTYPES[d].itemsize for d in dtype_list), dev,
                         "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
                         1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
     csv_final, json_final = prepare_outputs("perf", csv_path, json_path)
@@ -282,7 +281,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                 "peak_gbps": peak_gbps, "peak_timestamp": peak.get("timestamp") if peak else None,
                 "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2), "headline": headline,
                 "kernel_timer": ("on" if kernel_pass else
-                                 "off" if not protocol.kernel_timer else f"n/a ({unavailable_reason(dev)})")}
+                                 "off" if not protocol.kernel_timer else f"n/a ({no_kernel_time})")}
     if not quiet:
         shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
         title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "

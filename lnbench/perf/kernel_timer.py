@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from lnbench.errors import one_line
 from lnbench.perf import kernel_stats
 from lnbench.perf.kernel_stats import Activity
 from lnbench.perf.timing import StreamHold, synchronize
@@ -205,7 +206,7 @@ def measure_kernels(fn: Callable[[], object], device: torch.device, *, iters: in
         timer = timer or KernelTimer(device)
         records = [timer.run(fn, iters, clean=clean, host_us_per_call=host_us_per_call) for _ in range(runs)]
     except Exception as exc:  # noqa: BLE001 - a profiler failure must not lose the stream-time result
-        return kernel_stats.not_available((f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300], "error")
+        return kernel_stats.not_available(one_line(exc, 300), "error")
     summary = kernel_stats.worker_summary(records)
     if summary["status"] == "ok":
         summary.update(iters=records[0]["iters"], clean=bool(clean), held=timer.hold.available)

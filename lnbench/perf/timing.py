@@ -194,7 +194,7 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
     label = "wall" if timer == "wall" else ("cuda-event" if device.type == "cuda" else "perf_counter_ns")
     hold = StreamHold(device)
     if timer == "held" and hold.available:
-        iters = min(iters, max(min(iters, min_iters), HELD_MAX_ITERS))
+        iters = min(iters, max(min_iters, HELD_MAX_ITERS))
         runs_short = [held_run(fn, device, iters, hold, per_call * 1e6) for _ in range(runs)]
         run_us = [value for value, _ in runs_short]
         return Measurement(iters, run_us, calls, seconds, "cuda-event-held", per_call * 1e6,

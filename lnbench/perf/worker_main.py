@@ -29,6 +29,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from lnbench.errors import one_line
 from lnbench.perf.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,10 +75,6 @@ def _workload(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backe
         llc_override=int(float(protocol.get("llc_mib", 0)) * (1 << 20))), ""
 
 
-def _one_line(exc: BaseException) -> str:
-    return (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:500]
-
-
 def _release(device: Any) -> None:
     import torch
 
@@ -107,7 +104,7 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
                    working_set_bytes=workload.working_set_bytes, llc_bytes=workload.llc_bytes,
                    note=workload.note)
     except Exception as exc:  # one broken case must not lose the others
-        out.update(status="error", detail=_one_line(exc))
+        out.update(status="error", detail=one_line(exc, 500))
     finally:
         del workload
         _release(device)
@@ -145,7 +142,7 @@ def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, pr
                                runs=int(protocol["runs"]), clean=workload.sets > 1,
                                host_us_per_call=per_call * 1e6, timer=timer)
     except Exception as exc:  # noqa: BLE001 - the stream-time result stands
-        return kernel_stats.not_available(_one_line(exc), "error")
+        return kernel_stats.not_available(one_line(exc, 500), "error")
     finally:
         del workload
         _release(dev.torch_device)

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import _atomic_write
+from lnbench.report import atomic_write
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -27,4 +27,4 @@ def new_figure(width_in: float, height_in: float, **subplots: Any) -> tuple["Fig
 
 def save_png(fig: "Figure", path: Path) -> Path:
     """Write the figure as PNG through a temp file and a rename (readers never see half a picture)."""
-    return _atomic_write(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=DPI))
+    return atomic_write(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=DPI))
