@@ -256,3 +256,10 @@ def test_planted_module_cli(perf_json, tmp_path):
     assert data["metadata"]["planted_slowdown"] == "torch bwd bf16 8x64 hot x1.2"
     result = CliRunner().invoke(planted_main, [str(perf_json), str(out), "--case", "liger bwd bf16 8x64 hot"])
     _one_line_exit_2(result, "is not a timed case")
+
+
+def test_a_malformed_abi_worker_index_is_one_line_exit_2(abi_json, tmp_path):
+    data = json.loads(abi_json.read_text())
+    data["workers"][0]["worker"] = "first"
+    bad = _write(tmp_path, "bad-worker.json", data)
+    _one_line_exit_2(_compare(bad, abi_json, tmp_path)[0], "malformed worker index")

@@ -130,7 +130,10 @@ def abi_cases(result: ResultFile) -> dict[CaseKey, TimedCase]:
                 entry = (payload.get("cases") or {}).get(f"{op}/{dtype}/{shape}") or {}
                 values = ((entry.get("metrics") or {}).get(metric) or {}).get(side)
                 if values:
-                    index = int(payload.get("worker", position))
+                    try:
+                        index = int(payload.get("worker", position))
+                    except (TypeError, ValueError):
+                        raise LnbenchUsageError(f"{result.path}: malformed worker index for {key_text(key)}") from None
                     runs[index] = _run_values(values, result, f"{key_text(key)} worker {index}")
             if not runs:
                 _add(cases, TimedCase(key, "no run values in the worker payloads"), result)
