@@ -7,7 +7,8 @@ Two hypotheses, told apart by kernels of known length:
           which keeps it busy (then the spin kernels read longer in proportion to their cycles, and a
           host-side idle gap before each profiled call reproduces ncu's figure).
 
-  --mode ncu    each workload WORKLOAD_CALLS times, after lnbench's flush and a sync (run under ncu)
+  --mode ncu    each workload WORKLOAD_CALLS times, after lnbench's flush and a sync (run under ncu; the fill and
+                the copy get no ncu row: ncu's -k matches the fill's base name only, and the copy is a memcpy)
   --mode cupti  the same workloads under torch's profiler: lnbench's KernelTimer (spin-held, flushed), one
                 call at a time flushed without the spin, and flushed with an idle gap of 5 ms before the call
 Run: PYTHONPATH=$PWD python3 scripts/device_ncu_offset_probe.py --mode cupti

@@ -14,34 +14,7 @@ for cc in all none; do
     --metrics "$METRICS" --csv $PY scripts/device_ncu_offset_probe.py --mode ncu \
     >"$OUT_DIR/ncu-cache-$cc.csv" 2>"$OUT_DIR/ncu-cache-$cc.err"
   echo "ncu cache-control $cc exit $?"
-  $PY - "$OUT_DIR/ncu-cache-$cc.csv" <<'PYEOF'
-import csv, statistics, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows:
-    print("no ncu rows"); raise SystemExit
-head = rows[0]; idx = {k: i for i, k in enumerate(head)}
-by_id = {}
-for r in rows[1:]:
-    entry = by_id.setdefault(int(r[idx["ID"]]), {"name": r[idx["Kernel Name"]][:60], "grid": r[idx["Grid Size"]]})
-    entry[r[idx["Metric Name"]]] = (float(r[idx["Metric Value"]].replace(",", "")), r[idx["Metric Unit"]])
-groups = []   # consecutive launches of one kernel name + grid = one workload (13 calls)
-for i in sorted(by_id):
-    e = by_id[i]
-    key = (e["name"], e["grid"])
-    if not groups or groups[-1][0] != key or len(groups[-1][1]) >= 13:
-        groups.append((key, []))
-    groups[-1][1].append(e)
-for key, items in groups:
-    tail = items[1:] if len(items) > 2 else items
-    def med(metric):
-        vals = [it[metric][0] for it in tail if metric in it]
-        return (statistics.median(vals), tail[0][metric][1]) if vals else (float("nan"), "")
-    t, tu = med("gpu__time_duration.sum"); f, fu = med("sm__cycles_elapsed.avg.per_second")
-    d, du = med("dram__cycles_elapsed.avg.per_second")
-    times = [it["gpu__time_duration.sum"][0] for it in tail if "gpu__time_duration.sum" in it]
-    print(f"{key[0][:50]:50} {key[1]:14} n={len(tail):2} time {t:10.1f} {tu} (min {min(times):.1f} max {max(times):.1f})"
-          f"  sm clock {f:8.1f} {fu}  dram clock {d:8.1f} {du}")
-PYEOF
+  $PY scripts/ncu_csv_summary.py "$OUT_DIR/ncu-cache-$cc.csv" --group 13
   tail -3 "$OUT_DIR/ncu-cache-$cc.err"
 done
 $PY scripts/device_ncu_offset_probe.py --mode cupti 2>&1 | tee "$OUT_DIR/cupti.txt"
