@@ -2,15 +2,19 @@
 `--execute` what each launch executes on the emulated device (per launch and per input row)."""
 from __future__ import annotations
 
+import itertools
+from typing import Any, Callable, Iterable
+
 import click
 import torch
-from rich.progress import Progress
 
 from lnbench import config as cfg
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
+                                prepare_outputs)
 from lnbench.device import Device, emulator_status
-from lnbench.errors import LnbenchUsageError
+from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.metadata import package_version, run_metadata
+from lnbench.progress import CommandProgress
 from lnbench.report import Column, render_table, styled_status
 from lnbench import validate
 from lnbench.validate import ARCHES, choices as _choices
@@ -58,57 +62,66 @@ EXECUTED_COLUMNS = [
 ]
 
 
-def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
-                 strategy: str, advance=lambda: None) -> list[dict]:
-    """One row per compiled kernel; a variant that fails to compile is an `error` row."""
-    from lnbench.flydsl.inspect import compile_facts, facts_to_rows
-
-    rows: list[dict] = []
-    for arch in arches:
-        for dtype in dtypes:
-            for n in widths:
-                for op in ops:
-                    for abi in abis:
-                        base = {"arch": arch, "abi": abi, "op": op, "dtype": dtype, "n": n, "dgamma_strategy": strategy}
-                        try:
-                            for row in facts_to_rows(compile_facts(op, dtype, n, abi, arch, dgamma_strategy=strategy)):
-                                row["arg_count"] = len(row["kernel_args"].split()) if row["kernel_args"] else 0
-                                row["spills"] = f"{row['vgpr_spills']}/{row['sgpr_spills']}"
-                                rows.append({**base, **row, "status": "ok"})
-                        except Exception as exc:  # one variant failing must not lose the others
-                            rows.append({**base, "status": "error",
-                                         "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]})
-                        advance()
+def _variant_rows(variants: Iterable[dict[str, Any]], rows_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
+                  progress: CommandProgress) -> list[dict[str, Any]]:
+    """rows_of(variant) for each variant, each row joined to its variant and marked ok; a variant whose rows
+    cannot be made (compile error, emulator fault) is one `error` row and the others still run."""
+    rows: list[dict[str, Any]] = []
+    for variant in variants:
+        try:
+            made = rows_of(variant)
+            rows.extend({**variant, **row, "status": "ok"} for row in made)
+            status = "ok"
+        except Exception as exc:  # noqa: BLE001 - one variant failing must not lose the others
+            rows.append({**variant, "status": "error", "detail": one_line(exc)})
+            status = "error"
+        where = variant.get("shape") or f"N={variant['n']}"
+        progress.advance(" ".join(str(variant[k]) for k in ("arch", "abi", "op", "dtype")) + f" {where} {status}")
     return rows
 
 
-def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
-                  shapes: list[tuple[int, int]], strategy: str, advance=lambda: None) -> list[dict]:
-    """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
-    that fails (compile error, emulator fault) is an `error` row."""
+def _static_facts(variant: dict[str, Any]) -> list[dict[str, Any]]:
+    from lnbench.flydsl.inspect import compile_facts, facts_to_rows
+
+    rows = facts_to_rows(compile_facts(variant["op"], variant["dtype"], variant["n"], variant["abi"], variant["arch"],
+                                       dgamma_strategy=variant["dgamma_strategy"]))
+    for row in rows:
+        row["arg_count"] = len(row["kernel_args"].split()) if row["kernel_args"] else 0
+        row["spills"] = f"{row['vgpr_spills']}/{row['sgpr_spills']}"
+    return rows
+
+
+def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
     from lnbench.abi.static import kernel_role
     from lnbench.flydsl.inspect import execute_variant
 
-    rows: list[dict] = []
-    for arch in arches:
-        for dtype in dtypes:
-            for m, n in shapes:
-                for op in ops:
-                    for abi in abis:
-                        base = {"part": "executed", "arch": arch, "abi": abi, "op": op, "dtype": dtype, "M": m,
-                                "n": n, "shape": f"{m}x{n}", "dgamma_strategy": strategy}
-                        try:
-                            for kernel in execute_variant(op, dtype, m, n, abi, arch, dgamma_strategy=strategy):
-                                row = {**base, **kernel.to_row(), "shape": f"{m}x{n}", "status": "ok"}
-                                row["kernel"] = kernel_role(row["kernel_name"])
-                                row["launch"] = f"{kernel.grid[0]}×{kernel.block[0]}"
-                                row["unique_bytes"] = f"{row['unique_bytes_loaded']:,} / {row['unique_bytes_stored']:,}"
-                                rows.append(row)
-                        except Exception as exc:  # one variant failing must not lose the others
-                            rows.append({**base, "status": "error",
-                                         "detail": f"{type(exc).__name__}: {exc}".splitlines()[0]})
-                        advance()
+    rows = []
+    for kernel in execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
+                                  variant["arch"], dgamma_strategy=variant["dgamma_strategy"]):
+        row = {**kernel.to_row(), "shape": variant["shape"]}
+        row["kernel"] = kernel_role(row["kernel_name"])
+        row["launch"] = f"{kernel.grid[0]}×{kernel.block[0]}"
+        row["unique_bytes"] = f"{row['unique_bytes_loaded']:,} / {row['unique_bytes_stored']:,}"
+        rows.append(row)
     return rows
+
+
+def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
+                 strategy: str, progress: CommandProgress) -> list[dict]:
+    """One row per compiled kernel; a variant that fails to compile is an `error` row."""
+    variants = ({"arch": arch, "abi": abi, "op": op, "dtype": dtype, "n": n, "dgamma_strategy": strategy}
+                for arch, dtype, n, op, abi in itertools.product(arches, dtypes, widths, ops, abis))
+    return _variant_rows(variants, _static_facts, progress)
+
+
+def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
+                  shapes: list[tuple[int, int]], strategy: str, progress: CommandProgress) -> list[dict]:
+    """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
+    that fails (compile error, emulator fault) is an `error` row."""
+    variants = ({"part": "executed", "arch": arch, "abi": abi, "op": op, "dtype": dtype, "M": m, "n": n,
+                 "shape": f"{m}x{n}", "dgamma_strategy": strategy}
+                for arch, dtype, (m, n), op, abi in itertools.product(arches, dtypes, shapes, ops, abis))
+    return _variant_rows(variants, _executed_launches, progress)
 
 
 @click.command("inspect")
@@ -145,18 +158,15 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
         validate.shapes_fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
     csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
     total = len(arch_list) * len(abi_list) * len(op_list) * len(dtype_list) * len(widths)
-    with Progress(console=console, transient=True, disable=quiet) as progress:
-        task = progress.add_task("compiling", total=total)
-        rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, lambda: progress.advance(task))
+    with CommandProgress(err_console, "compiling", total, quiet) as progress:
+        rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress)
     if not quiet:
         render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
     executed: list[dict] = []
     if execute:
-        with Progress(console=console, transient=True, disable=quiet) as progress:
-            task = progress.add_task("executing", total=len(arch_list) * len(abi_list) * len(op_list)
-                                     * len(dtype_list) * len(shape_list))
-            executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy,
-                                     lambda: progress.advance(task))
+        with CommandProgress(err_console, "executing", len(arch_list) * len(abi_list) * len(op_list)
+                             * len(dtype_list) * len(shape_list), quiet) as progress:
+            executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress)
         if not quiet:
             render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
                                   "(wave-instructions by class; global bytes = instruction bytes, distinct = "

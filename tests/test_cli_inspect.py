@@ -22,3 +22,45 @@ def test_inspect_compiles_both_abis_and_writes_csv(tmp_path):
 def test_inspect_bad_arch_is_usage_error():
     result = CliRunner().invoke(main, ["inspect", "--arch", "gfx1100"])
     assert result.exit_code == 2 and "unknown arch" in result.output and "Traceback" not in result.output
+
+
+def test_inspect_logs_one_line_per_variant_and_keeps_going_past_a_failed_one(monkeypatch):
+    """A variant that fails to compile is an error row with a one-line detail; the others still compile, and a
+    log (stderr not a terminal) gets one progress line per variant naming it and its outcome."""
+    import io
+
+    from rich.console import Console
+
+    from lnbench import inspect_command
+    from lnbench.flydsl import inspect as flydsl_inspect
+    from lnbench.progress import CommandProgress
+
+    def fake_compile(op, dtype, n, abi, arch, dgamma_strategy):
+        if op == "bwd":
+            raise RuntimeError("boom\nsecond line")
+        return (op, abi)
+
+    monkeypatch.setattr(flydsl_inspect, "compile_facts", fake_compile)
+    monkeypatch.setattr(flydsl_inspect, "facts_to_rows",
+                        lambda facts: [{"kernel_name": f"k_{facts[0]}_{facts[1]}", "kernel_args": "a b c",
+                                        "vgpr_spills": 0, "sgpr_spills": 1}])
+    log = io.StringIO()
+    with CommandProgress(Console(file=log, width=200), "compiling", 4) as progress:
+        rows = inspect_command.inspect_rows(["gfx942"], ["pointer", "tensor"], ["fwd", "bwd"], ["f16"], [1000],
+                                            "deterministic", progress)
+    assert [(r["op"], r["abi"], r["status"]) for r in rows] == [
+        ("fwd", "pointer", "ok"), ("fwd", "tensor", "ok"), ("bwd", "pointer", "error"), ("bwd", "tensor", "error")]
+    assert rows[0]["arg_count"] == 3 and rows[0]["spills"] == "0/1" and rows[0]["n"] == 1000
+    assert rows[2]["detail"] == "RuntimeError: boom"
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("[1/4 25%] compiling: gfx942 pointer fwd f16 N=1000 ok")
+    assert lines[3].startswith("[4/4 100%] compiling: gfx942 tensor bwd f16 N=1000 error")
+
+
+def test_inspect_progress_goes_to_stderr_not_the_table():
+    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx942", "--dtype", "f32", "--shapes",
+                                       "1x1000", "--op", "fwd", "--abi", "pointer"])
+    assert result.exit_code == 0, result.output
+    assert "[1/1 100%] compiling: gfx942 pointer fwd f32 N=1000 ok" in result.stderr
+    assert "compiling:" not in result.stdout and "1 kernels from 1 variants" in result.stdout
