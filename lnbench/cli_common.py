@@ -6,7 +6,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import click
 from rich.console import Console
@@ -88,13 +88,20 @@ def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def reserve_outputs(command: str, outputs: Mapping[str, Path | None]) -> dict[str, Path]:
+    """Make a command's output files ready before any work runs, in the order given (report.check_writable:
+    an unwritable path, or two options naming one file, is a usage error). `outputs` maps an option (`--csv`,
+    `--json`, `--md`, ...) to its path or None; the CSV is always written, by default to
+    results/<command>-<timestamp>.csv. Returns where each given result goes (a symlink's target)."""
+    validate.distinct_outputs(outputs)
+    paths = {**outputs, "--csv": outputs.get("--csv") or default_output_path(command, "csv")}
+    return {option: check_writable(path) for option, path in paths.items() if path}
+
+
 def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None) -> tuple[Path, Path | None]:
-    """Make the output files ready before any work runs (report.check_writable: an unwritable path, or --csv
-    and --json naming one file, is a usage error); returns where each result goes."""
-    validate.distinct_outputs({"--csv": csv_path, "--json": json_path})
-    csv_final = check_writable(csv_path or default_output_path(command, "csv"))
-    json_final = check_writable(json_path) if json_path else None
-    return csv_final, json_final
+    """reserve_outputs for a command with only --csv and --json: where the CSV and the JSON (if any) go."""
+    final = reserve_outputs(command, {"--csv": csv_path, "--json": json_path})
+    return final["--csv"], final.get("--json")
 
 
 def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path,

@@ -17,6 +17,7 @@ from lnbench.compare.command import compare_command
 from lnbench.compare.planted import main as planted_main, plant_slowdown
 from lnbench.compare.verdict import FASTER, SAME, SLOWER, Settings, compare_case
 from lnbench.perf.command import perf_command
+from lnbench.report import write_json
 
 # short protocol: many short runs (R = 15 of ~4 ms) keep the per-worker medians steady on a busy CPU
 SHORT = ["--device", "cpu", "--dtype", "bf16", "-R", "15", "--warmup-s", "0.01", "--min-warmup-calls", "2",
@@ -256,6 +257,29 @@ def test_planted_module_cli(perf_json, tmp_path):
     assert data["metadata"]["planted_slowdown"] == "torch bwd bf16 8x64 hot x1.2"
     result = CliRunner().invoke(planted_main, [str(perf_json), str(out), "--case", "liger bwd bf16 8x64 hot"])
     _one_line_exit_2(result, "is not a timed case")
+
+
+def test_planted_reads_and_parses_its_source_once(perf_json, tmp_path, monkeypatch):
+    text = perf_json.read_text()
+    expected = tmp_path / "expected.json"
+    write_json(plant_slowdown(json.loads(text), 1.2, KEY)[0], expected)          # what planting always wrote
+    reads, parses = [], []
+    read_text, loads = Path.read_text, json.loads
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self) or read_text(self, *a, **k))
+    monkeypatch.setattr(json, "loads", lambda s, *a, **k: (s == text and parses.append(s)) or loads(s, *a, **k))
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(planted_main, [str(perf_json), str(out), "--factor", "1.2", "--case", " ".join(KEY)])
+    monkeypatch.undo()
+    assert result.exit_code == 0, result.output
+    assert reads.count(perf_json) == 1 and len(parses) == 1
+    assert out.read_text() == expected.read_text()
+    assert result.output.replace("\n", "") == f"planted 1.2x on torch bwd bf16 8x64 hot -> {out}"  # rich wraps
+
+
+def test_planted_refuses_a_perf_csv_in_one_line(perf_json, tmp_path):
+    result = CliRunner().invoke(planted_main, [str(perf_json.with_suffix(".csv")), str(tmp_path / "p.json")])
+    _one_line_exit_2(result, "is a CSV; this needs the JSON of lnbench perf")
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_a_malformed_abi_worker_index_is_one_line_exit_2(abi_json, tmp_path):

@@ -15,7 +15,7 @@ from rich.markup import escape
 import lnbench
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, prepare_outputs
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, reserve_outputs
 from lnbench.compare.cases import timed_cases
 from lnbench.compare.markdown import ratio_text, render, write_markdown
 from lnbench.compare.match import mismatches, require_overlap, same_command
@@ -24,7 +24,7 @@ from lnbench.compare.verdict import (FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, 
                                      gate_hits)
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import timestamp
-from lnbench.report import Column, check_writable, fmt_float, fmt_time_us, render_table
+from lnbench.report import Column, fmt_float, fmt_time_us, render_table
 
 _STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
            NOT_COMPARED: "yellow"}
@@ -101,9 +101,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     if problems and not force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)
-    validate.distinct_outputs({"--csv": csv_path, "--json": json_path, "--md": md_path})
-    csv_final, json_final = prepare_outputs("compare", csv_path, json_path)
-    md_final = check_writable(md_path) if md_path else None
+    outputs = reserve_outputs("compare", {"--csv": csv_path, "--json": json_path, "--md": md_path})
 
     rows = compare_all(base_cases, new_cases, settings)
     context = _context(base_result, new_result, settings, fail_pct, problems)
@@ -120,10 +118,10 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
         render_table(console, f"lnbench compare ({base_result.kind}): {base} → {new}", TABLE_COLUMNS, shown)
         console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} bootstrap interval over workers "
                       f"and runs; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%")
-    emit_outputs(rows, context, csv_final, json_final)
-    if md_final:
-        write_markdown(render(rows, context, summary, gate), md_final)
-        console.print(f"Markdown summary written to {md_final}")
+    emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"))
+    if "--md" in outputs:
+        write_markdown(render(rows, context, summary, gate), outputs["--md"])
+        console.print(f"Markdown summary written to {outputs['--md']}")
     console.print(summary)
     for row in hits:
         console.print(f"[bold red]{escape(_gate_line(fail_pct, row))}[/bold red]", soft_wrap=True)

@@ -56,6 +56,15 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
     return out, case
 
 
+def _perf_payload(source: Path) -> dict[str, Any]:
+    """The JSON payload of a perf result, read, parsed and validated once (load_result)."""
+    what = "the JSON of lnbench perf"
+    result = load_result(source, (PERF,), what=what)
+    if result.payload is None:                  # a perf CSV: right command, but no JSON to rewrite
+        raise LnbenchUsageError(f"{source} is a CSV; this needs {what}")
+    return result.payload
+
+
 @click.command()
 @click.argument("source", type=click.Path(path_type=Path))
 @click.argument("target", type=click.Path(path_type=Path))
@@ -64,11 +73,11 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
 @guarded
 def main(source: Path, target: Path, factor: float, case_text: str | None) -> int:
     """Write TARGET: the perf JSON SOURCE with one case made FACTOR× slower."""
-    load_result(source, (PERF,), what="the JSON of lnbench perf")  # validates the file
+    payload = _perf_payload(source)
     case = tuple(case_text.split()) if case_text else None
     if case is not None and len(case) != len(KEY_FIELDS):
         raise LnbenchUsageError(f"--case needs {len(KEY_FIELDS)} words ({' '.join(KEY_FIELDS)}), got {case_text!r}")
-    planted, key = plant_slowdown(json.loads(source.read_text()), factor, case)  # type: ignore[arg-type]
+    planted, key = plant_slowdown(payload, factor, case)  # type: ignore[arg-type]
     write_json(planted, target)
     console.print(f"planted {factor:g}x on {key_text(key)} -> {target}")
     return 0

@@ -39,6 +39,8 @@ class ResultFile:
     rows: pd.DataFrame
     #: the JSON payload's other top-level entries (perf: protocol, peak, workers; abi-compare: workers, ...)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the whole JSON payload as parsed, for tools that rewrite a result (compare.planted); None for a CSV
+    payload: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 def _kind_of(columns: set[str], metadata: dict[str, Any]) -> str | None:
@@ -83,7 +85,7 @@ def _from_json(path: Path, text: str) -> ResultFile:
     if kind is None:
         raise LnbenchUsageError(f"{path} is not a result of lnbench perf, abi-compare, verify or compare")
     extra = {k: v for k, v in payload.items() if k not in ("rows", "metadata")}
-    return ResultFile(path, kind, metadata, frame, extra)
+    return ResultFile(path, kind, metadata, frame, extra, payload)
 
 
 def _check_complete_csv(path: Path, text: str) -> None:
