@@ -9,7 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from lnbench.abi import static
-from lnbench.abi.command import abi_compare_command, probe_shapes
+from lnbench.abi import command
+from lnbench.abi.command import abi_compare_command, not_run_status, probe_shapes
+from lnbench.device import emu_device, null_device, parse_device
 from lnbench.rocm import has_rocm_gpu
 
 FAST = ["-R", "3", "--warmup-s", "0", "--min-warmup-calls", "3", "--target-run-s", "0.002",
@@ -100,6 +102,18 @@ def test_flydsl_runtime_not_run_on_the_cpu_device(tmp_path, results_dir, monkeyp
     payload = json.loads(js.read_text())
     assert payload["metadata"]["pair"] == "flydsl" and len(payload["rows"]) == len(frame)
 
+
+def test_not_run_status_says_which_measurements_no_worker_can_take_here(monkeypatch):
+    monkeypatch.setattr(command, "flydsl_installed", lambda: True)
+    null, cpu = null_device(), parse_device("cpu")
+    assert [not_run_status("flydsl", null, m) for m in ("direct", "wrapper", "device")] == \
+        ["", "", "not run (null device: no device time)"]                     # host cost only
+    assert {not_run_status(p, emu_device(), m) for p in ("flydsl", "torch-entry") for m in ("direct", "device")} == \
+        {"not run (emulated device: no timing)"}
+    assert not_run_status("flydsl", cpu, "direct") == "not run (no ROCm GPU)"
+    assert not_run_status("torch-entry", cpu, "device") == ""       # its workers say: not measured on the CPU
+    monkeypatch.setattr(command, "flydsl_installed", lambda: False)
+    assert not_run_status("flydsl", null, "direct") == "not run (flydsl not installed)"
 
 def test_fail_if_slower_with_planted_slow_pair(tmp_path, results_dir):
     base = ["--pair", "planted-slow", "--runtime-only", "--device", "cpu", "--in-process", "-P", "2",

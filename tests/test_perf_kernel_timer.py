@@ -252,6 +252,26 @@ def test_gap_is_stream_minus_kernel_and_nan_without_both():
     assert math.isnan(kernel_stats.gap_us(32.1, math.nan)) and math.isnan(kernel_stats.gap_us(None, 29.8))
 
 
+def test_row_columns_show_ok_figures_with_their_gap_and_only_a_status_otherwise():
+    # a worker whose traced kernels (30 µs) outlast the untraced call window (29.5 µs): bounded by the window
+    bounded = worker_summary([run_record(_calls(3, [(LN, 30_000)]), 3, bare_window_us=29.5)] * 2)
+    figures = {**bounded, "min_us": 29.5, "max_us": 29.5}
+    cols = kernel_stats.row_columns(figures, 32.0, "tensor_")
+    assert cols == {"tensor_kernel_status": "ok", "tensor_kernel_us": 29.5, "tensor_kernel_min_us": 29.5,
+                    "tensor_kernel_max_us": 29.5, "tensor_kernels_per_call": 1.0,
+                    "tensor_kernel_names": json.dumps({LN: {"kind": "kernel", "per_call": 1.0, "us": 30.0}}),
+                    "tensor_gap_us": pytest.approx(2.5)}
+    agg = {"status": "ok", "median_us": 20.0, "min_us": 19.9, "max_us": 20.1, "kernels_per_call": 1.0,
+           "names": {LN: {"kind": "kernel", "per_call": 1.0, "us": 20.000333333333334, "workers": 3}}}
+    cols = kernel_stats.row_columns(agg, None)
+    assert (cols["kernel_min_us"], cols["kernel_max_us"]) == (19.9, 20.1) and math.isnan(cols["gap_us"])  # no stream
+    assert json.loads(cols["kernel_names"])[LN] == {"kind": "kernel", "per_call": 1.0, "us": 20.0003, "workers": 3}
+    na = kernel_stats.not_available("no GPU activity on the cpu device")
+    assert kernel_stats.row_columns(na, 32.0) == {"kernel_status": "n/a (no GPU activity on the cpu device)"}
+    error = kernel_stats.not_available("RuntimeError: CUPTI", "error")
+    assert kernel_stats.row_columns(error, 32.0, "pointer_") == {"pointer_kernel_status": "error (RuntimeError: CUPTI)"}
+    assert kernel_stats.row_columns(None, 32.0) == {"kernel_status": "n/a (not measured)"}
+
 # --- perf rows ---------------------------------------------------------------------------------------------
 
 def _entry(case_id: int, stream: list[float], kernel: dict | None) -> dict:

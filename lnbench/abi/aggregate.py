@@ -1,18 +1,19 @@
 """Worker payloads -> one runtime row per case × measurement (median of worker medians, ratio, CI, verdict)."""
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 import numpy as np
 
 from lnbench.abi import stats
 from lnbench.abi.runtime import METRICS
+from lnbench.abi.schedule import SIDES
 from lnbench.perf import kernel_stats
 from lnbench.perf.aggregate import worker_flags
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
 NOT_RUN_EMULATED = "not run (emulated device: no timing)"
+NOT_RUN_NO_FLYDSL = "not run (flydsl not installed)"
 NOT_RUN_NULL_DEVICE_TIME = "not run (null device: no device time)"
 #: the `scope` of the rows measured on the null device: FlyDSL's real launch path, kernels never executed
 HOST_ONLY_NULL = "host only (null device)"
@@ -62,8 +63,9 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
             skipped = entry["metrics"][metric].get("skipped")
             if skipped:
                 row.update(status=f"not measured ({skipped})")
-                if metric == "device":
-                    row.update(tensor_kernel_status=f"n/a ({skipped})", pointer_kernel_status=f"n/a ({skipped})")
+                if metric == "device":    # no kernel time either, for the same reason
+                    for side in SIDES:
+                        row.update(kernel_stats.row_columns(kernel_stats.not_available(skipped), None, f"{side}_"))
                 continue
             records = [{**p["cases"][key]["metrics"][metric], "worker": p.get("worker", i)}
                        for i, p in enumerate(payloads) if key in p.get("cases", {})]
@@ -101,17 +103,11 @@ def kernel_columns(records: Sequence[dict[str, Any]], row: dict[str, Any], *, n_
     """Kernel time of a `device` row, per side (median of worker medians, min–max, kernels per call, names,
     gap = event time − kernel time), and the kernel-time speed-up Tensor / Pointer with its interval."""
     out: dict[str, Any] = {}
-    for side in ("tensor", "pointer"):
+    for side in SIDES:
         agg = kernel_stats.aggregate([(r.get("kernel") or {}).get(side) for r in records])
-        out[f"{side}_kernel_status"] = kernel_stats.status_text(agg)
-        if agg["status"] != "ok":
-            continue
-        out.update({f"{side}_kernel_us": agg["median_us"], f"{side}_kernel_min_us": agg["min_us"],
-                    f"{side}_kernel_max_us": agg["max_us"], f"{side}_kernels_per_call": agg["kernels_per_call"],
-                    f"{side}_kernel_names": json.dumps(agg["names"]),
-                    f"{side}_gap_us": kernel_stats.gap_us(row.get(f"{side}_us"), agg["median_us"])})
+        out.update(kernel_stats.row_columns(agg, row.get(f"{side}_us"), f"{side}_"))
     paired = [r["kernel"] for r in records
-              if all(((r.get("kernel") or {}).get(side) or {}).get("status") == "ok" for side in ("tensor", "pointer"))]
+              if all(((r.get("kernel") or {}).get(side) or {}).get("status") == "ok" for side in SIDES)]
     if paired:  # paired by worker, as the stream-time speed-up
         est = stats.compare([k["tensor"]["run_us"] for k in paired], [k["pointer"]["run_us"] for k in paired],
                             n_boot=n_boot, confidence=confidence, seed=seed)

@@ -19,8 +19,8 @@ from rich.markup import escape
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.abi import stats
-from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_ROCM, NOT_RUN_NULL_DEVICE_TIME,
-                                   aggregate, not_run_rows)
+from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
+                                   NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
 from lnbench.abi.cases import PAIRS, pair_info
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
@@ -175,24 +175,54 @@ def probe_shapes(shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(m, n * 2 if n <= 8192 else n // 2)]
 
 
+def not_run_status(pair: str, device: Device, metric: str) -> str:
+    """`not run (reason)` when no worker can measure `metric` of `pair` on `device`, else ''."""
+    if not device.host_times_are_real:
+        return NOT_RUN_EMULATED
+    if pair == "flydsl" and not device.launches_flydsl:
+        return NOT_RUN_NO_ROCM
+    if pair == "flydsl" and not flydsl_installed():
+        return NOT_RUN_NO_FLYDSL
+    if metric == "device" and not device.times_are_real:     # the null device: launches execute nothing
+        return NOT_RUN_NULL_DEVICE_TIME
+    return ""
+
+
 def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
                  quiet: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
-    """(rows, worker payloads, worker problems) of the runtime part."""
+    """(rows, worker payloads, worker problems) of the runtime part: the workers time the metrics that can run
+    here, every other metric gets `not run (reason)` rows (see not_run_status)."""
     labels = pair_info(pair).labels
-    if not device.host_times_are_real:
-        return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_EMULATED, metrics), [], []
-    if pair == "flydsl":
-        if not device.launches_flydsl:
-            return not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_NO_ROCM, metrics), [], []
-        if not flydsl_installed():
-            return not_run_rows(pair, labels, ops, dtypes, shapes, "not run (flydsl not installed)", metrics), [], []
-    null = pair == "flydsl" and device.is_null
-    all_metrics, metrics = metrics, [m for m in metrics if not (null and m == "device")]
+    not_run = {metric: not_run_status(pair, device, metric) for metric in metrics}
+    measured = [metric for metric in metrics if not not_run[metric]]
+    rows = [row for metric in metrics if not_run[metric]
+            for row in not_run_rows(pair, labels, ops, dtypes, shapes, not_run[metric], [metric])]
+    payloads: list[dict[str, Any]] = []
+    problems: list[str] = []
+    if measured:
+        payloads, problems = _run_workers(pair, ops, dtypes, shapes, measured, device, protocol, table, eps, seed,
+                                          pair_options, in_process, quiet)
+        timed = aggregate(pair, labels, payloads, measured, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
+                          confidence=float(cfg.require(table, "confidence", (int, float), TABLE)),
+                          seed=int(cfg.require(table, "stats_seed", int, TABLE)))
+        if not payloads:
+            timed = not_run_rows(pair, labels, ops, dtypes, shapes, "error (no worker returned results)", measured)
+        if not device.times_are_real:                            # the null device: host work only
+            for row in timed:
+                row["scope"] = HOST_ONLY_NULL
+        rows += timed
+    return _in_order(rows, ops, dtypes, shapes, metrics), payloads, problems
+
+
+def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
+                 table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
+                 quiet: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """(payloads, problems) of P workers timing `metrics` of every case (in this process with in_process)."""
     spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
             "probe_shapes": [list(s) for s in probe_shapes(shapes)], "device": str(device.torch_device), "eps": eps,
             "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
-    if null:
+    if device.is_null:                          # each worker activates it (and checks by execution on the emulator)
         spec.update(lnbench_device=device.name, check_elements=check_elements(table))
     specs = [{**spec, "worker_index": i} for i in range(protocol.processes)]
     payloads: list[dict[str, Any]] = []
@@ -214,18 +244,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                     payloads.append(result.payload)
                 if not result.ok:
                     problems.append(result.problem())
-    rows = aggregate(pair, labels, payloads, metrics, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
-                     confidence=float(cfg.require(table, "confidence", (int, float), TABLE)),
-                     seed=int(cfg.require(table, "stats_seed", int, TABLE)))
-    if not payloads:
-        rows = not_run_rows(pair, labels, ops, dtypes, shapes, "error (no worker returned results)", metrics)
-    if null:
-        for row in rows:
-            row["scope"] = HOST_ONLY_NULL
-        if len(metrics) < len(all_metrics):
-            rows += not_run_rows(pair, labels, ops, dtypes, shapes, NOT_RUN_NULL_DEVICE_TIME, ["device"])
-        rows = _in_order(rows, ops, dtypes, shapes, all_metrics)
-    return rows, payloads, problems
+    return payloads, problems
 
 
 #: tensors of M×N a runtime case holds (inputs and outputs of both call paths), each in the case dtype

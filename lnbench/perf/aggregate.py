@@ -96,11 +96,6 @@ def _rates(row: dict[str, Any], peak_gbps: float | None) -> None:
         row["above_peak"] = bool(row["pct_peak"] > 100)
 
 
-def _names_json(names: dict[str, Any]) -> str:
-    return json.dumps({name: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in info.items()}
-                       for name, info in names.items()})
-
-
 def _median_finite(values: Any) -> float:
     """Median of the finite numbers among `values` (NaN when there are none)."""
     good = [float(v) for v in values or [] if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -108,36 +103,31 @@ def _median_finite(values: Any) -> float:
 
 
 def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
-    """Kernel columns of a worker row from that worker's kernel summary."""
-    row["kernel_status"] = kernel_stats.status_text(summary)
-    if not summary or summary.get("status") != "ok":
-        return
-    runs = [float(v) for v in summary["run_us"]]
-    row.update(kernel_us=float(summary["median_us"]), kernel_min_us=min(runs), kernel_max_us=max(runs),
-               kernel_run_us=json.dumps([round(v, 4) for v in runs]), kernels_per_call=summary["kernels_per_call"],
-               kernel_names=_names_json(summary["names"]), kernel_note=summary.get("note", ""),
-               kernel_window_us=_median_finite(summary.get("window_us", [])),
-               kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
-    row["gap_us"] = kernel_stats.gap_us(row["median_us"], row["kernel_us"])
+    """Kernel columns of a worker row from that worker's kernel summary (min–max over its runs)."""
+    if summary and summary.get("status") == "ok":
+        runs = [float(v) for v in summary["run_us"]]
+        summary = {**summary, "min_us": min(runs), "max_us": max(runs)}
+        row.update(kernel_run_us=json.dumps([round(v, 4) for v in runs]), kernel_note=summary.get("note", ""),
+                   kernel_window_us=_median_finite(summary.get("window_us", [])),
+                   kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
+    row.update(kernel_stats.row_columns(summary, row["median_us"]))
 
 
 def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None],
                       worker_rows: list[dict[str, Any]]) -> None:
-    """Kernel columns of an aggregate row: median of worker medians, min–max across workers, gap."""
+    """Kernel columns of an aggregate row: median of worker medians, min–max across workers, gap; the status
+    says `partial` when some workers have kernel time and others do not."""
     agg = kernel_stats.aggregate(summaries)
-    row["kernel_status"] = kernel_stats.status_text(agg)
+    row.update(kernel_stats.row_columns(agg, row["median_us"]))
     if agg["status"] != "ok":
         return
-    row.update(kernel_us=agg["median_us"], kernel_min_us=agg["min_us"], kernel_max_us=agg["max_us"],
-               kernel_run_us=json.dumps([round(v, 4) for v in agg["worker_medians"]]),
-               kernels_per_call=agg["kernels_per_call"], kernel_names=_names_json(agg["names"]), kernel_note=agg["note"],
+    row.update(kernel_run_us=json.dumps([round(v, 4) for v in agg["worker_medians"]]), kernel_note=agg["note"],
                kernel_window_us=_median_finite([r.get("kernel_window_us") for r in worker_rows]),
                kernel_untraced_window_us=_median_finite([r.get("kernel_untraced_window_us") for r in worker_rows]))
     present = [s for s in summaries if s]
     if agg["workers"] < len(present):
         why = next((s.get("reason") for s in present if s.get("status") != "ok"), "")
         row["kernel_status"] = f"partial ({agg['workers']}/{len(present)} workers): {why}"
-    row["gap_us"] = kernel_stats.gap_us(row["median_us"], row["kernel_us"])
 
 
 def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None,

@@ -11,6 +11,8 @@ metric; lnbench.perf.kernel_timer produces the `Activity` lists on a GPU.
                     the untraced call window where tracing slowed the kernels), its median, kernels per
                     call, per-name figures, and notes where a sanity check failed
     aggregate       median of the worker medians with the min–max across workers (as for stream time)
+    row columns     what a result row shows of a worker summary or an aggregate (`row_columns`: the same
+                    columns in `perf` rows and, per side, in abi-compare's `device` rows)
 
 A summary has a status: "ok", "n/a" (no device activity exists here, with the reason: never a zero) or
 "error". gap µs = stream µs − kernel µs (launch gaps between back-to-back kernels and one call's cache
@@ -18,6 +20,7 @@ write-back landing in the next, plus host overhead where the timed figure includ
 """
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -182,3 +185,25 @@ def gap_us(stream_us: float | None, kernel_us: float | None) -> float:
     if stream_us is None or kernel_us is None or not (math.isfinite(stream_us) and math.isfinite(kernel_us)):
         return math.nan
     return float(stream_us) - float(kernel_us)
+
+
+def names_json(names: dict[str, Any]) -> str:
+    """Per-name figures as a JSON column, floats rounded to 4 decimals."""
+    return json.dumps({name: {k: (round(v, 4) if isinstance(v, float) else v) for k, v in info.items()}
+                       for name, info in names.items()})
+
+
+def row_columns(figures: dict[str, Any] | None, stream_us: float | None, prefix: str = "") -> dict[str, Any]:
+    """The kernel columns of a result row, keys starting with `prefix` (abi-compare: "tensor_", "pointer_").
+
+    figures: an `aggregate` (min–max across workers), or a worker summary with min_us / max_us over its runs
+    added. Always `kernel_status` (see status_text); where it is "ok", also `kernel_us` with `kernel_min_us`
+    and `kernel_max_us`, `kernels_per_call`, `kernel_names` (JSON) and `gap_us` = stream_us − kernel µs.
+    """
+    out: dict[str, Any] = {f"{prefix}kernel_status": status_text(figures)}
+    if not figures or figures.get("status") != "ok":
+        return out
+    kernel_us = float(figures["median_us"])
+    return {**out, f"{prefix}kernel_us": kernel_us, f"{prefix}kernel_min_us": figures["min_us"],
+            f"{prefix}kernel_max_us": figures["max_us"], f"{prefix}kernels_per_call": figures["kernels_per_call"],
+            f"{prefix}kernel_names": names_json(figures["names"]), f"{prefix}gap_us": gap_us(stream_us, kernel_us)}
