@@ -247,6 +247,23 @@ def test_aggregate_is_median_of_worker_medians_and_flags_disagreement():
     assert kernel_stats.status_text(kernel_stats.aggregate([None])) == "n/a (not measured)"
 
 
+def test_aggregate_profiler_notes_are_one_line_each_with_the_workers_and_the_range():
+    """Three workers, two of whose windows the profiler lengthened (1.3 and 1.38 µs), one whose kernels it
+    slowed past the untraced window: one line for each kind, not one per worker."""
+    def shifted(bare: float) -> dict:
+        return worker_summary([run_record(_calls(10, [(LN, 18_700)]), 10, window_us=21.2, bare_window_us=bare)] * 3)
+
+    slowed = worker_summary([run_record(_calls(10, [(LN, 368_000)]), 10, window_us=370.0, bare_window_us=354.0)] * 3)
+    agg = kernel_stats.aggregate([shifted(19.9), shifted(19.82), slowed])
+    assert agg["note"] == ("profiling slowed the kernels in 1 of 3 workers (368 µs traced), bounded by the call's "
+                           "untraced window; profiling lengthens each call by 1.3–1.38 µs (2 of 3 workers)")
+    same = kernel_stats.aggregate([shifted(19.9), shifted(19.9)])
+    assert same["note"] == "profiling lengthens each call by 1.3 µs (2 of 2 workers)"
+    lost = run_record(_calls(10, [(LN, 18_700)])[:-1], 10)
+    checked = kernel_stats.aggregate([worker_summary([lost] * 3)] * 2)
+    assert checked["note"].count("not a whole number per call") == 1     # the same check, said once
+
+
 def test_gap_is_stream_minus_kernel_and_nan_without_both():
     assert kernel_stats.gap_us(32.1, 29.8) == pytest.approx(2.3)
     assert math.isnan(kernel_stats.gap_us(32.1, math.nan)) and math.isnan(kernel_stats.gap_us(None, 29.8))

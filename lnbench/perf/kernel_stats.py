@@ -123,27 +123,44 @@ def worker_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     bare = [float(r.get("bare_window_us", math.nan)) for r in runs]
     run_us = [min(t, b) if math.isfinite(b) else t for t, b in zip(traced_us, bare)]
     per_call = [r["count"] / r["iters"] for r in runs]
-    notes = []
+    notes, checks = [], []
     bounded = sum(1 for t, b in zip(traced_us, run_us) if b < t)
     if bounded:
         notes.append(f"profiling slowed the kernels: {bounded} of {len(runs)} runs above the call's untraced "
                      f"window ({statistics.median(traced_us):.4g} µs traced), bounded by it")
     shift = _shift_us(runs)
-    if not bounded and math.isfinite(shift) and shift > max(_SHIFT_FLOOR_US, _SHIFT_FRACTION * min(run_us)):
+    shift_noted = not bounded and math.isfinite(shift) and shift > max(_SHIFT_FLOOR_US, _SHIFT_FRACTION * min(run_us))
+    if shift_noted:
         notes.append(f"profiling lengthens each call by {shift:.3g} µs")
     uneven = sum(1 for r in runs if r["count"] % r["iters"])
     if uneven:
-        notes.append(f"{uneven} of {len(runs)} runs: device records not a whole number per call "
-                     f"(records lost, or calls that differ)")
+        checks.append(f"{uneven} of {len(runs)} runs: device records not a whole number per call "
+                      f"(records lost, or calls that differ)")
     overlapping = sum(1 for r in runs if r["overlap_ns"] > _OVERLAP_TOLERANCE * r["total_ns"])
     if overlapping:
-        notes.append(f"{overlapping} of {len(runs)} runs: counted device records overlap in time "
-                     f"(several streams, or records that are not kernels)")
+        checks.append(f"{overlapping} of {len(runs)} runs: counted device records overlap in time "
+                      f"(several streams, or records that are not kernels)")
     return {"status": "ok", "reason": "", "run_us": run_us, "traced_run_us": traced_us, "bounded_runs": bounded,
-            "profiler_shift_us": shift, "median_us": float(statistics.median(run_us)),
+            "profiler_shift_us": shift, "shift_noted": shift_noted, "median_us": float(statistics.median(run_us)),
             "kernels_per_call": float(statistics.median(per_call)), "names": _names_summary(runs),
             "window_us": [float(r.get("window_us", math.nan)) for r in runs], "bare_window_us": bare,
-            "spin_short": sum(bool(r.get("spin_short")) for r in runs), "note": "; ".join(notes)}
+            "spin_short": sum(bool(r.get("spin_short")) for r in runs), "checks": checks,
+            "note": "; ".join(notes + checks)}
+
+
+def _profiler_notes(good: Sequence[dict[str, Any]]) -> list[str]:
+    """The workers' profiler notes as one line each for an aggregate row: how many workers, and the range."""
+    notes = []
+    bounded = [s for s in good if s.get("bounded_runs")]
+    if bounded:
+        traced = statistics.median(v for s in bounded for v in s["traced_run_us"])
+        notes.append(f"profiling slowed the kernels in {len(bounded)} of {len(good)} workers "
+                     f"({traced:.4g} µs traced), bounded by the call's untraced window")
+    shifts = sorted(float(s["profiler_shift_us"]) for s in good if s.get("shift_noted"))
+    if shifts:
+        span = f"{shifts[0]:.3g}" if f"{shifts[0]:.3g}" == f"{shifts[-1]:.3g}" else f"{shifts[0]:.3g}–{shifts[-1]:.3g}"
+        notes.append(f"profiling lengthens each call by {span} µs ({len(shifts)} of {len(good)} workers)")
+    return notes
 
 
 def status_text(summary: dict[str, Any] | None) -> str:
@@ -172,7 +189,7 @@ def aggregate(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
         names[name] = {"kind": present[0]["kind"],
                        "per_call": float(statistics.median([p["per_call"] for p in present])),
                        "us": float(statistics.median([p["us"] for p in present])), "workers": len(present)}
-    notes = [s["note"] for s in good if s.get("note")]
+    notes = _profiler_notes(good) + [check for s in good for check in s.get("checks", [])]
     if len(set(per_call)) > 1:
         notes.insert(0, "kernels per call differ between workers: " + ", ".join(f"{v:g}" for v in per_call))
     return {"status": "ok", "reason": "", "median_us": float(statistics.median(medians)), "min_us": min(medians),
