@@ -154,26 +154,41 @@ def test_kernel_timer_times_isolated_calls_and_leaves_out_spin_and_flush(monkeyp
     assert few["count"] == 5 and gpu.sessions == 3 and sum(1 for e in gpu.queue if e.name() == FLUSH) == flushes
 
 
-def test_kernels_that_tracing_slows_are_bounded_by_the_untraced_window(monkeypatch):
-    gpu = _FakeGpu(ns=353_000, traced_ns=368_000)            # Liger's forward at 32768x8192 on the H200
+def test_kernels_that_tracing_slows_are_corrected_by_the_lengthening_of_their_calls(monkeypatch):
+    """Liger's forward at 32768x8192 on the H200: 353 µs untraced, 368 µs while traced. The same calls' windows
+    (1 µs launch + kernel) differ by the 15 µs tracing adds, so kernel time is the record less that."""
+    gpu = _FakeGpu(ns=353_000, traced_ns=368_000)
     timer = _fake_timer(monkeypatch, gpu)
     summary = kernel_timer.measure_kernels(gpu.work, CPU, iters=200, runs=3, clean=True, timer=timer)
-    assert summary["status"] == "ok" and summary["bounded_runs"] == 3
+    assert summary["status"] == "ok" and summary["corrected"] and summary["bounded_runs"] == 0
     assert summary["traced_run_us"] == pytest.approx([368.0] * 3)
-    assert summary["median_us"] == pytest.approx(354.0)       # the untraced window: kernel + 1 µs launch
     assert summary["profiler_shift_us"] == pytest.approx(15.0)
-    assert "profiling slowed the kernels: 3 of 3 runs" in summary["note"]
+    assert summary["median_us"] == pytest.approx(353.0)
+    assert summary["note"] == "profiling lengthens each call by 15 µs: kernel time is the traced records (368 µs) less that"
     calm = _FakeGpu(ns=30_000, traced_ns=30_000)
     steady = kernel_timer.measure_kernels(calm.work, CPU, iters=200, runs=3, clean=True,
                                           timer=_fake_timer(monkeypatch, calm))
-    assert steady["bounded_runs"] == 0 and steady["median_us"] == pytest.approx(30.0) and steady["note"] == ""
+    assert not steady["corrected"] and steady["median_us"] == pytest.approx(30.0) and steady["note"] == ""
 
 
-def test_a_profiler_shift_of_the_window_alone_is_noted():
-    runs = [run_record(_calls(10, [(LN, 18_700)]), 10, window_us=21.2, bare_window_us=19.7)] * 3
-    summary = worker_summary(runs)
-    assert summary["median_us"] == pytest.approx(18.7) and summary["bounded_runs"] == 0
-    assert summary["note"] == "profiling lengthens each call by 1.5 µs"
+def test_the_correction_needs_a_significant_shift_and_full_spins_and_stays_within_the_untraced_window():
+    def summary(window: float, bare: float, record_ns: int = 18_700, spin_short: bool = False) -> dict:
+        return worker_summary([run_record(_calls(10, [(LN, record_ns)]), 10, window_us=window, bare_window_us=bare,
+                                          spin_short=spin_short)] * 3)
+
+    shifted = summary(21.2, 19.7)                                # Liger's forward at 4096x4096: +1.5 µs
+    assert shifted["median_us"] == pytest.approx(17.2) and shifted["corrected"]
+    noise = summary(20.1, 19.7)                                  # 0.4 µs: below the floor, records kept
+    assert noise["median_us"] == pytest.approx(18.7) and not noise["corrected"] and noise["note"] == ""
+    long_kernel = summary(437.3, 436.6, record_ns=434_800)       # ATen at 32768x8192: 0.7 µs is noise there
+    assert long_kernel["median_us"] == pytest.approx(434.8) and not long_kernel["corrected"]
+    short_spin = summary(41.2, 19.7, spin_short=True)            # host time in the traced window: no correction
+    assert short_spin["median_us"] == pytest.approx(18.7) and not short_spin["corrected"]
+    assert short_spin["note"] == ("profiled calls' windows 21.5 µs longer, but the spin ran out before a call was "
+                                  "queued in 3 of 3 runs (host time in the windows): kernel time not corrected")
+    above = summary(41.2, 18.0, record_ns=20_000, spin_short=True)   # uncorrected, above the untraced window
+    assert above["median_us"] == pytest.approx(18.0) and above["bounded_runs"] == 3
+    assert "3 of 3 runs above the call's untraced window (20 µs traced), bounded by it" in above["note"]
 
 
 # --- where there is no GPU activity: n/a with the reason ---------------------------------------------
@@ -248,17 +263,24 @@ def test_aggregate_is_median_of_worker_medians_and_flags_disagreement():
 
 
 def test_aggregate_profiler_notes_are_one_line_each_with_the_workers_and_the_range():
-    """Three workers, two of whose windows the profiler lengthened (1.3 and 1.38 µs), one whose kernels it
-    slowed past the untraced window: one line for each kind, not one per worker."""
-    def shifted(bare: float) -> dict:
-        return worker_summary([run_record(_calls(10, [(LN, 18_700)]), 10, window_us=21.2, bare_window_us=bare)] * 3)
+    """Three workers whose windows the profiler lengthened (1.3 and 1.38 µs, and 1.3 µs with the kernel still
+    above the untraced window): one line for each kind, with the workers and the range, not one per worker."""
+    def shifted(bare: float, record_ns: int = 18_700) -> dict:
+        return worker_summary([run_record(_calls(10, [(LN, record_ns)]), 10, window_us=21.2, bare_window_us=bare)] * 3)
 
-    slowed = worker_summary([run_record(_calls(10, [(LN, 368_000)]), 10, window_us=370.0, bare_window_us=354.0)] * 3)
-    agg = kernel_stats.aggregate([shifted(19.9), shifted(19.82), slowed])
-    assert agg["note"] == ("profiling slowed the kernels in 1 of 3 workers (368 µs traced), bounded by the call's "
-                           "untraced window; profiling lengthens each call by 1.3–1.38 µs (2 of 3 workers)")
+    agg = kernel_stats.aggregate([shifted(19.9), shifted(19.82), shifted(19.9, record_ns=21_500)])
+    assert agg["note"] == ("profiling lengthens each call by 1.3–1.38 µs in 3 of 3 workers: kernel time is the "
+                           "traced records (18.7–21.5 µs) less that; 1 of 3 workers above the call's untraced "
+                           "window (21.5 µs traced), bounded by it")
     same = kernel_stats.aggregate([shifted(19.9), shifted(19.9)])
-    assert same["note"] == "profiling lengthens each call by 1.3 µs (2 of 2 workers)"
+    assert same["note"] == ("profiling lengthens each call by 1.3 µs in 2 of 2 workers: kernel time is the traced "
+                            "records (18.7 µs) less that")
+    short = worker_summary([run_record(_calls(10, [(LN, 18_700)]), 10, window_us=41.2, bare_window_us=19.7,
+                                       spin_short=True)] * 3)
+    assert kernel_stats.aggregate([short, shifted(19.9)])["note"] == (
+        "profiling lengthens each call by 1.3 µs in 1 of 2 workers: kernel time is the traced records (18.7 µs) "
+        "less that; profiled calls' windows 21.5 µs longer in 1 of 2 workers, but a spin ran out before a call was "
+        "queued (host time in the windows): kernel time not corrected there")
     lost = run_record(_calls(10, [(LN, 18_700)])[:-1], 10)
     checked = kernel_stats.aggregate([worker_summary([lost] * 3)] * 2)
     assert checked["note"].count("not a whole number per call") == 1     # the same check, said once
