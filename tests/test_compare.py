@@ -287,3 +287,21 @@ def test_a_malformed_abi_worker_index_is_one_line_exit_2(abi_json, tmp_path):
     data["workers"][0]["worker"] = "first"
     bad = _write(tmp_path, "bad-worker.json", data)
     _one_line_exit_2(_compare(bad, abi_json, tmp_path)[0], "malformed worker index")
+
+
+def test_a_run_compares_with_its_own_csv_and_a_json_without_protocol(perf_json, payload, tmp_path):
+    """The CSV of a perf run records fewer protocol settings than its JSON (no cold_mem_fraction, llc_mib): a
+    setting known on one side only is not a difference. Nor is a JSON that lost its protocol entry."""
+    result, rows = _compare(perf_json, perf_json.with_suffix(".csv"), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert rows[KEY]["verdict"] == SAME
+    payload.pop("protocol")
+    result, _ = _compare(perf_json, _write(tmp_path, "bare.json", payload), tmp_path)
+    assert result.exit_code == 0, result.output
+
+
+def test_dtypes_message_names_a_side_without_timed_cases(perf_json, payload, tmp_path):
+    for row in payload["rows"]:
+        row["status"] = "error"
+    result, _ = _compare(perf_json, _write(tmp_path, "failed.json", payload), tmp_path)
+    _one_line_exit_2(result, "dtypes differ (bf16 vs no timed case)")

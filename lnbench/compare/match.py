@@ -50,9 +50,11 @@ def mismatches(base: ResultFile, new: ResultFile, base_cases: dict[CaseKey, Time
     if _device(base) != _device(new):
         out.append(f"device differs ({_device(base)!r} vs {_device(new)!r})")
     if _dtypes(base_cases) != _dtypes(new_cases):
-        out.append(f"dtypes differ ({','.join(_dtypes(base_cases))} vs {','.join(_dtypes(new_cases))})")
+        out.append(f"dtypes differ ({','.join(_dtypes(base_cases)) or 'no timed case'} vs "
+                   f"{','.join(_dtypes(new_cases)) or 'no timed case'})")
     a, b = protocol(base), protocol(new)
-    diffs = [f"{k} {a.get(k)} vs {b.get(k)}" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+    # a setting only one file records (a perf CSV carries fewer than its JSON) is unknown, not different
+    diffs = [f"{k} {a[k]} vs {b[k]}" for k in a if k in b and a[k] != b[k]]
     if diffs:
         out.append(f"protocol differs ({', '.join(diffs)})")
     return out
