@@ -109,7 +109,7 @@ def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = ""
     where a number is expected, or a number where a list is expected), and a number that is inf or nan."""
     out = copy.deepcopy(defaults)
     for key, value in user.items():
-        table = f"[{where}]" if where else "the top level"
+        table = f"[{where}]" if where else "(top level)"
         name = f"{where}.{key}" if where else key
         _check_finite(value, table, key)
         if key not in defaults:
@@ -142,6 +142,12 @@ def default_config() -> dict[str, Any]:
     return tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8"))
 
 
+def config_file(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """The user file load_config(path) reads: `path`, else $LNBENCH_CONFIG, else None (the defaults only)."""
+    named = path or os.environ.get("LNBENCH_CONFIG")
+    return Path(named) if named else None
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The packaged defaults, with `path` (else $LNBENCH_CONFIG, if set) merged over them.
 
@@ -149,10 +155,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     kind, is a usage error.
     """
     defaults = default_config()
-    named = path or os.environ.get("LNBENCH_CONFIG")
-    if not named:
+    chosen = config_file(path)
+    if chosen is None:
         return defaults
-    chosen = Path(named)
     try:
         with open(chosen, "rb") as handle:
             user = tomllib.load(handle)

@@ -102,7 +102,8 @@ def test_the_kernel_timer_is_off_by_default_and_on_with_timer_kernel(tmp_path):
     assert plain.exit_code == 0, plain.output
     data = json.loads((tmp_path / "a.json").read_text())
     assert data["protocol"]["kernel_timer"] is False and data["metadata"]["kernel_timer"] == "off"
-    assert {r["kernel_status"] for r in data["rows"]} == {"n/a (kernel timer off: --kernel-timer turns it on)"}
+    assert {r["kernel_status"] for r in data["rows"]} == {"n/a (no GPU activity on the cpu device)"}  # not "off"
+    assert "--kernel-timer turns it on" not in plain.output
     kernel = CliRunner().invoke(perf_command, [*base, "--timer", "kernel"], env=ENV)
     assert kernel.exit_code == 2 and "--timer kernel cannot run on cpu" in kernel.output   # on, then refused here
 
@@ -148,3 +149,13 @@ def test_peak_measures_and_caches_by_device_name(tmp_path):
     assert record["gbps"] > 0 and record["bytes"] == 2 * 4 * (1 << 20) and len(record["runs_us"]) == 2
     bad = CliRunner().invoke(peak_command, ["--device", "cpu", "--runs", "0", "--peak-file", str(path)])
     assert bad.exit_code == 2 and "runs must be" in bad.output
+
+
+def test_a_baseline_that_is_not_timed_is_said_not_left_silent(tmp_path):
+    args = [*[a for a in TINY if a != "-q"], "--backend", "torch", "--baseline", "liger", "--shapes", "8x64", "--op", "fwd", "--mode", "hot",
+            "-P", "1", "--json", str(tmp_path / "b.json")]
+    result = CliRunner().invoke(perf_command, args, env=ENV)
+    assert result.exit_code == 0, result.output
+    assert "speed-up left empty: the baseline liger is not among the timed backends (torch)" in result.output
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert all(r["speedup"] is None for r in rows if r["row_kind"] == "aggregate")       # empty, not a number

@@ -451,7 +451,7 @@ def test_kernel_pass_profiles_each_case_that_ran_with_its_stream_iters(fake_gpu_
     assert len(lines) == 3 and len(writes) == 4                                       # a progress line per case
 
 
-def test_kernel_pass_says_na_without_gpu_activity_and_when_turned_off():
+def test_kernel_pass_says_na_without_gpu_activity_and_when_turned_off(monkeypatch):
     from lnbench.perf.worker_main import kernel_pass
     cases = _spec_cases()[:2]
     payload = _stream_pass(cases)
@@ -462,7 +462,12 @@ def test_kernel_pass_says_na_without_gpu_activity_and_when_turned_off():
     assert lines == []                                                                # no second pass ran
     kernel_pass(payload, cases, torch_device_info(CPU), {**PROTOCOL, "kernel_timer": False}, {}, lambda p: None,
                 lines.append)
+    assert payload["cases"][0]["kernel"]["reason"] == "no GPU activity on the cpu device"   # off, and impossible here
+    monkeypatch.setattr(kernel_timer, "unavailable_reason", lambda dev: "")   # a device where it could run
+    kernel_pass(payload, cases, torch_device_info(CPU), {**PROTOCOL, "kernel_timer": False}, {}, lambda p: None,
+                lines.append)
     assert payload["cases"][0]["kernel"]["reason"] == "kernel timer off: --kernel-timer turns it on"
+    assert lines == []
 
 
 def test_a_profiler_failure_is_an_error_summary_and_the_stream_time_stands(monkeypatch):

@@ -153,10 +153,9 @@ def kernel_pass(payload: dict[str, Any], cases: list[dict[str, Any]], dev: Devic
     """Second pass: a kernel summary for every case that ran (see the module docstring)."""
     from lnbench.perf import kernel_stats, kernel_timer
 
-    if not protocol.get("kernel_timer", True):
+    reason = kernel_timer.unavailable_reason(dev)   # where it cannot run, say so: turning it on would not help
+    if not reason and not protocol.get("kernel_timer", True):
         reason = "kernel timer off: --kernel-timer turns it on"
-    else:
-        reason = kernel_timer.unavailable_reason(dev)
     timer = None if reason else kernel_timer.KernelTimer(dev.torch_device)
     for case, entry in zip(cases, payload["cases"]):
         if entry["status"] == "ok":
