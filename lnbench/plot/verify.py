@@ -29,6 +29,8 @@ def verify_figures(result: ResultFile) -> list[tuple[str, Any]]:
     for column in ("max_abs_err", "allowed"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     frame["share"] = frame.max_abs_err / frame.allowed.where(frame.allowed > 0)
+    zero_bar = frame.allowed == 0          # a config with k = atol = fp32_ulps = 0: any error fails, infinitely
+    frame.loc[zero_bar, "share"] = frame.max_abs_err[zero_bar].map(lambda e: e if e != e else (np.inf if e > 0 else 0.0))
     device = result.metadata.get("device_name") or result.metadata.get("device") or ""
     figures = []
     for (backend, dtype), group in frame.groupby(["backend", "dtype"], sort=False):
@@ -39,12 +41,14 @@ def verify_figures(result: ResultFile) -> list[tuple[str, Any]]:
         table = table.reindex(columns=[t for t in TENSORS if t in table.columns]
                               + [t for t in table.columns if t not in TENSORS])
         values = table.to_numpy(dtype=float)
-        top = max(2.0, float(np.nanmax(values)))
+        finite = values[np.isfinite(values)]
+        top = max(2.0, float(finite.max()) if finite.size else 2.0)
+        shown = np.where(np.isposinf(values), top, values)      # an infinite share is drawn at the top colour
         fig, ax = new_figure(2.6 + 0.9 * table.shape[1], 1.4 + 0.26 * table.shape[0])
-        image = ax.imshow(np.ma.masked_invalid(values), cmap=_cmap(), norm=TwoSlopeNorm(1.0, 0.0, top), aspect="auto")
+        image = ax.imshow(np.ma.masked_invalid(shown), cmap=_cmap(), norm=TwoSlopeNorm(1.0, 0.0, top), aspect="auto")
         for (i, j), value in np.ndenumerate(values):
-            if np.isfinite(value):
-                ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=7,
+            if not np.isnan(value):
+                ax.text(j, i, "inf" if np.isinf(value) else f"{value:.2g}", ha="center", va="center", fontsize=7,
                         color="white" if value >= 1 else "black")
         ax.set_xticks(range(table.shape[1]), list(table.columns))
         ax.set_yticks(range(table.shape[0]), list(table.index), fontsize=7)
