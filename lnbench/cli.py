@@ -29,14 +29,23 @@ class OneLineUsageErrors(click.Group):
             click.echo(exc.format_message())
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else "lnbench"
-            fail_usage(f"{exc.format_message()} (see `{where} --help`)")
+            argv = kwargs.get("args", args[0] if args else None)
+            fail_usage(f"{exc.format_message()} (see `{self._help_path(exc, argv)} --help`)")
         except click.exceptions.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
+
+    def _help_path(self, exc: click.UsageError, argv: list[str] | None) -> str:
+        """The command whose --help to point at: the error's own, or (when click raised it while still parsing
+        the group's arguments, e.g. an option missing its value) the subcommand named on the command line."""
+        if exc.ctx is not None and exc.ctx.command is not self:
+            return exc.ctx.command_path
+        words = sys.argv[1:] if argv is None else list(argv)
+        name = next((word for word in words if word in self.commands), None)
+        return f"lnbench {name}" if name else "lnbench"
 
 
 @click.group(cls=OneLineUsageErrors, context_settings={"help_option_names": ["-h", "--help"]})

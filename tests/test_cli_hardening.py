@@ -252,3 +252,16 @@ def test_peak_refuses_a_copy_that_does_not_fit_before_allocating(tmp_path, monke
                                        "--peak-file", str(tmp_path / "peak.json")])
     assert result.exit_code == 2 and "a copy needs 1200 MiB, cpu has 1024 MiB free" in result.output
     assert not (tmp_path / "peak.json").exists()
+
+
+@pytest.mark.parametrize("argv, where", [
+    (["plot", "--out"], "lnbench plot"),
+    (["verify", "--shapes"], "lnbench verify"),
+    (["perf", "-P", "abc"], "lnbench perf"),
+    (["--bogus"], "lnbench"),
+])
+def test_click_parse_errors_point_at_the_subcommands_help(argv, where):
+    result = CliRunner().invoke(main, argv, prog_name="lnbench")
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].endswith(f"(see `{where} --help`)"), result.output
