@@ -12,9 +12,12 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from lnbench import config as cfg
 from lnbench import validate
 from lnbench.errors import ContractError, LnbenchUsageError
-from lnbench.report import check_writable, default_output_path, release_outputs, write_csv, write_json
+from lnbench.processes import Terminated, terminate_on_signals
+from lnbench.report import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path, json_writer,
+                            release_outputs)
 
 
 def console_width() -> int | None:
@@ -56,18 +59,24 @@ def _debug_traceback() -> None:
 def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body: usage/contract errors become one line + exit 2, never a traceback.
 
-    LNBENCH_DEBUG=1 also prints the traceback (to stderr); the exit code stays the same.
+    LNBENCH_DEBUG=1 also prints the traceback (to stderr); the exit code stays the same. Ctrl-C exits 130;
+    SIGTERM (SIGHUP) exits 143 (129) with `lnbench: terminated` after the same cleanup (workers stopped,
+    temp folders removed; lnbench.processes).
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
-            code = func(*args, **kwargs)
+            with terminate_on_signals():
+                code = func(*args, **kwargs)
         except (LnbenchUsageError, ContractError) as exc:
             _debug_traceback()
             fail_usage(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         except KeyboardInterrupt:
             err_console.print("lnbench: interrupted")
             sys.exit(130)
+        except Terminated as exc:
+            err_console.print("lnbench: terminated")
+            sys.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
             _debug_traceback()
             first = str(exc).splitlines()[0] if str(exc) else ""
@@ -78,37 +87,67 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
+class OutputFile(click.Path):
+    """click.Path for an output file: a path ending in a separator names a folder, and would otherwise be
+    written as a file of that folder's name (pathlib drops the slash), so it is refused here. dir_okay=True
+    leaves an existing folder to report.check_writable (`is a directory`)."""
+
+    def __init__(self, dir_okay: bool = False) -> None:
+        super().__init__(dir_okay=dir_okay, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.endswith(("/", os.sep)):
+            self.fail(f"{value} is a directory path; give a file path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--csv, --json, --quiet."""
     func = click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")(func)
-    func = click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+    func = click.option("--json", "json_path", type=OutputFile(),
                         help="Also write the results as JSON to this file.")(func)
-    func = click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+    func = click.option("--csv", "csv_path", type=OutputFile(),
                         help="CSV output file (default: results/<command>-<timestamp>.csv).")(func)
     return func
 
 
-def reserve_outputs(command: str, outputs: Mapping[str, Path | None]) -> dict[str, Path]:
+Inputs = Mapping[str, Path | None]
+"""The files a command reads, by name (BASE, --config, --peak-file, ...): no output may overwrite one."""
+
+
+def config_input(config_path: Path | None) -> dict[str, Path | None]:
+    """The config file a command loaded (config.config_file: --config, else $LNBENCH_CONFIG), as an input."""
+    return {"--config" if config_path else "LNBENCH_CONFIG": cfg.config_file(config_path)}
+
+
+def reserve_outputs(command: str, outputs: Mapping[str, Path | None], inputs: Inputs | None = None) -> dict[str, Path]:
     """Make a command's output files ready before any work runs, in the order given (report.check_writable:
-    an unwritable path, or two options naming one file, is a usage error). `outputs` maps an option (`--csv`,
-    `--json`, `--md`, ...) to its path or None; the CSV is always written, by default to
-    results/<command>-<timestamp>.csv. Returns where each given result goes (a symlink's target)."""
-    validate.distinct_outputs(outputs)
+    an unwritable path, `-`, two options naming one file, or a file the command reads (`inputs`) is a usage
+    error). `outputs` maps an option (`--csv`, `--json`, `--md`, ...) to its path or None; the CSV is always
+    written, by default to results/<command>-<timestamp>.csv. Returns where each given result goes (a
+    symlink's target)."""
+    validate.distinct_outputs(outputs, inputs)
     paths = {**outputs, "--csv": outputs.get("--csv") or default_output_path(command, "csv")}
     return {option: check_writable(path) for option, path in paths.items() if path}
 
 
-def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None) -> tuple[Path, Path | None]:
+def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
+                    inputs: Inputs | None = None) -> tuple[Path, Path | None]:
     """reserve_outputs for a command with only --csv and --json: where the CSV and the JSON (if any) go."""
-    final = reserve_outputs(command, {"--csv": csv_path, "--json": json_path})
+    final = reserve_outputs(command, {"--csv": csv_path, "--json": json_path}, inputs)
     return final["--csv"], final.get("--json")
 
 
 def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path,
-                 json_path: Path | None, extra_json: dict[str, Any] | None = None) -> None:
-    """Write the CSV (and JSON) and say where they went."""
-    write_csv(rows, csv_path, metadata)
-    console.print(f"CSV written to {csv_path}")
+                 json_path: Path | None, extra_json: dict[str, Any] | None = None,
+                 more: Sequence[tuple[str, Path, Writer]] = ()) -> None:
+    """Write the CSV, the JSON (if any) and `more` outputs ((what, path, writer), e.g. a Markdown summary) all
+    or nothing (report.atomic_write_all), then say where they went."""
+    outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))]
     if json_path:
-        write_json({"metadata": metadata, **(extra_json or {}), "rows": list(rows)}, json_path)
-        console.print(f"JSON written to {json_path}")
+        payload = {"metadata": metadata, **(extra_json or {}), "rows": list(rows)}
+        outputs.append(("JSON", json_path, json_writer(payload)))
+    outputs += more
+    placed = atomic_write_all([(path, write) for _, path, write in outputs])
+    for (what, _, _), path in zip(outputs, placed):
+        console.print(f"{what} written to {path}")

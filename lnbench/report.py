@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,11 +182,43 @@ def _open_in_place(path: Path) -> int:
     return fd
 
 
+#: paths that name a descriptor this process has (its output redirected, maybe to a file)
+_STREAMS = {"/dev/stdout": 1, "/dev/stderr": 2}
+_FD_FOLDERS = ("/dev/fd/", "/proc/self/fd/")
+
+
+def _inherited_fd(path: Path) -> int | None:
+    """The descriptor /dev/stdout, /dev/stderr, /dev/fd/N or /proc/self/fd/N names, else None. Such an output
+    is written through a copy of that descriptor, where it stands: renaming a file over the one standard output
+    is redirected to would replace it, and the shell's later output would go nowhere."""
+    text = os.path.abspath(path)
+    if text in _STREAMS:
+        return _STREAMS[text]
+    for folder in _FD_FOLDERS:
+        number = text.removeprefix(folder)
+        if text.startswith(folder) and number.isdigit():
+            return int(number)
+    return None
+
+
+def _dup(path: Path, fd: int) -> int:
+    try:
+        return os.dup(fd)
+    except OSError as exc:
+        raise LnbenchUsageError(f"output path {path} is not writable: {exc.strerror or exc}") from None
+
+
 def check_writable(path: Path) -> Path:
     """Make an output ready before any work is done, so that a run never ends unable to write its results:
     create the folder and the temporary file the result will be renamed from (a FIFO or character device is
     opened instead, to be written in place). A usage error when that fails. Returns where the result goes:
     the path, or a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
+    fd = _inherited_fd(Path(path))
+    if fd is not None:
+        key = os.path.abspath(path)
+        if key not in _RESERVED:
+            _RESERVED[key] = _Reservation(fd=_dup(Path(path), fd))
+        return Path(path)
     path, in_place = _target(Path(path))
     key = os.path.abspath(path)
     if key in _RESERVED:
@@ -198,15 +231,23 @@ def check_writable(path: Path) -> Path:
     except OSError as exc:
         raise LnbenchUsageError(f"cannot create folder for {path}: {exc.strerror or exc}") from None
     if path.exists() and not os.access(path, os.W_OK):
-        raise LnbenchUsageError(f"output path {path} is not writable")
+        raise LnbenchUsageError(f"output path {path} is not writable: {os.strerror(errno.EACCES)}")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise LnbenchUsageError(f"output path {path} is not writable: {exc.strerror or exc}") from None
+        raise LnbenchUsageError(f"output path {path} is not writable: {_create_failure(path, exc)}") from None
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets what open() would give it
     _RESERVED[key] = _Reservation(tmp=Path(tmp))
     return path
+
+
+def _create_failure(path: Path, exc: OSError) -> str:
+    """Why no file could be created beside `path`: a folder that takes no new files (/proc, /sys) fails with
+    ENOENT although it exists, which would read as a missing path."""
+    if exc.errno == errno.ENOENT and path.parent.is_dir():
+        return f"{path.parent} does not take new files"
+    return exc.strerror or str(exc)
 
 
 def release_outputs() -> None:
@@ -224,25 +265,59 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Write through the output's temporary file, then rename it over the path (or a link's target): readers
-    never see half a file. A FIFO or character device gets the bytes in place."""
+Writer = Callable[[Path], None]
+"""Writes one result into the file it is given (the output's temporary file)."""
+
+
+def _claim(path: Path) -> tuple[Path, _Reservation]:
+    """Where an output goes and its reservation, taken out of the table (made now if it was not made before)."""
     path = check_writable(Path(path))
-    slot = _RESERVED.pop(os.path.abspath(path))
+    return path, _RESERVED.pop(os.path.abspath(path))
+
+
+def _io(path: Path, action: Callable[..., Any], *args: Any) -> None:
+    """Run one step of writing `path`; an OSError (a full disk, /dev/full) is a usage error naming the path."""
     try:
-        if slot.fd is not None:
-            with tempfile.TemporaryDirectory(prefix="lnbench-out-") as folder:
-                staged = Path(folder) / "out"
-                write(staged)
-                with open(staged, "rb") as src, open(slot.fd, "wb", closefd=False) as dst:
-                    shutil.copyfileobj(src, dst)
-        else:
-            assert slot.tmp is not None
-            write(slot.tmp)
-            os.replace(slot.tmp, path)
+        action(*args)
+    except OSError as exc:
+        raise LnbenchUsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _copy_into(staged: Path, fd: int) -> None:
+    sys.stdout.flush()          # what was printed before comes first where the output is standard output
+    sys.stderr.flush()
+    with open(staged, "rb") as src, open(fd, "wb", closefd=False) as dst:
+        shutil.copyfileobj(src, dst)
+
+
+def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
+    """Write several outputs all or nothing: every one to its temporary file first (a FIFO's or character
+    device's bytes to a staging folder), then the FIFOs and devices in place, and only then rename the files
+    over their paths (or links' targets): readers never see half a file, and a write that fails leaves no
+    result placed. A failure is a usage error `cannot write PATH: reason`. Returns where each result went."""
+    claimed: list[tuple[Path, _Reservation]] = []
+    try:
+        for path, _ in writes:
+            claimed.append(_claim(path))
+        with tempfile.TemporaryDirectory(prefix="lnbench-out-") as folder:
+            staged = [slot.tmp or Path(folder) / f"out{i}" for i, (_, slot) in enumerate(claimed)]
+            for (path, _), (_, write), file in zip(claimed, writes, staged):
+                _io(path, write, file)
+            for (path, slot), file in zip(claimed, staged):
+                if slot.fd is not None:
+                    _io(path, _copy_into, file, slot.fd)
+            for path, slot in claimed:
+                if slot.tmp is not None:
+                    _io(path, os.replace, slot.tmp, path)
     finally:
-        slot.release()
-    return path
+        for _, slot in claimed:
+            slot.release()
+    return [path for path, _ in claimed]
+
+
+def atomic_write(path: Path, write: Writer) -> Path:
+    """One output through atomic_write_all: its temporary file, then a rename (a FIFO or device: in place)."""
+    return atomic_write_all([(Path(path), write)])[0]
 
 
 def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -254,14 +329,14 @@ def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None =
     return frame
 
 
-def write_csv(rows: Sequence[dict[str, Any]], path: Path, metadata: dict[str, Any] | None = None) -> Path:
-    """Rows (+ metadata columns) to CSV, atomically."""
+def csv_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> Writer:
+    """Rows (+ metadata columns) as CSV, for atomic_write(_all)."""
     frame = rows_frame(rows, metadata)
-    return atomic_write(Path(path), lambda tmp: frame.to_csv(tmp, index=False))
+    return lambda tmp: frame.to_csv(tmp, index=False)
 
 
-def write_json(payload: Any, path: Path) -> Path:
-    """Any JSON-able payload to a file, atomically (NaN written as null)."""
+def json_writer(payload: Any) -> Writer:
+    """Any JSON-able payload (NaN written as null), for atomic_write(_all)."""
     def _clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             return None
@@ -272,4 +347,14 @@ def write_json(payload: Any, path: Path) -> Path:
         return value
 
     text = json.dumps(_clean(payload), indent=2, default=str)
-    return atomic_write(Path(path), lambda tmp: tmp.write_text(text + "\n"))
+    return lambda tmp: tmp.write_text(text + "\n")
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path, metadata: dict[str, Any] | None = None) -> Path:
+    """Rows (+ metadata columns) to CSV, atomically."""
+    return atomic_write(Path(path), csv_writer(rows, metadata))
+
+
+def write_json(payload: Any, path: Path) -> Path:
+    """Any JSON-able payload to a file, atomically (NaN written as null)."""
+    return atomic_write(Path(path), json_writer(payload))

@@ -272,13 +272,45 @@ def _char_device(path: Path) -> bool:
         return False
 
 
-def distinct_outputs(outputs: Mapping[str, Path | None]) -> None:
-    """No two output options (`--csv`, `--json`, `--md`) name the same file, directly or through a link: one
-    would overwrite the other. A character device (/dev/null) may take several."""
+#: what an output option would take as standard output; lnbench writes files only
+STDOUT_DASH = "-"
+
+
+def not_stdout(option: str, path: Path) -> None:
+    """`--csv -` would write a file named `-` in the current folder: refuse it, pointing at /dev/stdout."""
+    if str(path) == STDOUT_DASH:
+        raise LnbenchUsageError(f"{option} -: writing to standard output is not supported; "
+                                f"give a file path (e.g. /dev/stdout)")
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same inode when both exist, else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def not_an_input(option: str, path: Path, inputs: Mapping[str, Path | None]) -> None:
+    """An output may not overwrite a file the command reads (`inputs`: a name such as BASE or --config -> its
+    path). A character device (/dev/null) is never a file to lose."""
+    if _char_device(Path(path)):
+        return
+    for name, source in inputs.items():
+        if source is not None and same_file(Path(path), Path(source)):
+            raise LnbenchUsageError(f"{option} {path} is an input of this command ({name}); choose another path")
+
+
+def distinct_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None] | None = None) -> None:
+    """No output option (`--csv`, `--json`, `--md`) is `-` or names one of the command's `inputs`, and no two
+    name the same file, directly or through a link: one would overwrite the other. A character device
+    (/dev/null) may take several."""
     seen: dict[str, str] = {}
     for option, path in outputs.items():
         if path is None:
             continue
+        not_stdout(option, path)
+        not_an_input(option, path, inputs or {})
         key = os.path.realpath(path)
         if key in seen and not _char_device(Path(path)):
             raise LnbenchUsageError(f"{seen[key]} and {option} name the same file {path}: give each its own")

@@ -132,7 +132,7 @@ def test_compare_table_and_markdown_print_times_with_units():
 def test_bar_used_is_err_over_allowed():
     assert bar_used({"max_abs_err": 0.5, "allowed": 2.0}) == 0.25
     assert bar_used({"max_abs_err": None, "allowed": None}) is None
-    assert bar_used({"max_abs_err": 0.0, "allowed": 0.0}) is None
+    assert bar_used({"max_abs_err": 0.0, "allowed": 0.0}) == 0.0          # a zero bar, met exactly (tests/test_verify_edges.py)
 
 
 def test_verify_table_shows_err_over_allowed_and_csv_keeps_rel_err(tmp_path, results_dir, monkeypatch):

@@ -25,8 +25,8 @@ from lnbench.abi.cases import PAIRS, pair_info
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
-                               prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, emit_outputs, err_console, guarded,
+                               output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
@@ -331,7 +331,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         delay = planted_delay_us if planted_delay_us is not None else cfg.require(
             table, "planted_delay_us", (int, float), TABLE)
         pair_options["delay_us"] = float(delay)
-    csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path)
+    csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path))
     metadata = {**run_metadata(dev), "pair": pair, "processes": protocol.processes, "runs": protocol.runs,
                 "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
                 "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "eps": eps_value, "seed": seed_value,

@@ -15,16 +15,17 @@ from rich.markup import escape
 import lnbench
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, guarded, output_options, reserve_outputs
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, guarded,
+                                output_options, reserve_outputs)
 from lnbench.compare.cases import timed_cases
-from lnbench.compare.markdown import ratio_text, render, write_markdown
+from lnbench.compare.markdown import ratio_text, render
 from lnbench.compare.match import mismatches, require_overlap, same_command
 from lnbench.compare.results import ABI, PERF, load_result
 from lnbench.compare.verdict import (FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, SAME, SLOWER, Settings, compare_all,
                                      gate_hits)
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import timestamp
-from lnbench.report import Column, fmt_float, fmt_time_us, render_table
+from lnbench.report import Column, Writer, fmt_float, fmt_time_us, render_table
 
 _STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
            NOT_COMPARED: "yellow"}
@@ -55,6 +56,11 @@ def _gate_line(pct: float, row: dict[str, Any]) -> str:
             f"is {row['change_pct']:.1f}% slower (new/base {ratio_text(row)})")
 
 
+def _markdown(path: Path | None, text: str) -> list[tuple[str, Path, Writer]]:
+    """The --md summary as one more output of emit_outputs (written with the CSV and JSON, all or nothing)."""
+    return [("Markdown summary", path, lambda tmp: tmp.write_text(text, encoding="utf-8"))] if path else []
+
+
 def _context(base, new, settings: Settings, fail_pct: float | None, forced: list[str]) -> dict[str, Any]:
     """Flat metadata of the comparison (CSV columns, JSON metadata, Markdown header)."""
     out: dict[str, Any] = {"command": "compare", "source_command": base.kind, "lnbench_version": lnbench.__version__,
@@ -78,7 +84,7 @@ def _context(base, new, settings: Settings, fail_pct: float | None, forced: list
 @click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
               help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %.")
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ.")
-@click.option("--md", "md_path", type=click.Path(path_type=Path), help="Also write a Markdown summary (PR comment).")
+@click.option("--md", "md_path", type=OutputFile(dir_okay=True), help="Also write a Markdown summary (PR comment).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @output_options
 @guarded
@@ -101,7 +107,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     if problems and not force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)
-    outputs = reserve_outputs("compare", {"--csv": csv_path, "--json": json_path, "--md": md_path})
+    outputs = reserve_outputs("compare", {"--csv": csv_path, "--json": json_path, "--md": md_path},
+                              {"BASE": base, "NEW": new, **config_input(config_path)})
 
     rows = compare_all(base_cases, new_cases, settings)
     context = _context(base_result, new_result, settings, fail_pct, problems)
@@ -118,10 +125,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
         render_table(console, f"lnbench compare ({base_result.kind}): {base} → {new}", TABLE_COLUMNS, shown)
         console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} bootstrap interval over workers "
                       f"and runs; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%")
-    emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"))
-    if "--md" in outputs:
-        write_markdown(render(rows, context, summary, gate), outputs["--md"])
-        console.print(f"Markdown summary written to {outputs['--md']}")
+    emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"),
+                 more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
     console.print(summary)
     for row in hits:
         console.print(f"[bold red]{escape(_gate_line(fail_pct, row))}[/bold red]", soft_wrap=True)

@@ -13,8 +13,8 @@ from rich.markup import escape
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import backend_names
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
-                                prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,
+                                guarded, output_options, prepare_outputs)
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
@@ -22,7 +22,7 @@ from lnbench.perf.aggregate import HEADLINES, build_rows, failed
 from lnbench.perf.cases import backend_skips, build_cases, worker_order
 from lnbench.perf.clocks import gpu_facts
 from lnbench.perf.kernel_timer import unavailable_reason
-from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, store_peak
+from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, reserve_peak_file, store_peak
 from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.perf.workers import WorkerResult, run_workers
@@ -198,7 +198,7 @@ PERF_TENSORS = 8
 @click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
-@click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--peak-file", type=OutputFile(),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @output_options
 @guarded
@@ -238,7 +238,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     validate.shapes_fit(shape_list, PERF_TENSORS * max(cfg.DTYPES[d].itemsize for d in dtype_list), dev,
                         "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
                         1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
-    csv_final, json_final = prepare_outputs("perf", csv_path, json_path)
+    peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
+    csv_final, json_final = prepare_outputs("perf", csv_path, json_path, {**config_input(config_path), **peak_input})
 
     skips = backend_skips(backend_list, dev)
     cases = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
@@ -292,6 +293,9 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
         render_table(console, title, TABLE_COLUMNS + notes, shown)
         _detail_lines(shown)
         _kernel_lines(shown)
+        if base_name not in backend_list:
+            console.print(f"[yellow]speed-up left empty: the baseline {escape(base_name)} is not among the timed "
+                          f"backends ({', '.join(backend_list)}); --baseline chooses one[/yellow]", soft_wrap=True)
         if any(r["above_peak"] for r in shown):
             console.print("[bold red]>peak[/bold red]: above the measured copy bandwidth — a cache effect, "
                           "not a result (use --mode cold)")
@@ -318,7 +322,7 @@ PHASES = ("startup_s", "stream_s", "kernel_s")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
 @click.option("--size-mib", type=validate.FLOAT, help="Bytes copied per call, in MiB (default 1024 on a GPU, 256 on the CPU).")
 @click.option("--runs", type=validate.INT, default=10, show_default=True, help="Timed runs (median taken).")
-@click.option("--peak-file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--peak-file", type=OutputFile(),
               help="Cache file to update (default results/peak.json).")
 @guarded
 def peak_command(device, size_mib, runs, peak_file) -> int:
@@ -328,8 +332,7 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
         validate.number(size_mib, "size_mib", "--size-mib")
     dev = timed_device(device)
     path = Path(peak_file or default_peak_path())
-    from lnbench.report import check_writable
-    check_writable(path)
+    reserve_peak_file(path)
     size = int(size_mib * (1 << 20)) if size_mib else None
     if size is not None:
         from lnbench.perf.workloads import free_memory

@@ -16,7 +16,9 @@ import torch
 from lnbench.metadata import device_name, timestamp
 from lnbench.perf.timing import measure
 from lnbench.perf.workloads import free_memory
-from lnbench.report import write_json
+from lnbench import validate
+from lnbench.errors import LnbenchUsageError
+from lnbench.report import check_writable, write_json
 
 MIB = 1 << 20
 PEAK_FILE = "peak.json"
@@ -46,13 +48,47 @@ def measure_copy_bandwidth(device: torch.device, size_bytes: int | None = None, 
 
 
 def load_cache(path: Path | None = None) -> dict[str, Any]:
-    """The whole cache ({} when missing or unreadable)."""
+    """The whole cache ({} when missing or unreadable, or not a regular file: /dev/null, a FIFO)."""
     path = Path(path or default_peak_path())
+    if not path.is_file():
+        return {}
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _not_a_cache(text: str) -> str | None:
+    """Why `text` is not a peak cache (a JSON object of device name -> record with a numeric gbps), or None.
+    An empty file is an empty cache."""
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    for name, record in data.items():
+        if not (isinstance(record, dict) and isinstance(record.get("gbps"), (int, float))):
+            return f"entry {name!r} has no numeric gbps"
+    return None
+
+
+def reserve_peak_file(path: Path) -> Path:
+    """Make the cache `lnbench peak` updates ready before measuring: a file that is there must be a peak cache
+    (anything else would be replaced by it), then report.check_writable. A usage error otherwise."""
+    validate.not_stdout("--peak-file", path)
+    if path.is_file():
+        try:
+            why = _not_a_cache(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            why = f"unreadable: {getattr(exc, 'strerror', None) or exc}"
+        if why:
+            raise LnbenchUsageError(f"--peak-file {path} exists and is not an lnbench peak cache ({why}); "
+                                    f"choose another path or remove it")
+    return check_writable(path)
 
 
 def load_peak(device: torch.device, path: Path | None = None) -> dict[str, Any] | None:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import lnbench
+from lnbench.processes import PARENT_PID_VAR, die_with_parent
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
 _TAIL_CHARS = 2000
@@ -79,7 +80,7 @@ class WorkerResult:
             return ""
         last = next((line.strip() for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
         if self.timed_out:
-            head = f"worker {self.index} timed out after {self.duration_s:.0f} s (killed, exit {self.exit_code})"
+            head = f"worker {self.index} timed out after {self.duration_s:.3g} s (killed, exit {self.exit_code})"
         elif self.exit_code == 0:
             head = f"worker {self.index} exited 0 without a result file"
         else:
@@ -88,7 +89,9 @@ class WorkerResult:
 
 
 def read_spec(argv: list[str] | None = None) -> tuple[dict[str, Any], Path, Path | None]:
-    """Worker side: (spec, result path, progress path) from the command line."""
+    """Worker side: (spec, result path, progress path) from the command line. Also makes this worker die with
+    its parent (lnbench.processes.die_with_parent): every worker calls this first."""
+    die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:
         raise SystemExit("usage: python -m <worker module> SPEC_JSON RESULT_JSON [PROGRESS_TXT]")
@@ -160,6 +163,7 @@ def _child_env(index: int, count: int, root: Path, env: dict[str, str] | None) -
         child[var] = str(folder)
     child["LNBENCH_WORKER_INDEX"] = str(index)
     child["LNBENCH_WORKER_COUNT"] = str(count)
+    child[PARENT_PID_VAR] = str(os.getpid())
     return child
 
 
@@ -310,7 +314,9 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
     try:
         for first in range(0, len(specs), MAX_TOGETHER):
             indices = range(first, min(first + MAX_TOGETHER, len(specs)))
-            batch = [_start(module, specs[i], i, len(specs), env, root / f"w{i}") for i in indices]
+            batch = []
+            for i in indices:       # one by one: a started worker is in `batch` before the next one starts
+                batch.append(_start(module, specs[i], i, len(specs), env, root / f"w{i}"))
             for number, mode in enumerate(phases):
                 _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress)
             for live in batch:
@@ -322,7 +328,7 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
                     on_done(result)
             batch = []
     finally:
-        for live in batch:  # interrupted: no worker outlives the parent
+        for live in batch:  # interrupted (Ctrl-C, SIGTERM: any BaseException): no worker outlives the parent
             if live.proc is not None and live.proc.poll() is None:
                 _kill_group(live.proc)
         if not os.environ.get("LNBENCH_KEEP_WORKER_DIRS"):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from lnbench import validate
 from lnbench.cli_common import EXIT_OK, console, guarded
 from lnbench.compare.results import ABI, COMPARE, PERF, VERIFY, ResultFile, load_result
 from lnbench.errors import LnbenchUsageError
@@ -30,6 +31,7 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
     if not results:
         raise LnbenchUsageError("no result file given: lnbench plot RESULTS... (perf, compare, verify or abi-compare)")
     loaded: list[ResultFile] = [load_result(path) for path in results]   # every file checked before drawing
+    inputs = {f"RESULTS #{i}": path for i, path in enumerate(results, 1)}
     written: list[Path] = []
     stems: set[tuple[Path, str]] = set()
     for result in loaded:
@@ -42,6 +44,8 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
         figures = PLOTTERS[result.kind](result)
         if not figures:
             raise LnbenchUsageError(f"{result.path}: nothing to plot (no case of this {result.kind} result has a value)")
+        for name, _ in figures:                  # a picture never replaces a result file being plotted
+            validate.not_an_input("PNG", folder / f"{stem}-{name}.png", inputs)
         for name, figure in figures:
             picture = save_png(figure, folder / f"{stem}-{name}.png")
             console.print(f"{result.kind} ({WHAT[result.kind]}): {picture}")

@@ -1,0 +1,138 @@
+"""SIGTERM / SIGKILL of the lnbench parent: no worker outlives it, no temp folder is left (lnbench.processes)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from lnbench.processes import Terminated, terminate_on_signals
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PR_SET_PDEATHSIG")
+
+PERF = ["perf", "--device", "cpu", "--backend", "torch", "--shapes", "2x64,3x257", "--op", "fwd,bwd",
+        "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "3", "-q"]
+ABI = ["abi-compare", "--pair", "torch-entry", "--device", "cpu", "--runtime-only", "--shapes", "2x64",
+       "--dtype", "f32", "--op", "fwd", "-P", "2", "-R", "5", "--warmup-s", "3", "-q"]
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, ppid) of a process, None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[1])
+
+
+def _alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[1] == pid and _alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def _wait_for(predicate, timeout_s: float, step_s: float = 0.1):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step_s)
+    return predicate()
+
+
+def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "200"}
+    env.pop("LNBENCH_DEBUG", None)
+    env.pop("LNBENCH_KEEP_WORKER_DIRS", None)
+    return subprocess.Popen([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _workers(proc: subprocess.Popen, count: int) -> list[int]:
+    """The pids of the parent's worker processes, once `count` of them run (fails the test otherwise)."""
+    pids = _wait_for(lambda: len(_children(proc.pid)) >= count and _children(proc.pid), 25.0)
+    if not pids:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"no worker process appeared (exit {proc.returncode}): {err[-2000:]}")
+    return pids
+
+
+def _in_turn(tmp_path: Path) -> None:
+    """Wait until worker 0 has finished its start-up and got its first turn (a timed run is going on)."""
+    assert _wait_for(lambda: list((tmp_path / "tmp").glob("lnbench-workers-*/w0/ready.0")), 25.0)
+    time.sleep(1.0)
+
+
+def _kill_leftovers(pids: list[int]) -> None:
+    for pid in pids:
+        if _alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("args", [PERF, ABI], ids=["perf", "abi-compare"])
+def test_sigterm_stops_workers_and_cleans_up(args: list[str], tmp_path: Path) -> None:
+    proc = _start(args, tmp_path)
+    pids = _workers(proc, 2)
+    try:
+        _in_turn(tmp_path)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert lines.count("lnbench: terminated") == 1, err
+        assert lines[-1] == "lnbench: terminated", err
+        assert "Traceback" not in err, err
+        assert _wait_for(lambda: not any(_alive(pid) for pid in pids), 5.0), \
+            f"workers still running: {[pid for pid in pids if _alive(pid)]}"
+        assert not list((tmp_path / "tmp").glob("lnbench-workers-*"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(pids)
+
+
+def test_sigkill_of_parent_ends_workers(tmp_path: Path) -> None:
+    proc = _start(PERF, tmp_path)
+    pids = _workers(proc, 2)
+    try:
+        _in_turn(tmp_path)          # (a worker waiting for its turn would exit anyway: its stdin closes)
+        proc.kill()
+        proc.communicate(timeout=10)
+        left = _wait_for(lambda: not any(_alive(pid) for pid in pids), 5.0)
+        assert left, f"workers outlived a SIGKILLed parent: {[pid for pid in pids if _alive(pid)]}"
+    finally:
+        _kill_leftovers(pids)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_terminate_on_signals_raises_once_and_restores() -> None:
+    before = signal.getsignal(signal.SIGHUP)
+    with pytest.raises(Terminated) as caught:
+        with terminate_on_signals():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(5)                               # the handler raises before this ends
+    assert caught.value.exit_code == 128 + signal.SIGHUP
+    assert signal.getsignal(signal.SIGHUP) is before
