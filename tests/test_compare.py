@@ -305,3 +305,10 @@ def test_dtypes_message_names_a_side_without_timed_cases(perf_json, payload, tmp
         row["status"] = "error"
     result, _ = _compare(perf_json, _write(tmp_path, "failed.json", payload), tmp_path)
     _one_line_exit_2(result, "dtypes differ (bf16 vs no timed case)")
+
+
+def test_planted_refuses_to_write_over_its_source(perf_json, tmp_path):
+    before = perf_json.read_bytes()
+    result = CliRunner().invoke(planted_main, [str(perf_json), str(perf_json), "--factor", "1.1"])
+    assert result.exit_code == 2 and "is an input of this command (SOURCE)" in result.output
+    assert perf_json.read_bytes() == before

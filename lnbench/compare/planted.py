@@ -73,6 +73,7 @@ def _perf_payload(source: Path) -> dict[str, Any]:
 @guarded
 def main(source: Path, target: Path, factor: float, case_text: str | None) -> int:
     """Write TARGET: the perf JSON SOURCE with one case made FACTOR× slower."""
+    validate.distinct_outputs({"TARGET": target}, {"SOURCE": source})   # never over the perf JSON it reads
     payload = _perf_payload(source)
     case = tuple(case_text.split()) if case_text else None
     if case is not None and len(case) != len(KEY_FIELDS):
