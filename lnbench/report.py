@@ -323,6 +323,10 @@ def atomic_write(path: Path, write: Writer) -> Path:
 def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> pd.DataFrame:
     """Long-format frame: one row per result, the run metadata repeated as columns."""
     frame = pd.DataFrame(list(rows))
+    for column in frame.columns[frame.dtypes.map(lambda d: d.kind == "f")]:
+        present = [r[column] for r in rows if r.get(column) is not None and r[column] == r[column]]
+        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            frame[column] = frame[column].astype("Int64")    # integers with gaps stay integers (not 6.0)
     for key, value in (metadata or {}).items():
         if key not in frame.columns:
             frame[key] = value

@@ -160,8 +160,15 @@ def eps(value: Any, where: str = "eps") -> float:
     return float(number(value, "eps", where))
 
 
+def derived_seed(base: int, offset: int) -> int:
+    """A case's seed from the base seed: base + offset wrapped into 0 .. 2**63-1, so that every seed a result
+    records is itself a valid --seed (a base near the top would otherwise give seeds past it)."""
+    return (base + offset) % (SEED_MAX + 1)
+
+
 def seed(value: Any, where: str = "seed") -> int:
-    """An integer in 0 .. 2**63-1 (what numpy and torch.manual_seed both accept, with room for offsets)."""
+    """An integer in 0 .. 2**63-1 (what numpy and torch.manual_seed both accept; case seeds derived from it
+    wrap inside that range, see derived_seed)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise LnbenchUsageError(f"{where} must be an integer, got {value!r}")
     if not 0 <= value <= SEED_MAX:

@@ -152,3 +152,11 @@ def test_verify_table_shows_err_over_allowed_and_csv_keeps_rel_err(tmp_path, res
 def test_verify_help_explains_margin():
     text = CliRunner().invoke(verify_command, ["--help"]).output
     assert "margin" in text and "allowed − max abs err" in text and "err/allowed" in text
+
+
+def test_csv_keeps_integer_columns_with_gaps_integer(tmp_path):
+    """A column of integers with gaps (perf's worker `order`, empty in aggregate rows) is written 0, 6, not 0.0."""
+    from lnbench.report import csv_writer
+    out = tmp_path / "o.csv"
+    csv_writer([{"order": 0, "x": 1.5}, {"order": None, "x": 2.0}, {"order": 6, "x": 3.0}])(out)
+    assert out.read_text().splitlines() == ["order,x", "0,1.5", ",2.0", "6,3.0"]

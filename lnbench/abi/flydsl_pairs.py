@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from lnbench import validate
 from lnbench.abi.cases import PairCase, Side
 from lnbench.config import DTYPES
 from lnbench.device import device_of
@@ -80,7 +81,7 @@ def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]]
     for op in ops:
         for dtype in dtypes:
             for index, (m, n) in enumerate(shapes):
-                gen = torch.Generator().manual_seed(seed + index)
+                gen = torch.Generator().manual_seed(validate.derived_seed(seed, index))
                 make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
                 x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
                 sides = _sides(op, x, w, b, dy, eps, dgamma_strategy)

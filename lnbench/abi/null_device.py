@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import torch
 
+from lnbench import validate
 from lnbench.abi.cases import PairCase, build_cases, case_key
 from lnbench.abi.checks import CheckResult, Checker, launch_checks, run_checks
 
@@ -49,7 +50,8 @@ def executed_checks(pair: str, ops: Sequence[str], dtypes: Sequence[str], shapes
     probes = [p for p in dict.fromkeys(probes) if p not in check_shapes]
     cpu = dev.torch_device
     cases = build_cases(pair, list(ops), list(dtypes), check_shapes, cpu, eps, seed, options)
-    probe_cases = build_cases(pair, list(ops)[:1], list(dtypes)[:1], probes, cpu, eps, seed + 1000, options) \
+    probe_cases = build_cases(pair, list(ops)[:1], list(dtypes)[:1], probes, cpu, eps,
+                               validate.derived_seed(seed, 1000), options) \
         if probes else []
     results, _ = run_checks(cases + probe_cases, cpu)
     stands_for: dict[str, list[tuple[str, str]]] = {}       # checked case -> (timed case, rows note)

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import torch
 
+from lnbench import validate
 from lnbench.abi.cases import Outputs, PairCase, Side
 from lnbench.config import DTYPES
 from lnbench.verify.tolerance import Tolerance
@@ -132,7 +133,7 @@ def _build(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], dev
     for op in ops:
         for dtype in dtypes:
             for index, (m, n) in enumerate(shapes):
-                t = _inputs(m, n, DTYPES[dtype], device, seed + index, eps)
+                t = _inputs(m, n, DTYPES[dtype], device, validate.derived_seed(seed, index), eps)
                 built = {key: _side(op, _entries(op, family), t, eps, delay) for key, (family, delay) in sides.items()}
                 cases.append(PairCase(op=op, dtype=dtype, shape=(m, n), sides=built, reference=_reference(op, t, eps),
                                       ref_slack=_slack(op, dtype, t, eps, tol)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lnbench import validate
 from lnbench.backends import get_backend
 from lnbench.device import Device
 
@@ -64,7 +65,7 @@ def build_cases(backends: list[str], ops: list[str], dtypes: list[str], shapes: 
                     for mode in modes:
                         skip = reason or ("" if op in supported else f"{backend} has no {op} op")
                         cases.append(PerfCase(len(cases), backend, op, dtype, m, n, mode, eps,
-                                              seed + 7919 * (m * 31 + n), skip))
+                                              validate.derived_seed(seed, 7919 * (m * 31 + n)), skip))
     return cases
 
 

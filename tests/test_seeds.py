@@ -1,0 +1,19 @@
+"""Case seeds derived from the base seed stay valid seeds (0 .. 2**63-1), whatever the base."""
+from __future__ import annotations
+
+from lnbench import validate
+from lnbench.perf.cases import build_cases
+
+
+def test_derived_seeds_wrap_inside_the_seed_range():
+    top = validate.SEED_MAX
+    assert validate.derived_seed(5, 7) == 12
+    assert validate.derived_seed(top, 1) == 0 and validate.derived_seed(top, 0) == top
+    for offset in (1, 1000, 7919 * (4096 * 31 + 4096)):
+        assert validate.seed(validate.derived_seed(top, offset)) == validate.derived_seed(top, offset)
+
+
+def test_perf_cases_from_the_largest_base_seed_record_valid_seeds():
+    cases = build_cases(["torch"], ["fwd"], ["f32"], [(4096, 4096), (3, 257)], ["hot"], 1e-5, validate.SEED_MAX, {})
+    assert cases and all(0 <= c.seed <= validate.SEED_MAX for c in cases)
+    assert len({c.seed for c in cases}) == len(cases)
