@@ -38,13 +38,20 @@ def gpu_runtime() -> str:
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
-    """Short commit of the lnbench checkout, or '' when it is not a git checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(lnbench.__file__).parent,
-                             capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
+    """Short commit of the lnbench checkout, with `-dirty` when tracked files differ from it (a result from
+    uncommitted code says so), or '' when it is not a git checkout."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=Path(lnbench.__file__).parent, capture_output=True, text=True,
+                                 timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
         return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def timestamp() -> str:

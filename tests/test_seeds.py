@@ -17,3 +17,28 @@ def test_perf_cases_from_the_largest_base_seed_record_valid_seeds():
     cases = build_cases(["torch"], ["fwd"], ["f32"], [(4096, 4096), (3, 257)], ["hot"], 1e-5, validate.SEED_MAX, {})
     assert cases and all(0 <= c.seed <= validate.SEED_MAX for c in cases)
     assert len({c.seed for c in cases}) == len(cases)
+
+
+def test_git_commit_says_dirty_for_uncommitted_tracked_changes(tmp_path, monkeypatch):
+    import subprocess
+
+    import lnbench
+    from lnbench import metadata
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("x = 1\n")
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(lnbench, "__file__", str(repo / "pkg" / "__init__.py"))
+    metadata.git_commit.cache_clear()
+    clean = metadata.git_commit()
+    (repo / "untracked.txt").write_text("not counted\n")
+    metadata.git_commit.cache_clear()
+    assert metadata.git_commit() == clean and len(clean) >= 7 and "dirty" not in clean
+    (repo / "pkg" / "__init__.py").write_text("x = 2\n")
+    metadata.git_commit.cache_clear()
+    assert metadata.git_commit() == clean + "-dirty"
+    metadata.git_commit.cache_clear()
