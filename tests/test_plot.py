@@ -171,3 +171,12 @@ def test_without_matplotlib_plot_says_how_to_install(files, tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     result = CliRunner().invoke(plot_command, [str(files["perf.json"]), "--out", str(tmp_path)])
     _one_line_exit_2(result, 'pip install -e ".[plot]"')
+
+
+def test_the_same_result_named_twice_is_plotted_once(files, tmp_path):
+    verify = files["verify.json"]
+    again = verify.parent / ".." / verify.parent.name / verify.name          # the same file by another path
+    result = CliRunner().invoke(plot_command, [str(verify), str(verify), str(again), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == ["verify-torch-bf16.png"]
+    assert "1 PNG(s) written" in result.output

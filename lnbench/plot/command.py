@@ -20,6 +20,13 @@ WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with
         VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals"}
 
 
+def _why_nothing(result: ResultFile) -> str:
+    """Why a result gave no picture: an abi-compare run without its runtime part, or no case with a value."""
+    if result.kind == ABI and "runtime" not in set(result.rows.get("part", ())):
+        return "no runtime rows (a --static-only run)"
+    return f"no case of this {result.kind} result has a value"
+
+
 @click.command("plot")
 @click.argument("results", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -30,7 +37,9 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
     compare → ratios with intervals; verify → err/allowed per case and tensor; abi-compare → speed-ups."""
     if not results:
         raise LnbenchUsageError("no result file given: lnbench plot RESULTS... (perf, compare, verify or abi-compare)")
-    loaded: list[ResultFile] = [load_result(path) for path in results]   # every file checked before drawing
+    unique = [path for i, path in enumerate(results)            # the same file twice is plotted once
+              if not any(validate.same_file(path, earlier) for earlier in results[:i])]
+    loaded: list[ResultFile] = [load_result(path) for path in unique]   # every file checked before drawing
     inputs = {f"RESULTS #{i}": path for i, path in enumerate(results, 1)}
     written: list[Path] = []
     stems: set[tuple[Path, str]] = set()
@@ -43,7 +52,7 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
         check_writable(folder / f"{stem}.png")
         figures = PLOTTERS[result.kind](result)
         if not figures:
-            raise LnbenchUsageError(f"{result.path}: nothing to plot (no case of this {result.kind} result has a value)")
+            raise LnbenchUsageError(f"{result.path}: nothing to plot ({_why_nothing(result)})")
         for name, _ in figures:                  # a picture never replaces a result file being plotted
             validate.not_an_input("PNG", folder / f"{stem}-{name}.png", inputs)
         for name, figure in figures:
