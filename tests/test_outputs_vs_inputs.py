@@ -243,3 +243,16 @@ def test_proc_gives_the_real_reason(tmp_path):
         release_outputs()
     assert "No such file or directory" not in str(info.value)
     assert "not writable" in str(info.value)
+
+
+def test_perf_says_a_broken_peak_file_is_broken_not_missing(tmp_path):
+    from lnbench.perf.command import perf_command
+    broken = tmp_path / "peak.json"
+    broken.write_text("{garbage")
+    result = CliRunner().invoke(perf_command, ["--device", "cpu", "--backend", "torch", "--shapes", "8x64", "--op",
+                                               "fwd", "--mode", "hot", "-P", "1", "-R", "2", "--warmup-s", "0",
+                                               "--min-iters", "3", "--peak-file", str(broken),
+                                               "--csv", str(tmp_path / "p.csv")], env={"OMP_NUM_THREADS": "1"})
+    assert result.exit_code == 0, result.output
+    assert "is not an lnbench peak cache (not JSON)" in result.output and "no measured peak" not in result.output
+    assert broken.read_text() == "{garbage"

@@ -22,7 +22,8 @@ from lnbench.perf.aggregate import HEADLINES, build_rows, failed
 from lnbench.perf.cases import backend_skips, build_cases, worker_order
 from lnbench.perf.clocks import gpu_facts
 from lnbench.perf.kernel_timer import unavailable_reason
-from lnbench.perf.peak import default_peak_path, load_peak, measure_copy_bandwidth, reserve_peak_file, store_peak
+from lnbench.perf.peak import (cache_problem, default_peak_path, load_peak, measure_copy_bandwidth, reserve_peak_file,
+                               store_peak)
 from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.perf.workers import WorkerResult, run_workers
@@ -248,9 +249,12 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     peak = load_peak(dev.torch_device, peak_file)
     peak_gbps = float(peak["gbps"]) if peak else None
     if peak is None and not quiet:
-        console.print(escape(f"no measured peak for {run_metadata(dev)['device_name']} in "
-                             f"{peak_file or default_peak_path()}: % peak left blank (run `lnbench peak` once)"),
-                      style="yellow")
+        cache = Path(peak_file or default_peak_path())
+        broken = cache_problem(cache)
+        console.print(escape(f"peak file {cache} is not an lnbench peak cache ({broken}): % peak left blank "
+                             f"(remove it, then run `lnbench peak`)" if broken else
+                             f"no measured peak for {run_metadata(dev)['device_name']} in {cache}: % peak left "
+                             f"blank (run `lnbench peak` once)"), style="yellow")
     before = gpu_facts(dev.torch_device)
     phases = KERNEL_PHASES if kernel_pass else STREAM_PHASES
     specs = [{"device": str(dev.torch_device), "protocol": protocol.to_dict(), "phases": len(phases),

@@ -76,18 +76,24 @@ def _not_a_cache(text: str) -> str | None:
     return None
 
 
+def cache_problem(path: Path) -> str | None:
+    """Why an existing file at `path` is not a peak cache (None when it is one, or when there is no file)."""
+    if not path.is_file():
+        return None
+    try:
+        return _not_a_cache(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"unreadable: {getattr(exc, 'strerror', None) or exc}"
+
+
 def reserve_peak_file(path: Path) -> Path:
     """Make the cache `lnbench peak` updates ready before measuring: a file that is there must be a peak cache
     (anything else would be replaced by it), then report.check_writable. A usage error otherwise."""
     validate.not_stdout("--peak-file", path)
-    if path.is_file():
-        try:
-            why = _not_a_cache(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            why = f"unreadable: {getattr(exc, 'strerror', None) or exc}"
-        if why:
-            raise LnbenchUsageError(f"--peak-file {path} exists and is not an lnbench peak cache ({why}); "
-                                    f"choose another path or remove it")
+    why = cache_problem(path)
+    if why:
+        raise LnbenchUsageError(f"--peak-file {path} exists and is not an lnbench peak cache ({why}); "
+                                f"choose another path or remove it")
     return check_writable(path)
 
 
