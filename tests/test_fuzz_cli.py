@@ -271,6 +271,8 @@ def verify_lines(draw) -> Line:
     if shapes in SHAPES_GOOD and chance(draw, 10):
         line.args.append("--self-test")
         line.may_fail.append("self-test on tiny shapes")
+        if "--backend" in line.args:   # the self-test checks planted bugs, not a backend
+            line.bad.append("--backend with --self-test")
     if draw(st.booleans()):
         line.args.append("-q")
     outputs(draw, line)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from lnbench.config import DTYPES
+from lnbench.errors import LnbenchUsageError
 
 #: kinds of input rows; every kind runs on every requested shape
 KINDS: tuple[str, ...] = ("randn", "offset", "constant", "eps2", "autograd-3d")
@@ -13,7 +14,7 @@ KIND_HELP = {
     "randn": "x ~ N(0, 1)",
     "offset": "x = 1e3 + N(0, 1): catches E[x²]−mean² cancellation",
     "constant": "every row constant: variance 0, rstd = 1/sqrt(eps)",
-    "eps2": "randn rows with the second eps: eps must be honoured",
+    "eps2": "randn rows with each further eps of the config (2nd, 3rd, ...): eps must be honoured",
     "autograd-3d": "3-D input (2, T, N) through the backend's public autograd path",
 }
 
@@ -56,15 +57,32 @@ class Inputs:
     dy: torch.Tensor
 
 
+def check_eps_values(eps_values: list[float]) -> None:
+    """`[verify] eps` needs at least one value, all different (a repeat would give an eps2 case testing nothing)."""
+    if not eps_values:
+        raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
+    repeated = sorted({e for e in eps_values if eps_values.count(e) > 1})
+    if repeated:
+        raise LnbenchUsageError(f"config [verify] eps repeats {', '.join(f'{e:g}' for e in repeated)}: "
+                                f"each further eps gets its own eps2 case, so the values must differ")
+
+
 def build_cases(shapes: list[tuple[int, int]], dtypes: list[str], eps_values: list[float], seed: int,
                 kinds: tuple[str, ...] = KINDS) -> list[Case]:
-    """Every kind for every dtype and shape; each case gets its own seed derived from `seed`."""
+    """Every kind for every dtype and shape; each case gets its own seed derived from `seed`.
+
+    `eps_values` is the config's `[verify] eps`: the first is every kind's eps, and each further one gets
+    its own `eps2` case (so a list of 3 tests 3 eps values). With a single eps there is no `eps2` case;
+    an empty list or a repeated value (an `eps2` case that reruns the same eps would test nothing) is a
+    usage error.
+    """
+    check_eps_values(eps_values)
     cases: list[Case] = []
     for dtype in dtypes:
         for m, n in shapes:
             for kind in kinds:
-                eps = eps_values[1] if kind == "eps2" and len(eps_values) > 1 else eps_values[0]
-                cases.append(Case(kind, dtype, m, n, eps, seed + len(cases)))
+                for eps in (eps_values[1:] if kind == "eps2" else eps_values[:1]):
+                    cases.append(Case(kind, dtype, m, n, eps, seed + len(cases)))
     return cases
 
 

@@ -94,10 +94,16 @@ def max_errors(got: torch.Tensor | None, ref: torch.Tensor) -> tuple[float, floa
 
 
 def conditioning(case: Case, inp: Inputs, ref: dict[str, torch.Tensor]) -> Conditioning:
-    """The case's conditioning, from the fp64 reference stats and the inputs."""
+    """The case's conditioning, from the fp64 reference stats and the inputs (see tolerance.py)."""
+    x = inp.x.double().reshape(-1, case.n)
+    mean, rstd = ref["mean"].double().reshape(-1), ref["rstd"].double().reshape(-1)
+    wdy = inp.dy.double().reshape(-1, case.n) * inp.weight.double()
+    c2 = (wdy * (x - mean[:, None]) * rstd[:, None]).mean(dim=-1)
+    dx_scale = rstd * (wdy.abs().amax(dim=-1) + c2.abs() * mean.abs() * rstd)
     return Conditioning(n=case.n, rows=case.rows,
                         mean_times_rstd=float((ref["mean"].abs() * ref["rstd"]).max()),
-                        max_weight=float(inp.weight.double().abs().max()), max_dy=float(inp.dy.double().abs().max()))
+                        max_weight=float(inp.weight.double().abs().max()), max_dy=float(inp.dy.double().abs().max()),
+                        mean_abs_x=float(x.abs().mean(dim=-1).max()), dx_scale=float(dx_scale.max()))
 
 
 def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Tensor],
