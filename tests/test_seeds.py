@@ -42,3 +42,9 @@ def test_git_commit_says_dirty_for_uncommitted_tracked_changes(tmp_path, monkeyp
     metadata.git_commit.cache_clear()
     assert metadata.git_commit() == clean + "-dirty"
     metadata.git_commit.cache_clear()
+
+
+def test_verify_cases_from_the_largest_base_seed_record_valid_seeds():
+    from lnbench.verify.cases import build_cases as verify_cases
+    cases = verify_cases([(2, 8), (3, 257)], ["f32", "bf16"], [1e-5, 1e-2], validate.SEED_MAX)
+    assert cases and all(0 <= c.seed <= validate.SEED_MAX for c in cases)

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lnbench import validate
 from lnbench.config import DTYPES
 from lnbench.errors import LnbenchUsageError
 
@@ -82,7 +83,7 @@ def build_cases(shapes: list[tuple[int, int]], dtypes: list[str], eps_values: li
         for m, n in shapes:
             for kind in kinds:
                 for eps in (eps_values[1:] if kind == "eps2" else eps_values[:1]):
-                    cases.append(Case(kind, dtype, m, n, eps, seed + len(cases)))
+                    cases.append(Case(kind, dtype, m, n, eps, validate.derived_seed(seed, len(cases))))
     return cases
 
 
