@@ -193,7 +193,9 @@ def test_peak_refuses_to_replace_a_file_that_is_not_a_peak_cache(tmp_path, conte
     assert path.read_text() == content
 
 
-def test_peak_updates_an_existing_cache(tmp_path):
+def test_peak_updates_an_existing_cache(tmp_path, monkeypatch):
+    from lnbench.perf import workloads
+    monkeypatch.setattr(workloads, "llc_bytes", lambda device: (1 << 19, "test"))   # a 1 MiB copy is then allowed
     path = tmp_path / "peak.json"
     path.write_text(json.dumps({"other device": {"gbps": 1.5}}))
     result = invoke(*PEAK, "--peak-file", str(path))

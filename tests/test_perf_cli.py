@@ -140,7 +140,9 @@ def test_crashing_worker_gives_exit_1_and_everything_else_is_written(tmp_path):
     assert agg.loc["bwd", "median_us"] > 0  # the surviving worker's result is still aggregated
 
 
-def test_peak_measures_and_caches_by_device_name(tmp_path):
+def test_peak_measures_and_caches_by_device_name(tmp_path, monkeypatch):
+    from lnbench.perf import workloads
+    monkeypatch.setattr(workloads, "llc_bytes", lambda device: (1 << 20, "test"))   # a 4 MiB copy is then allowed
     path = tmp_path / "peak.json"
     result = CliRunner().invoke(peak_command, ["--device", "cpu", "--size-mib", "4", "--runs", "2",
                                                "--peak-file", str(path)])
@@ -159,3 +161,13 @@ def test_a_baseline_that_is_not_timed_is_said_not_left_silent(tmp_path):
     assert "speed-up left empty: the baseline liger is not among the timed backends (torch)" in result.output
     rows = json.loads((tmp_path / "b.json").read_text())["rows"]
     assert all(r["speedup"] is None for r in rows if r["row_kind"] == "aggregate")       # empty, not a number
+
+
+def test_peak_refuses_a_copy_that_fits_in_the_last_level_cache(tmp_path):
+    from lnbench.perf.workloads import llc_bytes
+    llc_mib = llc_bytes(torch.device("cpu"))[0] / (1 << 20)
+    path = tmp_path / "peak.json"
+    result = CliRunner().invoke(peak_command, ["--device", "cpu", "--size-mib", f"{llc_mib / 4:g}", "--runs", "2",
+                                               "--peak-file", str(path)])
+    assert result.exit_code == 2 and "would cache a cache speed as the peak" in result.output
+    assert f"use at least {2 * llc_mib:g} MiB" in result.output and not path.exists()

@@ -180,3 +180,22 @@ def test_the_same_result_named_twice_is_plotted_once(files, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.glob("*.png")) == ["verify-torch-bf16.png"]
     assert "1 PNG(s) written" in result.output
+
+
+def test_a_bad_file_among_good_ones_writes_no_png(files, tmp_path):
+    good = [tmp_path / "a.json", tmp_path / "b.csv"]
+    good[0].write_text(files["perf.json"].read_text())
+    good[1].write_text(files["verify.csv"].read_text())
+    data = json.loads(files["perf.json"].read_text())
+    data["rows"] = [r for r in data["rows"] if r["backend"] == "liger"]        # liger did not run: no value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(plot_command, [*map(str, good), str(bad), "--out", str(out)])
+    _one_line_exit_2(result, "nothing to plot")
+    assert not list(tmp_path.rglob("*.png")) and not list(tmp_path.rglob(".*.tmp"))
+    result = CliRunner().invoke(plot_command, [*map(str, good), str(bad)])      # PNGs beside each file
+    _one_line_exit_2(result, "nothing to plot")
+    assert not list(tmp_path.rglob("*.png")) and not list(tmp_path.rglob(".*.tmp"))
+    result = CliRunner().invoke(plot_command, [*map(str, good), "--out", str(out)])
+    assert result.exit_code == 0 and "3 PNG(s) written" in result.output, result.output

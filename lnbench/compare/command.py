@@ -1,7 +1,7 @@
 """`lnbench compare BASE NEW`: two perf (or abi-compare) JSON results → per-case ratio, interval, verdict.
 
 Reads only result files (no torch work, no GPU). Exit 0; 1 when `--fail-if-slower PCT` finds a case that is
-significantly slower by more than PCT %; 2 on bad input (not a result, different commands, no overlap, a
+significantly slower by more than PCT % (never one with too few runs to tell); 2 on bad input (not a result, different commands, no overlap, a
 device / dtype / protocol mismatch without --force).
 """
 from __future__ import annotations
@@ -15,20 +15,20 @@ from rich.markup import escape
 import lnbench
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, guarded,
-                                output_options, reserve_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,
+                                guarded, output_options, reserve_outputs)
 from lnbench.compare.cases import timed_cases
 from lnbench.compare.markdown import ratio_text, render
 from lnbench.compare.match import mismatches, require_overlap, same_command
 from lnbench.compare.results import ABI, PERF, load_result
-from lnbench.compare.verdict import (FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, SAME, SLOWER, Settings, compare_all,
-                                     gate_hits)
+from lnbench.compare.verdict import (FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, SAME, SLOWER, TOO_FEW, Settings,
+                                     compare_all, gate_hits)
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import timestamp
 from lnbench.report import Column, Writer, fmt_float, fmt_time_us, render_table
 
 _STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
-           NOT_COMPARED: "yellow"}
+           NOT_COMPARED: "yellow", TOO_FEW: "yellow"}
 TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
@@ -44,11 +44,23 @@ def _verdict_cell(verdict: str) -> str:
 
 
 def _summary(rows: list[dict[str, Any]]) -> str:
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in (SLOWER, FASTER, SAME, ONLY_BASE, ONLY_NEW, NOT_COMPARED)}
-    compared = counts[SLOWER] + counts[FASTER] + counts[SAME]
+    counts = {v: sum(r["verdict"] == v for r in rows)
+              for v in (SLOWER, FASTER, SAME, TOO_FEW, ONLY_BASE, ONLY_NEW, NOT_COMPARED)}
+    compared = counts[SLOWER] + counts[FASTER] + counts[SAME] + counts[TOO_FEW]
     text = f"{compared} cases compared: {counts[SLOWER]} SLOWER, {counts[FASTER]} FASTER, {counts[SAME]} SAME"
+    if counts[TOO_FEW]:
+        text += f", {counts[TOO_FEW]} with {TOO_FEW}"
     listed = [f"{counts[v]} {v}" for v in (ONLY_BASE, ONLY_NEW, NOT_COMPARED) if counts[v]]
     return text + (f"; {', '.join(listed)}" if listed else "")
+
+
+def _too_few_warning(rows: list[dict[str, Any]], confidence: float) -> str:
+    """One line when some cases have too few runs for any difference to be significant ('' when none has)."""
+    few = [r for r in rows if r["verdict"] == TOO_FEW]
+    if not few:
+        return ""
+    return (f"lnbench: warning: {len(few)} case(s) have too few runs for any difference to be significant at "
+            f"{confidence:.0%} (see their detail); time more runs (-R, -P) to get a verdict")
 
 
 def _gate_line(pct: float, row: dict[str, Any]) -> str:
@@ -82,7 +94,8 @@ def _context(base, new, settings: Settings, fail_pct: float | None, forced: list
 @click.option("--threshold", "threshold_pct", type=validate.FLOAT, metavar="PCT",
               help="Changes smaller than PCT % are SAME (default: config [compare] threshold_pct).")
 @click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
-              help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %.")
+              help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %; "
+                   "a case with too few runs to tell never fails it.")
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ.")
 @click.option("--md", "md_path", type=OutputFile(dir_okay=True), help="Also write a Markdown summary (PR comment).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
@@ -92,7 +105,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
                     md_path: Path | None, config_path: Path | None, csv_path: Path | None, json_path: Path | None,
                     quiet: bool) -> int:
     """Compare two `perf --json` (or `abi-compare --json`) results case by case: ratio new/base of the headline
-    medians, a bootstrap interval over workers and runs, a Mann–Whitney p-value, FASTER / SLOWER / SAME."""
+    medians, a bootstrap interval over workers and runs, a Mann–Whitney p-value, FASTER / SLOWER / SAME, or
+    'too few runs' when no Mann–Whitney p of that many runs could be significant (e.g. 2 vs 2 runs: p ≥ 0.33)."""
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
     if fail_pct is not None:
@@ -124,10 +138,14 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
         shown = [{**r, "_ratio": ratio_text(r), "_verdict": _verdict_cell(r["verdict"])} for r in rows]
         render_table(console, f"lnbench compare ({base_result.kind}): {base} → {new}", TABLE_COLUMNS, shown)
         console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} bootstrap interval over workers "
-                      f"and runs; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%")
+                      f"and runs; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
+                      f"{TOO_FEW} when no p (MW) of that many runs could be < {1 - settings.confidence:.2g}")
     emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"),
                  more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
     console.print(summary)
+    warning = _too_few_warning(rows, settings.confidence)
+    if warning:
+        err_console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
     for row in hits:
         console.print(f"[bold red]{escape(_gate_line(fail_pct, row))}[/bold red]", soft_wrap=True)
     return EXIT_FAILED if hits else EXIT_OK

@@ -41,7 +41,8 @@ def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str
            f"{context['new_timestamp']})",
            f"- ratio = new/base of the median of worker medians; {context['confidence']:.0%} bootstrap interval over "
            f"workers and runs; p = Mann–Whitney; SAME when the interval contains 1 or |change| < "
-           f"{context['threshold_pct']:g}%", ""]
+           f"{context['threshold_pct']:g}%; too few runs when no p of that many runs could be < "
+           f"{1 - context['confidence']:.2g}", ""]
     if context.get("forced"):
         out += [f"⚠️ compared with `--force` although {context['forced']}", ""]
     if changed:

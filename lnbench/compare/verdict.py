@@ -4,7 +4,8 @@ The statistics are abi-compare's (lnbench.abi.stats): BASE plays the Tensor side
 its speed-up is base/new and our time ratio is its inverse. The two-level bootstrap resamples workers (the
 same worker indices in both files: perf rotates the backend order by worker index, so worker w of BASE and of
 NEW ran in the same position) and runs inside each worker. Verdict: SAME when the interval contains 1 or the
-change is smaller than the threshold, else SLOWER (ratio > 1) or FASTER.
+change is smaller than the threshold, else SLOWER (ratio > 1) or FASTER; TOO_FEW when the runs are too few
+for any difference to be significant (then the narrow interval of a handful of runs means nothing).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
 
 FASTER, SLOWER, SAME = "FASTER", "SLOWER", "SAME"
 ONLY_BASE, ONLY_NEW, NOT_COMPARED = "only in base", "only in new", "not compared"
+TOO_FEW = "too few runs"
 TABLE = "compare"
 
 
@@ -57,6 +59,12 @@ def listed_row(key: CaseKey, verdict: str, base: TimedCase | None, new: TimedCas
             "detail": detail}
 
 
+def smallest_p(n_base: int, n_new: int) -> float:
+    """The smallest two-sided Mann–Whitney p that n_base against n_new runs can give: every base run below
+    every new run (or above), 2 of the C(n_base + n_new, n_base) equally likely orders."""
+    return min(1.0, 2 / math.comb(n_base + n_new, n_base))
+
+
 def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[str, Any]:
     """The comparison row of a case timed in both files."""
     if not (base.timed and new.timed):
@@ -71,17 +79,24 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[st
     low, high = 1.0 / est.ci_high, 1.0 / est.ci_low
     change = (ratio - 1.0) * 100.0
     direction = stats.classify(est.ci_low, est.ci_high)    # abi-compare's words, NEW as the Pointer side
-    if direction == stats.SAME or abs(change) < settings.threshold_pct or (direction == stats.SLOWER) != (ratio > 1):
+    # the Mann–Whitney p's samples: the runs of the paired workers, pooled
+    n_base, n_new = (sum(len(case.runs[w]) for w in common) for case in (base, new))
+    floor = smallest_p(n_base, n_new)
+    notes = []
+    if floor > 1.0 - settings.confidence:
+        verdict = TOO_FEW
+        notes.append(f"{n_base} vs {n_new} runs: p ≥ {floor:.2g}, so no difference is significant "
+                     f"at {settings.confidence:.0%}")
+    elif direction == stats.SAME or abs(change) < settings.threshold_pct or (direction == stats.SLOWER) != (ratio > 1):
         verdict = SAME      # (the last test: a headline and an interval that disagree on the direction)
     else:
         verdict = SLOWER if direction == stats.SLOWER else FASTER
-    detail = ""
     if len(common) < max(len(base.runs), len(new.runs)):
-        detail = (f"paired on worker(s) {','.join(map(str, common))} "
-                  f"(base has {len(base.runs)}, new {len(new.runs)})")
+        notes.append(f"paired on worker(s) {','.join(map(str, common))} "
+                     f"(base has {len(base.runs)}, new {len(new.runs)})")
     return {**_identity(base.key), "base_us": base.headline_us, "new_us": new.headline_us, "ratio": ratio,
             "ci_low": low, "ci_high": high, "change_pct": change, "mw_p": est.p_value, "verdict": verdict,
-            "workers": f"{len(common)}", "detail": detail}
+            "workers": f"{len(common)}", "detail": "; ".join(notes)}
 
 
 def compare_all(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, TimedCase],

@@ -278,7 +278,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     after = gpu_facts(dev.torch_device)
     rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
 
-    metadata = {**run_metadata(dev), "P": protocol.processes, "R": protocol.runs,
+    metadata = {**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
                 "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
                 "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
                 "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before["driver"],
@@ -318,6 +318,9 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     return EXIT_FAILED if failed(rows, results) else EXIT_OK
 
 
+#: `lnbench peak --size-mib`: source + destination at least this many times the last-level cache
+PEAK_MIN_LLC_FACTOR = 4
+
 #: where a worker's time went (its payload): start-up (side by side with the others), then its turn
 PHASES = ("startup_s", "stream_s", "kernel_s")
 
@@ -339,7 +342,12 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
     reserve_peak_file(path)
     size = int(size_mib * (1 << 20)) if size_mib else None
     if size is not None:
-        from lnbench.perf.workloads import free_memory
+        from lnbench.perf.workloads import free_memory, llc_bytes
+        llc, _ = llc_bytes(dev.torch_device)
+        if 2 * size < PEAK_MIN_LLC_FACTOR * llc:       # source + destination must dwarf the cache
+            raise LnbenchUsageError(f"--size-mib {size_mib:g}: a copy that small runs in the {llc / (1 << 20):g} MiB "
+                                    f"last-level cache and would cache a cache speed as the peak; use at least "
+                                    f"{PEAK_MIN_LLC_FACTOR * llc / 2 / (1 << 20):g} MiB")
         free = free_memory(dev.torch_device)
         if 2 * size > 0.9 * free:                      # source and destination
             raise LnbenchUsageError(f"--size-mib {size_mib:g}: a copy needs {2 * size / (1 << 20):.0f} MiB, "

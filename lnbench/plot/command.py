@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -9,15 +10,20 @@ from lnbench import validate
 from lnbench.cli_common import EXIT_OK, console, guarded
 from lnbench.compare.results import ABI, COMPARE, PERF, VERIFY, ResultFile, load_result
 from lnbench.errors import LnbenchUsageError
-from lnbench.plot.figures import save_png
+from lnbench.plot.figures import DPI
 from lnbench.plot.perf import perf_figures
 from lnbench.plot.ratios import abi_figures, compare_figures
 from lnbench.plot.verify import verify_figures
-from lnbench.report import check_writable
+from lnbench.report import Writer, atomic_write_all
 
 PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures}
 WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with intervals",
         VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals"}
+
+
+def _png(figure: Any) -> Writer:
+    """Writes the figure as PNG into the file it is given (figures.save_png's body, for atomic_write_all)."""
+    return lambda tmp: figure.savefig(tmp, format="png", dpi=DPI)
 
 
 def _why_nothing(result: ResultFile) -> str:
@@ -41,7 +47,7 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
               if not any(validate.same_file(path, earlier) for earlier in results[:i])]
     loaded: list[ResultFile] = [load_result(path) for path in unique]   # every file checked before drawing
     inputs = {f"RESULTS #{i}": path for i, path in enumerate(results, 1)}
-    written: list[Path] = []
+    pictures: list[tuple[ResultFile, Path, Any]] = []      # (result, PNG path, figure) of every input
     stems: set[tuple[Path, str]] = set()
     for result in loaded:
         folder = out_dir or result.path.parent
@@ -49,15 +55,16 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
         if (folder, stem) in stems:       # perf.json and perf.csv side by side: keep both sets of pictures
             stem = f"{stem}-{result.path.suffix.lstrip('.')}"
         stems.add((folder, stem))
-        check_writable(folder / f"{stem}.png")
         figures = PLOTTERS[result.kind](result)
         if not figures:
             raise LnbenchUsageError(f"{result.path}: nothing to plot ({_why_nothing(result)})")
-        for name, _ in figures:                  # a picture never replaces a result file being plotted
-            validate.not_an_input("PNG", folder / f"{stem}-{name}.png", inputs)
         for name, figure in figures:
-            picture = save_png(figure, folder / f"{stem}-{name}.png")
-            console.print(f"{result.kind} ({WHAT[result.kind]}): {picture}")
-            written.append(picture)
+            path = folder / f"{stem}-{name}.png"
+            validate.not_an_input("PNG", path, inputs)     # a picture never replaces a result file being plotted
+            pictures.append((result, path, figure))
+    # every input drew: now write, all or nothing (every path checked first; no PNG placed unless all are written)
+    written = atomic_write_all([(path, _png(figure)) for _, path, figure in pictures])
+    for (result, _, _), picture in zip(pictures, written):
+        console.print(f"{result.kind} ({WHAT[result.kind]}): {picture}")
     console.print(f"{len(written)} PNG(s) written")
     return EXIT_OK
