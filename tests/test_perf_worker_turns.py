@@ -97,6 +97,14 @@ def test_a_worker_hung_in_its_turn_is_killed_and_the_next_one_still_runs(probe_e
     hung, after = workers.run_workers("turn_probe", specs, timeout_s=2.0, env=probe_env)
     assert hung.timed_out and not hung.ok and after.ok
     assert time.monotonic() - t0 < 20
+    assert hung.problem().startswith("worker 0 timed out after 2")          # in its turn: no phase named
+
+
+def test_a_worker_hung_in_start_up_says_so(probe_env):
+    slow, fine = workers.run_workers("turn_probe", [{"startup_s": 30.0, "work_s": 0.1}, {"startup_s": 0.0,
+                                                                                        "work_s": 0.1}],
+                                     timeout_s=1.0, env=probe_env)
+    assert slow.timed_out and slow.problem().startswith("worker 0 timed out in start-up after 1") and fine.ok
 
 
 def test_more_workers_than_start_together_go_in_batches(probe_env, monkeypatch):

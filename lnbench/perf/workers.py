@@ -73,6 +73,8 @@ class WorkerResult:
     payload: dict[str, Any] | None
     stderr_tail: str
     duration_s: float
+    #: where a timed-out worker was stopped: "in start-up", "before its turn", or "" (in its turn)
+    timed_out_where: str = ""
 
     def problem(self) -> str:
         """One line saying why a worker failed ('' when ok)."""
@@ -80,7 +82,8 @@ class WorkerResult:
             return ""
         last = next((line.strip() for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
         if self.timed_out:
-            head = f"worker {self.index} timed out after {self.duration_s:.3g} s (killed, exit {self.exit_code})"
+            where = f" {self.timed_out_where}" if self.timed_out_where else ""
+            head = f"worker {self.index} timed out{where} after {self.duration_s:.3g} s (killed, exit {self.exit_code})"
         elif self.exit_code == 0:
             head = f"worker {self.index} exited 0 without a result file"
         else:
@@ -196,6 +199,7 @@ class _Live:
     seen: int = 0
     turns_s: float = 0.0
     timed_out: bool = False
+    timed_out_where: str = ""
 
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
@@ -270,6 +274,7 @@ def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: flo
     start = time.monotonic()
     for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None):
         live.turns_s += time.monotonic() - start          # hung before its turn: its report says how long
+        live.timed_out_where = "in start-up" if phase == 0 else "before its turn"
     finished = (lambda live: live.exited()) if last else (lambda live: live.ready(phase + 1))
     groups = [batch] if mode == PARALLEL else [[live] for live in batch]
     for group in groups:
@@ -292,7 +297,7 @@ def _result(live: _Live) -> WorkerResult:
     code = live.proc.returncode
     ok = code == 0 and not live.timed_out and isinstance(payload, dict)
     return WorkerResult(live.index, ok, code, live.timed_out, payload if isinstance(payload, dict) else None,
-                        _tail(live.root / "stderr.txt"), live.turns_s)
+                        _tail(live.root / "stderr.txt"), live.turns_s, live.timed_out_where)
 
 
 def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
