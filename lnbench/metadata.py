@@ -71,4 +71,6 @@ def run_metadata(device: Device) -> dict[str, Any]:
         "device_arch": device.arch,
         "git_commit": git_commit(),
         "timestamp": timestamp(),
+        # CPU timings depend on it (torch's intra-op threads; OMP_NUM_THREADS sets it, workers inherit it)
+        "torch_threads": torch.get_num_threads(),
     }

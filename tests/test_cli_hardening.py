@@ -203,7 +203,7 @@ def test_inspect_csv_carries_run_metadata(tmp_path, results_dir):
     with open(out) as handle:
         header = next(csv.reader(handle))
     for key in ("lnbench_version", "torch_version", "flydsl_version", "gpu_runtime", "device", "device_name",
-                "device_arch", "git_commit", "timestamp"):
+                "device_arch", "git_commit", "timestamp", "torch_threads"):
         assert key in header, key
 
 
