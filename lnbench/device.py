@@ -137,6 +137,8 @@ def torch_device_info(device: torch.device) -> Device:
 
 def parse_device(name: str | None) -> Device:
     """--device value -> Device, checked but not activated. None/auto = the GPU when torch sees one, else cpu."""
+    if name is not None:
+        name = name.strip().lower()                      # EMU, Cuda:0 and emu:GFX950 mean the same
     if name is None or name == "auto":
         return torch_device_info(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     if name == EMU:
@@ -155,6 +157,8 @@ def parse_device(name: str | None) -> Device:
     if device.type not in ("cpu", "cuda"):
         raise LnbenchUsageError(f"unsupported device {name!r}; use cpu, cuda, cuda:N (ROCm GPUs are cuda:N in torch) "
                                 f"or emu[:gfx942|gfx950] (null[:gfx942|gfx950] for FlyDSL's host cost only)")
+    if device.type == "cpu" and device.index not in (None, 0):
+        raise LnbenchUsageError(f"device {name!r}: the CPU is one device, use cpu")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise LnbenchUsageError(f"device {name!r} asked for, but torch sees no GPU")

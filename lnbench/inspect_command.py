@@ -131,8 +131,8 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (default bf16).")
 @click.option("--shapes", multiple=True, default=["1x1000,1x4096,1x8192,1x16384"], show_default=True,
               help="MxN list; only N matters for compiling (M is a runtime argument).")
-@click.option("--dgamma", "strategy", type=click.Choice(STRATEGIES), default="deterministic", show_default=True,
-              help="dγ/dβ strategy of the backward.")
+@click.option("--dgamma", "strategy", type=click.Choice(STRATEGIES),
+              help="dγ/dβ strategy of the backward (default: deterministic; needs bwd among --op).")
 @click.option("--execute", is_flag=True,
               help="Also run every variant on the emulated device (M×N of --shapes, seeded inputs) and report what "
                    "each launch executed: wave-instructions by class, global and LDS bytes, per launch and per row.")
@@ -144,6 +144,10 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
     arch_list = _choices(arches, ARCHES, "arch")
     abi_list = _choices(abis, ABIS, "ABI")
     op_list = _choices(ops, OPS, "op")
+    if strategy is not None and "bwd" not in op_list:
+        raise LnbenchUsageError(f"--dgamma does nothing with --op {','.join(op_list)}: the dγ strategy exists "
+                                f"only for bwd")
+    strategy = strategy or "deterministic"
     dtype_list = cfg.parse_dtypes(dtypes, ["bf16"])
     shape_list = cfg.parse_shapes(shapes)
     widths = list(dict.fromkeys(n for _, n in shape_list))
@@ -176,7 +180,8 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
             console.print(f"[red]{row['arch']} {row['abi']} {row['op']} {row['dtype']} N={row['n']}:[/red] {row['detail']}")
     from lnbench.flydsl.toolkit import describe
 
-    metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe()}
+    metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe(),
+                "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None}
     emit_outputs([{"part": "static", **r} for r in rows] + executed, metadata, csv_final, json_final)
     errors = sum(r["status"] == "error" for r in rows)
     summary = f"{len(rows)} kernels from {total} variants, {errors} compile errors"

@@ -56,6 +56,8 @@ def choices(values: Iterable[str] | str | None, allowed: Sequence[str], what: st
     """Items of a list option, each one of `allowed` (order kept, no repeats); `default` (else every allowed
     value) when none given. An empty list is a usage error."""
     items = listed(values, what, allowed if default is None else default)
+    if all(a == a.lower() for a in allowed):          # GFX942, Pointer, FWD: as --dtype BF16 already is
+        items = [item.lower() for item in items]
     for item in items:
         if item not in allowed:
             raise LnbenchUsageError(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")

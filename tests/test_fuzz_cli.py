@@ -371,15 +371,22 @@ def abi_lines(draw) -> Line:
     option(draw, line, "--shapes", ["2x8", "2x16", "2x8,2x16", "4x8,4x8"],
            SHAPES_BAD + ([] if static else SHAPES_TOO_BIG), present=0, bad_odds=10)
     timing(draw, line, ["1", "2"])
-    if option(draw, line, "--fail-if-slower", ["5", "1000"], ["nan", "-1", "inf", "1e7"], present=3):
+    fail = option(draw, line, "--fail-if-slower", ["5", "1000"], ["nan", "-1", "inf", "1e7"], present=3)
+    if fail:
         line.may_fail.append("--fail-if-slower on a noisy CPU")
-    option(draw, line, "--planted-delay-us", ["0", "5"], ["-1", "inf", "nan", "1e7"], present=3)
+    delay = option(draw, line, "--planted-delay-us", ["0", "5"], ["-1", "inf", "nan", "1e7"], present=3)
     option(draw, line, "--eps", EPS_GOOD, EPS_BAD, present=3)
     option(draw, line, "--seed", SEEDS_GOOD, SEEDS_BAD, present=3)
     if draw(st.booleans()):
         line.args.append("-q")
     outputs(draw, line)
     config(draw, line)
+    # options that would do nothing are refused (lnbench.abi.command.refuse_idle_options)
+    effective_pair = pair or (line.config or {}).get("abi_compare", {}).get("pair", '"flydsl"').strip('"')
+    if fail is not None and part == "--static-only":
+        line.bad.append("--fail-if-slower with --static-only")
+    if delay is not None and (part == "--static-only" or effective_pair != "planted-slow"):
+        line.bad.append(f"--planted-delay-us with {part} / pair {effective_pair}")
     if static and TOOLKIT_FROM_ENV:
         if bad_chance(draw, line, 10):
             line.toolkit_env = draw(st.sampled_from(["LNBENCH_TOOLKIT_DIR", "XDG_CACHE_HOME"]))
@@ -392,10 +399,12 @@ def inspect_lines(draw) -> Line:
     line = new_line(draw, "inspect")
     option(draw, line, "--arch", ["gfx942", "gfx942,gfx950"], ["", "gfx90a", "gfx942,"], present=3)
     option(draw, line, "--abi", ["pointer", "tensor"], ["", "ptr"], present=3)
-    option(draw, line, "--op", ["fwd", "fwd-nostats", "bwd", "fwd,bwd"], ["", "fwd+bwd"], present=3)
+    ops = option(draw, line, "--op", ["fwd", "fwd-nostats", "bwd", "fwd,bwd"], ["", "fwd+bwd"], present=3)
     option(draw, line, "--dtype", ["bf16", "f32"], DTYPES_BAD, present=3)
     option(draw, line, "--shapes", ["2x8", "1x16", "2x8,3x16", "2x8,2x8"], SHAPES_BAD + ["1x600000000"], present=0)
-    option(draw, line, "--dgamma", ["deterministic", "atomic"], ["bogus"], present=3)
+    if option(draw, line, "--dgamma", ["deterministic", "atomic"], ["bogus"], present=3) and ops is not None \
+            and "bwd" not in ops.split(","):
+        line.bad.append("--dgamma without bwd among --op")
     if draw(st.booleans()):
         line.args.append("-q")
     outputs(draw, line)

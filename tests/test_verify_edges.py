@@ -58,3 +58,17 @@ def test_verify_refuses_the_null_device_in_one_line():
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "null device null:gfx942 executes nothing" in lines[0]
+
+
+def test_names_are_case_insensitive_and_cpu_takes_no_index():
+    from lnbench import validate
+    from lnbench.device import parse_device
+    from lnbench.errors import LnbenchUsageError
+
+    assert validate.arches("GFX942,gfx950") == ["gfx942", "gfx950"]
+    assert parse_device("EMU").name == parse_device("emu").name
+    assert parse_device(" Emu:GFX950 ").name == "emu:gfx950"
+    assert parse_device("CPU").name == "cpu" and parse_device("cpu:0").name in ("cpu", "cpu:0")
+    import pytest
+    with pytest.raises(LnbenchUsageError, match="the CPU is one device"):
+        parse_device("cpu:3")

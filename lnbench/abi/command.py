@@ -29,6 +29,7 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, emi
                                output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
+from lnbench.inspect_command import compile_device
 from lnbench.metadata import run_metadata
 from lnbench.perf.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
@@ -291,6 +292,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     table = cfg.section(config, TABLE)
     pair = pair or str(cfg.require(table, "pair", str, TABLE))
     pair_info(pair)
+    refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
     shape_list = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
     op_list = _choose(ops, table, "ops", OPS, "op")
@@ -332,10 +334,19 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
             table, "planted_delay_us", (int, float), TABLE)
         pair_options["delay_us"] = float(delay)
     csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path))
-    metadata = {**run_metadata(dev), "pair": pair, "processes": protocol.processes, "runs": protocol.runs,
-                "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
-                "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "eps": eps_value, "seed": seed_value,
-                "confidence": table.get("confidence"), "bootstrap": table.get("bootstrap")}
+    run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
+    executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
+    # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
+    metadata = {"lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
+                "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
+                "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on}
+    if static_only:       # nothing timed: the device is the compiler (and the emulated device that executed)
+        metadata = {**run_metadata(compile_device(arch_list)), **metadata}
+    else:
+        metadata = {**run_metadata(dev), **metadata, "processes": protocol.processes, "runs": protocol.runs,
+                    "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
+                    "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "seed": seed_value,
+                    "confidence": table.get("confidence"), "bootstrap": table.get("bootstrap")}
 
     runtime_rows: list[dict[str, Any]] = []
     payloads: list[dict[str, Any]] = []
@@ -360,7 +371,6 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     static: list[dict[str, Any]] = []
     if not runtime_only:
         widths = list(dict.fromkeys(n for _, n in shape_list))
-        run_them = execute and flydsl_installed() and emulator_status()[0]
         rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
         with CommandProgress(err_console, "compiling" + (" and executing" if run_them else ""),
                              len(arch_list) * len(op_list) * len(dtype_list) * len(widths), quiet) as progress:
@@ -373,6 +383,22 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     emit_outputs(runtime_rows + static, metadata, csv_final, json_final,
                  {"checks": checks, "worker_problems": problems, "workers": payloads})
     return _exit_code(runtime_rows, static, problems, fail_pct)
+
+
+def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches: Sequence[str],
+                        fail_pct: float | None, planted_delay_us: float | None) -> None:
+    """A usage error for an option given on the command line that the chosen run would ignore (config values
+    never count: an option left out is None, or empty for --arch)."""
+    if static_only and fail_pct is not None:
+        raise LnbenchUsageError("--fail-if-slower does nothing with --static-only: it judges the runtime part")
+    if static_only and planted_delay_us is not None:
+        raise LnbenchUsageError("--planted-delay-us does nothing with --static-only: it slows the runtime part")
+    if planted_delay_us is not None and pair != "planted-slow":
+        raise LnbenchUsageError(f"--planted-delay-us does nothing with --pair {pair}: it applies only to "
+                                f"--pair planted-slow")
+    if runtime_only and arches:
+        raise LnbenchUsageError("--arch does nothing with --runtime-only: it picks the static part's arches "
+                                "(the runtime part runs on --device, e.g. null:gfx950)")
 
 
 def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]], problems: list[str],

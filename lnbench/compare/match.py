@@ -14,7 +14,8 @@ PERF_PROTOCOL = ("processes", "runs", "warmup_s", "min_warmup_calls", "target_ru
 PERF_METADATA_PROTOCOL = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s",
                           "min_warmup_calls": "min_warmup_calls", "target_run_s": "target_run_s",
                           "I_min": "min_iters", "I_max": "max_iters", "cold_factor": "cold_factor"}
-ABI_PROTOCOL = ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp")
+ABI_PROTOCOL = ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp", "dgamma_strategy",
+                "planted_delay_us")
 
 
 def same_command(base: ResultFile, new: ResultFile) -> None:
