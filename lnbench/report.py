@@ -25,7 +25,7 @@ from lnbench.errors import LnbenchUsageError
 
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
                  "compiled, not executed": "cyan", "ok": "green", "same": "dim", "faster": "green",
-                 "slower": "red"}
+                 "slower": "red", "too few runs": "yellow"}
 
 
 @dataclass(frozen=True)

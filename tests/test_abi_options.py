@@ -155,3 +155,25 @@ def test_inspect_execute_metadata_names_the_emulated_device(tmp_path):
     assert data["metadata"]["device"] == "compile-only" and data["metadata"]["executed_on"] == "emu:gfx942"
     executed = [r for r in data["rows"] if r.get("part") == "executed"]
     assert executed and {r["shape"] for r in executed} == {"2x64"}    # the full M×N of --shapes
+
+
+# --- 4. too few runs for a verdict ------------------------------------------------------------------------------
+
+def test_a_planted_slowdown_timed_with_too_few_runs_gets_no_verdict_and_fails_no_gate(tmp_path):
+    """P = 1, R = 2: 2 runs against 2 cannot reach p < 0.33, so a 200 µs planted delay is `too few runs`, not
+    `slower`, and --fail-if-slower does not fail on it; the command says to time more runs."""
+    result, out = _planted(tmp_path, "--planted-delay-us", "200", "--fail-if-slower", "5")
+    assert result.exit_code == 0, result.output
+    rows = [r for r in json.loads(out.read_text())["rows"] if r.get("part") == "runtime" and r["status"] == "ok"]
+    assert rows and {r["verdict"] for r in rows} == {"too few runs"}
+    assert all(r["speedup"] < 0.9 for r in rows)                       # the delay is there; the verdict waits
+    assert "have too few runs for any difference to be significant" in result.output
+
+
+def test_too_few_is_decided_by_the_smallest_attainable_p():
+    from lnbench.abi import stats
+    assert stats.too_few(2, 2, 0.95) and stats.too_few(3, 3, 0.95) and not stats.too_few(4, 4, 0.95)
+    assert stats.too_few(4, 4, 0.99) and not stats.too_few(15, 15, 0.99)
+    few = stats.compare([[10.0, 10.1]], [[20.0, 20.2]])
+    many = stats.compare([[10.0, 10.1, 10.2, 9.9, 10.05]], [[20.0, 20.2, 20.1, 19.9, 20.05]])
+    assert few.verdict == stats.TOO_FEW and many.verdict == stats.SLOWER

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.command import compare_command
-from lnbench.compare.verdict import SLOWER, TOO_FEW, Settings, compare_case, smallest_p
+from lnbench.abi.stats import smallest_p
+from lnbench.compare.verdict import SLOWER, TOO_FEW, Settings, compare_case
 from lnbench.perf.command import perf_command
 
 ENV = {"OMP_NUM_THREADS": "1"}

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 SAME, FASTER, SLOWER = "same", "faster", "slower"
+#: too few runs for any difference to be significant at the confidence level (see smallest_p)
+TOO_FEW = "too few runs"
 
 
 @dataclass(frozen=True)
@@ -125,14 +127,28 @@ def classify(ci_low: float, ci_high: float) -> str:
     return FASTER if ci_low > 1.0 else SLOWER
 
 
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided Mann–Whitney p that n_a against n_b runs can give: every run of one side below
+    every run of the other, 2 of the C(n_a + n_b, n_a) equally likely orders."""
+    return min(1.0, 2 / math.comb(n_a + n_b, n_a))
+
+
+def too_few(n_a: int, n_b: int, confidence: float) -> bool:
+    """No difference between n_a and n_b runs can be significant at `confidence` (a handful of runs gives a
+    narrow bootstrap interval that means nothing: 2 against 2 runs cannot reach p < 0.33)."""
+    return smallest_p(n_a, n_b) > 1.0 - confidence
+
+
 def compare(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Sequence[float]], *,
             n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
-    """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case."""
+    """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case (TOO_FEW when the runs
+    are too few for any verdict at this confidence)."""
     speedup, low, high = bootstrap_speedup(tensor_runs, pointer_runs, n_boot=n_boot,
                                            confidence=confidence, seed=seed)
     pooled_t = [v for runs in tensor_runs for v in runs]
     pooled_p = [v for runs in pointer_runs for v in runs]
-    return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), classify(low, high))
+    verdict = TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else classify(low, high)
+    return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), verdict)
 
 
 def significantly_slower(estimate: RatioEstimate, pct: float) -> bool:

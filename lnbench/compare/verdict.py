@@ -20,7 +20,7 @@ from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
 
 FASTER, SLOWER, SAME = "FASTER", "SLOWER", "SAME"
 ONLY_BASE, ONLY_NEW, NOT_COMPARED = "only in base", "only in new", "not compared"
-TOO_FEW = "too few runs"
+TOO_FEW = stats.TOO_FEW
 TABLE = "compare"
 
 
@@ -59,12 +59,6 @@ def listed_row(key: CaseKey, verdict: str, base: TimedCase | None, new: TimedCas
             "detail": detail}
 
 
-def smallest_p(n_base: int, n_new: int) -> float:
-    """The smallest two-sided Mann–Whitney p that n_base against n_new runs can give: every base run below
-    every new run (or above), 2 of the C(n_base + n_new, n_base) equally likely orders."""
-    return min(1.0, 2 / math.comb(n_base + n_new, n_base))
-
-
 def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[str, Any]:
     """The comparison row of a case timed in both files."""
     if not (base.timed and new.timed):
@@ -81,9 +75,9 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[st
     direction = stats.classify(est.ci_low, est.ci_high)    # abi-compare's words, NEW as the Pointer side
     # the Mann–Whitney p's samples: the runs of the paired workers, pooled
     n_base, n_new = (sum(len(case.runs[w]) for w in common) for case in (base, new))
-    floor = smallest_p(n_base, n_new)
+    floor = stats.smallest_p(n_base, n_new)
     notes = []
-    if floor > 1.0 - settings.confidence:
+    if stats.too_few(n_base, n_new, settings.confidence):
         verdict = TOO_FEW
         notes.append(f"{n_base} vs {n_new} runs: p ≥ {floor:.2g}, so no difference is significant "
                      f"at {settings.confidence:.0%}")
