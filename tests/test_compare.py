@@ -137,6 +137,7 @@ def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
     (lambda d: d["metadata"].update(device_name="NVIDIA H200"), "device differs ('cpu"),
     (lambda d: d["protocol"].update(runs=9), "protocol differs (runs 15 vs 9)"),
     (lambda d: [r.update(dtype="f16") for r in d["rows"] if r["shape"] == "8x64"], "dtypes differ (bf16 vs bf16,f16)"),
+    (lambda d: d["metadata"].update(torch_threads=d["metadata"]["torch_threads"] + 1), "torch threads differ"),
 ])
 def test_mismatched_runs_are_refused_unless_forced(perf_json, payload, tmp_path, change, fragment):
     change(payload)

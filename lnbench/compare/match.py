@@ -53,6 +53,9 @@ def mismatches(base: ResultFile, new: ResultFile, base_cases: dict[CaseKey, Time
     if _dtypes(base_cases) != _dtypes(new_cases):
         out.append(f"dtypes differ ({','.join(_dtypes(base_cases)) or 'no timed case'} vs "
                    f"{','.join(_dtypes(new_cases)) or 'no timed case'})")
+    threads = [r.metadata.get("torch_threads") for r in (base, new)]
+    if None not in threads and threads[0] != threads[1] and str(base.metadata.get("device")).startswith("cpu"):
+        out.append(f"torch threads differ ({threads[0]} vs {threads[1]}: CPU timings depend on them)")
     a, b = protocol(base), protocol(new)
     # a setting only one file records (a perf CSV carries fewer than its JSON) is unknown, not different
     diffs = [f"{k} {a[k]} vs {b[k]}" for k in a if k in b and a[k] != b[k]]
