@@ -52,8 +52,20 @@ def fail_usage(message: str) -> None:
 
 def _debug_traceback() -> None:
     """With LNBENCH_DEBUG set, the traceback of the exception being handled, to stderr."""
-    if os.environ.get("LNBENCH_DEBUG"):
+    if os.environ.get("LNBENCH_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off"):
         traceback.print_exc(file=sys.stderr)
+
+
+def _tolerant_streams() -> None:
+    """A terminal or log that cannot encode γ, µ or a path's ü (PYTHONIOENCODING=ascii, latin-1) gets a
+    replacement character, not an encoding error after the work is done (and its results unwritten)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and str(getattr(stream, "errors", "")) == "strict":
+            try:
+                reconfigure(errors="replace")
+            except (OSError, ValueError):
+                pass
 
 
 def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
@@ -65,6 +77,7 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        _tolerant_streams()
         try:
             with terminate_on_signals():
                 code = func(*args, **kwargs)

@@ -35,7 +35,6 @@ DEFAULT_CONFIG = importlib.resources.files("lnbench") / "configs" / "default.tom
 OPTIONAL_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {"abi_compare": {"check_elements": int}}
 #: tables whose keys are names the user chooses (each value a list of MxN strings)
 FREE_TABLES = ("shape_sets",)
-RESULTS_DIR = Path(os.environ.get("LNBENCH_RESULTS_DIR", Path.cwd() / "results"))
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -125,8 +125,13 @@ def default_output_path(command: str, suffix: str, results_dir: Path | None = No
     """results/<command>-<UTC timestamp>-<pid>-<random>.<suffix> under the current folder (git-ignored); the pid
     and random part keep concurrent runs, even ones started in the same second, from sharing a name."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    base = results_dir or Path(os.environ.get("LNBENCH_RESULTS_DIR", Path.cwd() / "results"))
+    base = results_dir or default_results_dir()
     return base / f"{command}-{stamp}-{os.getpid()}-{secrets.token_hex(3)}.{suffix}"
+
+
+def default_results_dir() -> Path:
+    """$LNBENCH_RESULTS_DIR (an empty value counts as unset), else results/ under the current folder."""
+    return Path(os.environ.get("LNBENCH_RESULTS_DIR") or Path.cwd() / "results")
 
 
 #: characters of a result's name kept in its temporary sibling's name (a legal 255-character name still works)

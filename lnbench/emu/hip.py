@@ -112,11 +112,15 @@ def library_path() -> Path:
     zig = _zig_binary()
     if zig is None:
         raise EmulatorUnavailable("the emulated device builds its HIP stand-in with zig: pip install ziglang")
-    out.parent.mkdir(parents=True, exist_ok=True)
     tag = f"{os.getpid()}.{threading.get_ident()}"
     script = out.parent / f"hip.map.tmp{tag}"
     tmp = out.parent / f"{SONAME}.tmp{tag}"
-    script.write_text(VERSION_SCRIPT)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(VERSION_SCRIPT)
+    except OSError as exc:
+        raise EmulatorUnavailable(f"cannot set up the emulator's folder {out.parent}: {exc.strerror or exc} (point "
+                                  f"LNBENCH_EMU_DIR or XDG_CACHE_HOME at a writable folder)") from None
     cmd = [str(zig), "cc", *CFLAGS, f"-Wl,--version-script={script}", f"-Wl,-soname,{SONAME}",
            "-o", str(tmp), str(SOURCE)]
     try:

@@ -7,7 +7,6 @@ The cache file maps device name -> {"gbps", "bytes", "median_us", "runs_us", "ti
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from lnbench.perf.timing import measure
 from lnbench.perf.workloads import free_memory
 from lnbench import validate
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import check_writable, write_json
+from lnbench.report import check_writable, default_results_dir, write_json
 
 MIB = 1 << 20
 PEAK_FILE = "peak.json"
@@ -26,7 +25,7 @@ PEAK_FILE = "peak.json"
 
 def default_peak_path() -> Path:
     """results/peak.json ($LNBENCH_RESULTS_DIR overrides the folder), resolved at call time."""
-    return Path(os.environ.get("LNBENCH_RESULTS_DIR", Path.cwd() / "results")) / PEAK_FILE
+    return default_results_dir() / PEAK_FILE
 
 
 def measure_copy_bandwidth(device: torch.device, size_bytes: int | None = None, runs: int = 10
