@@ -1,10 +1,12 @@
 """Facts about this machine for `lnbench env`: devices, torch build, emulator, backends, FlyDSL toolkit."""
 from __future__ import annotations
 
+import platform
 from typing import Any
 
 import torch
 
+import lnbench
 from lnbench.backends import backend_names, probe_backend
 from lnbench.device import Device, emu_device, emulator_status, torch_device_info
 from lnbench.emu import SUPPORTED_ARCHES
@@ -61,9 +63,11 @@ def emulator_fact() -> str:
 
 def software_facts() -> dict[str, str]:
     return {
+        "lnbench": lnbench.__version__, "python": platform.python_version(),
         "torch": torch.__version__, "gpu runtime": gpu_runtime(), "ROCm GPU": "yes" if has_rocm_gpu() else "no",
         "flydsl": package_version("flydsl"), "click": package_version("click"), "rich": package_version("rich"),
         "pandas": package_version("pandas"), "liger-kernel": package_version("liger-kernel"),
         "triton": package_version("triton"), "ziglang": package_version("ziglang"),
-        "tinygrad": package_version("tinygrad"), "FlyDSL toolkit": toolkit_fact(), "emulator": emulator_fact(),
+        "tinygrad": package_version("tinygrad"), "numpy": package_version("numpy"),
+        "msgpack": package_version("msgpack"), "FlyDSL toolkit": toolkit_fact(), "emulator": emulator_fact(),
     }

@@ -50,3 +50,13 @@ def test_an_unusable_emulator_folder_is_one_line(tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.returncode == 2 and len(lines) == 1, out.stdout + out.stderr
     assert "cannot set up the emulator's folder" in lines[0] and "internal error" not in lines[0]
+
+
+def test_env_names_lnbench_python_and_the_emulators_packages(tmp_path):
+    import platform
+
+    import lnbench
+    from lnbench.env import software_facts
+    facts = software_facts()
+    assert facts["lnbench"] == lnbench.__version__ and facts["python"] == platform.python_version()
+    assert "numpy" in facts and "msgpack" in facts
