@@ -417,9 +417,10 @@ def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]],
     ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
     verdicts = {v: sum(r.get("verdict") == v for r in ok_rows)
                 for v in (stats.FASTER, stats.SAME, stats.SLOWER, stats.TOO_FEW)}
-    if verdicts[stats.TOO_FEW]:
-        err_console.print(f"lnbench: warning: {verdicts[stats.TOO_FEW]} measurement(s) have too few runs for any "
-                          f"difference to be significant: time more runs (-R, -P) to get a verdict", soft_wrap=True)
+    warning = stats.too_few_warning(verdicts[stats.TOO_FEW], "measurement",
+                                    float(ok_rows[0]["confidence"]) if ok_rows else 0.95)
+    if warning:
+        err_console.print(warning, soft_wrap=True, highlight=False)
     parts = []
     if runtime_rows:
         parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in verdicts.items())}), "

@@ -139,6 +139,15 @@ def too_few(n_a: int, n_b: int, confidence: float) -> bool:
     return smallest_p(n_a, n_b) > 1.0 - confidence
 
 
+def too_few_warning(count: int, what: str, confidence: float) -> str:
+    """The one warning line of compare and abi-compare when `count` of their `what` (cases, measurements) have
+    too few runs for a verdict ('' when none has)."""
+    if not count:
+        return ""
+    return (f"lnbench: warning: {count} {what}(s) have too few runs for any difference to be significant at "
+            f"{confidence:.0%} (see their detail); time more runs (-R, -P) to get a verdict")
+
+
 def compare(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Sequence[float]], *,
             n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
     """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case (TOO_FEW when the runs

@@ -13,6 +13,7 @@ import click
 from rich.markup import escape
 
 import lnbench
+from lnbench.abi import stats
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,
@@ -52,15 +53,6 @@ def _summary(rows: list[dict[str, Any]]) -> str:
         text += f", {counts[TOO_FEW]} with {TOO_FEW}"
     listed = [f"{counts[v]} {v}" for v in (ONLY_BASE, ONLY_NEW, NOT_COMPARED) if counts[v]]
     return text + (f"; {', '.join(listed)}" if listed else "")
-
-
-def _too_few_warning(rows: list[dict[str, Any]], confidence: float) -> str:
-    """One line when some cases have too few runs for any difference to be significant ('' when none has)."""
-    few = [r for r in rows if r["verdict"] == TOO_FEW]
-    if not few:
-        return ""
-    return (f"lnbench: warning: {len(few)} case(s) have too few runs for any difference to be significant at "
-            f"{confidence:.0%} (see their detail); time more runs (-R, -P) to get a verdict")
 
 
 def _gate_line(pct: float, row: dict[str, Any]) -> str:
@@ -143,7 +135,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"),
                  more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
     console.print(summary)
-    warning = _too_few_warning(rows, settings.confidence)
+    warning = stats.too_few_warning(sum(r["verdict"] == TOO_FEW for r in rows), "case", settings.confidence)
     if warning:
         err_console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
     for row in hits:

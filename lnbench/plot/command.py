@@ -10,20 +10,15 @@ from lnbench import validate
 from lnbench.cli_common import EXIT_OK, console, guarded
 from lnbench.compare.results import ABI, COMPARE, PERF, VERIFY, ResultFile, load_result
 from lnbench.errors import LnbenchUsageError
-from lnbench.plot.figures import DPI
+from lnbench.plot.figures import png_writer
 from lnbench.plot.perf import perf_figures
 from lnbench.plot.ratios import abi_figures, compare_figures
 from lnbench.plot.verify import verify_figures
-from lnbench.report import Writer, atomic_write_all
+from lnbench.report import atomic_write_all
 
 PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures}
 WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with intervals",
         VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals"}
-
-
-def _png(figure: Any) -> Writer:
-    """Writes the figure as PNG into the file it is given (figures.save_png's body, for atomic_write_all)."""
-    return lambda tmp: figure.savefig(tmp, format="png", dpi=DPI)
 
 
 def _why_nothing(result: ResultFile) -> str:
@@ -63,7 +58,7 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
             validate.not_an_input("PNG", path, inputs)     # a picture never replaces a result file being plotted
             pictures.append((result, path, figure))
     # every input drew: now write, all or nothing (every path checked first; no PNG placed unless all are written)
-    written = atomic_write_all([(path, _png(figure)) for _, path, figure in pictures])
+    written = atomic_write_all([(path, png_writer(figure)) for _, path, figure in pictures])
     for (result, _, _), picture in zip(pictures, written):
         console.print(f"{result.kind} ({WHAT[result.kind]}): {picture}")
     console.print(f"{len(written)} PNG(s) written")

@@ -1,11 +1,10 @@
-"""matplotlib without pyplot (no global state, no display): make a figure, save it atomically as PNG."""
+"""matplotlib without pyplot (no global state, no display): make a figure, and a writer of its PNG."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import atomic_write
+from lnbench.report import Writer
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -25,6 +24,6 @@ def new_figure(width_in: float, height_in: float, **subplots: Any) -> tuple["Fig
     return fig, fig.subplots(**subplots)
 
 
-def save_png(fig: "Figure", path: Path) -> Path:
-    """Write the figure as PNG through a temp file and a rename (readers never see half a picture)."""
-    return atomic_write(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=DPI))
+def png_writer(fig: "Figure") -> Writer:
+    """Writes the figure as PNG into the file it is given (for report.atomic_write_all: all or nothing)."""
+    return lambda tmp: fig.savefig(tmp, format="png", dpi=DPI)
