@@ -11,6 +11,7 @@ from lnbench.backends import Backend
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.config import DTYPES
 from lnbench.device import Device
+from lnbench.errors import one_line
 from lnbench.reference import TENSORS, reference
 from lnbench.verify.cases import Case, Inputs, make_inputs
 from lnbench.verify.tolerance import Conditioning, Tolerance
@@ -142,23 +143,36 @@ def status_rows(case: Case, status: str, detail: str) -> list[dict[str, Any]]:
              "allowed": None, "margin": None, "determinism": "", "status": status, "detail": detail}]
 
 
+@dataclass
+class CaseSetup:
+    """What judging any backend on one case needs: its inputs, the fp64 reference, the torch baseline's outputs
+    on the same inputs, the case's conditioning, and how the case is run (2-D or autograd-3d)."""
+
+    inp: Inputs
+    ref: dict[str, torch.Tensor]
+    base: Outputs
+    cond: Conditioning
+    run: Callable[[Backend, Inputs, float], Outputs]
+
+
+def set_up_case(case: Case, device: Device, baseline: Backend | None = None) -> CaseSetup:
+    """Inputs live on device.torch_device (the CPU for the emulated device), so the torch baseline and the
+    fp64 reference run there while a backend's kernels run on the device."""
+    inp = make_inputs(case, device.torch_device)
+    ref = reference(inp.x, inp.weight, inp.bias, inp.dy, case.eps)
+    run = run_autograd if case.kind == "autograd-3d" else run_2d
+    return CaseSetup(inp, ref, run(baseline or TorchBackend(), inp, case.eps), conditioning(case, inp, ref), run)
+
+
 def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
                 baseline: Backend | None = None) -> list[dict[str, Any]]:
-    """All rows of one case; an exception inside the case (an emulator fault included) becomes an `error` row.
-
-    Inputs live on device.torch_device (the CPU for the emulated device), so the torch baseline and the
-    fp64 reference run there while the backend's kernels run on the device.
-    """
-    baseline = baseline or TorchBackend()
+    """All rows of one case; an exception inside the case (an emulator fault included) becomes an `error` row."""
     try:
-        inp = make_inputs(case, device.torch_device)
-        ref = reference(inp.x, inp.weight, inp.bias, inp.dy, case.eps)
-        run = run_autograd if case.kind == "autograd-3d" else run_2d
-        got = run(backend, inp, case.eps)
-        base = run(baseline, inp, case.eps)
-        return judge_case(case, got, base, ref, tol, backend.deterministic, conditioning(case, inp, ref))
+        setup = set_up_case(case, device, baseline)
+        got = setup.run(backend, setup.inp, case.eps)
+        return judge_case(case, got, setup.base, setup.ref, tol, backend.deterministic, setup.cond)
     except Exception as exc:  # one broken case must not lose the others
-        return status_rows(case, "error", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return status_rows(case, "error", one_line(exc))
 
 
 def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol: Tolerance,
@@ -178,7 +192,7 @@ def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol:
                     compiled[key] = backend.compile_case(case.n, DTYPES[case.dtype], case.eps)
                 case_rows = status_rows(case, f"{COMPILED_ONLY} ({avail.reason})", compiled[key])
             except Exception as exc:
-                case_rows = status_rows(case, "error", f"compile failed: {type(exc).__name__}: {exc}".splitlines()[0])
+                case_rows = status_rows(case, "error", f"compile failed: {one_line(exc)}")
         else:
             case_rows = status_rows(case, "not run", avail.reason)
         rows.extend({"backend": backend.name, **row} for row in case_rows)

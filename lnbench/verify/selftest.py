@@ -23,12 +23,11 @@ from typing import Any, Callable
 
 import torch
 
-from lnbench.backends.torch_native import TorchBackend
 from lnbench.device import Device
-from lnbench.reference import reference
-from lnbench.verify.cases import Case, make_inputs
+from lnbench.errors import one_line
+from lnbench.verify.cases import Case
 from lnbench.verify.planted import BUGS, PlantedBackend
-from lnbench.verify.runner import Outputs, conditioning, judge_case, run_2d, run_autograd, status_rows
+from lnbench.verify.runner import Outputs, judge_case, set_up_case, status_rows
 from lnbench.verify.tolerance import Tolerance
 
 CONTROL = "none"
@@ -56,24 +55,21 @@ def _changed(got: torch.Tensor | None, control: torch.Tensor | None, ref: torch.
 
 def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[list[dict[str, Any]], dict[str, int]]]:
     """bug -> (judged rows, tensor -> _changed level) for one case; an exception is an `error` row (a catch)."""
-    run = run_autograd if case.kind == "autograd-3d" else run_2d
     try:
-        inp = make_inputs(case, device.torch_device)
-        ref = reference(inp.x, inp.weight, inp.bias, inp.dy, case.eps)
-        base = run(TorchBackend(), inp, case.eps)
-        cond = conditioning(case, inp, ref)
+        setup = set_up_case(case, device)
     except Exception as exc:  # the reference or torch broke: no bug can be judged on this case
-        rows = status_rows(case, "error", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        rows = status_rows(case, "error", one_line(exc))
         return {bug: (rows, {}) for bug in BUGS}
+    ref = setup.ref
     out: dict[str, tuple[list[dict[str, Any]], dict[str, int]]] = {}
     control: Outputs | None = None
     control_rows: dict[str, dict[str, Any]] = {}
     for bug in BUGS:
         try:
-            got = run(PlantedBackend(bug), inp, case.eps)
-            rows = judge_case(case, got, base, ref, tol, True, cond)
+            got = setup.run(PlantedBackend(bug), setup.inp, case.eps)
+            rows = judge_case(case, got, setup.base, ref, tol, True, setup.cond)
         except Exception as exc:
-            out[bug] = (status_rows(case, "error", f"{type(exc).__name__}: {exc}".splitlines()[0]), {"-": 2})
+            out[bug] = (status_rows(case, "error", one_line(exc)), {"-": 2})
             continue
         if bug == CONTROL:
             control, control_rows = got, {r["tensor"]: r for r in rows}
