@@ -248,6 +248,7 @@ def test_peak_refuses_a_copy_that_does_not_fit_before_allocating(tmp_path, monke
     from lnbench.perf import workloads
 
     monkeypatch.setattr(workloads, "free_memory", lambda device: 1 << 30)       # 1 GiB free
+    monkeypatch.setattr(workloads, "llc_bytes", lambda device: (32 << 20, "test"))  # any host's cache: 32 MiB
     result = CliRunner().invoke(main, ["peak", "--device", "cpu", "--size-mib", "600",
                                        "--peak-file", str(tmp_path / "peak.json")])
     assert result.exit_code == 2 and "a copy needs 1200 MiB, cpu has 1024 MiB free" in result.output

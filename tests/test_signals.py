@@ -63,7 +63,15 @@ def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
     env.pop("LNBENCH_DEBUG", None)
     env.pop("LNBENCH_KEEP_WORKER_DIRS", None)
     return subprocess.Popen([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signal_dispositions)
+
+
+def _default_signal_dispositions() -> None:
+    """In the child before exec: the signals these tests send act as they do by default, whatever the host
+    handed the test run (an ignored disposition survives exec)."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _workers(proc: subprocess.Popen, count: int) -> list[int]:
@@ -127,12 +135,32 @@ def test_sigkill_of_parent_ends_workers(tmp_path: Path) -> None:
         _kill_leftovers(pids)
 
 
+@pytest.fixture
+def sighup_disposition():
+    """Set SIGHUP's disposition for one test and put back what the host gave (nohup and some CI runners
+    start the test run with SIGHUP ignored)."""
+    inherited = signal.getsignal(signal.SIGHUP)
+    yield lambda disposition: signal.signal(signal.SIGHUP, disposition)
+    signal.signal(signal.SIGHUP, inherited)
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
-def test_terminate_on_signals_raises_once_and_restores() -> None:
-    before = signal.getsignal(signal.SIGHUP)
+def test_terminate_on_signals_raises_once_and_restores(sighup_disposition) -> None:
+    sighup_disposition(signal.SIG_DFL)
     with pytest.raises(Terminated) as caught:
         with terminate_on_signals():
             os.kill(os.getpid(), signal.SIGHUP)
             time.sleep(5)                               # the handler raises before this ends
     assert caught.value.exit_code == 128 + signal.SIGHUP
-    assert signal.getsignal(signal.SIGHUP) is before
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_sighup_ignored_by_the_parent_stays_ignored(sighup_disposition) -> None:
+    """Under nohup SIGHUP is ignored on purpose (the run should outlive the terminal): lnbench keeps it so."""
+    sighup_disposition(signal.SIG_IGN)
+    with terminate_on_signals():
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGHUP)                 # ignored: nothing is raised
+        time.sleep(0.2)
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN

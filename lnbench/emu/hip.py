@@ -99,8 +99,8 @@ def emu_dir() -> Path:
         return Path(os.environ["LNBENCH_EMU_DIR"])
     if os.environ.get("LNBENCH_TOOLKIT_DIR"):
         return Path(os.environ["LNBENCH_TOOLKIT_DIR"]).parent / "emu"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lnbench" / "emu"
+    from lnbench.cache_dirs import lnbench_cache_dir
+    return lnbench_cache_dir() / "emu"
 
 
 def library_path() -> Path:
@@ -124,7 +124,10 @@ def library_path() -> Path:
     cmd = [str(zig), "cc", *CFLAGS, f"-Wl,--version-script={script}", f"-Wl,-soname,{SONAME}",
            "-o", str(tmp), str(SOURCE)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        # zig keeps a global cache (default ~/.cache/zig): beside ours, so a read-only $HOME does not stop the build
+        zig_cache = os.environ.get("ZIG_GLOBAL_CACHE_DIR") or str(emu_dir() / "zig-cache")
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig_cache})
         if proc.returncode != 0 or not tmp.exists():
             raise EmulatorUnavailable(f"building the HIP stand-in failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
         os.replace(tmp, out)           # atomic: parallel workers may build at once

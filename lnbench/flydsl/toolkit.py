@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from lnbench.cache_dirs import lnbench_cache_dir, usable_home_folder
 from lnbench.rocm import has_rocm_gpu  # the one project-wide check, re-exported here
 
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
@@ -48,12 +49,11 @@ def _rocm_root() -> Path | None:
 
 
 def cache_toolkit_dir() -> Path:
-    """The pip-only toolkit folder (env LNBENCH_TOOLKIT_DIR overrides)."""
+    """The pip-only toolkit folder (env LNBENCH_TOOLKIT_DIR overrides; else lnbench's cache folder)."""
     override = os.environ.get("LNBENCH_TOOLKIT_DIR")
     if override:
         return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lnbench" / "toolkit"
+    return lnbench_cache_dir() / "toolkit"
 
 
 def _zig_binary() -> Path | None:
@@ -117,7 +117,17 @@ def compile_env(arch: str | None = None, *, compile_only: bool | None = None) ->
     if arch:
         env["ARCH"] = arch
         env["FLYDSL_GPU_ARCH"] = arch
+    if not os.environ.get(FLYDSL_CACHE_VAR) and not _flydsl_default_cache_usable():
+        env[FLYDSL_CACHE_VAR] = str(lnbench_cache_dir() / "flydsl")     # FlyDSL's default is ~/.flydsl/cache
     return env
+
+
+#: FlyDSL's compiled-kernel cache folder (default ~/.flydsl/cache)
+FLYDSL_CACHE_VAR = "FLYDSL_RUNTIME_CACHE_DIR"
+
+
+def _flydsl_default_cache_usable() -> bool:
+    return usable_home_folder(".flydsl", "cache")
 
 
 def apply_compile_env(arch: str | None = None, *, compile_only: bool | None = None) -> dict[str, str | None]:
