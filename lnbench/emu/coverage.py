@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from lnbench.emu.codeobject import read_code_object
-from lnbench.emu.decode import decode_at
+from lnbench.emu.decode import Instr, decode_at
 from lnbench.emu.errors import EmulatorFault
-from lnbench.emu.semantics import handlers
+from lnbench.emu.semantics import bind, handlers
 
 
 def code_object_of(compiled: Any) -> bytes:
@@ -37,9 +37,8 @@ def code_object_of(compiled: Any) -> bytes:
     return bytes(out)
 
 
-def opcodes(code_object: bytes) -> Counter:
-    """Static count of every opcode in every kernel of the code object."""
-    counts: Counter = Counter()
+def _sweep(code_object: bytes) -> Iterator[Instr]:
+    """Every decodable instruction of every kernel, in order (a linear sweep to the last s_endpgm)."""
     for kernel in read_code_object(code_object).kernels.values():
         code, pc = kernel.code, 0
         ends = [m.start() for m in re.finditer(re.escape(b"\x00\x00\x81\xbf"), code) if m.start() % 4 == 0]
@@ -49,9 +48,30 @@ def opcodes(code_object: bytes) -> Counter:
                 ins = decode_at(code, pc, kernel.name)
             except EmulatorFault:
                 break
-            counts[ins.name] += 1
+            yield ins
             pc += ins.size
-    return counts
+
+
+def opcodes(code_object: bytes) -> Counter:
+    """Static count of every opcode in every kernel of the code object."""
+    return Counter(ins.name for ins in _sweep(code_object))
+
+
+def unsupported(code_object: bytes) -> Counter:
+    """Instructions of the code object the emulator would refuse when reached, by reason (see refusals)."""
+    return refusals(_sweep(code_object))
+
+
+def refusals(instructions: Iterable[Instr]) -> Counter:
+    """Reason -> count: no handler, an encoding its handler does not run, or a modifier field it does not
+    apply (the handler table's own check at bind time, done statically)."""
+    found: Counter = Counter()
+    for ins in instructions:
+        try:
+            bind(ins)
+        except EmulatorFault as exc:
+            found[re.sub(r" at PC 0x[0-9a-f]+", "", str(exc))] += 1
+    return found
 
 
 def missing_handlers(counts: Counter) -> list[str]:

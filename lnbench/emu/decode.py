@@ -45,6 +45,16 @@ def _field_value(value: Any) -> tuple[int, int | None]:
     return int(value), None
 
 
+_SDWA, _DPP = 249, 250
+
+
+def _dpp_fields(word: int) -> dict[str, int]:
+    """The DPP dword of a VOP1/VOP2/VOPC instruction (GFX9 layout), as tinygrad names its fields."""
+    return {"vsrc0": 256 + (word & 0xFF), "dpp": (word >> 8) & 0x1FF, "bc": (word >> 19) & 1,
+            "src0_neg": (word >> 20) & 1, "src0_abs": (word >> 21) & 1, "src1_neg": (word >> 22) & 1,
+            "src1_abs": (word >> 23) & 1, "bank_mask": (word >> 24) & 0xF, "row_mask": (word >> 28) & 0xF}
+
+
 def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
     """Decode the instruction at byte offset `pc` of `code`."""
     from tinygrad.renderer.amd import decode_inst  # imported lazily: only the emulator needs tinygrad
@@ -72,7 +82,16 @@ def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
         if dwords is not None:
             widths[fname] = dwords
     lit = getattr(raw, "literal", None)
-    return Instr(pc=pc, size=raw.size(), name=name, fmt=type(raw).__name__, f=fields, widths=widths,
+    size = raw.size()
+    fmt = type(raw).__name__
+    if fields.get("src0") in (_SDWA, _DPP) and fmt in ("VOP1", "VOP2", "VOPC"):
+        if fields["src0"] == _DPP and pc + 8 <= len(code):      # the decoder has no VOPC DPP class
+            fields.update(_dpp_fields(int.from_bytes(code[pc + 4:pc + 8], "little")))
+            fmt, size = f"{fmt}_DPP16", 8
+        else:
+            raise EmulatorFault(f"{kernel}: {name} at PC 0x{pc:x}: its {'SDWA' if fields['src0'] == _SDWA else 'DPP'} "
+                                f"word is not decoded", kernel=kernel, pc=pc)
+    return Instr(pc=pc, size=size, name=name, fmt=fmt, f=fields, widths=widths,
                  literal=None if lit is None else int(lit) & 0xFFFFFFFF)
 
 

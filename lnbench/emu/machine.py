@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,11 @@ class LaunchProfile:
     #: per buffer (by the name it was registered under): instruction bytes and distinct bytes touched
     buffers: dict[str, BufferTraffic] = field(default_factory=dict)
     memory: Memory | None = field(default=None, repr=False)
+    #: the fidelity ledger's raw facts (see ledger.py): wave-instructions per opcode, the code object's hash,
+    #: LDS writes that raced but stored the value already held (benign)
+    opcodes: Counter = field(default_factory=Counter)
+    code_object_sha256: str = ""
+    lds_benign_writes: int = 0
 
     @property
     def total_wave_instructions(self) -> int:
@@ -149,7 +155,8 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     prog = program_for(bytes(code_object), kernel)
     waves_per_group = -(-threads // WAVE)
     lds_bytes = kernel.descriptor.group_segment_size + dynamic_lds
-    profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory)
+    profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory,
+                            code_object_sha256=hashlib.sha256(bytes(code_object)).hexdigest())
     all_groups = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     per_batch = max(1, MAX_WAVES_PER_BATCH // waves_per_group)
     loaded0, stored0 = memory.bytes_loaded, memory.bytes_stored
@@ -192,6 +199,7 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile) -> None:
             raise _located(EmulatorFault(f"{type(exc).__name__}: {exc}"), prog.kernel, pc, prog) from exc
         w.PC[sel] = pc + ins.size if st.next_pc is None else st.next_pc
         counts[OP_CLASS[ins.name]] += k
+        profile.opcodes[ins.name] += k
         profile.steps += 1
         if ins.name in ("s_barrier", "s_endpgm"):
             _release_barriers(w, w.group[sel])

@@ -179,7 +179,8 @@ def global_store(st: Step) -> None:
     _memory(st).store(addrs, np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4 * count), "global store", lanes)
 
 
-@op("global_atomic_add_f32", cls="vmem_store")
+@op("global_atomic_add_f32", cls="vmem_store",
+    approx="the adds apply in one fixed order (batch, then wave, then lane); on a GPU the order varies")
 def global_atomic_add_f32(st: Step) -> None:
     if st.ins.f.get("sc0", 0):
         raise EmulatorFault("global_atomic_add_f32 returning the old value (sc0/glc) is not supported")
@@ -252,9 +253,26 @@ def _lds_targets(st: Step, rows: np.ndarray, lanes: np.ndarray, byte_offsets: li
     return wave_rows, groups, addrs
 
 
+#: the LDS race checker is on unless a caller turns it off for a run (e.g. to read values past a known race)
+LDS_RACE_CHECK = {"on": True}
+
+
+def _wave_name(w, wave: int) -> str:
+    """'wave 2 of workgroup 5' for a wave row of the batch."""
+    first = int(np.flatnonzero(w.group == w.group[wave])[0])
+    return f"wave {wave - first} of workgroup {int(w.global_group[wave])}"
+
+
 def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, addrs: np.ndarray, ndw: int,
-                         write: bool) -> None:
-    """The LDS race checker: RAW, WAR and WAW between waves of a workgroup with no barrier between."""
+                         write: bool, values: np.ndarray | None = None) -> None:
+    """The LDS race checker: RAW, WAR and WAW between waves of a workgroup with no barrier between.
+
+    A write that stores the value the dword already holds (several waves writing the same value, as some
+    kernels do on purpose) cannot change what any wave reads, whatever the order: it is benign, counted
+    in the profile (`lds_benign_writes`), not a fault. `values`: the dwords a write stores, (n, parts*ndw).
+    """
+    if not LDS_RACE_CHECK["on"]:
+        return
     w = st.w
     dw = (addrs[:, :, None] // 4 + np.arange(ndw)).reshape(addrs.shape[0], -1)   # (n, parts*ndw)
     g = np.repeat(groups, dw.shape[1])
@@ -263,21 +281,42 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
     ep = np.repeat(w.epoch[wave_rows], dw.shape[1])
     last_w, last_we = w.lds_writer[g, d], w.lds_write_epoch[g, d]
     if write:
+        new = values.ravel().astype(np.uint32)
+        held = w.lds[g[:, None], 4 * d[:, None] + np.arange(4)].view("<u4")[:, 0] if d.size else new
         last_r, last_re = w.lds_reader[g, d], w.lds_read_epoch[g, d]
-        clash = ((last_we == ep) & (last_w != who)) | ((last_re == ep) & (last_r != who) & (last_r != -1))
-        # two waves of one step writing the same dword
-        pairs = np.unique(np.stack([g, d, who], axis=1), axis=0)
-        _, counts = np.unique(pairs[:, :2], axis=0, return_counts=True)
-        if clash.any() or (counts > 1).any():
-            kind = "write after another wave's write/read"
-            raise EmulatorFault(f"LDS race: {kind} of the same dword with no s_barrier between them")
+        after_write = (last_we == ep) & (last_w != who)
+        after_read = (last_re == ep) & (last_r != who) & (last_r != -1)
+        # two waves of one step writing the same dword: benign only if they store one value
+        key = np.stack([g, d], axis=1)
+        order = np.lexsort((who, d, g))
+        ks, ws_, vs = key[order], who[order], new[order]
+        same_key = np.all(ks[1:] == ks[:-1], axis=1) & (ws_[1:] != ws_[:-1])
+        step_clash = same_key & (vs[1:] != vs[:-1])
+        changes = new != held
+        clash = (after_write | after_read) & changes
+        benign = int(((after_write | after_read) & ~changes).sum() + (same_key & ~step_clash).sum())
+        if clash.any():
+            i = int(np.flatnonzero(clash)[0])
+            other = int(last_w[i]) if after_write[i] else int(last_r[i])
+            what = "wrote" if after_write[i] else "read"
+            other_name = _wave_name(w, other) if other >= 0 else "several waves"
+            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} writes LDS dword {int(d[i])} (value "
+                                f"0x{int(new[i]):08x}, was 0x{int(held[i]):08x}) that {other_name} {what} with no "
+                                f"s_barrier between them")
+        if step_clash.any():
+            j = int(np.flatnonzero(step_clash)[0])
+            raise EmulatorFault(f"LDS race: {_wave_name(w, int(ws_[j]))} and {_wave_name(w, int(ws_[j + 1]))} write "
+                                f"different values (0x{int(vs[j]):08x}, 0x{int(vs[j + 1]):08x}) to LDS dword "
+                                f"{int(ks[j][1])} in one step with no s_barrier between them")
+        if benign:
+            st.profile.lds_benign_writes = getattr(st.profile, "lds_benign_writes", 0) + benign
         w.lds_writer[g, d], w.lds_write_epoch[g, d] = who, ep
     else:
         clash = (last_we == ep) & (last_w != who)
         if clash.any():
             i = int(np.flatnonzero(clash)[0])
-            raise EmulatorFault(f"LDS race: wave {int(who[i])} reads LDS dword {int(d[i])} written by wave "
-                                f"{int(last_w[i])} with no s_barrier between them")
+            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} reads LDS dword {int(d[i])} written by "
+                                f"{_wave_name(w, int(last_w[i]))} with no s_barrier between them")
         prev_r, prev_re = w.lds_reader[g, d], w.lds_read_epoch[g, d]
         several = (prev_re == ep) & (prev_r != who)
         w.lds_reader[g, d] = np.where(several, -2, who)
@@ -292,18 +331,25 @@ def _lds_parts(st: Step, write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
     """
     f = st.ins.f
     rows, lanes = _active(st)
-    if "2_" in st.ins.name:
+    if "2_" in st.ins.name or "2st64_" in st.ins.name:
         count = 2 if st.ins.name.endswith("b64") else 1      # offsets count in units of the element size
-        offsets = [4 * count * f["offset0"], 4 * count * f["offset1"]]
+        unit = 4 * count * (64 if "st64" in st.ins.name else 1)   # ...times 64 for the st64 forms
+        offsets = [unit * f["offset0"], unit * f["offset1"]]
     else:
         offsets = [f["offset0"] | (f["offset1"] << 8)]
         count = (_DS_WRITES if write else _DS_READS)[st.ins.name]
     wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offsets, count)
-    _race_check_and_mark(st, wave_rows, groups, addrs, count, write=write)
+    if write:                                  # the race check compares the stored values with the held ones
+        fields = ("data0", "data1")[:addrs.shape[1]]
+        values = np.concatenate([np.asarray(_read_lanes(st, f[k], rows, lanes, count)).reshape(rows.size, -1)
+                                 for k in fields], axis=1)
+        _race_check_and_mark(st, wave_rows, groups, addrs, count, write=True, values=values)
+    else:
+        _race_check_and_mark(st, wave_rows, groups, addrs, count, write=False)
     return rows, lanes, groups, addrs, count
 
 
-@op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", cls="lds")
+@op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64", cls="lds")
 def ds_read(st: Step) -> None:
     rows, lanes, groups, addrs, count = _lds_parts(st, write=False)
     parts = [st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] for i in range(addrs.shape[1])]
@@ -312,7 +358,7 @@ def ds_read(st: Step) -> None:
     st.profile.lds_bytes += raw.size
 
 
-@op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", cls="lds")
+@op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64", cls="lds")
 def ds_write(st: Step) -> None:
     rows, lanes, groups, addrs, count = _lds_parts(st, write=True)
     fields = ("data0", "data1")[:addrs.shape[1]]

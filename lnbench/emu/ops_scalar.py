@@ -187,6 +187,22 @@ def s_ff1_i32_b64(st: Step) -> None:
     st.set_s(st.ins.f["sdst"], idx.astype(np.int64).astype(U64).astype(U32))
 
 
+@op("s_lshl1_add_u32", "s_lshl2_add_u32", "s_lshl3_add_u32", "s_lshl4_add_u32", cls="salu")
+def s_lshl_add_u32(st: Step) -> None:
+    """D = (S0 << N) + S1 (32 bits); SCC = the unsigned overflow of the shift-and-add."""
+    a, b = _srcs(st)
+    r = (a << U64(int(st.ins.name[6]))) + b
+    _out(st, r, r > M32)
+
+
+@op("s_bcnt1_i32_b32", "s_bcnt1_i32_b64", cls="salu")
+def s_bcnt1(st: Step) -> None:
+    """The number of set bits of S0; SCC = result != 0."""
+    a = st.sval64(st.ins.f["ssrc0"]) if st.ins.name.endswith("b64") else st.sval(st.ins.f["ssrc0"]).astype(U64)
+    count = np.unpackbits(np.ascontiguousarray(a.astype(U64)).view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+    _out(st, count.astype(U64), count != 0)
+
+
 @op("s_and_saveexec_b64", "s_or_saveexec_b64", "s_xor_saveexec_b64", "s_andn2_saveexec_b64", cls="salu")
 def s_saveexec_b64(st: Step) -> None:
     src = st.sval64(st.ins.f["ssrc0"])

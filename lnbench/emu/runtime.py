@@ -153,6 +153,18 @@ def _handle_launch(req) -> None:
 
 
 @contextlib.contextmanager
+def recording() -> Iterator[list[LaunchProfile]]:
+    """Collect the profile of every launch inside (for the fidelity ledger); registers no buffer and raises no
+    fault of its own (launch_scope does both)."""
+    launches: list[LaunchProfile] = []
+    _scopes.append(launches)
+    try:
+        yield launches
+    finally:
+        _scopes.remove(launches)
+
+
+@contextlib.contextmanager
 def launch_scope(buffers: Mapping[str, torch.Tensor]) -> Iterator[list[LaunchProfile]]:
     """Register `buffers` with the memory checker while FlyDSL launches inside run; raise a fault after."""
     from lnbench.emu import hip

@@ -15,6 +15,7 @@ from lnbench.backends import backend_names, get_backend, probe_backend
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, emit_outputs, guarded,
                                 output_options, prepare_outputs)
 from lnbench.device import Device, resolve_kernel_device
+from lnbench.emu.ledger import rows_summary
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.progress import CommandProgress
@@ -184,6 +185,10 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     for name, why in unrunnable.items():
         err_console.print(f"[bold red]lnbench: backend {escape(name)} cannot run here:[/bold red] {escape(str(why))}",
                           soft_wrap=True)
+    fidelity = rows_summary(rows)                  # emulated runs: what executed, what is approximated
+    if fidelity:
+        metadata["emu_fidelity"] = fidelity
+        console.print(fidelity)
     emit_outputs(rows, metadata, csv_final, json_final)
     console.print(_summary_line(rows))
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK

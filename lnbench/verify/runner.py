@@ -11,6 +11,7 @@ from lnbench.backends import Backend
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.config import DTYPES
 from lnbench.device import Device
+from lnbench.emu.ledger import recording, row_columns
 from lnbench.errors import one_line
 from lnbench.reference import TENSORS, reference
 from lnbench.verify.cases import Case, Inputs, make_inputs
@@ -168,9 +169,11 @@ def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
                 baseline: Backend | None = None) -> list[dict[str, Any]]:
     """All rows of one case; an exception inside the case (an emulator fault included) becomes an `error` row."""
     try:
-        setup = set_up_case(case, device, baseline)
-        got = setup.run(backend, setup.inp, case.eps)
-        return judge_case(case, got, setup.base, setup.ref, tol, backend.deterministic, setup.cond)
+        with recording(device) as launches:          # the emulator's fidelity ledger of this case
+            setup = set_up_case(case, device, baseline)
+            got = setup.run(backend, setup.inp, case.eps)
+        rows = judge_case(case, got, setup.base, setup.ref, tol, backend.deterministic, setup.cond)
+        return [{**row, **row_columns(launches)} for row in rows]
     except Exception as exc:  # one broken case must not lose the others
         return status_rows(case, "error", one_line(exc))
 
