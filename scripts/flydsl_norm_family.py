@@ -373,6 +373,11 @@ def _is_pointer_abi(launcher: Any) -> bool:
     return any(getattr(a, "__name__", str(a)).endswith("Pointer") for a in anns)
 
 
+def _write_json(path: str, rows: list[Row]) -> None:
+    with open(path, "w") as fh:
+        json.dump([r.__dict__ for r in rows], fh, indent=1)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
@@ -411,14 +416,13 @@ def main(argv: list[str] | None = None) -> int:
                     errs = " ".join(f"{o}={e:.2g}" for o, e in row.errors.items())
                     print(f"{row.status:8s} {arch} {k.name:34s} {dt:4s} N={n:<5d} {row.seconds:6.1f}s "
                           f"{errs} {row.detail}{miss}", flush=True)
+                    if a.json:                      # after every case: a long run cut short keeps its rows
+                        _write_json(a.json, rows)
     tally = collections.Counter(r.status for r in rows)
     missing = collections.Counter(op for r in rows for op in r.missing)
     print(f"\n{len(rows)} cases: " + ", ".join(f"{v} {k}" for k, v in sorted(tally.items())))
     if missing:
         print("instructions the emulator refuses (cases): " + ", ".join(f"{o} ({c})" for o, c in missing.most_common()))
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump([r.__dict__ for r in rows], fh, indent=1)
     return 0 if all(r.status in ("ok", "compiled") for r in rows) else 1
 
 

@@ -368,14 +368,19 @@ def _vopc_dpp(cmp, ctrl: int, row_mask=15, bank_mask=15, bc=0) -> bytes:
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_dpp_vopc_compare_quad_perm(arch):
-    """v_cmp_gt_f32_dpp vcc, v0 quad_perm:[1,0,3,2], v1: compare each lane's neighbour; masked rows keep VCC."""
+@pytest.mark.parametrize("exec_mask", [(1 << 64) - 1, 0x7FFF_FFFF_FFFF_FFFE])
+def test_dpp_vopc_compare_quad_perm(arch, exec_mask):
+    """v_cmp_gt_f32_dpp vcc, v0 quad_perm:[1,0,3,2], v1 bound_ctrl: compare each lane's neighbour; active lanes
+    of the masked-off row keep their VCC bit, inactive lanes get 0 (as any VOPC)."""
     x = np.random.default_rng(5).standard_normal(64).astype(F32)
     y = np.zeros(64, F32)
-    code = _vopc_dpp(I.v_cmp_gt_f32_e32(v[0], v[1]), 0xB1, row_mask=0b0111) + I.s_endpgm().to_bytes()
-    w, _ = run_code(code, vgpr={0: x, 1: y}, sgpr=s64(106, 0xF0F0_0000_0000_0000), arch=arch)
+    code = _vopc_dpp(I.v_cmp_gt_f32_e32(v[0], v[1]), 0xB1, row_mask=0b0111, bc=1) + I.s_endpgm().to_bytes()
+    old = 0xF0F0_0000_0000_0001
+    w, _ = run_code(code, vgpr={0: x, 1: y}, sgpr=s64(106, old), arch=arch, exec_mask=exec_mask)
     perm = [(i // 4) * 4 + [1, 0, 3, 2][i % 4] for i in range(64)]
-    expected = mask_of(np.array([x[perm[i]] > 0 for i in range(48)] + [False] * 16)) | 0xF0F0_0000_0000_0000
+    active = lanes_of(exec_mask)
+    got_bits = [bool(active[i] and active[perm[i]] and x[perm[i]] > 0) for i in range(48)]
+    expected = mask_of(np.array(got_bits + [False] * 16)) | (old & exec_mask & (0xFFFF << 48))
     assert sreg64(w, 106) == expected
 
 
@@ -581,3 +586,29 @@ def test_coverage_lists_what_the_emulator_would_refuse():
     found = coverage.refusals(instrs)
     text = " | ".join(found)
     assert len(found) == 2 and "modifier field clmp=1" in text and "v_fmac_f32 in sdwa form" in text
+
+
+@pytest.mark.parametrize("table", [0x00, 0xFF, 0x80, 0xFE, 0x96, 0xE8, 0xCA, 0x0F, 0x3C])
+def test_gfx950_v_bitop3_b32_truth_table(table):
+    """The truth table lives in {OMOD[1:0], ABS[2:0], NEG[2:0]}; bit (s0<<2|s1<<1|s2) of it is the result bit."""
+    a, b, c = A_INT, B_INT, (A_INT * np.uint32(2654435761)).astype(np.uint32)
+    w = run(I.v_bitop3_b32(v[3], v[0], v[1], v[2], omod=table >> 6, abs=(table >> 3) & 7, neg=table & 7),
+            vgpr={0: a, 1: b, 2: c}, arch="gfx950")
+    for lane in range(0, 64, 7):
+        want = 0
+        for bit in range(32):
+            idx = (((int(a[lane]) >> bit) & 1) << 2) | (((int(b[lane]) >> bit) & 1) << 1) | ((int(c[lane]) >> bit) & 1)
+            want |= ((table >> idx) & 1) << bit
+        assert int(w.V[0, 3, lane]) == want
+
+
+@pytest.mark.parametrize("opsel", [0b0000, 0b1011])
+def test_gfx950_v_bitop3_b16_halves(opsel):
+    table = 0x96                                                    # three-way xor
+    a, b, c = A_INT, B_INT, (A_INT * np.uint32(2654435761)).astype(np.uint32)
+    w = run(I.v_bitop3_b16(v[3], v[0], v[1], v[2], omod=table >> 6, abs=(table >> 3) & 7, neg=table & 7, opsel=opsel),
+            vgpr={0: a, 1: b, 2: c, 3: np.full(64, SENTINEL)}, arch="gfx950")
+    part = [((x >> 16) if (opsel >> i) & 1 else x) & 0xFFFF for i, x in enumerate((a, b, c))]
+    r = (part[0] ^ part[1] ^ part[2]) & 0xFFFF
+    expected = ((SENTINEL & 0xFFFF) | (r << 16)) if opsel & 8 else ((SENTINEL & 0xFFFF0000) | r)
+    assert (w.V[0, 3] == expected).all()

@@ -460,9 +460,10 @@ def v_cmp(st: Step) -> None:
             a, b = a.astype(U32).view(np.int32), b.astype(U32).view(np.int32)
         res = _ICMP[cond](a, b)
     res = np.broadcast_to(res, (st.k, 64)) & st.exec_mask
-    if _is_dpp(st):                                # lanes the DPP masks do not write keep their old bit
-        keep = ~dpp_write_mask(st) & mask_to_lanes(st.sval64(EXEC if parts[1] == "cmpx" else VCC))
-        res = (res & dpp_write_mask(st)) | keep
+    if _is_dpp(st):                                # active lanes the DPP masks do not write keep their old bit
+        written = dpp_write_mask(st)
+        keep = st.exec_mask & ~written & mask_to_lanes(st.sval64(EXEC if parts[1] == "cmpx" else VCC))
+        res = (res & written) | keep
     bits = lanes_to_mask(res)
     f = st.ins.f
     if st.ins.fmt.startswith("VOP3"):
@@ -801,3 +802,29 @@ def v_pk_half(st: Step) -> None:
     lo = _to_f16_bits(fn(parts[0][0], parts[1][0], parts[2][0]))
     hi = _to_f16_bits(fn(parts[0][1], parts[1][1], parts[2][1]))
     out(st, lo | (hi << U32(16)))
+
+
+@op("v_bitop3_b32", cls="valu", honours={"omod", "abs", "neg"})
+@op("v_bitop3_b16", cls="valu", honours={"omod", "abs", "neg", "opsel"})
+def v_bitop3(st: Step) -> None:
+    """gfx950: any bitwise function of three sources; the 8-bit truth table is encoded in {OMOD, ABS, NEG}
+    (entry (s0 << 2 | s1 << 1 | s2) gives the result bit). b16: op_sel picks each source's half and the
+    destination half; the other half of VDST is kept (the pseudocode writes D.b16 only)."""
+    f = st.ins.f
+    table = (f.get("omod", 0) << 6) | (f.get("abs", 0) << 3) | f.get("neg", 0)
+    half = st.ins.name.endswith("b16")
+    opsel = f.get("opsel", 0)
+    srcs = []
+    for i in range(3):
+        x = np.broadcast_to(src(st, i), (st.k, WAVE)).astype(U32)
+        srcs.append(((x >> U32(16)) if (opsel >> i) & 1 else x) & U32(0xFFFF) if half else x)
+    result = np.zeros((st.k, WAVE), U32)
+    for entry in range(8):
+        if (table >> entry) & 1:
+            pick = [x if (entry >> (2 - j)) & 1 else ~x for j, x in enumerate(srcs)]
+            result |= pick[0] & pick[1] & pick[2]
+    if half:
+        old = st.vval(dst(st))
+        result &= U32(0xFFFF)
+        result = (old & U32(0xFFFF)) | (result << U32(16)) if (opsel >> 3) & 1 else (old & U32(0xFFFF0000)) | result
+    out(st, result)
