@@ -7,11 +7,18 @@ emulated). `fake_emulator` stands in for the emulator to test the wiring anywher
 """
 from __future__ import annotations
 
-import pytest
+import os
 
-from lnbench.device import Device, emulator_status, resolve_device
-from lnbench.emu import SUPPORTED_ARCHES
-from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu
+# Tables are drawn at $COLUMNS (read once, when lnbench.cli_common is imported): tests read them at one fixed
+# width, whatever terminal or CI runner started the run (COLUMNS=40 wraps every cell). Tests of the width
+# handling itself pass their own COLUMNS to a subprocess.
+os.environ["COLUMNS"] = "200"
+
+import pytest  # noqa: E402
+
+from lnbench.device import Device, emulator_status, resolve_device  # noqa: E402
+from lnbench.emu import SUPPORTED_ARCHES  # noqa: E402
+from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu  # noqa: E402
 
 
 def kernel_device_names() -> list[str]:

@@ -21,6 +21,11 @@ ABI = ["abi-compare", "--pair", "torch-entry", "--device", "cpu", "--runtime-onl
        "--dtype", "f32", "--op", "fwd", "-P", "2", "-R", "5", "--warmup-s", "3", "-q"]
 
 
+#: how long a step may take before the test gives up: generous, since a loaded machine starts workers slowly
+#: (the waits return as soon as the step is done)
+WAIT_S = 120.0
+
+
 def _stat(pid: int) -> tuple[str, int] | None:
     """(state, ppid) of a process, None when it is gone."""
     try:
@@ -76,7 +81,7 @@ def _default_signal_dispositions() -> None:
 
 def _workers(proc: subprocess.Popen, count: int) -> list[int]:
     """The pids of the parent's worker processes, once `count` of them run (fails the test otherwise)."""
-    pids = _wait_for(lambda: len(_children(proc.pid)) >= count and _children(proc.pid), 25.0)
+    pids = _wait_for(lambda: len(_children(proc.pid)) >= count and _children(proc.pid), WAIT_S)
     if not pids:
         proc.kill()
         out, err = proc.communicate()
@@ -86,7 +91,7 @@ def _workers(proc: subprocess.Popen, count: int) -> list[int]:
 
 def _in_turn(tmp_path: Path) -> None:
     """Wait until worker 0 has finished its start-up and got its first turn (a timed run is going on)."""
-    assert _wait_for(lambda: list((tmp_path / "tmp").glob("lnbench-workers-*/w0/ready.0")), 25.0)
+    assert _wait_for(lambda: list((tmp_path / "tmp").glob("lnbench-workers-*/w0/ready.0")), WAIT_S)
     time.sleep(1.0)
 
 
@@ -106,7 +111,7 @@ def test_sigterm_stops_workers_and_cleans_up(args: list[str], tmp_path: Path) ->
     try:
         _in_turn(tmp_path)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=WAIT_S)
         assert proc.returncode == 128 + signal.SIGTERM, err
         lines = [line for line in err.splitlines() if line.strip()]
         assert lines.count("lnbench: terminated") == 1, err
