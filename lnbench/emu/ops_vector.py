@@ -646,12 +646,12 @@ def _f32_to_int(x: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return np.clip(t, lo, hi).astype(I64)
 
 
-@op("v_cvt_i32_f32", cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL - {"omod"})
+@op("v_cvt_i32_f32", cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL - {"omod", "clmp"})
 def v_cvt_i32_f32(st: Step) -> None:
     out(st, (_f32_to_int(fsrc(st, 0), -2 ** 31, 2 ** 31 - 1) & M32).astype(U32))
 
 
-@op("v_cvt_u32_f32", cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL - {"omod"})
+@op("v_cvt_u32_f32", cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL - {"omod", "clmp"})
 def v_cvt_u32_f32(st: Step) -> None:
     out(st, _f32_to_int(fsrc(st, 0), 0, M32).astype(U32))
 
