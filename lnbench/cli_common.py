@@ -124,6 +124,14 @@ def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def kernel_source_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--kernel-src DIR: where kernel-source backends import from (`flydsl-src`: a FlyDSL checkout)."""
+    return click.option("--kernel-src", "kernel_src", type=click.Path(path_type=Path),
+                        help="Folder kernel sources import from: a FlyDSL checkout for --backend flydsl-src, or a "
+                             "folder holding the module of --backend module:PKG.MOD (default: "
+                             "$LNBENCH_KERNEL_SRC).")(func)
+
+
 Inputs = Mapping[str, Path | None]
 """The files a command reads, by name (BASE, --config, --peak-file, ...): no output may overwrite one."""
 

@@ -116,6 +116,9 @@ def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = ""
             if where.rsplit(".", 1)[-1] in FREE_TABLES:
                 if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                     raise LnbenchUsageError(f"config {table} {key!r} must be a list of MxN strings, got {value!r}")
+            elif where == "backends":             # [backends.NAME]: a kernel source a team names
+                from lnbench.backends import check_source_table
+                check_source_table(key, value)
             elif key in optional:
                 if isinstance(value, bool) or not isinstance(value, optional[key]):
                     raise LnbenchUsageError(f"config {table} {key!r} must be {_kind(0)}, got {value!r}")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import click
 import torch
+from rich.markup import escape
 
 from lnbench import config as cfg
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded, output_options,
-                                prepare_outputs)
+from lnbench.backends import OWN_FLYDSL, configure_sources, requested_names, set_kernel_src, source_metadata
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded,
+                                kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.metadata import package_version, run_metadata
@@ -31,7 +34,8 @@ OPS = ("fwd", "fwd-nostats", "bwd")
 STRATEGIES = ("deterministic", "atomic")
 
 COLUMNS = [
-    Column("arch", "arch", justify="left"), Column("abi", "ABI", justify="left"), Column("op", "op", justify="left"),
+    Column("backend", "backend", justify="left"), Column("arch", "arch", justify="left"),
+    Column("abi", "ABI", justify="left"), Column("op", "op", justify="left"),
     Column("kernel_name", "kernel", justify="left"), Column("dtype", "dtype", justify="left"), Column("n", "N"),
     Column("kernarg_bytes", "kernarg B"), Column("arg_count", "args"), Column("launcher_slots", "host slots"),
     Column("vgpr", "VGPR"), Column("sgpr", "SGPR"), Column("spills", "spills v/s"), Column("lds_bytes", "LDS B"),
@@ -49,7 +53,8 @@ def _per_row(value) -> str:
 
 
 EXECUTED_COLUMNS = [
-    Column("arch", "arch", justify="left"), Column("abi", "ABI", justify="left"), Column("op", "op", justify="left"),
+    Column("backend", "backend", justify="left"), Column("arch", "arch", justify="left"),
+    Column("abi", "ABI", justify="left"), Column("op", "op", justify="left"),
     Column("kernel", "kernel", justify="left"), Column("shape", "M×N"), Column("launch", "grid×block"),
     Column("exec_instructions", "wave-instrs", _count), Column("exec_instructions_per_row", "/row", _per_row),
     Column("exec_salu", "SALU", _count), Column("exec_valu", "VALU", _count),
@@ -72,6 +77,9 @@ def _variant_rows(variants: Iterable[dict[str, Any]], rows_of: Callable[[dict[st
             made = rows_of(variant)
             rows.extend({**variant, **row, "status": "ok"} for row in made)
             status = "ok"
+        except NotRun as why:                 # a kernel source without that builder
+            rows.append({**variant, "status": "not run", "detail": str(why)})
+            status = "not run"
         except Exception as exc:  # noqa: BLE001 - one variant failing must not lose the others
             rows.append({**variant, "status": "error", "detail": one_line(exc)})
             status = "error"
@@ -80,11 +88,28 @@ def _variant_rows(variants: Iterable[dict[str, Any]], rows_of: Callable[[dict[st
     return rows
 
 
-def _static_facts(variant: dict[str, Any]) -> list[dict[str, Any]]:
-    from lnbench.flydsl.inspect import compile_facts, facts_to_rows
+class NotRun(Exception):
+    """A variant that does not exist (a kernel source's missing builder); the message says what is missing."""
 
-    rows = facts_to_rows(compile_facts(variant["op"], variant["dtype"], variant["n"], variant["abi"], variant["arch"],
-                                       dgamma_strategy=variant["dgamma_strategy"]))
+
+def _source(variant: dict[str, Any]):
+    """The kernel source a variant's backend drives (None: lnbench's own kernels)."""
+    from lnbench.backends import source_spec
+    return source_spec(variant["backend"]) if variant["backend"] not in OWN_FLYDSL else None
+
+
+def _static_facts(variant: dict[str, Any]) -> list[dict[str, Any]]:
+    from lnbench.flydsl.inspect import compile_facts, facts_to_rows, source_facts
+
+    spec = _source(variant)
+    if spec is None:
+        facts = compile_facts(variant["op"], variant["dtype"], variant["n"], variant["abi"], variant["arch"],
+                              dgamma_strategy=variant["dgamma_strategy"])
+    else:
+        facts = source_facts(spec, variant["op"], variant["dtype"], variant["n"], variant["arch"])
+        if not facts:
+            raise NotRun(_missing(spec))
+    rows = facts_to_rows(facts)
     for row in rows:
         row["arg_count"] = len(row["kernel_args"].split()) if row["kernel_args"] else 0
         row["spills"] = f"{row['vgpr_spills']}/{row['sgpr_spills']}"
@@ -95,10 +120,18 @@ def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
     from lnbench.abi.static import kernel_role
     from lnbench.flydsl.inspect import execute_variant
 
+    from lnbench.emu import runtime
+
+    spec = _source(variant)
+    if spec is not None and variant["op"] == "bwd" and _missing(spec):
+        raise NotRun(_missing(spec))
     rows = []
-    for kernel in execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
-                                  variant["arch"], dgamma_strategy=variant["dgamma_strategy"]):
-        row = {**kernel.to_row(), "shape": variant["shape"]}
+    mark = runtime.launch_mark()
+    kernels = execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
+                              variant["arch"], dgamma_strategy=variant["dgamma_strategy"], source=spec)
+    codes = [h for _, h in runtime.launched_code_objects(mark)][-len(kernels):] if kernels else []
+    for kernel, code in zip(kernels, codes):
+        row = {**kernel.to_row(), "shape": variant["shape"], "code_object": code}
         row["kernel"] = kernel_role(row["kernel_name"])
         row["launch"] = f"{kernel.grid[0]}×{kernel.block[0]}"
         row["unique_bytes"] = f"{row['unique_bytes_loaded']:,} / {row['unique_bytes_stored']:,}"
@@ -106,21 +139,43 @@ def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
-                 strategy: str, progress: CommandProgress) -> list[dict]:
+def _missing(spec) -> str:
+    from lnbench.flydsl.contract import missing_backward
+    return missing_backward(spec)
+
+
+def backend_variants(backends: list[str], abis: list[str], strategy: str) -> list[dict[str, Any]]:
+    """(backend, abi, dγ strategy) of each kernel family to inspect: lnbench's own kernels per --abi (flydsl),
+    Tensor ABI only (flydsl-tensor), atomic dγ/dβ (flydsl-atomic); a kernel source once, its ABI read from its
+    launcher (the rows' `abi` column says which)."""
+    out = []
+    for name in backends:
+        if name == "flydsl":
+            out += [{"backend": name, "abi": abi, "dgamma_strategy": strategy} for abi in abis]
+        elif name == "flydsl-tensor":
+            out.append({"backend": name, "abi": "tensor", "dgamma_strategy": strategy})
+        elif name == "flydsl-atomic":
+            out.append({"backend": name, "abi": "pointer", "dgamma_strategy": "atomic"})
+        else:
+            out.append({"backend": name, "abi": "", "dgamma_strategy": ""})
+    return out
+
+
+def inspect_rows(arches: list[str], families: list[dict[str, Any]], ops: list[str], dtypes: list[str],
+                 widths: list[int], progress: CommandProgress) -> list[dict]:
     """One row per compiled kernel; a variant that fails to compile is an `error` row."""
-    variants = ({"arch": arch, "abi": abi, "op": op, "dtype": dtype, "n": n, "dgamma_strategy": strategy}
-                for arch, dtype, n, op, abi in itertools.product(arches, dtypes, widths, ops, abis))
+    variants = ({**fam, "arch": arch, "op": op, "dtype": dtype, "n": n}
+                for arch, dtype, n, op, fam in itertools.product(arches, dtypes, widths, ops, families))
     return _variant_rows(variants, _static_facts, progress)
 
 
-def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
-                  shapes: list[tuple[int, int]], strategy: str, progress: CommandProgress) -> list[dict]:
+def executed_rows(arches: list[str], families: list[dict[str, Any]], ops: list[str], dtypes: list[str],
+                  shapes: list[tuple[int, int]], progress: CommandProgress) -> list[dict]:
     """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
     that fails (compile error, emulator fault) is an `error` row."""
-    variants = ({"part": "executed", "arch": arch, "abi": abi, "op": op, "dtype": dtype, "M": m, "n": n,
-                 "shape": f"{m}x{n}", "dgamma_strategy": strategy}
-                for arch, dtype, (m, n), op, abi in itertools.product(arches, dtypes, shapes, ops, abis))
+    variants = ({"part": "executed", **fam, "arch": arch, "op": op, "dtype": dtype, "M": m, "n": n,
+                 "shape": f"{m}x{n}"}
+                for arch, dtype, (m, n), op, fam in itertools.product(arches, dtypes, shapes, ops, families))
     return _variant_rows(variants, _executed_launches, progress)
 
 
@@ -136,11 +191,25 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @click.option("--execute", is_flag=True,
               help="Also run every variant on the emulated device (M×N of --shapes, seeded inputs) and report what "
                    "each launch executed: wave-instructions by class, global and LDS bytes, per launch and per row.")
+@click.option("--backend", "backends", multiple=True, default=["flydsl"], show_default=True,
+              help="Kernels to inspect (repeatable or comma list): flydsl (lnbench's, per --abi), flydsl-tensor, "
+                   "flydsl-atomic, flydsl-src (FlyDSL's own, needs --kernel-src), a [backends.NAME] of the config, "
+                   "or module:PKG.MOD; several are shown side by side.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="TOML file merged over the packaged defaults (its [backends.NAME] kernel sources).")
+@kernel_source_option
 @output_options
 @guarded
-def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_path, json_path, quiet) -> int:
+def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
+                    csv_path, json_path, quiet) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
+    set_kernel_src(kernel_src)
+    configure_sources(cfg.load_config(config_path))
+    backend_list = requested_names(backends, ["flydsl"])
+    flydsl_free = [n for n in backend_list if n in ("torch", "compile", "liger", "auto")]
+    if flydsl_free:
+        raise LnbenchUsageError(f"inspect reads compiled FlyDSL kernels: {', '.join(flydsl_free)} has none")
     arch_list = _choices(arches, ARCHES, "arch")
     abi_list = _choices(abis, ABIS, "ABI")
     op_list = _choices(ops, OPS, "op")
@@ -151,7 +220,8 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
     dtype_list = cfg.parse_dtypes(dtypes, ["bf16"])
     shape_list = cfg.parse_shapes(shapes)
     widths = list(dict.fromkeys(n for _, n in shape_list))
-    validate.kernel_widths(widths, dtype_list)            # known limits, before any compile
+    if any(n in OWN_FLYDSL for n in backend_list):
+        validate.kernel_widths(widths, dtype_list)        # known limits of lnbench's kernels, before any compile
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
     validate.toolkit()
@@ -161,30 +231,41 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, csv_pa
             raise LnbenchUsageError(f"--execute needs the emulated device: {why}")
         validate.shapes_fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
     csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
-    total = len(arch_list) * len(abi_list) * len(op_list) * len(dtype_list) * len(widths)
+    families = backend_variants(backend_list, abi_list, strategy)
+    total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
     with CommandProgress(err_console, "compiling", total, quiet) as progress:
-        rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress)
+        rows = inspect_rows(arch_list, families, op_list, dtype_list, widths, progress)
     if not quiet:
         render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
     executed: list[dict] = []
     if execute:
-        with CommandProgress(err_console, "executing", len(arch_list) * len(abi_list) * len(op_list)
+        with CommandProgress(err_console, "executing", len(arch_list) * len(families) * len(op_list)
                              * len(dtype_list) * len(shape_list), quiet) as progress:
-            executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress)
+            executed = executed_rows(arch_list, families, op_list, dtype_list, shape_list, progress)
         if not quiet:
             render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
                                   "(wave-instructions by class; global bytes = instruction bytes, distinct = "
                                   "compulsory; not a timing)", EXECUTED_COLUMNS, executed)
     for row in rows + executed:
-        if row["status"] == "error":
-            console.print(f"[red]{row['arch']} {row['abi']} {row['op']} {row['dtype']} N={row['n']}:[/red] {row['detail']}")
+        if row["status"] in ("error", "not run"):
+            console.print(f"[red]{row['backend']} {row['arch']} {row['abi']} {row['op']} {row['dtype']} "
+                          f"N={row['n']}:[/red] {escape(row['detail'])}")
     from lnbench.flydsl.toolkit import describe
 
     metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe(),
-                "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None}
+                "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
+                **source_metadata(backend_list)}
+    for row in rows + executed:                   # each row names its kernel source (module, file, commit)
+        spec = _source(row)
+        if spec is not None:
+            from lnbench.flydsl.contract import provenance
+            row.update(provenance(spec))
     emit_outputs([{"part": "static", **r} for r in rows] + executed, metadata, csv_final, json_final)
     errors = sum(r["status"] == "error" for r in rows)
-    summary = f"{len(rows)} kernels from {total} variants, {errors} compile errors"
+    not_run = sum(r["status"] == "not run" for r in rows)
+    summary = f"{len(rows) - not_run} kernels from {total} variants, {errors} compile errors"
+    if not_run:
+        summary += f", {not_run} not run (no such builder)"
     if execute:
         failed = sum(r["status"] == "error" for r in executed)
         summary += f"; {sum(r['status'] == 'ok' for r in executed)} launches executed, {failed} execution errors"

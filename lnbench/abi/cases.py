@@ -61,8 +61,9 @@ class PairCase:
     ref_slack: tuple[float, ...] = ()
     #: launches that reached the device so far (the null device's HIP stand-in counts them), or None
     launch_counter: Callable[[], int] | None = None
-    #: kernel launches one call of either path must make (checked where launch_counter is set)
-    launches_per_call: int = 0
+    #: kernel launches one call of either path must make (checked where launch_counter is set); a dict gives
+    #: each side its own count (a backend pair whose kernels differ)
+    launches_per_call: int | dict[str, int] = 0
 
     @property
     def key(self) -> str:
@@ -93,11 +94,25 @@ PAIRS: dict[str, PairInfo] = {
 
 
 def pair_info(name: str) -> PairInfo:
-    """Registry entry of a pair; an unknown name is a usage error."""
-    try:
+    """Registry entry of a pair, or of a backend pair `A,B` (lnbench.abi.backend_pairs); an unknown name is a
+    usage error."""
+    if name in PAIRS:
         return PAIRS[name]
-    except KeyError:
-        raise LnbenchUsageError(f"unknown pair {name!r}; choose from {', '.join(PAIRS)}") from None
+    from lnbench.abi.backend_pairs import split_pair
+    both = split_pair(name)
+    if both is None:
+        raise LnbenchUsageError(f"unknown pair {name!r}; choose from {', '.join(PAIRS)}, or A,B: two FlyDSL kernel "
+                                f"backends (e.g. flydsl-src,flydsl)")
+    from lnbench.backends import check_backend_names
+    check_backend_names(list(both))
+    return PairInfo("lnbench.abi.backend_pairs:build_cases", {"tensor": both[0], "pointer": both[1]},
+                    f"{both[0]} vs {both[1]}: two FlyDSL LayerNorm kernels on the same inputs")
+
+
+def flydsl_pair(name: str) -> bool:
+    """Does the pair launch FlyDSL kernels (the flydsl pair, or a backend pair A,B)?"""
+    from lnbench.abi.backend_pairs import split_pair
+    return name == "flydsl" or split_pair(name) is not None
 
 
 def build_cases(pair: str, ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]],

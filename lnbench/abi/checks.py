@@ -148,16 +148,18 @@ def check_launches(case: PairCase, device: torch.device) -> CheckResult:
     """Each call of each side's wrapper and direct path makes exactly `case.launches_per_call` launches."""
     if case.launch_counter is None:
         raise ValueError(f"{case.key}: the launch check needs a case with a launch counter")
+    per_side = case.launches_per_call
     for side_name, side in case.sides.items():
+        want = per_side[side_name] if isinstance(per_side, dict) else per_side
         for path in ["wrapper", "direct"]:
             before = case.launch_counter()
             call_outputs(side, path, device)
             made = case.launch_counter() - before
-            if made != case.launches_per_call:
+            if made != want:
                 return CheckResult(case.key, "launches", False, f"{side_name} {path}: {made} launch(es) per call, "
-                                                                f"expected {case.launches_per_call}")
-    return CheckResult(case.key, "launches", True,
-                       f"every call of both sides and paths makes {case.launches_per_call} launch(es)")
+                                                                f"expected {want}")
+    counts = (" and ".join(f"{k} {v}" for k, v in per_side.items()) if isinstance(per_side, dict) else per_side)
+    return CheckResult(case.key, "launches", True, f"every call of both sides and paths makes {counts} launch(es)")
 
 
 def launch_checks(cases: Sequence[PairCase], device: torch.device) -> tuple[list[CheckResult], set[str]]:

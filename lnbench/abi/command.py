@@ -21,12 +21,13 @@ from lnbench import validate
 from lnbench.abi import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
-from lnbench.abi.cases import PAIRS, pair_info
+from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
+from lnbench.backends import OWN_FLYDSL, configure_sources, set_kernel_src, source_metadata, source_spec
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, emit_outputs, err_console, guarded,
-                               output_options, prepare_outputs)
+                               kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.inspect_command import compile_device
@@ -108,7 +109,8 @@ def _executed_cell(row: dict[str, Any]) -> str:
     return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
 
 
-def _render_static(rows: list[dict[str, Any]]) -> None:
+def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None) -> None:
+    """The static table; `labels` names a backend pair's sides (else Tensor ABI → Pointer ABI)."""
     display = []
     for r in rows:
         d = {k: r.get(k, "") for k in ("arch", "op", "dtype", "N", "kernel")}
@@ -116,7 +118,8 @@ def _render_static(rows: list[dict[str, Any]]) -> None:
                            ("spills", False), ("lds", False), ("scratch", False), ("instr", True)):
             d[key] = _pair_cell(key, ratio)(r)
         d["executed"] = _executed_cell(r)
-        d["status"] = styled_status(escape(r["status"] if r["status"] != "error" else f"error: {r.get('detail', '')}"))
+        d["status"] = styled_status(escape(r["status"] if r["status"] not in ("error", "not run")
+                                           else f"{r['status']}: {r.get('detail', '')}"))
         display.append(d)
     executed = [Column("executed", "executed wave-instrs/row T→P (P/T) @M", justify="right")] \
         if any(d["executed"] for d in display) else []
@@ -126,7 +129,9 @@ def _render_static(rows: list[dict[str, Any]]) -> None:
                Column("vgpr", "VGPR"), Column("sgpr", "SGPR"), Column("spills", "spills"), Column("lds", "LDS B"),
                Column("scratch", "scratch B"), Column("instr", "ISA instrs"), *executed,
                Column("status", "status", justify="left", markup=True)]
-    title = "abi-compare static: Tensor ABI → Pointer ABI (compile-only"
+    title = "abi-compare static: " + (f"{labels['tensor']} → {labels['pointer']} (T = {labels['tensor']}, "
+                                      f"P = {labels['pointer']}; compile-only" if labels else
+                                      "Tensor ABI → Pointer ABI (compile-only")
     title += "; executed on the emulated device, M rows)" if executed else ")"
     render_table(console, title, columns, display)
 
@@ -139,7 +144,7 @@ def _choose(values: Sequence[str], table: dict[str, Any], key: str, allowed: Seq
 def choose_device(name: str | None, pair: str) -> Device:
     """--device, checked. Left out (or `auto`) for the flydsl pair where there is no ROCm GPU: the null device
     (host cost of both ABIs) where it can run here, else the default device (FlyDSL rows `not run`)."""
-    if name not in (None, "auto") or pair != "flydsl" or has_rocm_gpu() or not emulator_status()[0]:
+    if name not in (None, "auto") or not flydsl_pair(pair) or has_rocm_gpu() or not emulator_status()[0]:
         return parse_device(name)
     return null_device()
 
@@ -180,9 +185,9 @@ def not_run_status(pair: str, device: Device, metric: str) -> str:
     """`not run (reason)` when no worker can measure `metric` of `pair` on `device`, else ''."""
     if not device.host_times_are_real:
         return NOT_RUN_EMULATED
-    if pair == "flydsl" and not device.launches_flydsl:
+    if flydsl_pair(pair) and not device.launches_flydsl:
         return NOT_RUN_NO_ROCM
-    if pair == "flydsl" and not flydsl_installed():
+    if flydsl_pair(pair) and not flydsl_installed():
         return NOT_RUN_NO_FLYDSL
     if metric == "device" and not device.times_are_real:     # the null device: launches execute nothing
         return NOT_RUN_NULL_DEVICE_TIME
@@ -252,7 +257,9 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 ABI_TENSORS = 8
 
 @click.command("abi-compare")
-@click.option("--pair", type=click.Choice(list(PAIRS)), help="Call-path pair of the runtime part (default: config, flydsl).")
+@click.option("--pair", help="Call-path pair (default: config, flydsl): " + ", ".join(PAIRS) + ", or A,B: two FlyDSL "
+                             "kernel backends side by side, e.g. flydsl-src,flydsl (FlyDSL's LayerNorm vs lnbench's; "
+                             "A takes the Tensor slot, B the Pointer slot).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 32x1024,4096x4096 (default: config). Static part: their N.")
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
 @click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (repeatable or comma list).")
@@ -275,12 +282,13 @@ ABI_TENSORS = 8
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
+@kernel_source_option
 @output_options
 @guarded
 def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                         processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
-                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, csv_path,
-                        json_path, quiet) -> int:
+                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, kernel_src,
+                        csv_path, json_path, quiet) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
     if static_only and runtime_only:
         raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
@@ -291,7 +299,9 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     config = cfg.load_config(config_path)
     table = cfg.section(config, TABLE)
     pair = pair or str(cfg.require(table, "pair", str, TABLE))
-    pair_info(pair)
+    set_kernel_src(kernel_src)
+    configure_sources(config)
+    backend_pair = check_backend_pair(pair)
     refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
     shape_list = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
@@ -301,7 +311,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     # and the static part activates the emulated device only to execute its variants
     dev = choose_device(device, pair)
     if dev.is_null:
-        if pair != "flydsl":
+        if not flydsl_pair(pair):
             raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
                                     f"(--pair {pair} runs on cpu or a GPU)")
         ok, why = emulator_status()
@@ -322,13 +332,18 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                                    modes=("hot",), ops=tuple(op_list))
     strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
                                         f"config [{TABLE}] dgamma_strategy")
-    if not runtime_only or pair == "flydsl":      # the FlyDSL kernels' known limits, before any compile
+    own_kernels = backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair)
+    if (not runtime_only or flydsl_pair(pair)) and own_kernels:   # lnbench's kernels' limits, before any compile
         validate.kernel_widths([n for _, n in shape_list], dtype_list)
+    if (not runtime_only or flydsl_pair(pair)) and not own_kernels and flydsl_installed():
+        validate.toolkit()
         if flydsl_installed():
             validate.toolkit()
     pair_options: dict[str, Any] = {}
     if pair == "flydsl":
         pair_options["dgamma_strategy"] = strategy
+    elif backend_pair is not None:
+        pair_options["backends"] = list(backend_pair)
     elif pair == "planted-slow":
         delay = planted_delay_us if planted_delay_us is not None else cfg.require(
             table, "planted_delay_us", (int, float), TABLE)
@@ -339,7 +354,8 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
     metadata = {"lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
                 "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
-                "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on}
+                "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on,
+                **source_metadata(list(backend_pair or ()))}
     if static_only:       # nothing timed: the device is the compiler (and the emulated device that executed)
         metadata = {**run_metadata(compile_device(arch_list)), **metadata}
     else:
@@ -374,15 +390,35 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
         with CommandProgress(err_console, "compiling" + (" and executing" if run_them else ""),
                              len(arch_list) * len(op_list) * len(dtype_list) * len(widths), quiet) as progress:
+            pair_fns = {}
+            if backend_pair is not None:
+                from lnbench.abi.backend_pairs import pair_execute_fn, pair_facts_fn
+                pair_fns = {"facts_fn": pair_facts_fn(backend_pair), "execute_fn": pair_execute_fn(backend_pair)}
             static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
-                                 on_step=lambda: progress.advance(), execute=rows_for)
+                                 on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
         if not quiet:
-            _render_static(static)
+            _render_static(static, pair_info(pair).labels if backend_pair else None)
 
     checks = [c for p in payloads for c in p.get("checks", [])]
     emit_outputs(runtime_rows + static, metadata, csv_final, json_final,
                  {"checks": checks, "worker_problems": problems, "workers": payloads})
     return _exit_code(runtime_rows, static, problems, fail_pct)
+
+
+def check_backend_pair(pair: str) -> tuple[str, str] | None:
+    """Check --pair (pair_info); for a backend pair A,B, both must be FlyDSL kernel backends: (A, B), else None."""
+    from lnbench.abi.backend_pairs import split_pair
+    pair_info(pair)
+    both = split_pair(pair) if pair not in PAIRS else None
+    if both is None:
+        return None
+    for name in both:
+        if name not in OWN_FLYDSL and source_spec(name) is None:
+            raise LnbenchUsageError(f"--pair {pair}: {name} is not a FlyDSL kernel backend (flydsl, flydsl-tensor, "
+                                    f"flydsl-atomic, flydsl-src, a [backends.NAME] or module:PKG.MOD)")
+    if both[0] == both[1]:
+        raise LnbenchUsageError(f"--pair {pair}: name two different backends")
+    return both
 
 
 def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches: Sequence[str],

@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
 
 from lnbench.backends.base import ALL_OPS, Availability, Backend
 from lnbench.errors import LnbenchUsageError
@@ -17,21 +22,186 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+#: `--backend module:PKG.MOD`: any module following the builder contract (lnbench.flydsl.contract)
+MODULE_PREFIX = "module:"
+#: FlyDSL's own LayerNorm, from the checkout named by --kernel-src / $LNBENCH_KERNEL_SRC
+FLYDSL_SRC = "flydsl-src"
+KERNEL_SRC_ENV = "LNBENCH_KERNEL_SRC"
+#: config-defined kernel sources ([backends.NAME]) as JSON, so perf/abi-compare workers see them too
+SOURCES_ENV = "LNBENCH_BACKEND_SOURCES"
+ENTRY_POINT_GROUP = "lnbench.backends"
+#: keys of a [backends.NAME] table -> (type, what the key means)
+SOURCE_KEYS: dict[str, type | tuple[type, ...]] = {
+    "module": str, "path": str, "fwd_builder": str, "bwd_builder": str, "description": str,
+    "deterministic": bool, "builder_kwargs": dict}
+
+
+def kernel_src() -> str | None:
+    """The folder kernel sources import from: --kernel-src (set_kernel_src), else $LNBENCH_KERNEL_SRC."""
+    return os.environ.get(KERNEL_SRC_ENV) or None
+
+
+def set_kernel_src(path: str | os.PathLike | None) -> None:
+    """--kernel-src: a folder that must exist; put in the environment so worker processes import from it too."""
+    if path is None:
+        return
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise LnbenchUsageError(f"--kernel-src {path}: not a folder (give a FlyDSL checkout or a folder of "
+                                f"kernel-source modules)")
+    os.environ[KERNEL_SRC_ENV] = str(folder.resolve())
+
+
+def check_source_table(name: str, table: Any) -> dict[str, Any]:
+    """A config [backends.NAME] table, checked: a usage error names the bad key."""
+    if not isinstance(table, dict):
+        raise LnbenchUsageError(f"config [backends.{name}] must be a table (module = \"pkg.mod\", ...)")
+    if name in _REGISTRY or name == FLYDSL_SRC or name.startswith(MODULE_PREFIX) or name == "auto":
+        raise LnbenchUsageError(f"config [backends.{name}]: {name!r} is a built-in backend name; choose another")
+    for key, value in table.items():
+        want = SOURCE_KEYS.get(key)
+        if want is None:
+            raise LnbenchUsageError(f"config [backends.{name}]: unknown key {key!r}; known keys: "
+                                    f"{', '.join(SOURCE_KEYS)}")
+        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+            raise LnbenchUsageError(f"config [backends.{name}] {key!r} must be a {want.__name__}, got {value!r}")
+    if not table.get("module"):
+        raise LnbenchUsageError(f"config [backends.{name}] needs module = \"package.module\"")
+    return table
+
+
+def configure_sources(config: Mapping[str, Any]) -> None:
+    """Register the config's [backends.NAME] kernel sources (for this process and its workers)."""
+    tables = dict(config.get("backends") or {})
+    specs = {name: _spec_from_table(name, check_source_table(name, table)) for name, table in tables.items()}
+    _sources.update(specs)
+    if specs:
+        os.environ[SOURCES_ENV] = json.dumps({name: spec.to_dict() for name, spec in _all_sources().items()})
+
+
+def _spec_from_table(name: str, table: Mapping[str, Any]):
+    from lnbench.flydsl.contract import SourceSpec
+    path = table.get("path")
+    return SourceSpec.from_dict({
+        "name": name, "module": table["module"], "path": str(Path(path).expanduser().resolve()) if path else None,
+        **{k: table[k] for k in ("fwd_builder", "bwd_builder", "description", "deterministic", "builder_kwargs")
+           if k in table}})
+
+
+def _all_sources() -> dict[str, Any]:
+    """Config-defined sources: this process's, and those a parent passed down ($LNBENCH_BACKEND_SOURCES)."""
+    from lnbench.flydsl.contract import SourceSpec
+    inherited = {}
+    if os.environ.get(SOURCES_ENV):
+        inherited = {n: SourceSpec.from_dict(d) for n, d in json.loads(os.environ[SOURCES_ENV]).items()}
+    return {**inherited, **_sources}
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    try:
+        return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    except Exception:  # noqa: BLE001 - broken distribution metadata must not break the built-in backends
+        return {}
+
+
 def backend_names() -> list[str]:
-    """Every registered backend name, in registry order."""
-    return list(_REGISTRY)
+    """Every backend name: built-in, flydsl-src, config-defined sources and installed plugins, in that order
+    (plus any `module:PKG.MOD`, which is not listed)."""
+    names = [*_REGISTRY, FLYDSL_SRC]
+    names += [n for n in _all_sources() if n not in names]
+    names += [n for n in _entry_points() if n not in names]
+    return names
+
+
+def is_backend_name(name: str) -> bool:
+    return name in backend_names() or (name.startswith(MODULE_PREFIX) and len(name) > len(MODULE_PREFIX))
+
+
+#: lnbench's own FlyDSL kernels (their width limits are lnbench's: validate.kernel_widths)
+OWN_FLYDSL: tuple[str, ...] = ("flydsl", "flydsl-tensor", "flydsl-atomic")
+
+
+def requested_names(values: Any, default: list[str]) -> list[str]:
+    """--backend items (repeatable or comma list) in order, no repeats; a built-in name in any case (FLYDSL),
+    a source's module name as written. Each checked (check_backend_names)."""
+    from lnbench import validate
+    known = {n.lower(): n for n in ["auto", *backend_names()]}
+    items = [known.get(item.lower(), item) for item in validate.listed(values, "backend", default)]
+    names = list(dict.fromkeys(items))
+    check_backend_names(names)
+    return names
+
+
+def source_metadata(names: list[str]) -> dict[str, Any]:
+    """Run metadata naming each kernel source among `names` (module, file, checkout commit), if any."""
+    out = {}
+    for name in names:
+        spec = source_spec(name)
+        if spec is not None:
+            from lnbench.flydsl.contract import provenance
+            out[name] = provenance(spec)
+    return {"kernel_sources": out} if out else {}
+
+
+def check_backend_names(names: list[str]) -> None:
+    """Every requested name is a backend (or auto); flydsl-src has its checkout. Usage errors otherwise."""
+    for name in names:
+        if name != "auto" and not is_backend_name(name):
+            raise LnbenchUsageError(f"unknown backend {name!r}; choose from auto, {', '.join(backend_names())}, "
+                                    f"or module:PKG.MOD")
+        if name == FLYDSL_SRC and not kernel_src():
+            raise LnbenchUsageError(f"--backend {FLYDSL_SRC} needs --kernel-src DIR (a FlyDSL checkout) or "
+                                    f"${KERNEL_SRC_ENV}")
+        if source_spec(name) is not None and kernel_src() and not Path(kernel_src()).is_dir():
+            raise LnbenchUsageError(f"${KERNEL_SRC_ENV}={kernel_src()}: not a folder")
+
+
+def source_spec(name: str):
+    """The SourceSpec behind a kernel-source backend name, or None for a built-in class backend."""
+    from lnbench.flydsl.contract import FLYDSL_LAYERNORM, SourceSpec
+    if name == FLYDSL_SRC:
+        if not kernel_src():
+            raise LnbenchUsageError(f"--backend {FLYDSL_SRC} needs --kernel-src DIR (a FlyDSL checkout) or "
+                                    f"${KERNEL_SRC_ENV}")
+        return SourceSpec(FLYDSL_SRC, FLYDSL_LAYERNORM, kernel_src(),
+                          description="FlyDSL's own LayerNorm (kernels/norm/layernorm_kernel.py of a checkout)")
+    if name.startswith(MODULE_PREFIX) and len(name) > len(MODULE_PREFIX):
+        return SourceSpec(name, name[len(MODULE_PREFIX):], kernel_src())
+    return _all_sources().get(name)
 
 
 def get_backend(name: str) -> Backend:
     """Instantiate the backend called `name`; an unknown name is a usage error."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise LnbenchUsageError(
-            f"unknown backend {name!r}; choose from {', '.join(backend_names())}") from None
-    module_name, class_name = target.split(":")
+    spec = source_spec(name)
+    if spec is not None:
+        from lnbench.backends.source import SourceBackend
+        return SourceBackend(spec)
+    if name not in _REGISTRY:
+        entry = _entry_points().get(name)
+        if entry is None:
+            raise LnbenchUsageError(
+                f"unknown backend {name!r}; choose from {', '.join(backend_names())}, or module:PKG.MOD")
+        return _plugin_backend(name, entry)
+    module_name, class_name = _REGISTRY[name].split(":")
     module = importlib.import_module(module_name)
     return getattr(module, class_name)()
+
+
+def _plugin_backend(name: str, entry: importlib.metadata.EntryPoint) -> Backend:
+    """An installed plugin: a Backend subclass, or a kernel-source module (builder contract). One that fails to
+    load is a source whose every case is an `error` row saying so."""
+    from lnbench.backends.source import SourceBackend
+    from lnbench.flydsl.contract import SourceSpec
+    module_name = entry.value.split(":")[0].strip()
+    try:
+        target = entry.load()
+    except Exception:  # noqa: BLE001 - the source backend's import reports it in one line
+        return SourceBackend(SourceSpec(name, module_name))
+    if isinstance(target, type) and issubclass(target, Backend):
+        return target()
+    if isinstance(target, SourceSpec):
+        return SourceBackend(target)
+    return SourceBackend(SourceSpec(name, getattr(target, "__name__", module_name)))
 
 
 def probe_backend(name: str, device) -> tuple[Backend | None, Availability]:
@@ -50,4 +220,8 @@ def register_backend(name: str, target: str) -> None:
     _REGISTRY[name] = target
 
 
-__all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend"]
+_sources: dict[str, Any] = {}
+
+__all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
+           "configure_sources", "set_kernel_src", "source_spec", "kernel_src", "is_backend_name", "OWN_FLYDSL",
+           "requested_names", "source_metadata"]

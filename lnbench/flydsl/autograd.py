@@ -46,3 +46,30 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
               abi: str = "pointer") -> torch.Tensor:
     """LayerNorm over the last dimension (autograd-aware), any leading dimensions."""
     return LayerNormFn.apply(x, weight, bias, float(eps), abi)
+
+
+class BackendLayerNormFn(torch.autograd.Function):
+    """The same glue over any backend's forward/backward (a kernel source through the builder contract)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                backend: Any) -> torch.Tensor:
+        x2, shape = to_2d(x)
+        y, mean, rstd = backend.forward(x2, weight, bias, eps, store_stats=True)
+        ctx.save_for_backward(x2, weight, mean, rstd)
+        ctx.backend = backend
+        ctx.shape = shape
+        return from_2d(y, shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor):  # type: ignore[override]
+        x2, weight, mean, rstd = ctx.saved_tensors
+        dy2, _ = to_2d(dy)
+        dx, dw, db = ctx.backend.backward(dy2, x2, weight, mean, rstd)
+        return from_2d(dx, ctx.shape), dw, db, None, None
+
+
+def backend_layernorm(backend: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                      eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm over the last dimension through `backend` (autograd-aware), any leading dimensions."""
+    return BackendLayerNormFn.apply(x, weight, bias, float(eps), backend)

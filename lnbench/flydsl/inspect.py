@@ -27,6 +27,7 @@ from lnbench.flydsl.toolkit import compile_env
 
 if TYPE_CHECKING:
     from lnbench.emu.machine import LaunchProfile
+    from lnbench.flydsl.contract import SourceSpec
 
 OPS = ("fwd", "fwd-nostats", "bwd")
 _KEYS = ("kernarg_segment_size", "sgpr_count", "vgpr_count", "agpr_count", "sgpr_spill_count",
@@ -231,10 +232,12 @@ def _kernel_from_profile(p: LaunchProfile, op: str, arch: str, abi: str, dtype: 
 
 
 def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, eps: float = 1e-5,
-                    dgamma_strategy: str = "deterministic", seed: int = 0) -> list[ExecutedKernel]:
+                    dgamma_strategy: str = "deterministic", seed: int = 0,
+                    source: "SourceSpec | None" = None) -> list[ExecutedKernel]:
     """Run one variant on seeded M × N inputs on the emulated device for `arch` (activated here; it must be
     available, else LnbenchUsageError) and return what each launch of the op executed (the backward's
-    mean/rstd come from an unprofiled forward)."""
+    mean/rstd come from an unprofiled forward). With `source`, the variant is that kernel source's launcher
+    (its ABI read from the launcher, `abi` ignored)."""
     import torch
 
     from lnbench.config import DTYPES
@@ -248,11 +251,50 @@ def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, ep
     gen = torch.Generator().manual_seed(seed)
     make = lambda *shape: torch.randn(*shape, generator=gen).to(DTYPES[dt])  # noqa: E731
     x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+    if source is None:
+        fwd = lambda stats: launch.forward(x, w, b, eps, stats, abi)  # noqa: E731  (y, mean, rstd)
+        bwd = lambda mean, rstd: launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy)  # noqa: E731
+    else:
+        from lnbench.flydsl import contract
+        abi = contract.build(source, "bwd" if op == "bwd" else "fwd", n, dt, arch, op == "fwd", eps).abi
+        dgamma_strategy = "accumulate" if op == "bwd" else ""
+        fwd = lambda stats: _called(contract.forward_call(source, x, w, b, eps, stats))  # noqa: E731
+        bwd = lambda mean, rstd: contract.backward_call(source, dy, x, w, mean, rstd)()  # noqa: E731
     if op == "bwd":
-        _, mean, rstd = launch.forward(x, w, b, eps, True, abi)
+        _, mean, rstd = fwd(True)          # the stats: from the same source's forward
         with runtime.launch_scope({}) as launches:
-            launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy)
+            bwd(mean, rstd)
     else:
         with runtime.launch_scope({}) as launches:
-            launch.forward(x, w, b, eps, op == "fwd", abi)
+            fwd(op == "fwd")
     return [_kernel_from_profile(p, op, arch, abi, dt, m, n, dgamma_strategy) for p in launches]
+
+
+def _called(call: Callable[[], None]) -> tuple:
+    """Run a contract call; its outputs."""
+    call()
+    return call.outputs  # type: ignore[attr-defined]
+
+
+def source_facts(source: "SourceSpec", op: str, dtype: str, n: int, arch: str, eps: float = 1e-5
+                 ) -> list[KernelFacts]:
+    """Compile-only facts of a kernel source's launcher for `op` (lnbench.flydsl.contract); [] when the source
+    has no backward builder and op is bwd."""
+    from lnbench.flydsl import contract
+    if op not in OPS:
+        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    dt = config.dtype_name(dtype)
+    built = contract.build(source, "bwd" if op == "bwd" else "fwd", int(n), dt, arch, op == "fwd", float(eps),
+                           fresh=True)
+    if built is None:
+        return []
+    out = []
+    for _, isa, slots in compile_dump(built.fn, contract.compile_args(built, dt, n=int(n)), arch):
+        out.append(KernelFacts(op=op, kernel_name=isa["name"], arch=arch, abi=built.abi, dtype=dt, n=int(n),
+                               kernarg_bytes=isa["kernarg_segment_size"], kernel_args=isa["args"],
+                               launcher_slots=slots, vgpr=isa["vgpr_count"], sgpr=isa["sgpr_count"],
+                               agpr=isa["agpr_count"], vgpr_spills=isa["vgpr_spill_count"],
+                               sgpr_spills=isa["sgpr_spill_count"], lds_bytes=isa["group_segment_fixed_size"],
+                               scratch_bytes=isa["private_segment_fixed_size"], loads_128bit=isa["load128"],
+                               stores_128bit=isa["store128"], instruction_count=isa["instructions"]))
+    return out

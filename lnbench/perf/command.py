@@ -12,9 +12,10 @@ from rich.markup import escape
 
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.backends import backend_names
+from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
+                              set_kernel_src, source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,
-                                guarded, output_options, prepare_outputs)
+                                guarded, kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
@@ -99,8 +100,8 @@ def choose_backends(requested: list[str], device: Device) -> list[str]:
     for name in requested:
         names = (["flydsl", "torch"] if device.executes_flydsl else ["torch"]) if name == "auto" else [name]
         for item in names:
-            if item not in backend_names():
-                raise LnbenchUsageError(f"unknown backend {item!r}; choose from auto, {', '.join(backend_names())}")
+            item = {n.lower(): n for n in backend_names()}.get(item.lower(), item)
+            check_backend_names([item])
             if item not in out:
                 out.append(item)
     if not out:
@@ -201,11 +202,13 @@ PERF_TENSORS = 8
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--peak-file", type=OutputFile(),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
+@kernel_source_option
 @output_options
 @guarded
 def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
                  min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-                 headline, kernel_timer, eps, seed, device, config_path, peak_file, csv_path, json_path, quiet) -> int:
+                 headline, kernel_timer, eps, seed, device, config_path, peak_file, kernel_src, csv_path, json_path,
+                 quiet) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
@@ -223,15 +226,18 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     no_kernel_time = unavailable_reason(dev)
     headline = check_headline(headline, protocol.kernel_timer, dev, no_kernel_time)
     kernel_pass = protocol.kernel_timer and not no_kernel_time
+    set_kernel_src(kernel_src)
+    configure_sources(config)                    # [backends.NAME]: passed on to the workers
     backend_list = choose_backends(_list_option(backends, table, "backends"), dev)
     base_name = baseline if baseline is not None else str(cfg.require(table, "baseline", str, "perf"))
-    if base_name not in backend_names():
+    if not is_backend_name(base_name):
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
     shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
-    if any(name.startswith("flydsl") for name in backend_list) and dev.executes_flydsl:
-        validate.toolkit()                                 # known limits of the kernels, before any worker starts
-        validate.kernel_widths([n for _, n in shape_list], dtype_list)
+    if any(name not in ("torch", "compile", "liger") for name in backend_list) and dev.executes_flydsl:
+        validate.toolkit()                                 # FlyDSL kernels (lnbench's or a kernel source's)
+    if any(name in OWN_FLYDSL for name in backend_list) and dev.executes_flydsl:
+        validate.kernel_widths([n for _, n in shape_list], dtype_list)   # lnbench's limits, before any worker starts
     eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), "perf"),
                              "--eps" if eps is not None else "config [perf] eps")
     base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "perf"),
@@ -277,8 +283,12 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     seconds = time.monotonic() - start
     after = gpu_facts(dev.torch_device)
     rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
+    sources = source_metadata(backend_list).get("kernel_sources", {})
+    for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
+        row.update(sources.get(row["backend"], {}))
 
-    metadata = {**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
+    metadata = {**run_metadata(dev), **source_metadata(backend_list), "lnbench_command": "perf",
+                "P": protocol.processes, "R": protocol.runs,
                 "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
                 "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
                 "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before["driver"],

@@ -11,7 +11,9 @@ from rich.markup import escape
 
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.backends import backend_names, get_backend, probe_backend
+from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, get_backend, probe_backend,
+                              requested_names, set_kernel_src, source_metadata)
+from lnbench.cli_common import kernel_source_option
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, emit_outputs, guarded,
                                 output_options, prepare_outputs)
 from lnbench.device import Device, resolve_kernel_device
@@ -102,7 +104,9 @@ def _summary_line(rows: list[dict]) -> str:
 
 @click.command("verify")
 @click.option("--backend", "backends", multiple=True, default=["auto"], show_default=True,
-              help="Backend(s) to check (repeatable or comma list): auto, " + ", ".join(backend_names()) + ".")
+              help="Backend(s) to check (repeatable or comma list): auto, " + ", ".join(backend_names()) +
+                   ", a [backends.NAME] of the config, or module:PKG.MOD (a kernel source following FlyDSL's "
+                   "LayerNorm builder contract; docs/flydsl-upstream.md).")
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
 @click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
@@ -115,9 +119,10 @@ def _summary_line(rows: list[dict]) -> str:
                    "--backend). Exit 0 when the control passes and every bug that changes an output on the chosen "
                    "shapes is caught (a bug that changes none, e.g. drop-c2 at N = 1, is reported `not "
                    "detectable`); exit 1 if a bug passes, the control fails, or no bug is detectable.")
+@kernel_source_option
 @output_options
 @guarded
-def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test,
+def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src,
                    csv_path, json_path, quiet) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
@@ -136,7 +141,9 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     tol = Tolerance.from_config(table)
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "verify"))
     shape_list = cfg.chosen_shapes(config, "verify", shapes, shape_set)
-    requested = validate.choices(backends, ["auto", *backend_names()], "backend", ["auto"])
+    set_kernel_src(kernel_src)
+    configure_sources(config)
+    requested = requested_names(backends, ["auto"])
     if self_test and click.get_current_context().get_parameter_source("backends") != click.core.ParameterSource.DEFAULT:
         raise LnbenchUsageError("--self-test checks planted bugs in a copy of the reference math, not a backend: "
                                 "drop --backend")
@@ -159,9 +166,11 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
 
     names, banner = choose_backends(requested, dev)
     explicit = [name for name in requested if name != "auto"]
-    if any(name.startswith("flydsl") for name in names):   # known limits of the kernels, before any compile
+    if any(name not in ("torch", "compile", "liger") for name in names):   # FlyDSL kernels, lnbench's or a source's
         validate.toolkit()
+    if any(name in OWN_FLYDSL for name in names):   # known limits of lnbench's kernels, before any compile
         validate.kernel_widths([n for _, n in shape_list], dtype_list)
+    metadata.update(source_metadata(names))
     if banner:
         console.print(f"[bold yellow]{banner}[/bold yellow]")
     if not names:

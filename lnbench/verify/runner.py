@@ -51,7 +51,7 @@ def run_2d(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     rows = inp.x.shape[0]
     y, mean, rstd = backend.forward(inp.x, inp.weight, inp.bias, eps, store_stats=True)
     if "bwd" not in backend.ops:
-        not_run = dict.fromkeys(BACKWARD_TENSORS, NO_STANDALONE_BWD)
+        not_run = dict.fromkeys(BACKWARD_TENSORS, getattr(backend, "missing_backward", "") or NO_STANDALONE_BWD)
         not_run.update({k: f"{k} not returned (no standalone backward needs it)"
                         for k, v in (("mean", mean), ("rstd", rstd)) if v is None})
         return Outputs({"y": y, "mean": mean, "rstd": rstd}, not_run=not_run)
@@ -66,6 +66,11 @@ def run_2d(backend: Backend, inp: Inputs, eps: float) -> Outputs:
 
 def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     """The backend's public autograd path on N-D input: y, then dx, dγ, dβ from y.backward(dy)."""
+    missing = getattr(backend, "missing_backward", "")
+    if missing:                                  # a kernel source without a backward: its forward only
+        with torch.no_grad():
+            y = backend.layernorm(inp.x, inp.weight, inp.bias, eps)
+        return Outputs({"y": y}, not_run=dict.fromkeys(BACKWARD_TENSORS, missing))
     x = inp.x.detach().clone().requires_grad_(True)
     w = inp.weight.detach().clone().requires_grad_(True)
     b = inp.bias.detach().clone().requires_grad_(True)
@@ -198,7 +203,8 @@ def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol:
                 case_rows = status_rows(case, "error", f"compile failed: {one_line(exc)}")
         else:
             case_rows = status_rows(case, "not run", avail.reason)
-        rows.extend({"backend": backend.name, **row} for row in case_rows)
+        source = backend.case_columns() if hasattr(backend, "case_columns") else {}   # a kernel source's
+        rows.extend({"backend": backend.name, **row, **source} for row in case_rows)
         outcome = "FAIL" if failed(case_rows) else str(case_rows[0]["status"]) if case_rows else ""
         advance(f"{backend.name} {case.kind} {case.dtype} {'x'.join(map(str, case.shape))} eps={case.eps:g} {outcome}")
     return rows

@@ -1,0 +1,112 @@
+"""A backend over a kernel source: any module following FlyDSL's LayerNorm builder contract
+(lnbench.flydsl.contract), e.g. FlyDSL's own `kernels.norm.layernorm_kernel` from a checkout.
+
+A source that cannot be imported or built still makes a backend: its cases become `error` rows naming why in
+one line. A source without a backward builder runs the forward only; its backward tensors are `not run`, with
+`missing_backward` saying what is missing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from lnbench.backends.base import ALL_OPS, Availability, Backend
+from lnbench.device import Device
+from lnbench.flydsl import toolkit
+from lnbench.flydsl.contract import SourceSpec
+
+FORWARD_OPS: tuple[str, ...] = ("fwd", "fwd-nostats")
+
+
+class SourceBackend(Backend):
+    """Drives one kernel source through the builder contract."""
+
+    name = "source"
+
+    def __init__(self, spec: SourceSpec) -> None:
+        self.spec = spec
+        self.name = spec.name                                   # type: ignore[misc]
+        self.description = spec.description or f"kernel source {spec.module} (builder contract)"  # type: ignore[misc]
+        self.deterministic = spec.deterministic                 # type: ignore[misc]
+        self._codes: list[str] = []
+
+    # ops and missing_backward load the module on first use (an import error then surfaces in forward's rows)
+    @property
+    def missing_backward(self) -> str:
+        from lnbench.flydsl.contract import missing_backward
+        return missing_backward(self.spec)
+
+    @property
+    def ops(self) -> tuple[str, ...]:  # type: ignore[override]
+        return FORWARD_OPS if self.missing_backward else ALL_OPS
+
+    def availability(self, device: Device) -> Availability:
+        if not toolkit.flydsl_importable():
+            return Availability(False, "flydsl is not importable")
+        if device.executes_flydsl:
+            return Availability(True)
+        can = toolkit.toolkit_info().kind != "missing"
+        reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
+        return Availability(False, reason, can_compile=can)
+
+    def preload(self) -> None:
+        from lnbench.flydsl.contract import load_module
+        load_module(self.spec)
+
+    def _run(self, call: Any) -> tuple:
+        """Run a contract call, noting the code objects the emulator executed for it."""
+        from lnbench.emu import runtime
+        from lnbench.flydsl.contract import executed_since
+        mark = runtime.launch_mark()
+        call()
+        self._codes.extend(h for h in executed_since(mark) if h not in self._codes)
+        return call.outputs
+
+    def forward(self, x, weight, bias, eps, store_stats=True):
+        from lnbench.flydsl.contract import forward_call
+        out = self._run(forward_call(self.spec, x, weight, bias, eps, store_stats))
+        return (out[0], out[1], out[2]) if store_stats else (out[0], None, None)
+
+    def backward(self, dy, x, weight, mean, rstd):
+        from lnbench.flydsl.contract import backward_call
+        call = backward_call(self.spec, dy, x, weight, mean, rstd)
+        if call is None:
+            raise NotImplementedError(f"{self.name}: {self.missing_backward}")
+        return self._run(call)
+
+    def direct_forward_call(self, x, weight, bias, eps, store_stats):
+        """Outputs preallocated, compiled once: a zero-argument launch (`.outputs`, `.buffers`)."""
+        from lnbench.flydsl.contract import forward_call
+        return forward_call(self.spec, x, weight, bias, eps, store_stats)
+
+    def direct_backward_call(self, dy, x, weight, mean, rstd):
+        from lnbench.flydsl.contract import backward_call
+        call = backward_call(self.spec, dy, x, weight, mean, rstd)
+        if call is None:
+            raise NotImplementedError(f"{self.name}: {self.missing_backward}")
+        return call
+
+    def layernorm(self, x, weight, bias, eps):
+        from lnbench.flydsl.autograd import backend_layernorm
+        return backend_layernorm(self, x, weight, bias, eps)
+
+    def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:
+        """Compile fwd (with and without stats) and bwd (where there is one) for gfx942 and gfx950."""
+        from lnbench.flydsl.contract import source_facts
+        from lnbench.config import dtype_name
+        parts = []
+        for arch in toolkit.DEFAULT_ARCHES:
+            facts = [f for op in self.ops if op in ("fwd", "fwd-nostats", "bwd")
+                     for f in source_facts(self.spec, op, dtype_name(dtype), n, arch, eps)]
+            vmax = max(f.vgpr for f in facts)
+            spills = sum(f.vgpr_spills + f.sgpr_spills for f in facts)
+            parts.append(f"{arch}: {len(facts)} kernels, max VGPR {vmax}, spills {spills}")
+        return "; ".join(parts)
+
+    def case_columns(self) -> dict[str, str]:
+        """What each row of this backend names: module, file, checkout commit, and the code objects executed
+        since the last call (space-separated hashes; then forgotten, so each case names its own)."""
+        from lnbench.flydsl.contract import provenance
+        codes, self._codes = " ".join(self._codes), []
+        return {**provenance(self.spec), "code_object": codes}

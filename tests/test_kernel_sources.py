@@ -1,0 +1,162 @@
+"""Kernel sources as backends: the builder contract (lnbench.flydsl.contract) driven through verify, inspect and
+abi-compare, with project-written test sources (tests/kernel_sources/lnbench_test_sources: Pointer ABI with a
+backward, Tensor ABI without one, and planted faults), and FlyDSL's own LayerNorm when $LNBENCH_KERNEL_SRC
+points at a FlyDSL checkout."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lnbench import backends
+from lnbench.cli import main
+from conftest import kernel_device_names
+
+pytestmark = pytest.mark.rocm
+
+SOURCES = Path(__file__).parent / "kernel_sources"
+POINTER = "module:lnbench_test_sources.pointer_ln"
+TENSOR = "module:lnbench_test_sources.tensor_ln"
+FLYDSL_CHECKOUT = os.environ.get("LNBENCH_KERNEL_SRC", "")
+
+
+@pytest.fixture(autouse=True)
+def clean_sources(monkeypatch, results_dir):
+    """Each test sets --kernel-src / config sources itself; nothing leaks into the next test."""
+    monkeypatch.delenv(backends.KERNEL_SRC_ENV, raising=False)
+    monkeypatch.delenv(backends.SOURCES_ENV, raising=False)
+    monkeypatch.setattr(backends, "_sources", {})
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def verify(tmp_path: Path, backend: str, *extra: str, src: Path | str = SOURCES, shapes: str = "3x100"):
+    out = tmp_path / "v.csv"
+    result = invoke("verify", "--backend", backend, "--kernel-src", str(src), "--device", kernel_device_names()[0],
+                    "--dtype", "f32", "--shapes", shapes, "--csv", str(out), "--json", str(tmp_path / "v.json"),
+                    *extra)
+    frame = pd.read_csv(out) if out.exists() else None
+    return result, frame
+
+
+def test_pointer_source_with_backward_passes_and_every_row_names_its_source(tmp_path):
+    result, frame = verify(tmp_path, POINTER)
+    assert result.exit_code == 0, result.output
+    assert set(frame["status"]) == {"PASS"}
+    assert {"y", "mean", "rstd", "dx", "dweight", "dbias"} <= set(frame["tensor"])
+    assert set(frame["source_module"]) == {"lnbench_test_sources.pointer_ln"}
+    assert frame["source_file"].str.endswith("pointer_ln.py").all()
+    # each case names the code objects that executed it (forward and backward: two distinct hashes)
+    assert all(len(str(codes).split()) == 2 for codes in frame["code_object"])
+    meta = json.loads((tmp_path / "v.json").read_text())["metadata"]
+    assert meta["kernel_sources"][POINTER]["source_module"] == "lnbench_test_sources.pointer_ln"
+
+
+def test_tensor_abi_source_without_backward_gives_not_run_rows_naming_the_missing_builder(tmp_path):
+    result, frame = verify(tmp_path, TENSOR)
+    assert result.exit_code == 0, result.output
+    forward = frame[frame["tensor"].isin(["y", "mean", "rstd"])]
+    backward = frame[frame["tensor"].isin(["dx", "dweight", "dbias"])]
+    assert len(forward) and set(forward["status"]) == {"PASS"}
+    assert len(backward) and set(backward["status"]) == {"not run"}
+    assert set(backward["detail"]) == {"lnbench_test_sources.tensor_ln has no build_layernorm_bwd_module()"}
+
+
+@pytest.mark.parametrize("module, words", [
+    ("wrong_signature", "returned a launcher taking (Input, Gamma, Output, m, stream): the contract wants 6 buffers"),
+    ("import_error", "cannot import lnbench_test_sources.import_error"),
+    ("out_of_bounds", "past its end"),
+])
+def test_faulty_sources_are_error_rows_with_one_line(tmp_path, module, words):
+    result, frame = verify(tmp_path, f"module:lnbench_test_sources.{module}")
+    assert result.exit_code == 1, result.output
+    assert set(frame["status"]) == {"error"}
+    assert all(words in detail and "\n" not in detail for detail in frame["detail"])
+    assert "Traceback" not in result.output
+
+
+def test_config_table_names_a_team_variant(tmp_path):
+    config = tmp_path / "team.toml"
+    config.write_text(f'[backends.team-ln]\nmodule = "lnbench_test_sources.tensor_ln"\npath = "{SOURCES}"\n'
+                      f'description = "our Tensor-ABI variant"\n')
+    out = tmp_path / "v.csv"
+    result = invoke("verify", "--backend", "team-ln", "--config", str(config), "--device", kernel_device_names()[0],
+                    "--dtype", "f32", "--shapes", "2x64", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert set(frame["backend"]) == {"team-ln"}
+    assert "PASS" in set(frame["status"])
+
+
+def test_config_table_with_an_unknown_key_is_a_usage_error(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text('[backends.team-ln]\nmodule = "x"\nbuilder = "y"\n')
+    result = invoke("verify", "--backend", "torch", "--config", str(config), "--shapes", "2x8")
+    assert result.exit_code == 2
+    assert "unknown key 'builder'" in result.output
+
+
+def test_entry_point_plugin_module_is_a_backend(monkeypatch):
+    import importlib.metadata
+    import sys
+
+    monkeypatch.syspath_prepend(str(SOURCES))
+    entry = importlib.metadata.EntryPoint("team-plugin", "lnbench_test_sources.pointer_ln", backends.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(backends, "_entry_points", lambda: {"team-plugin": entry})
+    assert "team-plugin" in backends.backend_names()
+    backend = backends.get_backend("team-plugin")
+    assert backend.name == "team-plugin" and "bwd" in backend.ops
+    assert "lnbench_test_sources.pointer_ln" in sys.modules
+
+
+def test_flydsl_src_without_a_checkout_is_a_usage_error():
+    result = invoke("verify", "--backend", "flydsl-src", "--shapes", "2x8")
+    assert result.exit_code == 2
+    assert "needs --kernel-src" in result.output
+
+
+def test_inspect_execute_shows_a_source_beside_lnbench_kernels(tmp_path):
+    out = tmp_path / "i.csv"
+    result = invoke("inspect", "--backend", f"{POINTER},flydsl", "--kernel-src", str(SOURCES), "--abi", "pointer",
+                    "--arch", "gfx942", "--op", "fwd", "--dtype", "f32", "--shapes", "2x128", "--execute",
+                    "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    executed = frame[frame["part"] == "executed"]
+    assert set(executed["backend"]) == {POINTER, "flydsl"} and set(executed["status"]) == {"ok"}
+    mine = executed[executed["backend"] == POINTER].iloc[0]
+    assert mine["kernel_name"].startswith("test_ln_fwd") and mine["exec_instructions"] > 0
+    assert len(str(mine["code_object"])) == 16
+
+
+def test_abi_compare_pair_of_sources_static_part(tmp_path):
+    out = tmp_path / "a.csv"
+    result = invoke("abi-compare", "--pair", f"{TENSOR},{POINTER}", "--kernel-src", str(SOURCES), "--static-only",
+                    "--arch", "gfx942", "--op", "fwd,bwd", "--dtype", "f32", "--shapes", "2x128", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    fwd = frame[frame["op"] == "fwd"].iloc[0]
+    assert fwd["status"] == "ok" and fwd["exec_status"] == "ok"
+    # the Tensor-ABI launch passes layouts: more kernarg bytes than the bare pointers of the Pointer ABI
+    assert fwd["kernarg_tensor"] > fwd["kernarg_pointer"]
+    bwd = frame[frame["op"] == "bwd"].iloc[0]
+    assert bwd["status"] == "not run" and "has no build_layernorm_bwd_module()" in bwd["detail"]
+
+
+@pytest.mark.skipif(not (Path(FLYDSL_CHECKOUT) / "kernels" / "norm" / "layernorm_kernel.py").is_file(),
+                    reason="LNBENCH_KERNEL_SRC does not point at a FlyDSL checkout (kernels/norm/layernorm_kernel.py)")
+def test_flydsl_own_layernorm_fails_exactly_on_offset_rows(tmp_path):
+    """FlyDSL's forward computes the variance as E[x²]−mean²: rows of 1000 + randn must FAIL, randn rows PASS."""
+    result, frame = verify(tmp_path, "flydsl-src", src=FLYDSL_CHECKOUT, shapes="3x1024")
+    assert result.exit_code == 1, result.output
+    assert not frame["status"].isin(["error", "not run"]).any(), frame[["case", "tensor", "status", "detail"]]
+    offset = frame[frame["case"] == "offset"]
+    assert set(offset[offset["tensor"].isin(["y", "rstd"])]["status"]) == {"FAIL"}
+    assert set(frame[frame["case"] == "randn"]["status"]) == {"PASS"}
+    assert frame["source_commit"].notna().all()
