@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import click
 import torch
@@ -144,7 +144,7 @@ def _missing(spec) -> str:
     return missing_backward(spec)
 
 
-def backend_variants(backends: list[str], abis: list[str], strategy: str) -> list[dict[str, Any]]:
+def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) -> list[dict[str, Any]]:
     """(backend, abi, dγ strategy) of each kernel family to inspect: lnbench's own kernels per --abi (flydsl),
     Tensor ABI only (flydsl-tensor), atomic dγ/dβ (flydsl-atomic); a kernel source once, its ABI read from its
     launcher (the rows' `abi` column says which)."""
@@ -161,18 +161,22 @@ def backend_variants(backends: list[str], abis: list[str], strategy: str) -> lis
     return out
 
 
-def inspect_rows(arches: list[str], families: list[dict[str, Any]], ops: list[str], dtypes: list[str],
-                 widths: list[int], progress: CommandProgress) -> list[dict]:
-    """One row per compiled kernel; a variant that fails to compile is an `error` row."""
+def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
+                 strategy: str, progress: CommandProgress, backends: Sequence[str] = ("flydsl",)) -> list[dict]:
+    """One row per compiled kernel of every backend (backend_variants); a variant that fails to compile is an
+    `error` row."""
+    families = backend_variants(backends, abis, strategy)
     variants = ({**fam, "arch": arch, "op": op, "dtype": dtype, "n": n}
                 for arch, dtype, n, op, fam in itertools.product(arches, dtypes, widths, ops, families))
     return _variant_rows(variants, _static_facts, progress)
 
 
-def executed_rows(arches: list[str], families: list[dict[str, Any]], ops: list[str], dtypes: list[str],
-                  shapes: list[tuple[int, int]], progress: CommandProgress) -> list[dict]:
+def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
+                  shapes: list[tuple[int, int]], strategy: str, progress: CommandProgress,
+                  backends: Sequence[str] = ("flydsl",)) -> list[dict]:
     """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
     that fails (compile error, emulator fault) is an `error` row."""
+    families = backend_variants(backends, abis, strategy)
     variants = ({"part": "executed", **fam, "arch": arch, "op": op, "dtype": dtype, "M": m, "n": n,
                  "shape": f"{m}x{n}"}
                 for arch, dtype, (m, n), op, fam in itertools.product(arches, dtypes, shapes, ops, families))
@@ -234,14 +238,15 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
     families = backend_variants(backend_list, abi_list, strategy)
     total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
     with CommandProgress(err_console, "compiling", total, quiet) as progress:
-        rows = inspect_rows(arch_list, families, op_list, dtype_list, widths, progress)
+        rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list)
     if not quiet:
         render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
     executed: list[dict] = []
     if execute:
         with CommandProgress(err_console, "executing", len(arch_list) * len(families) * len(op_list)
                              * len(dtype_list) * len(shape_list), quiet) as progress:
-            executed = executed_rows(arch_list, families, op_list, dtype_list, shape_list, progress)
+            executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress,
+                                     backend_list)
         if not quiet:
             render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
                                   "(wave-instructions by class; global bytes = instruction bytes, distinct = "

@@ -160,3 +160,25 @@ def test_flydsl_own_layernorm_fails_exactly_on_offset_rows(tmp_path):
     assert set(offset[offset["tensor"].isin(["y", "rstd"])]["status"]) == {"FAIL"}
     assert set(frame[frame["case"] == "randn"]["status"]) == {"PASS"}
     assert frame["source_commit"].notna().all()
+
+
+def test_lnbench_forward_through_the_contract_runs_the_same_code_objects_as_flydsl(tmp_path):
+    """One launch path: lnbench's builder module (lnbench.flydsl.builders) driven as a kernel source executes the
+    very code objects `--backend flydsl` executes."""
+    import torch
+    from lnbench.device import resolve_device
+
+    resolve_device(kernel_device_names()[0])
+    from lnbench.emu import runtime
+    from lnbench.flydsl import launch
+
+    gen = torch.Generator().manual_seed(5)
+    x, w, b = (torch.randn(*s, generator=gen) for s in ((3, 96), (96,), (96,)))
+    source = backends.get_backend("module:lnbench.flydsl.builders")
+    mark = runtime.launch_mark()
+    y_src, mean_src, _ = source.forward(x, w, b, 1e-5)
+    y_own, mean_own, _ = launch.forward(x, w, b, 1e-5)
+    codes = [h for _, h in runtime.launched_code_objects(mark)]
+    assert len(codes) == 2 and codes[0] == codes[1]
+    assert torch.equal(y_src, y_own) and torch.equal(mean_src, mean_own)
+    assert source.missing_backward == "lnbench.flydsl.builders has no build_layernorm_bwd_module()"

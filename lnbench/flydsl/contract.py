@@ -20,7 +20,7 @@ import inspect
 import subprocess
 import sys
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -175,7 +175,6 @@ class Launcher:
     abi: str
     roles: tuple[str, ...]
     label: str
-    compiled: dict[tuple, Any] = field(default_factory=dict)
 
 
 def _annotation_kind(annotation: Any) -> str:
@@ -255,17 +254,14 @@ def compile_args(launcher: Launcher, dtype: str, tensors: dict[str, torch.Tensor
 
 
 def compiled(launcher: Launcher, dtype: str, dev: Device, tensors: dict[str, torch.Tensor]) -> Any:
-    """The launcher compiled for dev (cached per arch and device); the arch env is set while compiling."""
-    key = (dev.arch, dev.index)
-    fn = launcher.compiled.get(key)
-    if fn is None:
-        args = compile_args(launcher, dtype, tensors if launcher.abi == "tensor" else None)
-        try:
-            fn = launch._do_compile(launcher.fn, args, dev.arch)
-        except Exception as exc:  # noqa: BLE001
-            raise SourceError(f"{launcher.label}: compile failed: {one_line(exc, 300)}") from None
-        launcher.compiled[key] = fn
-    return fn
+    """The launcher compiled for dev, in lnbench's one compile cache (launch._cached: lnbench's own kernels
+    live there too), the arch env set while compiling."""
+    key = ("source", id(launcher), dev.arch, dev.index)      # launchers stay in _launchers: ids are not reused
+    try:
+        return launch._cached(key, lambda: (launcher.fn, compile_args(
+            launcher, dtype, tensors if launcher.abi == "tensor" else None)), dev.arch)
+    except Exception as exc:  # noqa: BLE001
+        raise SourceError(f"{launcher.label}: compile failed: {one_line(exc, 300)}") from None
 
 
 # ---------------------------------------------------------------- code objects that executed

@@ -177,8 +177,9 @@ def reduce_compile_args(n: int, wdtype: str, abi: str, tensors: list | None = No
 
 
 def build_fwd_launcher(plan: config.RowPlan, eps: float, store_stats: bool, abi: str) -> Callable:
-    from lnbench.flydsl.kernels_fwd import build_fwd
-    return build_fwd(plan, eps, store_stats, abi)
+    """lnbench's forward launcher: the builder kernel sources' contract exposes it too (lnbench.flydsl.builders)."""
+    from lnbench.flydsl.builders import forward_launcher
+    return forward_launcher(plan, eps, store_stats, abi)
 
 
 def build_bwd_launchers(plan: config.RowPlan, strategy: str, abi: str) -> tuple[Callable, Callable | None]:
