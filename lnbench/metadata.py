@@ -40,10 +40,15 @@ def gpu_runtime() -> str:
 def git_commit() -> str:
     """Short commit of the lnbench checkout, with `-dirty` when tracked files differ from it (a result from
     uncommitted code says so), or '' when it is not a git checkout."""
+    return git_commit_of(Path(lnbench.__file__).parent)
+
+
+def git_commit_of(folder: Path) -> str:
+    """Short commit of the git checkout holding `folder`, `-dirty` when its tracked files differ; '' outside git
+    (lnbench's own, or a kernel source's checkout)."""
     def git(*args: str) -> str | None:
         try:
-            out = subprocess.run(["git", *args], cwd=Path(lnbench.__file__).parent, capture_output=True, text=True,
-                                 timeout=5)
+            out = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=5)
         except (OSError, subprocess.SubprocessError):
             return None
         return out.stdout.strip() if out.returncode == 0 else None

@@ -15,12 +15,8 @@ from typing import Any, Callable
 
 import torch
 
-from lnbench import validate
 from lnbench.abi.cases import PairCase, Side
-from lnbench.abi.flydsl_pairs import _not_none, _reference
-from lnbench.config import DTYPES
-from lnbench.device import device_of
-from lnbench.rocm import NEEDS_ROCM
+from lnbench.abi.flydsl_pairs import _not_none, _reference, case_inputs, launch_counter
 
 SIDES = ("tensor", "pointer")
 #: lnbench's own kernels: backend name -> (launch ABI, dγ/dβ strategy)
@@ -79,21 +75,13 @@ def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]]
     forward, the same for both sides)."""
     from lnbench.flydsl import launch
 
-    dev = device_of(torch.empty(0, device=device))
-    if not dev.launches_flydsl:
-        raise RuntimeError(f"a FlyDSL backend pair {NEEDS_ROCM} (or the null device, activated in this process)")
-    counter = None
-    if dev.is_null:
-        from lnbench.emu import hip
-        counter = hip.launch_count
+    counter = launch_counter(device, "a FlyDSL backend pair")
     factories = {side: side_factory(name) for side, name in zip(SIDES, backends)}
     cases = []
     for op in ops:
         for dtype in dtypes:
             for index, (m, n) in enumerate(shapes):
-                gen = torch.Generator().manual_seed(validate.derived_seed(seed, index))
-                make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
-                x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+                x, w, b, dy = case_inputs(seed, index, m, n, dtype, device)
                 stats = launch.forward(x, w, b, eps, True, "pointer")[1:] if op == "bwd" else None
                 sides = {side: make_side(op, x, w, b, dy, eps, stats) for side, make_side in factories.items()}
                 launches = {side: 2 if op == "bwd" and OWN.get(name, ("", ""))[1] == "deterministic" else 1

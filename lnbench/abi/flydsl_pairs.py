@@ -11,7 +11,7 @@ also counts its launches (the HIP stand-in's counter). flydsl is imported only w
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -66,24 +66,33 @@ def _sides(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dy: torch
     return sides
 
 
+def launch_counter(device: torch.device, what: str) -> Callable[[], int] | None:
+    """The HIP stand-in's launch counter on the null device (None elsewhere); raises where FlyDSL cannot launch."""
+    dev = device_of(torch.empty(0, device=device))
+    if not dev.launches_flydsl:
+        raise RuntimeError(f"{what} {NEEDS_ROCM} (or the null device, activated in this process)")
+    if not dev.is_null:
+        return None
+    from lnbench.emu import hip
+    return hip.launch_count
+
+
+def case_inputs(seed: int, index: int, m: int, n: int, dtype: str, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """x, γ, β, dy of a pair case: seeded randn (the case's own seed derived from `seed` and its shape index)."""
+    gen = torch.Generator().manual_seed(validate.derived_seed(seed, index))
+    make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
+    return make(m, n), make(n), make(n), make(m, n)
+
+
 def build_cases(ops: list[str], dtypes: list[str], shapes: list[tuple[int, int]], device: torch.device,
                 eps: float, seed: int, dgamma_strategy: str = "deterministic", **_: Any) -> list[PairCase]:
     """Both ABIs of every op × dtype × shape on the same inputs (raises where FlyDSL cannot launch)."""
-    dev = device_of(torch.empty(0, device=device))
-    if not dev.launches_flydsl:
-        raise RuntimeError(f"the flydsl pair {NEEDS_ROCM} (or the null device, activated in this process)")
-    counter = None
-    if dev.is_null:
-        from lnbench.emu import hip
-        counter = hip.launch_count
-
+    counter = launch_counter(device, "the flydsl pair")
     cases = []
     for op in ops:
         for dtype in dtypes:
             for index, (m, n) in enumerate(shapes):
-                gen = torch.Generator().manual_seed(validate.derived_seed(seed, index))
-                make = lambda *s: torch.randn(*s, generator=gen).to(device=device, dtype=DTYPES[dtype])  # noqa: E731
-                x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+                x, w, b, dy = case_inputs(seed, index, m, n, dtype, device)
                 sides = _sides(op, x, w, b, dy, eps, dgamma_strategy)
                 exact = op != "bwd" or dgamma_strategy == "deterministic"
                 launches = 2 if op == "bwd" and dgamma_strategy == "deterministic" else 1   # bwd: main + reduce

@@ -209,7 +209,9 @@ def probe_backend(name: str, device) -> tuple[Backend | None, Availability]:
     try:
         backend = get_backend(name)
         return backend, backend.availability(device)
-    except LnbenchUsageError:
+    except LnbenchUsageError as exc:
+        if name == FLYDSL_SRC:                  # no checkout named: listed (lnbench env) as unavailable, why
+            return None, Availability(False, str(exc).removeprefix(f"--backend {FLYDSL_SRC} "))
         raise
     except Exception as exc:  # a broken optional backend must not hide the others
         return None, Availability(False, f"cannot load: {type(exc).__name__}: {exc}".splitlines()[0])

@@ -11,6 +11,18 @@ from lnbench.flydsl import toolkit
 DEFAULT_ARCHES = toolkit.DEFAULT_ARCHES
 
 
+def flydsl_availability(device: Device) -> Availability:
+    """Where FlyDSL kernels (lnbench's or a kernel source's) run: a ROCm GPU or the emulator; compile-only
+    elsewhere when the linker toolkit is there."""
+    if not toolkit.flydsl_importable():
+        return Availability(False, "flydsl is not importable")
+    if device.executes_flydsl:
+        return Availability(True)
+    can = toolkit.toolkit_info().kind != "missing"
+    reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
+    return Availability(False, reason, can_compile=can)
+
+
 class FlyDSLBackend(Backend):
     name = "flydsl"
     description = "lnbench FlyDSL kernels (vectorized, fp32 stats, deterministic dγ/dβ)"
@@ -21,13 +33,7 @@ class FlyDSLBackend(Backend):
         self.dgamma_strategy = dgamma_strategy
 
     def availability(self, device: Device) -> Availability:
-        if not toolkit.flydsl_importable():
-            return Availability(False, "flydsl is not importable")
-        if device.executes_flydsl:
-            return Availability(True)
-        can = toolkit.toolkit_info().kind != "missing"
-        reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
-        return Availability(False, reason, can_compile=can)
+        return flydsl_availability(device)
 
     def preload(self) -> None:
         from lnbench.flydsl import launch  # noqa: F401,PLC0415 - imports flydsl and its runtime

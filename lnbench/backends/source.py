@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from lnbench.backends.base import ALL_OPS, Availability, Backend
+from lnbench.backends.flydsl_backend import flydsl_availability
 from lnbench.device import Device
 from lnbench.flydsl import toolkit
 from lnbench.flydsl.contract import SourceSpec
@@ -42,13 +43,7 @@ class SourceBackend(Backend):
         return FORWARD_OPS if self.missing_backward else ALL_OPS
 
     def availability(self, device: Device) -> Availability:
-        if not toolkit.flydsl_importable():
-            return Availability(False, "flydsl is not importable")
-        if device.executes_flydsl:
-            return Availability(True)
-        can = toolkit.toolkit_info().kind != "missing"
-        reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
-        return Availability(False, reason, can_compile=can)
+        return flydsl_availability(device)
 
     def preload(self) -> None:
         from lnbench.flydsl.contract import load_module

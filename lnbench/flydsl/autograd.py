@@ -6,7 +6,6 @@ from typing import Any
 import torch
 
 from lnbench.errors import ContractError
-from lnbench.flydsl import launch
 
 
 def to_2d(x: torch.Tensor) -> tuple[torch.Tensor, torch.Size]:
@@ -21,35 +20,17 @@ def from_2d(y: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return y.reshape(shape)
 
 
-class LayerNormFn(torch.autograd.Function):
-    """Saves x and the fp32 stats; the backward runs the deterministic dγ/dβ strategy."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
-                abi: str) -> torch.Tensor:
-        x2, shape = to_2d(x)
-        y, mean, rstd = launch.forward(x2, weight, bias, eps, store_stats=True, abi=abi)
-        ctx.save_for_backward(x2, weight, mean, rstd)
-        ctx.abi = abi
-        ctx.shape = shape
-        return from_2d(y, shape)
-
-    @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor):  # type: ignore[override]
-        x2, weight, mean, rstd = ctx.saved_tensors
-        dy2, _ = to_2d(dy)
-        dx, dw, db = launch.backward(dy2, x2, weight, mean, rstd, abi=ctx.abi)
-        return from_2d(dx, ctx.shape), dw, db, None, None
-
-
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
               abi: str = "pointer") -> torch.Tensor:
-    """LayerNorm over the last dimension (autograd-aware), any leading dimensions."""
-    return LayerNormFn.apply(x, weight, bias, float(eps), abi)
+    """LayerNorm over the last dimension (autograd-aware), any leading dimensions; the backward runs the
+    deterministic dγ/dβ strategy."""
+    from lnbench.backends.flydsl_backend import FlyDSLBackend
+    return BackendLayerNormFn.apply(x, weight, bias, float(eps), FlyDSLBackend(abi))
 
 
 class BackendLayerNormFn(torch.autograd.Function):
-    """The same glue over any backend's forward/backward (a kernel source through the builder contract)."""
+    """Saves x and the fp32 stats of any backend's forward; its backward runs the backend's backward (lnbench's
+    kernels, or a kernel source through the builder contract)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import subprocess
 import sys
 import threading
 from dataclasses import asdict, dataclass
@@ -129,21 +128,6 @@ def missing_backward(spec: SourceSpec) -> str:
     return ""
 
 
-def git_commit_of(path: Path) -> str:
-    """Short commit of the git checkout holding `path`, `-dirty` when its tracked files differ; '' outside git."""
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(["git", *args], cwd=path, capture_output=True, text=True, timeout=5)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
-        return ""
-    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
 def provenance(spec: SourceSpec) -> dict[str, str]:
     """module, file and the checkout's git commit of a source (file/commit '' when it cannot be loaded)."""
     with _lock:
@@ -161,6 +145,7 @@ def _provenance_of(spec: SourceSpec) -> dict[str, str]:
     file = getattr(module, "__file__", None)
     if file:
         out["source_file"] = str(Path(file).resolve())
+        from lnbench.metadata import git_commit_of
         out["source_commit"] = git_commit_of(Path(file).resolve().parent)
     return out
 
