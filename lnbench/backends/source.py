@@ -30,7 +30,6 @@ class SourceBackend(Backend):
         self.name = spec.name                                   # type: ignore[misc]
         self.description = spec.description or f"kernel source {spec.module} (builder contract)"  # type: ignore[misc]
         self.deterministic = spec.deterministic                 # type: ignore[misc]
-        self._codes: list[str] = []
 
     # ops and missing_backward load the module on first use (an import error then surfaces in forward's rows)
     @property
@@ -49,13 +48,9 @@ class SourceBackend(Backend):
         from lnbench.flydsl.contract import load_module
         load_module(self.spec)
 
-    def _run(self, call: Any) -> tuple:
-        """Run a contract call, noting the code objects the emulator executed for it."""
-        from lnbench.emu import runtime
-        from lnbench.flydsl.contract import executed_since
-        mark = runtime.launch_mark()
+    @staticmethod
+    def _run(call: Any) -> tuple:
         call()
-        self._codes.extend(h for h in executed_since(mark) if h not in self._codes)
         return call.outputs
 
     def forward(self, x, weight, bias, eps, store_stats=True):
@@ -88,7 +83,7 @@ class SourceBackend(Backend):
 
     def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:
         """Compile fwd (with and without stats) and bwd (where there is one) for gfx942 and gfx950."""
-        from lnbench.flydsl.contract import source_facts
+        from lnbench.flydsl.inspect import source_facts
         from lnbench.config import dtype_name
         parts = []
         for arch in toolkit.DEFAULT_ARCHES:
@@ -98,10 +93,3 @@ class SourceBackend(Backend):
             spills = sum(f.vgpr_spills + f.sgpr_spills for f in facts)
             parts.append(f"{arch}: {len(facts)} kernels, max VGPR {vmax}, spills {spills}")
         return "; ".join(parts)
-
-    def case_columns(self) -> dict[str, str]:
-        """What each row of this backend names: module, file, checkout commit, and the code objects executed
-        since the last call (space-separated hashes; then forgotten, so each case names its own)."""
-        from lnbench.flydsl.contract import provenance
-        codes, self._codes = " ".join(self._codes), []
-        return {**provenance(self.spec), "code_object": codes}

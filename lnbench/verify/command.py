@@ -198,6 +198,9 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     if fidelity:
         metadata["emu_fidelity"] = fidelity
         console.print(fidelity)
+    sources = metadata.get("kernel_sources", {})
+    for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
+        row.update(sources.get(row["backend"], {}))
     emit_outputs(rows, metadata, csv_final, json_final)
     console.print(_summary_line(rows))
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK

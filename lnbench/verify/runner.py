@@ -203,8 +203,7 @@ def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol:
                 case_rows = status_rows(case, "error", f"compile failed: {one_line(exc)}")
         else:
             case_rows = status_rows(case, "not run", avail.reason)
-        source = backend.case_columns() if hasattr(backend, "case_columns") else {}   # a kernel source's
-        rows.extend({"backend": backend.name, **row, **source} for row in case_rows)
+        rows.extend({"backend": backend.name, **row} for row in case_rows)
         outcome = "FAIL" if failed(case_rows) else str(case_rows[0]["status"]) if case_rows else ""
         advance(f"{backend.name} {case.kind} {case.dtype} {'x'.join(map(str, case.shape))} eps={case.eps:g} {outcome}")
     return rows
