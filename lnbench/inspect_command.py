@@ -11,7 +11,8 @@ import torch
 from rich.markup import escape
 
 from lnbench import config as cfg
-from lnbench.backends import OWN_FLYDSL, configure_sources, requested_names, set_kernel_src, source_metadata
+from lnbench.backends import (OWN_FLYDSL, configure_sources, requested_names, runs_flydsl, set_kernel_src,
+                              source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded,
                                 kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status
@@ -120,18 +121,13 @@ def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
     from lnbench.abi.static import kernel_role
     from lnbench.flydsl.inspect import execute_variant
 
-    from lnbench.emu import runtime
-
     spec = _source(variant)
     if spec is not None and variant["op"] == "bwd" and _missing(spec):
         raise NotRun(_missing(spec))
     rows = []
-    mark = runtime.launch_mark()
-    kernels = execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
-                              variant["arch"], dgamma_strategy=variant["dgamma_strategy"], source=spec)
-    codes = [h for _, h in runtime.launched_code_objects(mark)][-len(kernels):] if kernels else []
-    for kernel, code in zip(kernels, codes):
-        row = {**kernel.to_row(), "shape": variant["shape"], "code_object": code}
+    for kernel in execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
+                                  variant["arch"], dgamma_strategy=variant["dgamma_strategy"], source=spec):
+        row = {**kernel.to_row(), "shape": variant["shape"]}
         row["kernel"] = kernel_role(row["kernel_name"])
         row["launch"] = f"{kernel.grid[0]}×{kernel.block[0]}"
         row["unique_bytes"] = f"{row['unique_bytes_loaded']:,} / {row['unique_bytes_stored']:,}"
@@ -211,7 +207,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
     set_kernel_src(kernel_src)
     configure_sources(cfg.load_config(config_path))
     backend_list = requested_names(backends, ["flydsl"])
-    flydsl_free = [n for n in backend_list if n in ("torch", "compile", "liger", "auto")]
+    flydsl_free = [n for n in backend_list if not runs_flydsl(n)]
     if flydsl_free:
         raise LnbenchUsageError(f"inspect reads compiled FlyDSL kernels: {', '.join(flydsl_free)} has none")
     arch_list = _choices(arches, ARCHES, "arch")

@@ -22,7 +22,7 @@ from lnbench.abi import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
 from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
-from lnbench.backends import OWN_FLYDSL, configure_sources, set_kernel_src, source_metadata, source_spec
+from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_kernel_src, source_metadata
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
@@ -332,11 +332,9 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                                    modes=("hot",), ops=tuple(op_list))
     strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
                                         f"config [{TABLE}] dgamma_strategy")
-    own_kernels = backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair)
-    if (not runtime_only or flydsl_pair(pair)) and own_kernels:   # lnbench's kernels' limits, before any compile
-        validate.kernel_widths([n for _, n in shape_list], dtype_list)
-    if (not runtime_only or flydsl_pair(pair)) and not own_kernels and flydsl_installed():
-        validate.toolkit()
+    if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile
+        if backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair):
+            validate.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
         if flydsl_installed():
             validate.toolkit()
     pair_options: dict[str, Any] = {}
@@ -413,7 +411,7 @@ def check_backend_pair(pair: str) -> tuple[str, str] | None:
     if both is None:
         return None
     for name in both:
-        if name not in OWN_FLYDSL and source_spec(name) is None:
+        if not runs_flydsl(name):
             raise LnbenchUsageError(f"--pair {pair}: {name} is not a FlyDSL kernel backend (flydsl, flydsl-tensor, "
                                     f"flydsl-atomic, flydsl-src, a [backends.NAME] or module:PKG.MOD)")
     if both[0] == both[1]:

@@ -121,6 +121,11 @@ def is_backend_name(name: str) -> bool:
 OWN_FLYDSL: tuple[str, ...] = ("flydsl", "flydsl-tensor", "flydsl-atomic")
 
 
+def runs_flydsl(name: str) -> bool:
+    """Does backend `name` run FlyDSL kernels (lnbench's own, or a kernel source's)?"""
+    return name in OWN_FLYDSL or source_spec(name) is not None
+
+
 def requested_names(values: Any, default: list[str]) -> list[str]:
     """--backend items (repeatable or comma list) in order, no repeats; a built-in name in any case (FLYDSL),
     a source's module name as written. Each checked (check_backend_names)."""
@@ -226,4 +231,4 @@ _sources: dict[str, Any] = {}
 
 __all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
            "configure_sources", "set_kernel_src", "source_spec", "kernel_src", "is_backend_name", "OWN_FLYDSL",
-           "requested_names", "source_metadata"]
+           "requested_names", "source_metadata", "runs_flydsl"]

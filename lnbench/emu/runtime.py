@@ -133,20 +133,6 @@ def _extent_bytes(t: torch.Tensor) -> int:
     return span * t.element_size()
 
 
-#: (kernel, code-object hash) of every emulated launch, in order (launch_mark / launched_code_objects)
-_launched: list[tuple[str, str]] = []
-
-
-def launch_mark() -> int:
-    """A position in the record of emulated launches (for launched_code_objects)."""
-    return len(_launched)
-
-
-def launched_code_objects(mark: int) -> list[tuple[str, str]]:
-    """(kernel, sha256 of the code object, 16 hex digits) of each emulated launch since `mark`."""
-    return _launched[mark:]
-
-
 def _handle_launch(req) -> None:
     """The HIP stand-in's launch callback: execute the code object (raises EmulatorFault)."""
     from lnbench.emu import hip
@@ -163,7 +149,8 @@ def _handle_launch(req) -> None:
         for r in regions:
             _memory.remove(r)
     profile.memory = None
-    _launched.append((req.kernel, hashlib.sha256(req.code_object).hexdigest()[:16]))
+    if not getattr(profile, "code_object_sha256", ""):      # the code object that executed, by its hash
+        profile.code_object_sha256 = hashlib.sha256(req.code_object).hexdigest()
     for launches in _scopes:               # nested scopes each see the launch
         launches.append(profile)
 

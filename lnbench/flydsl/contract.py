@@ -96,7 +96,7 @@ def load_module(spec: SourceSpec) -> ModuleType:
             sys.path.insert(0, spec.path)     # kept: a module may import its siblings lazily
         try:
             module = importlib.import_module(spec.module)
-        except BaseException as exc:  # noqa: BLE001 - SystemExit from a module's top level included
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a module calling sys.exit() at import too
             where = f" from {spec.path}" if spec.path else ""
             raise SourceError(f"kernel source {spec.name}: cannot import {spec.module}{where}: "
                               f"{one_line(exc, 300)}") from None
@@ -247,15 +247,6 @@ def compiled(launcher: Launcher, dtype: str, dev: Device, tensors: dict[str, tor
             launcher, dtype, tensors if launcher.abi == "tensor" else None)), dev.arch)
     except Exception as exc:  # noqa: BLE001
         raise SourceError(f"{launcher.label}: compile failed: {one_line(exc, 300)}") from None
-
-
-# ---------------------------------------------------------------- code objects that executed
-
-def executed_since(mark: int) -> list[str]:
-    """Hashes of the code objects the emulator launched after `mark` (runtime.launch_mark()), in order, once each."""
-    from lnbench.emu import runtime
-    return list(dict.fromkeys(h for _, h in runtime.launched_code_objects(mark)))
-
 
 
 # ---------------------------------------------------------------- calls

@@ -188,6 +188,7 @@ class ExecutedKernel:
     global_bytes_stored: int
     lds_bytes: int
     buffers: dict[str, dict[str, Any]]  # name -> BufferTraffic fields (distinct bytes: compulsory traffic)
+    code_object: str = ""               # sha256 of the code object that executed, 16 hex digits
 
     @property
     def total(self) -> int:
@@ -213,7 +214,7 @@ class ExecutedKernel:
             "exec_instructions": self.total, "exec_instructions_per_row": self.total / m,
             "global_bytes_loaded": self.global_bytes_loaded, "global_bytes_stored": self.global_bytes_stored,
             "global_bytes_per_row": (self.global_bytes_loaded + self.global_bytes_stored) / m,
-            "lds_bytes_executed": self.lds_bytes,
+            "lds_bytes_executed": self.lds_bytes, "code_object": self.code_object,
         }
         loaded, stored = self.unique_bytes()
         row.update(unique_bytes_loaded=loaded, unique_bytes_stored=stored)
@@ -228,7 +229,8 @@ def _kernel_from_profile(p: LaunchProfile, op: str, arch: str, abi: str, dtype: 
                           dgamma_strategy=strategy if op == "bwd" else "", grid=tuple(p.grid),
                           block=tuple(p.block), wave_instructions=dict(p.wave_instructions),
                           global_bytes_loaded=p.global_bytes_loaded, global_bytes_stored=p.global_bytes_stored,
-                          lds_bytes=p.lds_bytes, buffers={k: v.to_dict() for k, v in p.buffers.items()})
+                          lds_bytes=p.lds_bytes, buffers={k: v.to_dict() for k, v in p.buffers.items()},
+                          code_object=getattr(p, "code_object_sha256", "")[:16])
 
 
 def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, eps: float = 1e-5,

@@ -13,7 +13,7 @@ from rich.markup import escape
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
-                              set_kernel_src, source_metadata)
+                              runs_flydsl, set_kernel_src, source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,
                                 guarded, kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, parse_device
@@ -234,7 +234,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
     shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
-    if any(name not in ("torch", "compile", "liger") for name in backend_list) and dev.executes_flydsl:
+    if any(runs_flydsl(name) for name in backend_list) and dev.executes_flydsl:
         validate.toolkit()                                 # FlyDSL kernels (lnbench's or a kernel source's)
     if any(name in OWN_FLYDSL for name in backend_list) and dev.executes_flydsl:
         validate.kernel_widths([n for _, n in shape_list], dtype_list)   # lnbench's limits, before any worker starts

@@ -12,10 +12,9 @@ from rich.markup import escape
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, get_backend, probe_backend,
-                              requested_names, set_kernel_src, source_metadata)
-from lnbench.cli_common import kernel_source_option
+                              requested_names, runs_flydsl, set_kernel_src, source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, emit_outputs, guarded,
-                                output_options, prepare_outputs)
+                                kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.emu.ledger import rows_summary
 from lnbench.errors import LnbenchUsageError
@@ -166,7 +165,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
 
     names, banner = choose_backends(requested, dev)
     explicit = [name for name in requested if name != "auto"]
-    if any(name not in ("torch", "compile", "liger") for name in names):   # FlyDSL kernels, lnbench's or a source's
+    if any(runs_flydsl(name) for name in names):    # FlyDSL kernels, lnbench's or a kernel source's
         validate.toolkit()
     if any(name in OWN_FLYDSL for name in names):   # known limits of lnbench's kernels, before any compile
         validate.kernel_widths([n for _, n in shape_list], dtype_list)
