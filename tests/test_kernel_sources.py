@@ -144,6 +144,8 @@ def test_abi_compare_pair_of_sources_static_part(tmp_path):
     assert fwd["status"] == "ok" and fwd["exec_status"] == "ok"
     # the Tensor-ABI launch passes layouts: more kernarg bytes than the bare pointers of the Pointer ABI
     assert fwd["kernarg_tensor"] > fwd["kernarg_pointer"]
+    assert set(frame["tensor_source"]) == {"lnbench_test_sources.tensor_ln@" + fwd["tensor_source"].split("@")[1]}
+    assert fwd["pointer_source"].startswith("lnbench_test_sources.pointer_ln@")
     bwd = frame[frame["op"] == "bwd"].iloc[0]
     assert bwd["status"] == "not run" and "has no build_layernorm_bwd_module()" in bwd["detail"]
 

@@ -397,10 +397,24 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         if not quiet:
             _render_static(static, pair_info(pair).labels if backend_pair else None)
 
+    if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
+        sources = metadata.get("kernel_sources", {})
+        named = {f"{slot}_source": _source_name(name, sources)
+                 for slot, name in zip(("tensor", "pointer"), backend_pair)}
+        for row in runtime_rows + static:
+            row.update(named)
     checks = [c for p in payloads for c in p.get("checks", [])]
     emit_outputs(runtime_rows + static, metadata, csv_final, json_final,
                  {"checks": checks, "worker_problems": problems, "workers": payloads})
     return _exit_code(runtime_rows, static, problems, fail_pct)
+
+
+def _source_name(name: str, sources: dict[str, dict[str, str]]) -> str:
+    """`module@commit` of a kernel source, `lnbench@commit` for lnbench's own kernels."""
+    if name in sources:
+        return f"{sources[name]['source_module']}@{sources[name]['source_commit'] or '?'}"
+    from lnbench.metadata import git_commit
+    return f"lnbench {name}@{git_commit() or '?'}"
 
 
 def check_backend_pair(pair: str) -> tuple[str, str] | None:
