@@ -53,6 +53,8 @@ def test_pointer_source_with_backward_passes_and_every_row_names_its_source(tmp_
     assert set(frame["source_module"]) == {"lnbench_test_sources.pointer_ln"}
     assert frame["source_file"].str.endswith("pointer_ln.py").all()
     assert frame["source_commit"].str.len().min() >= 7         # the lnbench checkout holding the test sources
+    # each case names the code objects that executed it (the emulator's ledger: forward and backward)
+    assert all(len(str(codes).split()) == 2 for codes in frame["emu_code"])
     meta = json.loads((tmp_path / "v.json").read_text())["metadata"]
     assert meta["kernel_sources"][POINTER]["source_module"] == "lnbench_test_sources.pointer_ln"
 

@@ -16,7 +16,6 @@ a kernel touching memory outside every registered buffer (and every hipMalloc al
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import platform
 import weakref
@@ -149,8 +148,6 @@ def _handle_launch(req) -> None:
         for r in regions:
             _memory.remove(r)
     profile.memory = None
-    if not getattr(profile, "code_object_sha256", ""):      # the code object that executed, by its hash
-        profile.code_object_sha256 = hashlib.sha256(req.code_object).hexdigest()
     for launches in _scopes:               # nested scopes each see the launch
         launches.append(profile)
 
