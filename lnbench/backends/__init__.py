@@ -30,7 +30,7 @@ KERNEL_SRC_ENV = "LNBENCH_KERNEL_SRC"
 #: config-defined kernel sources ([backends.NAME]) as JSON, so perf/abi-compare workers see them too
 SOURCES_ENV = "LNBENCH_BACKEND_SOURCES"
 ENTRY_POINT_GROUP = "lnbench.backends"
-#: keys of a [backends.NAME] table -> (type, what the key means)
+#: keys of a [backends.NAME] table -> the type its value must have
 SOURCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "module": str, "path": str, "fwd_builder": str, "bwd_builder": str, "description": str,
     "deterministic": bool, "builder_kwargs": dict}
@@ -90,10 +90,13 @@ def _spec_from_table(name: str, table: Mapping[str, Any]):
 
 def _all_sources() -> dict[str, Any]:
     """Config-defined sources: this process's, and those a parent passed down ($LNBENCH_BACKEND_SOURCES)."""
-    from lnbench.flydsl.contract import SourceSpec
     inherited = {}
     if os.environ.get(SOURCES_ENV):
-        inherited = {n: SourceSpec.from_dict(d) for n, d in json.loads(os.environ[SOURCES_ENV]).items()}
+        from lnbench.flydsl.contract import SourceSpec
+        try:
+            inherited = {n: SourceSpec.from_dict(d) for n, d in json.loads(os.environ[SOURCES_ENV]).items()}
+        except (ValueError, TypeError, AttributeError):     # not what a parent lnbench wrote: ignored
+            inherited = {}
     return {**inherited, **_sources}
 
 
