@@ -44,6 +44,13 @@ err_console = Console(stderr=True, highlight=False, width=_WIDTH)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+def nothing_ran(why: str) -> int:
+    """The one rule for a run that executed nothing it was asked for (every case `not run`, or compiled only
+    where a verdict or a time was asked): one line saying why, and exit 1 (docs/running.md, exit status)."""
+    err_console.print(f"[bold red]lnbench: nothing could run here:[/bold red] {escape(why)}", soft_wrap=True)
+    return EXIT_FAILED
+
+
 def fail_usage(message: str) -> None:
     """Print a one-line error and exit 2."""
     err_console.print(f"[bold red]lnbench: error:[/bold red] {escape(message)}", soft_wrap=True)
@@ -159,16 +166,18 @@ def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
     return final["--csv"], final.get("--json")
 
 
-def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path,
+def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path | None,
                  json_path: Path | None, extra_json: dict[str, Any] | None = None,
-                 more: Sequence[tuple[str, Path, Writer]] = ()) -> None:
-    """Write the CSV, the JSON (if any) and `more` outputs ((what, path, writer), e.g. a Markdown summary) all
-    or nothing (report.atomic_write_all), then say where they went."""
-    outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))]
+                 more: Sequence[tuple[str, Path, Writer]] = (), announce: bool = True) -> None:
+    """Write the CSV (if any), the JSON (if any) and `more` outputs ((what, path, writer), e.g. a Markdown
+    summary) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`: a
+    checkpoint of lnbench.result_sink)."""
+    outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))] if csv_path else []
     if json_path:
         payload = {"metadata": metadata, **(extra_json or {}), "rows": list(rows)}
         outputs.append(("JSON", json_path, json_writer(payload)))
     outputs += more
     placed = atomic_write_all([(path, write) for _, path, write in outputs])
     for (what, _, _), path in zip(outputs, placed):
-        console.print(f"{what} written to {path}")
+        if announce:
+            console.print(f"{what} written to {path}")

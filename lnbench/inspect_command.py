@@ -13,12 +13,13 @@ from rich.markup import escape
 from lnbench import config as cfg
 from lnbench.backends import (OWN_FLYDSL, configure_sources, requested_names, runs_flydsl, set_kernel_src,
                               source_metadata)
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, err_console, guarded,
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guarded,
                                 kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.metadata import package_version, run_metadata
 from lnbench.progress import CommandProgress
+from lnbench.result_sink import ResultSink
 from lnbench.report import Column, render_table, styled_status
 from lnbench import validate
 from lnbench.validate import ARCHES, choices as _choices
@@ -69,21 +70,24 @@ EXECUTED_COLUMNS = [
 
 
 def _variant_rows(variants: Iterable[dict[str, Any]], rows_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
-                  progress: CommandProgress) -> list[dict[str, Any]]:
+                  progress: CommandProgress, sink: ResultSink | None = None) -> list[dict[str, Any]]:
     """rows_of(variant) for each variant, each row joined to its variant and marked ok; a variant whose rows
-    cannot be made (compile error, emulator fault) is one `error` row and the others still run."""
+    cannot be made (compile error, emulator fault) is one `error` row and the others still run. Each variant's
+    rows go to `sink` as they come (static rows tagged part=static, as in the files)."""
     rows: list[dict[str, Any]] = []
     for variant in variants:
         try:
-            made = rows_of(variant)
-            rows.extend({**variant, **row, "status": "ok"} for row in made)
+            made = [{**variant, **row, "status": "ok"} for row in rows_of(variant)]
             status = "ok"
         except NotRun as why:                 # a kernel source without that builder
-            rows.append({**variant, "status": "not run", "detail": str(why)})
+            made = [{**variant, "status": "not run", "detail": str(why)}]
             status = "not run"
         except Exception as exc:  # noqa: BLE001 - one variant failing must not lose the others
-            rows.append({**variant, "status": "error", "detail": one_line(exc)})
+            made = [{**variant, "status": "error", "detail": one_line(exc)}]
             status = "error"
+        rows.extend(made)
+        if sink is not None:
+            sink.add(sink.done, [row if "part" in row else {"part": "static", **row} for row in made])
         where = variant.get("shape") or f"N={variant['n']}"
         progress.advance(" ".join(str(variant[k]) for k in ("arch", "abi", "op", "dtype")) + f" {where} {status}")
     return rows
@@ -158,25 +162,26 @@ def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) ->
 
 
 def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
-                 strategy: str, progress: CommandProgress, backends: Sequence[str] = ("flydsl",)) -> list[dict]:
+                 strategy: str, progress: CommandProgress, backends: Sequence[str] = ("flydsl",),
+                 sink: ResultSink | None = None) -> list[dict]:
     """One row per compiled kernel of every backend (backend_variants); a variant that fails to compile is an
     `error` row."""
     families = backend_variants(backends, abis, strategy)
     variants = ({**fam, "arch": arch, "op": op, "dtype": dtype, "n": n}
                 for arch, dtype, n, op, fam in itertools.product(arches, dtypes, widths, ops, families))
-    return _variant_rows(variants, _static_facts, progress)
+    return _variant_rows(variants, _static_facts, progress, sink)
 
 
 def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
                   shapes: list[tuple[int, int]], strategy: str, progress: CommandProgress,
-                  backends: Sequence[str] = ("flydsl",)) -> list[dict]:
+                  backends: Sequence[str] = ("flydsl",), sink: ResultSink | None = None) -> list[dict]:
     """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
     that fails (compile error, emulator fault) is an `error` row."""
     families = backend_variants(backends, abis, strategy)
     variants = ({"part": "executed", **fam, "arch": arch, "op": op, "dtype": dtype, "M": m, "n": n,
                  "shape": f"{m}x{n}"}
                 for arch, dtype, (m, n), op, fam in itertools.product(arches, dtypes, shapes, ops, families))
-    return _variant_rows(variants, _executed_launches, progress)
+    return _variant_rows(variants, _executed_launches, progress, sink)
 
 
 @click.command("inspect")
@@ -233,35 +238,38 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
     csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
     families = backend_variants(backend_list, abi_list, strategy)
     total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
-    with CommandProgress(err_console, "compiling", total, quiet) as progress:
-        rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list)
-    if not quiet:
-        render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
-    executed: list[dict] = []
-    if execute:
-        with CommandProgress(err_console, "executing", len(arch_list) * len(families) * len(op_list)
-                             * len(dtype_list) * len(shape_list), quiet) as progress:
-            executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress,
-                                     backend_list)
-        if not quiet:
-            render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
-                                  "(wave-instructions by class; global bytes = instruction bytes, distinct = "
-                                  "compulsory; not a timing)", EXECUTED_COLUMNS, executed)
-    for row in rows + executed:
-        if row["status"] in ("error", "not run"):
-            console.print(f"[red]{row['backend']} {row['arch']} {row['abi']} {row['op']} {row['dtype']} "
-                          f"N={row['n']}:[/red] {escape(row['detail'])}")
+    executed_total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(shape_list)
     from lnbench.flydsl.toolkit import describe
 
     metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe(),
                 "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
                 **source_metadata(backend_list)}
-    for row in rows + executed:                   # each row names its kernel source (module, file, commit)
-        spec = _source(row)
-        if spec is not None:
-            from lnbench.flydsl.contract import provenance
-            row.update(provenance(spec))
-    emit_outputs([{"part": "static", **r} for r in rows] + executed, metadata, csv_final, json_final)
+    with ResultSink(csv_final, json_final, metadata, total + (executed_total if execute else 0), "variants") as sink:
+        with CommandProgress(err_console, "compiling", total, quiet) as progress:
+            rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list,
+                                sink)
+        if not quiet:
+            render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS,
+                         rows)
+        executed: list[dict] = []
+        if execute:
+            with CommandProgress(err_console, "executing", executed_total, quiet) as progress:
+                executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress,
+                                         backend_list, sink)
+            if not quiet:
+                render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
+                                      "(wave-instructions by class; global bytes = instruction bytes, distinct = "
+                                      "compulsory; not a timing)", EXECUTED_COLUMNS, executed)
+        for row in rows + executed:
+            if row["status"] in ("error", "not run"):
+                console.print(f"[red]{row['backend']} {row['arch']} {row['abi']} {row['op']} {row['dtype']} "
+                              f"N={row['n']}:[/red] {escape(row['detail'])}")
+        for row in rows + executed:                   # each row names its kernel source (module, file, commit)
+            spec = _source(row)
+            if spec is not None:
+                from lnbench.flydsl.contract import provenance
+                row.update(provenance(spec))
+        sink.finish([{"part": "static", **r} for r in rows] + executed)
     errors = sum(r["status"] == "error" for r in rows)
     not_run = sum(r["status"] == "not run" for r in rows)
     summary = f"{len(rows) - not_run} kernels from {total} variants, {errors} compile errors"

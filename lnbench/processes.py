@@ -1,10 +1,16 @@
-"""Process lifetime: the lnbench parent turns SIGTERM/SIGHUP into an exception (so that its cleanup runs, as for
-Ctrl-C), and a worker process dies with its parent even when the parent is killed hard.
+"""Process lifetime: the lnbench parent turns SIGINT/SIGTERM/SIGHUP into an exception (so that its cleanup runs),
+and a worker process dies with its parent even when the parent is killed hard.
 
-Parent side: `terminate_on_signals()` (a context manager used by cli_common.guarded) makes SIGTERM and SIGHUP
-raise `Terminated`, a BaseException like KeyboardInterrupt: every try/finally and context manager on the way
-out (lnbench.perf.workers.run_workers stops its workers and removes its temp folder) runs. Only the first
-signal raises; later ones are ignored while that cleanup runs.
+Parent side: `terminate_on_signals()` (a context manager used by cli_common.guarded) makes SIGINT raise
+KeyboardInterrupt and SIGTERM and SIGHUP raise `Terminated`, a BaseException like KeyboardInterrupt: every
+try/finally and context manager on the way out (lnbench.perf.workers.run_workers stops its workers and removes
+its temp folder; lnbench.outputs writes the finished cases, marked incomplete) runs. Only the first signal
+raises; later ones are ignored while that cleanup runs. A signal that is ignored when lnbench starts (SIGHUP
+under nohup, SIGINT of a background job) stays ignored.
+
+The first signal also stays *pending* (`pending_stop()`): code that swallows exceptions on its way, such as
+the emulated device's launch callback (which may not unwind into C), calls `check_stop()` to raise it again,
+so a stop is never turned into a result (lnbench.emu.machine checks between steps).
 
 Worker side: `die_with_parent()` (called by lnbench.perf.workers.read_spec, the first thing every worker does)
 asks Linux to send the worker SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG), and exits at once if the
@@ -15,13 +21,19 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Iterator
 
 #: the environment variable holding the pid of the process that started a worker (set by the parent)
 PARENT_PID_VAR = "LNBENCH_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
+
+
+#: the signal that asked this process to stop (None: none yet); set by the handlers of terminate_on_signals
+_stop_signal: int | None = None
 
 
 class Terminated(BaseException):
@@ -36,24 +48,47 @@ class Terminated(BaseException):
         return 128 + self.signum
 
 
+def stop_exception(signum: int) -> BaseException:
+    """What a stop signal raises: KeyboardInterrupt for SIGINT (exit 130), else Terminated (exit 128 + signum)."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def pending_stop() -> BaseException | None:
+    """A fresh exception for the stop signal this process got, or None when it got none."""
+    return None if _stop_signal is None else stop_exception(_stop_signal)
+
+
+def check_stop() -> None:
+    """Raise the pending stop, if any (cheap: call it in loops that may swallow the first raise)."""
+    if _stop_signal is not None:
+        raise stop_exception(_stop_signal)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status of a stop: 130 for KeyboardInterrupt, 128 + signum for Terminated."""
+    return exc.exit_code if isinstance(exc, Terminated) else 128 + int(signal.SIGINT)
+
+
 @contextlib.contextmanager
 def terminate_on_signals() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise Terminated (once); one that is ignored (nohup) stays ignored.
-    Outside the main thread: does nothing."""
+    """While inside, SIGINT raises KeyboardInterrupt and SIGTERM and SIGHUP raise Terminated (the first signal
+    only; it stays pending: check_stop); a signal that is ignored (nohup) stays ignored. Outside the main
+    thread: does nothing."""
+    global _stop_signal
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    raised = False
+    _stop_signal = None
 
     def handler(signum: int, frame: object) -> None:
-        nonlocal raised
-        if raised:              # the cleanup of the first one is running: let it finish
+        global _stop_signal
+        if _stop_signal is not None:    # the cleanup of the first one is running: let it finish
             return
-        raised = True
-        raise Terminated(signum)
+        _stop_signal = signum
+        raise stop_exception(signum)
 
     previous = {}
-    for name in ("SIGTERM", "SIGHUP"):
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         sig = getattr(signal, name, None)
         if sig is None or signal.getsignal(sig) == signal.SIG_IGN:     # e.g. SIGHUP under nohup: stays ignored
             continue
@@ -67,6 +102,37 @@ def terminate_on_signals() -> Iterator[None]:
         for sig, old in previous.items():
             with contextlib.suppress(OSError, ValueError, TypeError):
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        _stop_signal = None
+
+
+#: seconds a worker gets to end after SIGTERM before SIGKILL
+TERM_GRACE_S = 3.0
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM a worker's own process group (it is a session leader), then SIGKILL after a grace period."""
+    for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: os.environ + `env` (wins), the folder holding this `lnbench` package first on
+    PYTHONPATH (a checkout runs without installing), and this process's pid (die_with_parent)."""
+    import lnbench
+
+    child = {**os.environ, **(env or {})}
+    pkg_parent = str(Path(lnbench.__file__).resolve().parent.parent)
+    child["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, child.get("PYTHONPATH", "")) if p)
+    child[PARENT_PID_VAR] = str(os.getpid())
+    return child
 
 
 def die_with_parent() -> None:

@@ -2,16 +2,20 @@
 
 A CI log (stderr not a terminal) gets one line per finished unit, "[7/24 29%] worker 2/3: torch fwd bf16
 4096x4096 cold ok (12 s)", so it shows life; with many units (verify's hundreds of cases) at most one line
-every LINE_INTERVAL_S seconds, and always the last one.
+every LINE_INTERVAL_S seconds, and always the last one. Given a `remaining` callback (seconds left, from an
+estimate such as lnbench.verify.estimate), both show it: "(12 s, ~3 min left)".
 """
 from __future__ import annotations
 
 import time
 from types import TracebackType
+from typing import Callable
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from lnbench.report import fmt_duration
 
 #: above this many units, log lines are throttled to one per LINE_INTERVAL_S
 MANY_UNITS = 100
@@ -21,8 +25,10 @@ LINE_INTERVAL_S = 5.0
 class CommandProgress:
     """`with CommandProgress(console, "verifying", total) as p: ... p.advance(label)` or p.update(done, ...)."""
 
-    def __init__(self, console: Console, description: str, total: int | None, quiet: bool = False) -> None:
+    def __init__(self, console: Console, description: str, total: int | None, quiet: bool = False,
+                 remaining: Callable[[], float] | None = None) -> None:
         self.console, self.description, self.total, self.quiet = console, description, total, quiet
+        self.remaining = remaining
         self.done, self._last_line, self._start = 0, 0.0, time.monotonic()
         self._bar: Progress | None = None
         self._task = None
@@ -31,9 +37,10 @@ class CommandProgress:
         self._start = time.monotonic()
         if self.console.is_terminal and not self.quiet:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=self.console, transient=True)
+                                 TimeElapsedColumn(), TextColumn("{task.fields[left]}"), console=self.console,
+                                 transient=True)
             self._bar.__enter__()
-            self._task = self._bar.add_task(self.description, total=self.total)
+            self._task = self._bar.add_task(self.description, total=self.total, left=self._left())
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
@@ -52,7 +59,7 @@ class CommandProgress:
         if description is not None:
             self.description = description
         if self._bar is not None:
-            self._bar.update(self._task, completed=done, description=self.description)
+            self._bar.update(self._task, completed=done, description=self.description, left=self._left())
         elif not self.quiet:
             self._log_line(label)
 
@@ -64,5 +71,13 @@ class CommandProgress:
             return
         self._last_line = now
         count = f"{self.done}/{self.total} {100 * self.done // self.total}%" if self.total else f"{self.done}"
-        text = f"[{count}] {self.description}" + (f": {label}" if label else "") + f" ({now - self._start:.0f} s)"
+        left = self._left()
+        text = (f"[{count}] {self.description}" + (f": {label}" if label else "")
+                + f" ({now - self._start:.0f} s{', ' + left if left and not last else ''})")
         self.console.print(escape(text), soft_wrap=True, highlight=False)
+
+    def _left(self) -> str:
+        """"~3 min left" from the `remaining` callback, "" without one."""
+        if self.remaining is None:
+            return ""
+        return f"~{fmt_duration(self.remaining())} left"

@@ -94,6 +94,17 @@ def fmt_time_range_us(low: Any, high: Any, digits: int = 4) -> str:
     return f"{plain_number(low / scale, digits)}–{plain_number(high / scale, digits)} {name}"
 
 
+def fmt_duration(seconds: float) -> str:
+    """A duration for people: 45 s, 3 min, 1 h 05 min."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def fmt_number(digits: int = 4, suffix: str = "") -> Callable[[Any], str]:
     """Formatter of plain numbers (GB/s, ratios): `digits` significant digits, no exponent; blank when missing."""
     def _fmt(value: Any) -> str:
@@ -253,6 +264,12 @@ def _create_failure(path: Path, exc: OSError) -> str:
     if exc.errno == errno.ENOENT and path.parent.is_dir():
         return f"{path.parent} does not take new files"
     return exc.strerror or str(exc)
+
+
+def renamable(path: Path) -> bool:
+    """Is `path` an output made ready as a temporary file to rename (a regular file), not written in place?"""
+    slot = _RESERVED.get(os.path.abspath(path))
+    return slot is not None and slot.tmp is not None
 
 
 def release_outputs() -> None:

@@ -121,6 +121,8 @@ LIMITS: dict[str, Range] = {
     "k": Range(0, 1000),
     "atol": Range(0, 10),
     "fp32_ulps": Range(0, 1_000_000),
+    # verify's worker processes (--jobs)
+    "jobs": Range(1, 256, integer=True),
     # lnbench peak
     "peak_runs": Range(1, 1000, integer=True),
     "size_mib": Range(0, 1 << 16, low_open=True),

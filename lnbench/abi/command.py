@@ -27,7 +27,7 @@ from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, emit_outputs, err_console, guarded,
-                               kernel_source_option, output_options, prepare_outputs)
+                               kernel_source_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.inspect_command import compile_device
@@ -406,7 +406,11 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     checks = [c for p in payloads for c in p.get("checks", [])]
     emit_outputs(runtime_rows + static, metadata, csv_final, json_final,
                  {"checks": checks, "worker_problems": problems, "workers": payloads})
-    return _exit_code(runtime_rows, static, problems, fail_pct)
+    code = _exit_code(runtime_rows, static, problems, fail_pct)
+    if not static and not any(row.get("status") == "ok" for row in runtime_rows) and not problems:
+        why = next((str(row.get("status")) for row in runtime_rows if row.get("status")), "no measurement")
+        return nothing_ran(why)
+    return code
 
 
 def _source_name(name: str, sources: dict[str, dict[str, str]]) -> str:

@@ -88,7 +88,8 @@ def _context(base, new, settings: Settings, fail_pct: float | None, forced: list
 @click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
               help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %; "
                    "a case with too few runs to tell never fails it.")
-@click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ.")
+@click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ, or a run is "
+                                           "incomplete (interrupted: only its finished cases).")
 @click.option("--md", "md_path", type=OutputFile(dir_okay=True), help="Also write a Markdown summary (PR comment).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @output_options
@@ -110,6 +111,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     same_command(base_result, new_result)
     base_cases, new_cases = timed_cases(base_result), timed_cases(new_result)
     problems = mismatches(base_result, new_result, base_cases, new_cases)
+    problems += [f"{result.path} holds an incomplete run ({result.incomplete}): only its finished cases"
+                 for result in (base_result, new_result) if result.incomplete]
     if problems and not force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)

@@ -42,6 +42,14 @@ class ResultFile:
     #: the whole JSON payload as parsed, for tools that rewrite a result (compare.planted); None for a CSV
     payload: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def incomplete(self) -> str:
+        """Why the run that wrote this file did not finish ("interrupted (SIGINT) after 2 of 40 cases"), or ""
+        for a complete run (and for files of lnbench versions that did not record it). lnbench.result_sink."""
+        if self.metadata.get("complete") in (False, "False", "false"):
+            return str(self.metadata.get("stopped") or "stopped before the end")
+        return ""
+
 
 def _kind_of(columns: set[str], metadata: dict[str, Any]) -> str | None:
     if metadata.get("command") == COMPARE and _SIGNATURES[COMPARE] - {"command"} <= columns:

@@ -21,6 +21,7 @@ from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.memory import BufferTraffic, Memory
 from lnbench.emu.semantics import CLASSES, OP_CLASS, bind
 from lnbench.emu.state import EXEC, WAVE, Step, Waves
+from lnbench.processes import check_stop
 
 MAX_WAVES_PER_BATCH = 2048
 #: descriptor FLOAT_MODE: round to nearest even (bits 0-3 = 0), keep f32 and f16/f64 denormals (bits 4-7 = 0xF)
@@ -178,6 +179,7 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile) -> None:
     counts = profile.wave_instructions
     n = w.n
     for _ in range(MAX_STEPS):
+        check_stop()            # a stop signal swallowed by the launch callback raises again here (processes.py)
         runnable = w.alive & ~w.waiting
         if not runnable.any():
             if w.alive.any():

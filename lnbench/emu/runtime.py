@@ -186,6 +186,8 @@ def launch_scope(buffers: Mapping[str, torch.Tensor]) -> Iterator[list[LaunchPro
             _memory.remove(r)
     err = hip.take_launch_error()
     if err is not None:
+        if not isinstance(err, Exception):     # Ctrl-C, SIGTERM inside a launch: a stop, never a kernel fault
+            raise err
         if isinstance(err, EmulatorFault):
             raise err
         raise EmulatorFault(f"{type(err).__name__}: {err}") from err

@@ -14,8 +14,8 @@ from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
                               runs_flydsl, set_kernel_src, source_metadata)
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,
-                                guarded, kernel_source_option, output_options, prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, err_console, guarded,
+                                kernel_source_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
@@ -29,6 +29,7 @@ from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.perf.workers import WorkerResult, run_workers
 from lnbench.progress import CommandProgress
+from lnbench.result_sink import ResultSink
 from lnbench.report import Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table, styled_status
 WORKER_MODULE = "lnbench.perf.worker_main"
 
@@ -267,20 +268,43 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
               "cases": [c.to_spec() for c in order]} for order in orders]
     start = time.monotonic()
     results: list[WorkerResult] = []
-    if any(orders):
-        totals = [len(o) * (2 if kernel_pass else 1) for o in orders]  # the kernel pass reports each case again
-        with CommandProgress(err_console, f"worker 1/{protocol.processes}", sum(totals), quiet) as progress:
+    early = {**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
+             "baseline": base_name, "headline": headline}
+    with ResultSink(csv_final, json_final, early, protocol.processes, "workers") as sink:
+        if any(orders):
+            totals = [len(o) * (2 if kernel_pass else 1) for o in orders]  # the kernel pass reports each case again
+            with CommandProgress(err_console, f"worker 1/{protocol.processes}", sum(totals), quiet) as progress:
 
-            def on_progress(index: int, done: int, label: str) -> None:
-                order = orders[index]
-                case = order[(done - 1) % len(order)] if order and done else None
-                what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
-                        f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
-                progress.update(sum(totals[:index]) + done, what, f"worker {index + 1}/{protocol.processes}")
+                def on_progress(index: int, done: int, label: str) -> None:
+                    order = orders[index]
+                    case = order[(done - 1) % len(order)] if order and done else None
+                    what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
+                            f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
+                    progress.update(sum(totals[:index]) + done, what, f"worker {index + 1}/{protocol.processes}")
 
-            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
-                                  on_progress=on_progress, phases=phases)
-    seconds = time.monotonic() - start
+                def on_done(result: WorkerResult) -> None:     # what the workers finished so far, as result rows
+                    finished.append(result)
+                    ids = {int(e["id"]) for r in finished for e in (r.payload or {}).get("cases", [])
+                           if isinstance(e, dict) and "id" in e}
+                    sink.replace(build_rows([c for c in cases if c.id in ids], orders, finished, peak_gbps,
+                                            base_name, headline), len(finished))
+
+                finished: list[WorkerResult] = []
+                results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
+                                      on_progress=on_progress, on_done=on_done, phases=phases)
+        rows = _finish(sink, dev, protocol, cases, orders, results, peak, peak_gbps, base_name, headline,
+                       kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet)
+    console.print(_summary(rows, results, time.monotonic() - start))
+    if not any(orders):
+        reasons = {str(c.skip) for c in cases if c.skip}
+        return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
+    return EXIT_FAILED if failed(rows, results) else EXIT_OK
+
+
+def _finish(sink: ResultSink, dev: Device, protocol: Protocol, cases, orders, results: list[WorkerResult],
+            peak: dict | None, peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool,
+            no_kernel_time: str, before: dict, seconds: float, backend_list: list[str], quiet: bool) -> list[dict]:
+    """The result rows of a finished run: table, notes, and the complete files (sink.finish)."""
     after = gpu_facts(dev.torch_device)
     rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
     sources = source_metadata(backend_list).get("kernel_sources", {})
@@ -318,14 +342,9 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                      "duration_s": round(r.duration_s, 3), "problem": r.problem(), "stderr_tail": r.stderr_tail,
                      "order": [c.id for c in orders[r.index]],
                      **{k: round(float((r.payload or {}).get(k, math.nan)), 3) for k in PHASES}} for r in results]
-    emit_outputs(rows, metadata, csv_final, json_final,
-                 {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
-                  "clocks": {"before": before, "after": after}})
-    console.print(_summary(rows, results, seconds))
-    if not any(orders):
-        console.print("[yellow]no case could run here[/yellow]")
-        return EXIT_FAILED
-    return EXIT_FAILED if failed(rows, results) else EXIT_OK
+    sink.finish(rows, metadata, {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
+                                 "clocks": {"before": before, "after": after}})
+    return rows
 
 
 #: `lnbench peak --size-mib`: source + destination at least this many times the last-level cache

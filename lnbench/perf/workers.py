@@ -32,6 +32,7 @@ when started. `timeout_s` counts per turn (and per start-up or parallel phase).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,13 +45,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import lnbench
-from lnbench.processes import PARENT_PID_VAR, die_with_parent
+from lnbench.processes import child_environment, die_with_parent, kill_group
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
 _TAIL_CHARS = 2000
 _POLL_S = 0.05
-_TERM_GRACE_S = 3.0
 #: at most this many workers are started (and held in memory) at once
 MAX_TOGETHER = 8
 _READY_VAR = "LNBENCH_WORKER_READY_FILE"
@@ -139,25 +138,9 @@ def _lines(path: Path) -> tuple[int, str]:
     return text.count("\n"), (lines[-1] if lines else "")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the worker's own process group (it is a session leader), then SIGKILL after a grace period."""
-    for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _child_env(index: int, count: int, root: Path, env: dict[str, str] | None) -> dict[str, str]:
     """os.environ + `env` (wins), own cache folders unless `env` names them, lnbench importable."""
-    child = {**os.environ, **(env or {})}
-    pkg_parent = str(Path(lnbench.__file__).resolve().parent.parent)
-    child["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, child.get("PYTHONPATH", "")) if p)
+    child = child_environment(env)
     for var in CACHE_VARS:
         if env and var in env:
             continue
@@ -166,7 +149,6 @@ def _child_env(index: int, count: int, root: Path, env: dict[str, str] | None) -
         child[var] = str(folder)
     child["LNBENCH_WORKER_INDEX"] = str(index)
     child["LNBENCH_WORKER_COUNT"] = str(count)
-    child[PARENT_PID_VAR] = str(os.getpid())
     return child
 
 
@@ -200,6 +182,7 @@ class _Live:
     turns_s: float = 0.0
     timed_out: bool = False
     timed_out_where: str = ""
+    collected: bool = False
 
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
@@ -249,7 +232,7 @@ def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: fl
                     if not (done(live) or live.exited()):
                         live.timed_out = True
                         killed.append(live)
-                        _kill_group(live.proc)
+                        kill_group(live.proc)
                 break
             _report(lives, on_progress)
             time.sleep(_POLL_S)
@@ -308,7 +291,8 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
 
     A worker calls `wait_turn()` once at the start of each phase. Returns one WorkerResult per spec, in spec
     order; a crash or timeout never raises, it is reported in its WorkerResult (exit status, stderr tail)
-    and the remaining specs still run. `on_done` is called after each worker has finished;
+    and the remaining specs still run. `on_done` is called after each worker has finished (and, when run_workers
+    is interrupted, for each worker it stopped, with what that worker had written: lnbench.result_sink);
     `on_progress(index, lines, last line)` while one runs, as its progress file grows.
     WorkerResult.duration_s is the time of the worker's sequential turns. Each worker gets its own fresh
     compile-cache folders (see the module docstring).
@@ -329,13 +313,19 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
                     live.proc.wait()
                 result = _result(live)
                 results.append(result)
+                live.collected = True
                 if on_done is not None:
                     on_done(result)
             batch = []
     finally:
         for live in batch:  # interrupted (Ctrl-C, SIGTERM: any BaseException): no worker outlives the parent
             if live.proc is not None and live.proc.poll() is None:
-                _kill_group(live.proc)
+                kill_group(live.proc)
+        if batch and on_done is not None:  # what the stopped workers finished (their result files) still counts
+            for live in batch:
+                if not live.collected:
+                    with contextlib.suppress(Exception):
+                        on_done(_result(live))
         if not os.environ.get("LNBENCH_KEEP_WORKER_DIRS"):
             shutil.rmtree(root, ignore_errors=True)
     return results

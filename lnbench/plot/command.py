@@ -5,9 +5,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from lnbench import validate
-from lnbench.cli_common import EXIT_OK, console, guarded
+from lnbench.cli_common import EXIT_OK, console, err_console, guarded
 from lnbench.compare.results import ABI, COMPARE, PERF, VERIFY, ResultFile, load_result
 from lnbench.errors import LnbenchUsageError
 from lnbench.plot.figures import png_writer
@@ -41,6 +42,11 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
     unique = [path for i, path in enumerate(results)            # the same file twice is plotted once
               if not any(validate.same_file(path, earlier) for earlier in results[:i])]
     loaded: list[ResultFile] = [load_result(path) for path in unique]   # every file checked before drawing
+    for result in loaded:
+        if result.incomplete:
+            err_console.print(f"[yellow]lnbench: {escape(str(result.path))} holds an incomplete run "
+                              f"({escape(result.incomplete)}): its plots show only the finished cases[/yellow]",
+                              soft_wrap=True)
     inputs = {f"RESULTS #{i}": path for i, path in enumerate(results, 1)}
     pictures: list[tuple[ResultFile, Path, Any]] = []      # (result, PNG path, figure) of every input
     stems: set[tuple[Path, str]] = set()

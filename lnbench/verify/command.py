@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-
+import os
 from pathlib import Path
 
 import click
@@ -14,15 +14,19 @@ from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, get_backend, probe_backend,
                               requested_names, runs_flydsl, set_kernel_src, source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, emit_outputs, guarded,
-                                kernel_source_option, output_options, prepare_outputs)
+                                kernel_source_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.emu.ledger import rows_summary
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.progress import CommandProgress
-from lnbench.report import Column, fmt_float, render_table, styled_status
+from lnbench.report import Column, fmt_duration, fmt_float, render_table, styled_status
+from lnbench.result_sink import ResultSink
 from lnbench.verify.cases import build_cases, check_eps_values
-from lnbench.verify.runner import failed, verify_backend
+from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
+from lnbench.verify.parallel import VerifySpec, run_units
+from lnbench.verify.runner import backend_case_rows, case_label, failed
+from lnbench.verify.summary import EXECUTED, SUMMARY_COLUMNS, status_word, summary_rows, worth_a_look
 from lnbench.verify.selftest import CONTROL, UNDETECTABLE, run_self_test
 from lnbench.verify.tolerance import Tolerance
 
@@ -118,11 +122,17 @@ def _summary_line(rows: list[dict]) -> str:
                    "--backend). Exit 0 when the control passes and every bug that changes an output on the chosen "
                    "shapes is caught (a bug that changes none, e.g. drop-c2 at N = 1, is reported `not "
                    "detectable`); exit 1 if a bug passes, the control fails, or no bug is detectable.")
+@click.option("--jobs", "-j", type=validate.INT,
+              help="Worker processes for the cases on the emulated device (default: the usable cores); the rows "
+                   "are the same as with --jobs 1, in the same order.")
+@click.option("--details", is_flag=True,
+              help="Print every row (default: a summary per backend × dtype × case kind, then only the FAIL and "
+                   "error rows and those within 10% of their bar).")
 @kernel_source_option
 @output_options
 @guarded
-def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src,
-                   csv_path, json_path, quiet) -> int:
+def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
+                   details, csv_path, json_path, quiet) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
     \b
@@ -150,6 +160,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     check_eps_values(eps_values)   # before any output is prepared
     base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "verify"),
                               "--seed" if seed is not None else "config [verify] seed")
+    job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
     dev = resolve_kernel_device(device)
     if dev.is_null:
         raise LnbenchUsageError(f"verify checks values, and the null device {dev.name} executes nothing: use "
@@ -174,35 +185,106 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         console.print(f"[bold yellow]{banner}[/bold yellow]")
     if not names:
         raise LnbenchUsageError("no backend can run here")
-    rows: list[dict] = []
-    with CommandProgress(err_console, "verifying", len(cases) * len(names), quiet) as progress:
-        for name in names:
-            rows.extend(verify_backend(get_backend(name), cases, dev, tol, progress.advance))
-    if not quiet:
-        render_table(console, f"lnbench verify on {metadata['device_name']}", RESULT_COLUMNS,
-                     [{**row, "_used": bar_used(row)} for row in rows])
-        for row in rows:
-            if row["detail"] and row["status"] in ("FAIL", "error"):
-                console.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
-                              f"{row['tensor']}:[/red] {row['detail']}")
-    unrunnable = {}
-    for name in explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason
-        own = [row for row in rows if row["backend"] == name]
-        if own and all(str(row["status"]).startswith("not run") for row in own):
-            unrunnable[name] = own[0].get("detail") or own[0]["status"]
-    for name, why in unrunnable.items():
-        err_console.print(f"[bold red]lnbench: backend {escape(name)} cannot run here:[/bold red] {escape(str(why))}",
-                          soft_wrap=True)
-    fidelity = rows_summary(rows)                  # emulated runs: what executed, what is approximated
-    if fidelity:
-        metadata["emu_fidelity"] = fidelity
-        console.print(fidelity)
-    sources = metadata.get("kernel_sources", {})
-    for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
-        row.update(sources.get(row["backend"], {}))
-    emit_outputs(rows, metadata, csv_final, json_final)
+    spec = VerifySpec(tuple(names), tuple(cases), dev.name, tol, torch_threads())
+    units = range(len(names) * len(cases))
+    costs = {unit: unit_seconds(*spec.unit(unit), dev) for unit in units}
+    parallel = dev.emulated and job_count > 1 and len(units) > 1
+    estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1)
+    if dev.emulated and estimate.wall_s > WARN_S:
+        _warn_long(estimate, job_count if parallel else 1, shape_list)
+    metadata["jobs"] = job_count if parallel else 1
+    with ResultSink(csv_final, json_final, metadata, len(units)) as sink, \
+            CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
+
+        def done(unit: int, unit_rows: list[dict], seconds: float) -> None:
+            sink.add(unit, unit_rows)
+            estimate.finished(unit)
+            progress.advance(case_label(spec.unit(unit)[0], spec.unit(unit)[1], unit_rows))
+
+        if parallel:
+            run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done)
+        else:
+            _run_inline(spec, dev, done)
+        rows = sink.rows
+        if not quiet:
+            _print_rows(rows, metadata["device_name"], details)
+        unrunnable = {}
+        for name in explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason
+            own = [row for row in rows if row["backend"] == name]
+            if own and all(status_word(row) not in EXECUTED for row in own):
+                unrunnable[name] = own[0].get("detail") or own[0]["status"]
+        for name, why in unrunnable.items():
+            err_console.print(f"[bold red]lnbench: backend {escape(name)} cannot run here:[/bold red] {escape(str(why))}",
+                              soft_wrap=True)
+        fidelity = rows_summary(rows)              # emulated runs: what executed, what is approximated
+        if fidelity:
+            metadata["emu_fidelity"] = fidelity    # the sink's metadata too (the same dict)
+            console.print(fidelity)
+        sources = metadata.get("kernel_sources", {})
+        for row in rows:                        # a kernel source's rows name it (module, file, checkout commit)
+            row.update(sources.get(row["backend"], {}))
+        sink.finish(rows)
     console.print(_summary_line(rows))
+    if not any(status_word(row) in EXECUTED for row in rows):
+        return nothing_ran(str(rows[0].get("status")) if rows else "no case")
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _run_inline(spec: VerifySpec, dev: Device, done) -> None:
+    """Every unit in this process, in order (--jobs 1, and every device but the emulated one)."""
+    from time import monotonic
+
+    for b, name in enumerate(spec.backends):
+        backend = get_backend(name)
+        avail = backend.availability(dev)
+        compiled: dict = {}
+        for c, case in enumerate(spec.cases):
+            start = monotonic()
+            unit_rows = backend_case_rows(backend, case, dev, spec.tol, avail, compiled)
+            done(b * len(spec.cases) + c, unit_rows, monotonic() - start)
+
+
+def _warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]]) -> None:
+    """Say before a long emulated run how long it will take, and how to make it shorter."""
+    cores = usable_cores()
+    faster = (f"more --jobs (this machine has {cores} usable cores)" if jobs < cores else
+              "a machine with more cores (--jobs)")
+    largest = max(shapes, key=lambda s: s[0] * s[1])
+    err_console.print(f"[yellow]lnbench: this run is estimated to take ~{fmt_duration(estimate.wall_s)} on the "
+                      f"emulated device ({len(estimate.costs)} cases, {jobs} job{'s' if jobs > 1 else ''}; the "
+                      f"largest shape {largest[0]}x{largest[1]}): for a quicker check use smaller shapes (e.g. "
+                      f"--shape-set quick) or {faster}[/yellow]", soft_wrap=True)
+
+
+def _print_rows(rows: list[dict], device_name: str, details: bool) -> None:
+    """The summary table and the rows worth a look (every row with --details), then why each FAIL/error."""
+    shown = [{**row, "_used": bar_used(row)} for row in rows]
+    if details:
+        render_table(console, f"lnbench verify on {device_name}", RESULT_COLUMNS, shown)
+    else:
+        render_table(console, f"lnbench verify on {device_name}: summary (every row: --details)", SUMMARY_COLUMNS,
+                     summary_rows(shown))
+        look = [row for row in shown if worth_a_look(row)]
+        if look:
+            render_table(console, "FAIL and error rows, and rows within 10% of their bar", RESULT_COLUMNS, look)
+    for row in rows:
+        if row["detail"] and row["status"] in ("FAIL", "error"):
+            console.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
+                          f"{row['tensor']}:[/red] {row['detail']}")
 
 
 def _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet) -> int:

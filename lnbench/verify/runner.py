@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from lnbench.backends import Backend
+from lnbench.backends.base import Availability
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.config import DTYPES
 from lnbench.device import Device
@@ -183,6 +184,40 @@ def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
         return status_rows(case, "error", one_line(exc))
 
 
+def backend_case_rows(backend: Backend, case: Case, device: Device, tol: Tolerance, avail: Availability,
+                      compiled: dict[tuple[int, str, float], str]) -> list[dict[str, Any]]:
+    """The rows of one case on one backend, honest about a case that could not execute: `avail` is the
+    backend's availability on `device`, `compiled` caches compile-only results by (N, dtype, eps)."""
+    if avail.runnable:
+        case_rows = verify_case(backend, case, device, tol)
+    elif avail.can_compile:
+        key = (case.n, case.dtype, case.eps)
+        try:
+            if key not in compiled:
+                compiled[key] = backend.compile_case(case.n, DTYPES[case.dtype], case.eps)
+            case_rows = status_rows(case, f"{COMPILED_ONLY} ({avail.reason})", compiled[key])
+        except Exception as exc:
+            case_rows = status_rows(case, "error", f"compile failed: {one_line(exc)}")
+    else:
+        case_rows = status_rows(case, "not run", avail.reason)
+    return [{"backend": backend.name, **row} for row in case_rows]
+
+
+def outcome(rows: Iterable[dict[str, Any]]) -> str:
+    """One word for a case's rows, as the progress line shows it: error (no verdict) before FAIL (a value
+    outside its bar) before the first row's status (PASS, not run, compiled, not executed)."""
+    statuses = [str(row["status"]) for row in rows]
+    for word in ("error", "FAIL"):
+        if word in statuses:
+            return word
+    return statuses[0] if statuses else ""
+
+
+def case_label(backend_name: str, case: Case, rows: Iterable[dict[str, Any]]) -> str:
+    """A finished case for progress lines: backend, kind, dtype, shape, eps and its outcome."""
+    return f"{backend_name} {case.label} {outcome(rows)}"
+
+
 def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol: Tolerance,
                    advance: Callable[[str], None] = lambda label: None) -> list[dict[str, Any]]:
     """Rows for every case on one backend, honest about cases that could not execute. `advance(label)` after
@@ -191,21 +226,9 @@ def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol:
     compiled: dict[tuple[int, str, float], str] = {}
     rows: list[dict[str, Any]] = []
     for case in cases:
-        if avail.runnable:
-            case_rows = verify_case(backend, case, device, tol)
-        elif avail.can_compile:
-            key = (case.n, case.dtype, case.eps)
-            try:
-                if key not in compiled:
-                    compiled[key] = backend.compile_case(case.n, DTYPES[case.dtype], case.eps)
-                case_rows = status_rows(case, f"{COMPILED_ONLY} ({avail.reason})", compiled[key])
-            except Exception as exc:
-                case_rows = status_rows(case, "error", f"compile failed: {one_line(exc)}")
-        else:
-            case_rows = status_rows(case, "not run", avail.reason)
-        rows.extend({"backend": backend.name, **row} for row in case_rows)
-        outcome = "FAIL" if failed(case_rows) else str(case_rows[0]["status"]) if case_rows else ""
-        advance(f"{backend.name} {case.kind} {case.dtype} {'x'.join(map(str, case.shape))} eps={case.eps:g} {outcome}")
+        case_rows = backend_case_rows(backend, case, device, tol, avail, compiled)
+        rows.extend(case_rows)
+        advance(case_label(backend.name, case, case_rows))
     return rows
 
 

@@ -1,0 +1,194 @@
+"""`verify --jobs N`: the cases of an emulated run in N worker processes, with the same rows as one process.
+
+A unit is one case on one backend (index = backend position × number of cases + case position). The parent
+starts N workers (`python -m lnbench.verify.parallel SPEC FD`), hands each one unit at a time on its stdin
+(longest first, by the estimate) and reads back one JSON line per unit on a pipe of its own: the unit's rows
+and how long it took. Rows are built by the same code as in one process (runner.backend_case_rows), on the same
+seeded inputs, with torch on as many threads as the parent uses (torch's CPU reductions split work by thread
+count), and JSON keeps every float exactly: the files are bitwise those of --jobs 1, whatever order units
+finish in (lnbench.result_sink orders them by index).
+
+A worker that dies (a segfault, the OOM killer) costs only the unit it was running: that unit gets an `error`
+row naming the exit status and the last line of the worker's stderr, and a fresh worker takes over. On any
+exit of `run_units` (done, Ctrl-C, SIGTERM) every worker is stopped (processes.kill_group) and the temporary
+folder removed; a worker also dies with the parent when the parent is killed hard (processes.die_with_parent).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from lnbench.processes import child_environment, die_with_parent, kill_group
+from lnbench.verify.cases import Case
+from lnbench.verify.tolerance import Tolerance
+
+#: characters of a dead worker's stderr kept for its error row
+_TAIL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class VerifySpec:
+    """Everything a worker needs to run any unit."""
+
+    backends: tuple[str, ...]
+    cases: tuple[Case, ...]
+    device: str
+    tol: Tolerance
+    torch_threads: int
+
+    def unit(self, index: int) -> tuple[str, Case]:
+        """(backend name, case) of unit `index`."""
+        return self.backends[index // len(self.cases)], self.cases[index % len(self.cases)]
+
+
+OnDone = Callable[[int, list[dict[str, Any]], float], None]
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen
+    fd: int
+    stderr: Path
+    unit: int | None = None
+    started: float = 0.0
+    buffer: bytes = b""
+
+
+def _tail(path: Path) -> str:
+    try:
+        text = path.read_bytes()[-_TAIL_CHARS:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+
+
+def _start(spec_path: Path, root: Path, number: int) -> _Worker:
+    read_fd, write_fd = os.pipe()
+    stderr = root / f"worker{number}.err"
+    try:
+        with open(stderr, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "lnbench.verify.parallel", str(spec_path), str(write_fd)],
+                                    stdin=subprocess.PIPE, stdout=err, stderr=err, env=child_environment(),
+                                    pass_fds=(write_fd,), start_new_session=True)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return _Worker(proc, read_fd, stderr)
+
+
+def _give(worker: _Worker, unit: int) -> None:
+    worker.unit, worker.started = unit, time.monotonic()
+    try:
+        worker.proc.stdin.write(f"{unit}\n".encode())
+        worker.proc.stdin.flush()
+    except (OSError, ValueError):   # it died already: its EOF reports the unit
+        pass
+
+
+def _crash_rows(spec: VerifySpec, unit: int, worker: _Worker) -> list[dict[str, Any]]:
+    from lnbench.verify.runner import status_rows
+
+    name, case = spec.unit(unit)
+    code = worker.proc.returncode
+    last = _tail(worker.stderr)
+    detail = f"worker process died (exit {code}) while running this case" + (f": {last}" if last else "")
+    return [{"backend": name, **row} for row in status_rows(case, "error", detail)]
+
+
+def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone) -> None:
+    """Run the units of `order` (indices; handed out in this order) in up to `jobs` workers; on_done(unit, rows,
+    seconds) as each finishes. Returns when all have; stops every worker on any exception."""
+    pending = deque(order)
+    root = Path(tempfile.mkdtemp(prefix="lnbench-verify-"))
+    workers: dict[int, _Worker] = {}
+    selector = selectors.DefaultSelector()
+    started = 0
+    try:
+        spec_path = root / "spec.pickle"
+        spec_path.write_bytes(pickle.dumps(spec))
+
+        def launch() -> None:
+            nonlocal started
+            worker = _start(spec_path, root, started)
+            started += 1
+            workers[worker.fd] = worker
+            selector.register(worker.fd, selectors.EVENT_READ)
+            _give(worker, pending.popleft())
+
+        for _ in range(min(jobs, len(pending))):
+            launch()
+        while workers:
+            for key, _ in selector.select(timeout=0.5):
+                worker = workers[key.fd]
+                data = os.read(key.fd, 1 << 16)
+                if not data:                                   # the worker is gone
+                    selector.unregister(key.fd)
+                    os.close(key.fd)
+                    del workers[key.fd]
+                    worker.proc.wait()
+                    if worker.unit is not None:
+                        on_done(worker.unit, _crash_rows(spec, worker.unit, worker), time.monotonic() - worker.started)
+                    if pending:
+                        launch()
+                    continue
+                worker.buffer += data
+                while b"\n" in worker.buffer:
+                    line, worker.buffer = worker.buffer.split(b"\n", 1)
+                    message = json.loads(line)
+                    unit, worker.unit = worker.unit, None
+                    if unit != message["unit"]:
+                        raise RuntimeError(f"verify worker answered unit {message['unit']}, was given {unit}")
+                    on_done(unit, message["rows"], float(message["seconds"]))
+                    if pending:
+                        _give(worker, pending.popleft())
+                    else:
+                        worker.proc.stdin.close()              # no more work: it exits, EOF follows
+    finally:
+        for worker in workers.values():
+            if worker.proc.poll() is None:
+                kill_group(worker.proc)
+            os.close(worker.fd)
+        selector.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _worker_main(argv: list[str]) -> None:
+    """Worker side: activate the device, then run each unit named on stdin and answer on the pipe."""
+    die_with_parent()
+    spec: VerifySpec = pickle.loads(Path(argv[0]).read_bytes())
+    out = os.fdopen(int(argv[1]), "w")
+    import torch
+
+    from lnbench.backends import get_backend
+    from lnbench.device import resolve_device
+    from lnbench.verify.runner import backend_case_rows
+
+    torch.set_num_threads(spec.torch_threads)
+    device = resolve_device(spec.device)
+    backends = {name: get_backend(name) for name in spec.backends}
+    avail = {name: backend.availability(device) for name, backend in backends.items()}
+    compiled: dict[str, dict[tuple[int, str, float], str]] = {name: {} for name in backends}
+    for line in sys.stdin:
+        unit = int(line)
+        name, case = spec.unit(unit)
+        start = time.monotonic()
+        rows = backend_case_rows(backends[name], case, device, spec.tol, avail[name], compiled[name])
+        out.write(json.dumps({"unit": unit, "rows": rows, "seconds": time.monotonic() - start}) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    _worker_main(sys.argv[1:])

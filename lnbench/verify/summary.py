@@ -1,0 +1,55 @@
+"""verify's default output: one summary row per backend × dtype × case kind, then only the rows worth a look
+(FAIL, error, and values within NEAR_BAR of their bar); `--details` shows every row.
+
+FAIL means a value outside its bar; error means no verdict (the case raised: no value to judge).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from lnbench.report import Column, fmt_float, styled_status
+
+#: statuses of a case that executed (a verdict, or an error while executing)
+EXECUTED = ("PASS", "FAIL", "error")
+#: a row whose error uses at least this fraction of its bar is shown by default, passing or not
+NEAR_BAR = 0.9
+
+SUMMARY_COLUMNS = [
+    Column("backend", "backend", justify="left"), Column("dtype", "dtype", justify="left"),
+    Column("case", "case", justify="left"), Column("checks", "checks"), Column("PASS", "passed"),
+    Column("FAIL", "FAIL"), Column("error", "error"), Column("other", "not run / compiled"),
+    Column("worst", "worst err/allowed", fmt_float(2)), Column("where", "where (shape tensor eps)", justify="left"),
+    Column("status", "status", styled_status, justify="left", markup=True),
+]
+
+
+def status_word(row: dict[str, Any]) -> str:
+    """PASS, FAIL, error, or the other statuses as they read before any parenthesis (not run, compiled, ...)."""
+    return str(row["status"]).split(" (")[0]
+
+
+def summary_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (backend, dtype, case kind), in first-seen order; rows carry `_used` (err/allowed)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["backend"], row["dtype"], row["case"]), []).append(row)
+    out = []
+    for (backend, dtype, kind), members in groups.items():
+        words = [status_word(r) for r in members]
+        used = [r for r in members if r.get("_used") is not None and not math.isnan(r["_used"])]
+        worst = max(used, key=lambda r: r["_used"], default=None)
+        counts = {word: words.count(word) for word in ("PASS", "FAIL", "error")}
+        other = len(words) - sum(counts.values())
+        status = ("error" if counts["error"] else "FAIL" if counts["FAIL"] else "PASS" if counts["PASS"] and not other
+                  else next(w for w in words if w not in ("PASS",)))
+        out.append({"backend": backend, "dtype": dtype, "case": kind, "checks": len(members), **counts,
+                    "other": other, "worst": worst["_used"] if worst else None,
+                    "where": f"{worst['shape']} {worst['tensor']} eps={worst['eps']:g}" if worst else "",
+                    "status": status})
+    return out
+
+
+def worth_a_look(row: dict[str, Any]) -> bool:
+    """FAIL and error rows, and rows using at least NEAR_BAR of their bar."""
+    return status_word(row) in ("FAIL", "error") or (row.get("_used") is not None and row["_used"] >= NEAR_BAR)
