@@ -18,11 +18,12 @@ import torch
 
 from lnbench.emu import SUPPORTED_ARCHES, EmulatorUnavailable
 from lnbench.errors import LnbenchUsageError, one_line
+from lnbench.install import install_hint
 
 EMU = "emu"
 NULL = "null"
 DEFAULT_EMU_ARCH = SUPPORTED_ARCHES[0]
-EMU_INSTALL_HINT = "pip install 'lnbench[emu]'"
+EMU_INSTALL_HINT = install_hint("emu")
 KINDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "emu", "null")
 
 

@@ -108,7 +108,9 @@ def test_flydsl_backends_compile_but_never_pass_without_rocm(backend, tmp_path, 
     out = tmp_path / "f.csv"
     result = invoke("verify", "--backend", backend, "--device", "cpu", "--dtype", "bf16", "--shapes", "4x64",
                     "--csv", str(out))
-    assert result.exit_code == 0, result.output
+    # compiled only: no verdict, so nothing that was asked for ran (the one rule: exit 1, one line why)
+    assert result.exit_code == 1, result.output
+    assert "nothing could run here: compiled, not executed (no ROCm GPU" in result.output
     frame = pd.read_csv(out)
     assert len(frame) == 5  # one row per case kind: nothing executed, so no per-tensor rows
     assert all(status.startswith("compiled, not executed (no ROCm GPU)") for status in frame["status"])

@@ -33,7 +33,7 @@ def test_liger_without_liger_kernel_is_not_run_with_the_install_hint(monkeypatch
     import importlib.util
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     avail = get_backend("liger").availability(resolve_device("cpu"))
-    assert not avail.runnable and avail.reason == "liger-kernel not installed (pip install lnbench[peers])"
+    assert not avail.runnable and avail.reason == "liger-kernel not installed (pip install 'liger-kernel>=0.6')"
 
 
 def _fake_liger(monkeypatch) -> dict:

@@ -170,7 +170,7 @@ def test_bad_inputs_exit_2_with_one_line(files, tmp_path):
 def test_without_matplotlib_plot_says_how_to_install(files, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     result = CliRunner().invoke(plot_command, [str(files["perf.json"]), "--out", str(tmp_path)])
-    _one_line_exit_2(result, 'pip install -e ".[plot]"')
+    _one_line_exit_2(result, "pip install 'matplotlib>=3.7'")
 
 
 def test_the_same_result_named_twice_is_plotted_once(files, tmp_path):

@@ -7,6 +7,7 @@ import torch
 from lnbench.backends.base import Availability, Backend
 from lnbench.device import Device
 from lnbench.flydsl import toolkit
+from lnbench.install import install_hint
 
 DEFAULT_ARCHES = toolkit.DEFAULT_ARCHES
 
@@ -19,7 +20,7 @@ def flydsl_availability(device: Device) -> Availability:
     if device.executes_flydsl:
         return Availability(True)
     can = toolkit.toolkit_info().kind != "missing"
-    reason = "no ROCm GPU" if can else "no ROCm GPU and no linker toolkit (pip install ziglang)"
+    reason = "no ROCm GPU" if can else f"no ROCm GPU and no linker toolkit ({install_hint('compile')})"
     return Availability(False, reason, can_compile=can)
 
 

@@ -1,4 +1,4 @@
-"""Liger-Kernel's Triton LayerNorm (liger_kernel.ops.layer_norm), an optional peer (`pip install lnbench[peers]`).
+"""Liger-Kernel's Triton LayerNorm (liger_kernel.ops.layer_norm), an optional peer (`pip install liger-kernel`).
 
 Imported lazily: this module loads without liger-kernel. Calls, as in liger-kernel 0.8.x:
     layer_norm_forward(X, W, B, eps) -> (Y, X, Mean, RSTD, BLOCK_SIZE, num_warps)
@@ -16,8 +16,9 @@ import torch
 
 from lnbench.backends.base import Availability, Backend
 from lnbench.device import Device
+from lnbench.install import install_hint
 
-INSTALL_HINT = "liger-kernel not installed (pip install lnbench[peers])"
+INSTALL_HINT = f"liger-kernel not installed ({install_hint('peers')})"
 
 
 def _ops():

@@ -28,12 +28,13 @@ from lnbench.emu import SUPPORTED_ARCHES
 from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
 from lnbench.emu.machine import LaunchProfile, run_kernel
 from lnbench.emu.memory import Memory
+from lnbench.install import install_hint
 
 _active_arch: str | None = None
 _null = False                    # the active arch is the null device's: launches complete unexecuted
 _memory = Memory()
 _scopes: list[list[LaunchProfile]] = []
-INSTALL_HINT = "pip install 'lnbench[emu]'"
+INSTALL_HINT = install_hint("emu")
 
 
 def availability() -> tuple[bool, str]:

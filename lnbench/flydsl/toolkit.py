@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lnbench.cache_dirs import lnbench_cache_dir, usable_home_folder
+from lnbench.install import install_hint
 from lnbench.rocm import has_rocm_gpu  # the one project-wide check, re-exported here
 
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
@@ -101,7 +102,7 @@ def toolkit_info() -> ToolkitInfo:
         ld = root / "llvm" / "bin" / "ld.lld"
         return ToolkitInfo("ziglang", root, ld, _lld_version(ld), (root / "amdgcn" / "bitcode").is_dir())
     return ToolkitInfo("missing", None, None, "", False,
-                       note="no ROCm install and no `ziglang` package: pip install 'lnbench[compile]'")
+                       note=f"no ROCm install and no `ziglang` package: {install_hint('compile')}")
 
 
 def compile_env(arch: str | None = None, *, compile_only: bool | None = None) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.install import install_hint
 from lnbench.report import Writer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,7 +20,7 @@ def new_figure(width_in: float, height_in: float, **subplots: Any) -> tuple["Fig
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise LnbenchUsageError('lnbench plot needs matplotlib: pip install -e ".[plot]"') from None
+        raise LnbenchUsageError(f"lnbench plot needs matplotlib: {install_hint('plot')}") from None
     fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
     return fig, fig.subplots(**subplots)
 

@@ -1,0 +1,31 @@
+"""Install hints that work however lnbench was installed: they name the packages of an optional extra
+(`pip install 'matplotlib>=3.7'`), read from the installed lnbench's own metadata (the `plot`, `emu`, `peers`,
+`compile` extras of pyproject.toml), never `pip install lnbench[plot]` (lnbench is not on PyPI) nor
+`pip install -e ".[plot]"` (which works only inside a checkout, and turns a normal install editable)."""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import re
+
+#: the extras' packages where lnbench's metadata cannot be read (run from a checkout that was never installed);
+#: pyproject.toml's [project.optional-dependencies] is the source of truth
+_FALLBACK = {"plot": ("matplotlib>=3.7",), "emu": ("ziglang>=0.13", "tinygrad==0.14.0", "msgpack>=1.0"),
+             "peers": ("liger-kernel>=0.6",), "compile": ("ziglang>=0.13",)}
+
+
+@functools.cache
+def extra_packages(extra: str) -> tuple[str, ...]:
+    """The requirement specifiers of one optional extra of lnbench."""
+    try:
+        requires = importlib.metadata.requires("lnbench") or []
+    except importlib.metadata.PackageNotFoundError:
+        requires = []
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    found = tuple(req.split(";")[0].strip() for req in requires if ";" in req and marker.search(req.split(";", 1)[1]))
+    return found or _FALLBACK.get(extra, ())
+
+
+def install_hint(extra: str) -> str:
+    """`pip install 'matplotlib>=3.7'`: the command that installs what an extra adds."""
+    return "pip install " + " ".join(f"'{req}'" for req in extra_packages(extra))

@@ -1,0 +1,450 @@
+"""A user's run (issue 24): signals stop every command, also inside an emulated launch, and are never a kernel
+result; finished cases are in the result files as they come and an interrupted run's file says it is
+incomplete; verify --jobs gives the rows of --jobs 1; estimates; the default summary; one rule when nothing ran.
+
+Signal tests use real processes and set the dispositions they rely on (a test runner may start with SIGINT or
+SIGHUP ignored)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lnbench import processes
+from lnbench.cli import main
+from lnbench.device import emulator_status
+from lnbench.errors import LnbenchUsageError
+from lnbench.processes import Terminated, terminate_on_signals
+from lnbench.result_sink import ResultSink
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+emulated = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emulated device: {emulator_status()[1]}")
+main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                 reason="signals need the main thread")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+# ---------------------------------------------------------------- helpers for real processes
+
+def _reset_signals() -> None:
+    """In the child: SIGINT, SIGTERM and SIGHUP at their default dispositions, whatever the runner inherited."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _start(args: list[str], tmp_path: Path, preexec=_reset_signals) -> subprocess.Popen:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "200", "LNBENCH_RESULTS_DIR": str(tmp_path / "results")}
+    env.pop("LNBENCH_DEBUG", None)
+    return subprocess.Popen([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+
+
+def _wait_for_line(proc: subprocess.Popen, needle: str, timeout_s: float) -> str:
+    """Read stderr until a line holding `needle` (the progress of a finished case); fail after timeout_s."""
+    seen: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            seen.append(line)
+            if needle in line:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    if not found.wait(timeout_s):
+        proc.kill()
+        pytest.fail(f"no stderr line with {needle!r} in {timeout_s} s: {''.join(seen)[-3000:]}")
+    return "".join(seen)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _verify_workers() -> list[int]:
+    """Pids of running `lnbench.verify.parallel` worker processes."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"lnbench.verify.parallel" in cmd and _alive(int(entry)):
+                pids.append(int(entry))
+    return pids
+
+
+def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str, float]:
+    start = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"did not stop within {timeout_s} s of the signal: {err[-2000:]}")
+    return proc.returncode, out + err, time.monotonic() - start
+
+
+# ---------------------------------------------------------------- signals inside the emulator
+
+@main_thread
+@emulated
+def test_sigint_inside_an_emulated_launch_is_a_stop_not_a_kernel_fault():
+    """A signal arriving while the emulator runs a launch (inside FlyDSL's C launch path, whose callback may
+    not unwind) raises KeyboardInterrupt out of the backend call, never an EmulatorFault; then nothing is pending."""
+    import torch
+
+    from lnbench.backends import get_backend
+    from lnbench.device import resolve_device
+
+    dev = resolve_device("emu:gfx942")
+    backend = get_backend("flydsl")
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(256, 8192, generator=gen)
+    w, b = torch.randn(8192, generator=gen), torch.randn(8192, generator=gen)
+    backend.forward(x[:1], w, b, 1e-5)               # compiled before the clock starts
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with terminate_on_signals():
+                timer.start()
+                for _ in range(1000):                # launches until the signal lands, inside one or between
+                    backend.forward(x, w, b, 1e-5)
+        stopped = time.monotonic() - start
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, before)
+    assert processes.pending_stop() is None
+    assert stopped < 30, f"the stop took {stopped:.1f} s"
+    y = backend.forward(x[:4], w, b, 1e-5)[0]        # the device still works afterwards
+    assert torch.allclose(y, torch.nn.functional.layer_norm(x[:4], (8192,), w, b, 1e-5), atol=1e-4)
+    assert dev.emulated
+
+
+@main_thread
+def test_check_stop_raises_the_pending_signal_again():
+    """The emulator's between-steps check: after the first signal raised (and was swallowed), check_stop raises
+    the same kind again (KeyboardInterrupt for SIGINT, Terminated for SIGTERM)."""
+    for sig, kind in ((signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)):
+        before = signal.signal(sig, signal.SIG_DFL)
+        try:
+            with pytest.raises(kind):
+                with terminate_on_signals():
+                    try:
+                        os.kill(os.getpid(), sig)
+                        time.sleep(5)
+                    except kind:
+                        pass                          # swallowed, as the launch callback does
+                    processes.check_stop()
+        finally:
+            signal.signal(sig, before)
+        assert processes.pending_stop() is None
+
+
+@main_thread
+def test_an_ignored_sighup_stays_ignored():
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with terminate_on_signals():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.2)
+            assert processes.pending_stop() is None
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+# ---------------------------------------------------------------- the CLI stopped by signals
+
+@linux
+@emulated
+@pytest.mark.parametrize("sig,jobs", [(signal.SIGINT, "1"), (signal.SIGTERM, "2"), (signal.SIGHUP, "2")],
+                         ids=["sigint-jobs1", "sigterm-jobs2", "sighup-jobs2"])
+def test_signal_stops_verify_and_keeps_the_finished_cases(sig, jobs, tmp_path):
+    out, js = tmp_path / "v.csv", tmp_path / "v.json"
+    proc = _start(["verify", "--backend", "flydsl,torch", "--dtype", "f32", "--shapes", "3x257,256x8192",
+                   "--jobs", jobs, "--csv", str(out), "--json", str(js)], tmp_path)
+    try:
+        _wait_for_line(proc, "PASS", 240)         # a case finished (the 256x8192 ones take much longer)
+        if jobs != "1":
+            assert _verify_workers(), "no worker process"
+        proc.send_signal(sig)
+        code, text, took = _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 128 + sig, text
+    assert "Traceback" not in text and "EmulatorFault" not in text, text
+    assert "stopped after" in text and "marked incomplete" in text, text
+    payload = json.loads(js.read_text())
+    rows, meta = payload["rows"], payload["metadata"]
+    assert meta["complete"] is False and meta["stopped"].startswith(
+        {signal.SIGINT: "interrupted (SIGINT)", signal.SIGTERM: "terminated (SIGTERM)",
+         signal.SIGHUP: "terminated (SIGHUP)"}[sig]), meta
+    assert rows and all(row["status"] == "PASS" for row in rows), rows     # a stop is never a kernel result
+    frame = pd.read_csv(out)
+    assert len(frame) == len(rows) and not frame["complete"].any()
+    assert not any(_alive(pid) for pid in _verify_workers() if pid != proc.pid)
+    assert not list((tmp_path / "tmp").glob("lnbench-verify-*")), "temporary folder left behind"
+    assert not [p for p in tmp_path.glob(".v.*")], "temporary output files left behind"
+
+
+@linux
+@emulated
+def test_interrupted_inspect_execute_exits_130_without_an_error_row(tmp_path):
+    js = tmp_path / "i.json"
+    proc = _start(["inspect", "--execute", "--arch", "gfx942", "--abi", "pointer", "--op", "fwd,bwd",
+                   "--dtype", "f32", "--shapes", "1x256,512x8192", "--json", str(js)], tmp_path)
+    try:
+        _wait_for_line(proc, "1x256 ok", 240)       # a small variant executed; the big one runs
+        proc.send_signal(signal.SIGINT)
+        code, text, _ = _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130, text
+    payload = json.loads(js.read_text())
+    assert payload["metadata"]["complete"] is False
+    assert all(row["status"] == "ok" for row in payload["rows"]), payload["rows"]
+
+
+@linux
+@emulated
+def test_a_crashed_verify_worker_costs_only_its_own_case(tmp_path):
+    """SIGKILL one worker in the middle of a run: its case is one `error` row naming the exit, every other case
+    is there with its verdict, in order."""
+    js = tmp_path / "v.json"
+    proc = _start(["verify", "--backend", "flydsl", "--dtype", "f32", "--shapes", "3x257,64x256", "--jobs", "2",
+                   "--json", str(js)], tmp_path)
+    try:
+        _wait_for_line(proc, "PASS", 240)
+        victims = _verify_workers()
+        assert victims
+        os.kill(victims[0], signal.SIGKILL)
+        code, text, _ = _finish(proc, 600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 1, text
+    rows = json.loads(js.read_text())["rows"]
+    died = [r for r in rows if r["status"] == "error"]
+    assert len(died) == 1 and "worker process died (exit -9)" in died[0]["detail"], died
+    assert len({(r["case"], r["shape"]) for r in rows}) == 10            # 5 kinds x 2 shapes, none lost
+    assert all(r["status"] == "PASS" for r in rows if r["status"] != "error")
+
+
+# ---------------------------------------------------------------- --jobs: the same rows
+
+@emulated
+def test_jobs_2_gives_the_rows_of_jobs_1_bitwise(tmp_path, results_dir):
+    files = {}
+    for jobs in ("1", "2"):
+        files[jobs] = tmp_path / f"j{jobs}.json"
+        result = invoke("verify", "--backend", "flydsl-atomic,torch", "--dtype", "bf16", "--shapes", "3x257,16x1",
+                        "--jobs", jobs, "--json", str(files[jobs]), "-q")
+        assert result.exit_code == 0, result.output
+    one, two = (json.loads(files[j].read_text()) for j in ("1", "2"))
+    assert one["rows"] == two["rows"] and len(one["rows"]) > 40
+    assert two["metadata"]["jobs"] == 2 and one["metadata"]["jobs"] == 1
+    assert (tmp_path / "j1.json").read_text().split('"rows"')[1] == (tmp_path / "j2.json").read_text().split('"rows"')[1]
+
+
+def test_jobs_must_be_a_positive_integer_and_writes_nothing(results_dir):
+    result = invoke("verify", "--backend", "torch", "--shapes", "4x8", "--jobs", "0")
+    assert result.exit_code == 2 and "--jobs must be an integer in 1..256" in result.output
+    assert not results_dir.exists() or not list(results_dir.iterdir())
+
+
+# ---------------------------------------------------------------- estimates
+
+@linux
+@emulated
+def test_a_long_emulated_run_is_announced_with_an_estimate_and_advice(tmp_path):
+    proc = _start(["verify", "--dtype", "f32", "--shapes", "4096x4096", "--jobs", "2"], tmp_path)
+    try:
+        text = _wait_for_line(proc, "estimated to take", 120)
+        proc.send_signal(signal.SIGINT)
+        code, rest, _ = _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130
+    assert "smaller shapes" in text and "--jobs" in text and (" h " in text or " min" in text), text
+    assert not list((tmp_path / "results").glob("*.csv")), "no case finished, so no result file"
+
+
+def test_estimate_grows_with_elements_and_refines_with_measured_time(monkeypatch):
+    from lnbench.device import Device, emu_device
+    from lnbench.verify.cases import Case
+    from lnbench.verify.estimate import Estimate, unit_seconds
+
+    emu = emu_device("gfx942")
+    small, big = Case("randn", "f32", 64, 256, 1e-5, 1), Case("randn", "f32", 4096, 4096, 1e-5, 1)
+    assert unit_seconds("flydsl", big, emu) > 100 * unit_seconds("flydsl", small, emu)
+    assert unit_seconds("torch", big, emu) < unit_seconds("flydsl", big, emu) / 10
+    est = Estimate({0: 10.0, 1: 30.0}, jobs=2)
+    assert est.wall_s == 20.0
+    clock = [est.start + 20.0]                   # the first unit (10 estimated s) took 20 s: twice as slow
+    monkeypatch.setattr("lnbench.verify.estimate.time.monotonic", lambda: clock[0])
+    est.finished(0)
+    assert est.remaining_s() == pytest.approx(60.0)
+    assert isinstance(emu, Device)
+
+
+def test_progress_lines_show_remaining_time():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from lnbench.progress import CommandProgress
+
+    buf = StringIO()
+    with CommandProgress(Console(file=buf, width=200), "verifying", 3, remaining=lambda: 125.0) as progress:
+        progress.advance("one PASS")
+    assert "~2 min left" in buf.getvalue()
+
+
+# ---------------------------------------------------------------- results as they come
+
+def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:
+    from lnbench.report import check_writable
+
+    return check_writable(tmp_path / "r.csv"), check_writable(tmp_path / "r.json")
+
+
+def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatch):
+    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    csv_path, json_path = _sink_paths(tmp_path)
+    with ResultSink(csv_path, json_path, {"device": "x"}, total=3) as sink:
+        sink.add(1, [{"backend": "b", "status": "PASS", "v": 2.5}])
+        sink.add(0, [{"backend": "a", "status": "FAIL", "v": 1.5}])
+        payload = json.loads(json_path.read_text())
+        assert [r["backend"] for r in payload["rows"]] == ["a", "b"]           # in unit order
+        assert payload["metadata"]["complete"] is False
+        assert payload["metadata"]["stopped"] == "running (or crashed) after 2 of 3 cases"
+        assert list(pd.read_csv(csv_path)["backend"]) == ["a", "b"]
+        sink.add(2, [{"backend": "c", "status": "PASS", "v": 0.5}])
+        sink.finish()
+    payload = json.loads(json_path.read_text())
+    assert payload["metadata"]["complete"] is True and len(payload["rows"]) == 3
+    assert not list(tmp_path.glob(".r.*")), "temporary files left"
+
+
+@main_thread
+def test_sink_on_interrupt_writes_the_finished_units_marked_incomplete(tmp_path):
+    csv_path, json_path = _sink_paths(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        with ResultSink(csv_path, json_path, {}, total=4) as sink:
+            sink.add(0, [{"backend": "a", "status": "PASS"}])
+            raise KeyboardInterrupt
+    payload = json.loads(json_path.read_text())
+    assert payload["metadata"]["stopped"] == "interrupted (SIGINT) after 1 of 4 cases"
+    assert payload["rows"] == [{"backend": "a", "status": "PASS"}]
+
+
+def test_sink_on_a_usage_error_leaves_no_result_file(tmp_path, monkeypatch):
+    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    csv_path, json_path = _sink_paths(tmp_path)
+    with pytest.raises(LnbenchUsageError):
+        with ResultSink(csv_path, json_path, {}, total=2) as sink:
+            sink.add(0, [{"backend": "a", "status": "PASS"}])
+            assert json_path.exists()
+            raise LnbenchUsageError("bad")
+    assert not csv_path.exists() and not json_path.exists()
+
+
+def test_compare_refuses_an_incomplete_run_and_plot_warns(tmp_path, results_dir):
+    pytest.importorskip("matplotlib")
+    perf = ["perf", "--device", "cpu", "--backend", "torch", "--shapes", "2x64", "--op", "fwd", "--mode", "hot",
+            "-P", "1", "-R", "3", "--warmup-s", "0", "-q"]
+    base = tmp_path / "base.json"
+    assert invoke(*perf, "--json", str(base)).exit_code == 0
+    payload = json.loads(base.read_text())
+    payload["metadata"].update(complete=False, stopped="interrupted (SIGINT) after 1 of 3 workers")
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(payload))
+    refused = invoke("compare", str(base), str(cut))
+    assert refused.exit_code == 2 and "holds an incomplete run (interrupted (SIGINT) after 1 of 3 workers)" \
+        in refused.output, refused.output
+    forced = invoke("compare", str(base), str(cut), "--force", "-q")
+    assert forced.exit_code == 0, forced.output
+    plotted = invoke("plot", str(cut), "--out", str(tmp_path / "png"))
+    assert plotted.exit_code == 0 and "holds an incomplete run" in plotted.output, plotted.output
+
+
+# ---------------------------------------------------------------- output and consistency
+
+def test_verify_prints_a_summary_by_default_and_every_row_with_details(results_dir):
+    args = ["verify", "--backend", "torch", "--device", "cpu", "--dtype", "f32", "--shapes", "4x64"]
+    short, full = invoke(*args), invoke(*args, "--details")
+    assert short.exit_code == full.exit_code == 0
+    assert "summary (every row: --details)" in short.output and "worst err/allowed" in short.output
+    assert "max abs err" in full.output and "every row: --details" not in full.output
+    assert len(full.output.splitlines()) > len(short.output.splitlines())
+
+
+def test_summary_rows_count_and_locate_the_worst():
+    from lnbench.verify.summary import summary_rows, worth_a_look
+
+    rows = [{"backend": "b", "dtype": "f32", "case": "randn", "shape": "4x64", "tensor": t, "eps": 1e-5,
+             "status": s, "_used": u} for t, s, u in (("y", "PASS", 0.2), ("dx", "PASS", 0.95), ("mean", "FAIL", 3.0))]
+    rows.append({"backend": "b", "dtype": "f32", "case": "randn", "shape": "8x64", "tensor": "-", "eps": 1e-5,
+                 "status": "error", "_used": None})
+    (row,) = summary_rows(rows)
+    assert (row["checks"], row["PASS"], row["FAIL"], row["error"], row["status"]) == (4, 2, 1, 1, "error")
+    assert row["worst"] == 3.0 and row["where"] == "4x64 mean eps=1e-05"
+    assert [r["tensor"] for r in rows if worth_a_look(r)] == ["dx", "mean", "-"]
+
+
+def test_progress_outcome_says_error_for_no_verdict_and_fail_for_a_value_outside_its_bar():
+    from lnbench.verify.runner import outcome
+
+    assert outcome([{"status": "PASS"}, {"status": "FAIL"}]) == "FAIL"
+    assert outcome([{"status": "error"}]) == "error"
+    assert outcome([{"status": "PASS"}]) == "PASS"
+
+
+def test_perf_with_nothing_runnable_follows_the_one_rule(results_dir):
+    result = invoke("perf", "--device", "cpu", "--backend", "flydsl", "--shapes", "2x64", "-q")
+    assert result.exit_code == 1, result.output
+    assert "nothing could run here: " in result.output
+
+
+@emulated
+def test_env_shows_backends_on_the_device_verify_uses():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is the default device here")
+    result = invoke("env")
+    assert result.exit_code == 0, result.output
+    assert "what `lnbench verify` uses here" in result.output and "emu:gfx942 (emulated)" in result.output
+
+
+def test_install_hints_name_packages_not_unpublished_extras():
+    from lnbench.install import install_hint
+
+    assert install_hint("plot") == "pip install 'matplotlib>=3.7'"
+    assert "lnbench[" not in install_hint("emu") and "ziglang" in install_hint("emu")
