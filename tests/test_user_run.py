@@ -448,3 +448,25 @@ def test_install_hints_name_packages_not_unpublished_extras():
 
     assert install_hint("plot") == "pip install 'matplotlib>=3.7'"
     assert "lnbench[" not in install_hint("emu") and "ziglang" in install_hint("emu")
+
+
+@linux
+def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
+    """perf: worker 1 finished its turn, worker 2 is in its own when SIGTERM comes: the JSON holds worker 1's
+    timed cases, marked incomplete, and the run exits 143."""
+    js = tmp_path / "p.json"
+    proc = _start(["perf", "--device", "cpu", "--backend", "torch", "--shapes", "2x64,3x257", "--op", "fwd,bwd",
+                   "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "2", "--json", str(js)], tmp_path)
+    try:
+        _wait_for_line(proc, "worker 2/2", 120)
+        proc.send_signal(signal.SIGTERM)
+        code, text, _ = _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 143, text
+    payload = json.loads(js.read_text())
+    assert payload["metadata"]["complete"] is False
+    assert payload["metadata"]["stopped"].startswith("terminated (SIGTERM) after 1 of 2 workers")
+    first = [r for r in payload["rows"] if r["row_kind"] == "worker" and r["worker"] == 0]
+    assert len(first) == 4 and all(r["status"] == "ok" for r in first), first

@@ -287,7 +287,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                     ids = {int(e["id"]) for r in finished for e in (r.payload or {}).get("cases", [])
                            if isinstance(e, dict) and "id" in e}
                     sink.replace(build_rows([c for c in cases if c.id in ids], orders, finished, peak_gbps,
-                                            base_name, headline), len(finished))
+                                            base_name, headline), sum(r.ok for r in finished))
 
                 finished: list[WorkerResult] = []
                 results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
