@@ -104,9 +104,9 @@ class ResultSink:
         `metadata` default to the finished units' rows and the sink's metadata."""
         from lnbench.cli_common import emit_outputs
 
-        self._finished = True
         meta = {**(self.metadata if metadata is None else metadata), "complete": True, "stopped": ""}
         emit_outputs(self.rows if rows is None else rows, meta, self.csv_path, self.json_path, extra_json, more)
+        self._finished = True
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:

@@ -172,7 +172,7 @@ def test_unwritable_place_is_refused_before_the_work(monkeypatch):
 
     monkeypatch.setattr(os, "access", lambda *a, **k: True)         # what root gets told about most places
     ran = []
-    monkeypatch.setattr(verify_cmd, "verify_backend", lambda *a, **k: ran.append(1) or [])
+    monkeypatch.setattr(verify_cmd, "backend_case_rows", lambda *a, **k: ran.append(1) or [])
     line = error_line(invoke(*VERIFY, "--csv", "/proc/lnbench-hardening-test.csv"))
     assert "not writable" in line and not ran
 
@@ -181,12 +181,12 @@ def test_temporary_file_exists_before_the_work_and_is_gone_after(tmp_path, monke
     import lnbench.verify.command as verify_cmd
 
     seen: list[list[str]] = []
-    real = verify_cmd.verify_backend
+    real = verify_cmd.backend_case_rows
 
     def spy(*args, **kwargs):
         seen.append(sorted(p.name for p in tmp_path.iterdir()))
         return real(*args, **kwargs)
-    monkeypatch.setattr(verify_cmd, "verify_backend", spy)
+    monkeypatch.setattr(verify_cmd, "backend_case_rows", spy)
     result = invoke(*VERIFY, "--csv", str(tmp_path / "v.csv"), "--json", str(tmp_path / "v.json"))
     assert result.exit_code == 0, result.output
     assert len(seen[0]) == 2 and all(n.startswith((".v.csv.", ".v.json.")) and n.endswith(".tmp") for n in seen[0])
