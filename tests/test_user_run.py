@@ -163,19 +163,6 @@ def test_check_stop_raises_the_pending_signal_again():
         assert processes.pending_stop() is None
 
 
-@main_thread
-def test_an_ignored_sighup_stays_ignored():
-    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        with terminate_on_signals():
-            os.kill(os.getpid(), signal.SIGHUP)
-            time.sleep(0.2)
-            assert processes.pending_stop() is None
-        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
-    finally:
-        signal.signal(signal.SIGHUP, before)
-
-
 # ---------------------------------------------------------------- the CLI stopped by signals
 
 @linux
