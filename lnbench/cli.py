@@ -2,11 +2,17 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-import click
+from lnbench.processes import exit_quietly_on_signals
 
-import lnbench
-from lnbench.cli_common import console, fail_usage, guarded
+if __name__ == "__main__" or Path(sys.argv[0]).name == "lnbench":   # the command line, not a library import
+    exit_quietly_on_signals()                                       # a signal during the imports below: one line
+
+import click  # noqa: E402
+
+import lnbench  # noqa: E402
+from lnbench.cli_common import console, fail_usage, guarded  # noqa: E402
 from lnbench.device import Device, activate, parse_device, resolve_kernel_device
 from lnbench.env import backend_facts, device_facts, software_facts
 from lnbench.report import Column, render_table

@@ -135,6 +135,22 @@ def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     return child
 
 
+def exit_quietly_on_signals() -> None:
+    """For the start-up of the command line (importing torch takes seconds), before any command runs: SIGINT,
+    SIGTERM and SIGHUP end the process at once with one line and 128 + signum (nothing is written yet, so
+    nothing needs cleaning up), not a traceback from inside an import. A signal that is ignored stays ignored;
+    terminate_on_signals takes over when a command starts."""
+    def handler(signum: int, frame: object) -> None:
+        os.write(2, b"lnbench: interrupted\n" if signum == signal.SIGINT else b"lnbench: terminated\n")
+        os._exit(128 + signum)
+
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) != signal.SIG_IGN:
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(sig, handler)
+
+
 def die_with_parent() -> None:
     """Worker side (Linux): get SIGTERM when the parent dies; exit now if it already has. A no-op elsewhere,
     and in a process not started by lnbench.perf.workers (no $LNBENCH_PARENT_PID)."""

@@ -457,3 +457,30 @@ def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
     assert payload["metadata"]["stopped"].startswith("terminated (SIGTERM) after 1 of 2 workers")
     first = [r for r in payload["rows"] if r["row_kind"] == "worker" and r["worker"] == 0]
     assert len(first) == 4 and all(r["status"] == "ok" for r in first), first
+
+
+@linux
+def test_a_signal_during_start_up_is_one_line_not_a_traceback(tmp_path):
+    """Ctrl-C while the command line still imports torch: `lnbench: interrupted`, exit 130, no traceback."""
+    proc = _start(["verify", "--backend", "torch", "--device", "cpu", "--shapes", "4x8"], tmp_path)
+    try:
+        hup = 1 << (signal.SIGHUP - 1)
+
+        def caught() -> bool:       # the start-up handlers are in (SIGHUP is caught only from then on)
+            try:
+                text = Path(f"/proc/{proc.pid}/status").read_text()
+            except OSError:
+                return False
+            return bool(int(next(line for line in text.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+                        & hup)
+
+        deadline = time.monotonic() + 30
+        while not caught() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGINT)
+        code, text, _ = _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 130, text
+    assert "Traceback" not in text and "lnbench: interrupted" in text, text
