@@ -105,6 +105,18 @@ def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str, float]:
     return proc.returncode, out + err, time.monotonic() - start
 
 
+def _stop_when(proc: subprocess.Popen, needle: str, sig: int, wait_s: float) -> tuple[int, str]:
+    """Once stderr shows `needle`, send `sig`; (exit status, stderr up to `needle` + all output after)."""
+    try:
+        head = _wait_for_line(proc, needle, wait_s)
+        proc.send_signal(sig)
+        code, text, _ = _finish(proc, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return code, head + text
+
+
 # ---------------------------------------------------------------- signals inside the emulator
 
 @main_thread
@@ -204,13 +216,7 @@ def test_interrupted_inspect_execute_exits_130_without_an_error_row(tmp_path):
     js = tmp_path / "i.json"
     proc = _start(["inspect", "--execute", "--arch", "gfx942", "--abi", "pointer", "--op", "fwd,bwd",
                    "--dtype", "f32", "--shapes", "1x256,512x8192", "--json", str(js)], tmp_path)
-    try:
-        _wait_for_line(proc, "1x256 ok", 240)       # a small variant executed; the big one runs
-        proc.send_signal(signal.SIGINT)
-        code, text, _ = _finish(proc, 30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, text = _stop_when(proc, "1x256 ok", signal.SIGINT, 240)
     assert code == 130, text
     payload = json.loads(js.read_text())
     assert payload["metadata"]["complete"] is False
@@ -270,13 +276,7 @@ def test_jobs_must_be_a_positive_integer_and_writes_nothing(results_dir):
 @emulated
 def test_a_long_emulated_run_is_announced_with_an_estimate_and_advice(tmp_path):
     proc = _start(["verify", "--dtype", "f32", "--shapes", "4096x4096", "--jobs", "2"], tmp_path)
-    try:
-        text = _wait_for_line(proc, "estimated to take", 120)
-        proc.send_signal(signal.SIGINT)
-        code, rest, _ = _finish(proc, 30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, text = _stop_when(proc, "estimated to take", signal.SIGINT, 120)
     assert code == 130
     assert "smaller shapes" in text and "--jobs" in text and (" h " in text or " min" in text), text
     assert not list((tmp_path / "results").glob("*.csv")), "no case finished, so no result file"
@@ -444,13 +444,7 @@ def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
     js = tmp_path / "p.json"
     proc = _start(["perf", "--device", "cpu", "--backend", "torch", "--shapes", "2x64,3x257", "--op", "fwd,bwd",
                    "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "2", "--json", str(js)], tmp_path)
-    try:
-        _wait_for_line(proc, "worker 2/2", 120)
-        proc.send_signal(signal.SIGTERM)
-        code, text, _ = _finish(proc, 30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, text = _stop_when(proc, "worker 2/2", signal.SIGTERM, 120)
     assert code == 143, text
     payload = json.loads(js.read_text())
     assert payload["metadata"]["complete"] is False

@@ -26,8 +26,9 @@ from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_ker
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, emit_outputs, err_console, guarded,
-                               kernel_source_option, nothing_ran, output_options, prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, guarded,
+                                kernel_source_option, nothing_ran, output_options, prepare_outputs)
+from lnbench.result_sink import ResultSink
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.inspect_command import compile_device
@@ -365,47 +366,51 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     runtime_rows: list[dict[str, Any]] = []
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
-    if not static_only:
-        runtime_rows, payloads, problems = _run_runtime(
-            pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
-            pair_options, in_process, quiet)
-        if not quiet:
-            labels = pair_info(pair).labels
-            _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
-                                          f"(median of {protocol.processes} worker medians × {protocol.runs} runs)")
-            console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
-                          f"Pointer time (> 1: Pointer faster); `same` = the {metadata['confidence']} bootstrap "
-                          f"interval contains 1.")
-        for problem in problems:
-            console.print(f"[red]{problem}[/red]")
-        for row in runtime_rows:
-            if row.get("status") in ("check failed", "error") and row.get("detail"):
-                console.print(f"[red]{row['op']} {row['dtype']} {row['shape']} {row['metric']}:[/red] {row['detail']}")
-
     static: list[dict[str, Any]] = []
-    if not runtime_only:
-        widths = list(dict.fromkeys(n for _, n in shape_list))
-        rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
-        with CommandProgress(err_console, "compiling" + (" and executing" if run_them else ""),
-                             len(arch_list) * len(op_list) * len(dtype_list) * len(widths), quiet) as progress:
-            pair_fns = {}
-            if backend_pair is not None:
-                from lnbench.abi.backend_pairs import pair_execute_fn, pair_facts_fn
-                pair_fns = {"facts_fn": pair_facts_fn(backend_pair), "execute_fn": pair_execute_fn(backend_pair)}
-            static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
-                                 on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
-        if not quiet:
-            _render_static(static, pair_info(pair).labels if backend_pair else None)
+    parts = (0 if runtime_only else 1) + (0 if static_only else 1)
+    with ResultSink(csv_final, json_final, metadata, parts, "parts (runtime, static)") as sink:
+        if not static_only:
+            runtime_rows, payloads, problems = _run_runtime(
+                pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
+                pair_options, in_process, quiet)
+            if not quiet:
+                labels = pair_info(pair).labels
+                _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
+                                              f"(median of {protocol.processes} worker medians × {protocol.runs} runs)")
+                console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
+                              f"Pointer time (> 1: Pointer faster); `same` = the {metadata['confidence']} bootstrap "
+                              f"interval contains 1.")
+            sink.replace(runtime_rows, 1)      # the runtime part is in the files while the static part runs
+            for problem in problems:
+                console.print(f"[red]{problem}[/red]")
+            for row in runtime_rows:
+                if row.get("status") in ("check failed", "error") and row.get("detail"):
+                    console.print(f"[red]{row['op']} {row['dtype']} {row['shape']} {row['metric']}:[/red] "
+                                  f"{row['detail']}")
 
-    if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
-        sources = metadata.get("kernel_sources", {})
-        named = {f"{slot}_source": _source_name(name, sources)
-                 for slot, name in zip(("tensor", "pointer"), backend_pair)}
-        for row in runtime_rows + static:
-            row.update(named)
-    checks = [c for p in payloads for c in p.get("checks", [])]
-    emit_outputs(runtime_rows + static, metadata, csv_final, json_final,
-                 {"checks": checks, "worker_problems": problems, "workers": payloads})
+        if not runtime_only:
+            widths = list(dict.fromkeys(n for _, n in shape_list))
+            rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
+            with CommandProgress(err_console, "compiling" + (" and executing" if run_them else ""),
+                                 len(arch_list) * len(op_list) * len(dtype_list) * len(widths), quiet) as progress:
+                pair_fns = {}
+                if backend_pair is not None:
+                    from lnbench.abi.backend_pairs import pair_execute_fn, pair_facts_fn
+                    pair_fns = {"facts_fn": pair_facts_fn(backend_pair), "execute_fn": pair_execute_fn(backend_pair)}
+                static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
+                                     on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
+            if not quiet:
+                _render_static(static, pair_info(pair).labels if backend_pair else None)
+
+        if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
+            sources = metadata.get("kernel_sources", {})
+            named = {f"{slot}_source": _source_name(name, sources)
+                     for slot, name in zip(("tensor", "pointer"), backend_pair)}
+            for row in runtime_rows + static:
+                row.update(named)
+        checks = [c for p in payloads for c in p.get("checks", [])]
+        sink.finish(runtime_rows + static, metadata,
+                    {"checks": checks, "worker_problems": problems, "workers": payloads})
     code = _exit_code(runtime_rows, static, problems, fail_pct)
     if not static and not any(row.get("status") == "ok" for row in runtime_rows) and not problems:
         why = next((str(row.get("status")) for row in runtime_rows if row.get("status")), "no measurement")
