@@ -9,6 +9,11 @@ in the same process (ABBA order), so the two sides are *paired by worker*. The h
 paired, two-level bootstrap with a fixed seed: resample workers (both sides together, keeping the
 pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict is
 `same` when the interval contains 1.0 (a difference inside the noise), else `faster`/`slower`.
+
+`lnbench compare` judges two *separate* invocations instead (worker_ratio_interval): there the runs inside one
+worker process are correlated (same process, same memory layout, same minute of machine load), so resampling
+them as if independent gives intervals far too narrow. Its unit is the worker median: a paired t interval of
+the log ratio of worker medians, worker w of NEW against worker w of BASE.
 """
 from __future__ import annotations
 
@@ -158,6 +163,93 @@ def compare(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Seque
     pooled_p = [v for runs in pointer_runs for v in runs]
     verdict = TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else classify(low, high)
     return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), verdict)
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularised incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    out = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            out *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return out
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with df degrees of freedom."""
+    if not math.isfinite(t):
+        return 0.0
+    return _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_quantile(confidence: float, df: float) -> float:
+    """The t with P(|T| <= t) = confidence (two-sided critical value), by bisection."""
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > 1.0 - confidence:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if t_two_sided_p(middle, df) > 1.0 - confidence else (low, middle)
+        if high - low < 1e-12 * high:
+            break
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True)
+class WorkerInterval:
+    """NEW/BASE time ratio of paired worker medians: the geometric mean, its t interval and p (H0: ratio 1)."""
+
+    ratio: float
+    low: float
+    high: float
+    p_value: float
+    workers: int
+
+
+def worker_ratio_interval(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]],
+                          confidence: float = 0.95) -> WorkerInterval:
+    """Paired t interval of log(new worker median / base worker median) over workers (w of NEW against w of
+    BASE), back on the ratio scale. Each worker is its own process, so the spread of their medians holds the
+    process-to-process variance (layout, clocks, the load of that minute) that separates two invocations,
+    which the run-to-run spread inside one worker does not. Needs at least 2 workers (see too_few_workers)."""
+    if len(base_runs) != len(new_runs) or len(base_runs) < 2:
+        raise ValueError("a paired interval needs the same 2 or more workers on both sides")
+    diffs = np.log(worker_medians(new_runs)) - np.log(worker_medians(base_runs))
+    n = len(diffs)
+    mean = float(diffs.mean())
+    se = float(diffs.std(ddof=1)) / math.sqrt(n)
+    if se < 1e-12:          # identical worker ratios (rounding aside): the interval is the point
+        p = 1.0 if mean == 0.0 else 0.0
+        return WorkerInterval(math.exp(mean), math.exp(mean), math.exp(mean), p, n)
+    half = t_quantile(confidence, n - 1) * se
+    return WorkerInterval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
+                          t_two_sided_p(mean / se, n - 1), n)
+
+
+def too_few_workers(workers: int) -> bool:
+    """Fewer than 2 paired workers: no spread between worker processes to judge a difference by."""
+    return workers < 2
 
 
 def significantly_slower(estimate: RatioEstimate, pct: float) -> bool:

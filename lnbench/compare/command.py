@@ -34,7 +34,7 @@ TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
     Column("base_us", "base time", fmt_time_us), Column("new_us", "new time", fmt_time_us),
-    Column("_ratio", "new/base [CI] (change)"), Column("mw_p", "p (MW)", fmt_float(2)),
+    Column("_ratio", "new/base [CI] (change)"), Column("p", "p (t)", fmt_float(2)),
     Column("_verdict", "verdict", justify="left", markup=True), Column("detail", "detail", justify="left"),
 ]
 
@@ -75,8 +75,8 @@ def _context(base, new, settings: Settings, fail_pct: float | None, forced: list
         out[f"{side}_commit"] = meta.get("git_commit") or ""
         out[f"{side}_timestamp"] = meta.get("timestamp") or ""
         out[f"{side}_lnbench_version"] = meta.get("lnbench_version") or ""
-    out.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence, bootstrap=settings.bootstrap,
-               stats_seed=settings.stats_seed, fail_if_slower_pct=fail_pct, forced="; ".join(forced))
+    out.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
+               interval="paired t over worker medians", fail_if_slower_pct=fail_pct, forced="; ".join(forced))
     return out
 
 
@@ -98,8 +98,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
                     md_path: Path | None, config_path: Path | None, csv_path: Path | None, json_path: Path | None,
                     quiet: bool) -> int:
     """Compare two `perf --json` (or `abi-compare --json`) results case by case: ratio new/base of the headline
-    medians, a bootstrap interval over workers and runs, a Mann–Whitney p-value, FASTER / SLOWER / SAME, or
-    'too few runs' when no Mann–Whitney p of that many runs could be significant (e.g. 2 vs 2 runs: p ≥ 0.33)."""
+    medians, a paired t interval over the worker medians (each worker is its own process), its p-value,
+    FASTER / SLOWER / SAME, or 'too few runs' with fewer than 2 paired workers (-P 1)."""
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
     if fail_pct is not None:
@@ -132,9 +132,9 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
             console.print(f"[yellow]--force: {escape(problem)}[/yellow]", soft_wrap=True)
         shown = [{**r, "_ratio": ratio_text(r), "_verdict": _verdict_cell(r["verdict"])} for r in rows]
         render_table(console, f"lnbench compare ({base_result.kind}): {base} → {new}", TABLE_COLUMNS, shown)
-        console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} bootstrap interval over workers "
-                      f"and runs; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
-                      f"{TOO_FEW} when no p (MW) of that many runs could be < {1 - settings.confidence:.2g}")
+        console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
+                      f"worker medians; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
+                      f"{TOO_FEW} with fewer than 2 paired workers")
     emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"),
                  more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
     console.print(summary)

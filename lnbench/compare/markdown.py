@@ -17,6 +17,9 @@ def ratio_text(row: dict[str, Any]) -> str:
     """`1.102 [1.091, 1.113] (+10.2%)`, or '—' for rows that were not compared."""
     if not isinstance(row.get("ratio"), (int, float)) or not math.isfinite(row["ratio"]):
         return "—"
+    low, high = row.get("ci_low"), row.get("ci_high")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high)):
+        return f"{row['ratio']:.3f} ({row['change_pct']:+.1f}%)"          # no interval: too few workers
     return f"{row['ratio']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] ({row['change_pct']:+.1f}%)"
 
 
@@ -25,7 +28,7 @@ def _line(row: dict[str, Any]) -> str:
     if row.get("detail") and row["verdict"] not in _ICONS:
         verdict = f"{verdict}: {row['detail']}"
     cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
-             fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row["mw_p"]) or "—", verdict]
+             fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
@@ -39,10 +42,10 @@ def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str
            f"{context['base_timestamp']})",
            f"- new: `{context['new']}` ({context['new_device']}, commit {context['new_commit'] or '?'}, "
            f"{context['new_timestamp']})",
-           f"- ratio = new/base of the median of worker medians; {context['confidence']:.0%} bootstrap interval over "
-           f"workers and runs; p = Mann–Whitney; SAME when the interval contains 1 or |change| < "
-           f"{context['threshold_pct']:g}%; too few runs when no p of that many runs could be < "
-           f"{1 - context['confidence']:.2g}", ""]
+           f"- ratio = new/base of the median of worker medians; {context['confidence']:.0%} paired t interval over "
+           f"the worker medians (worker w of new against worker w of base); p = that t test's; SAME when the "
+           f"interval contains 1 or |change| < {context['threshold_pct']:g}%; too few runs with fewer than 2 "
+           f"paired workers", ""]
     if context.get("forced"):
         out += [f"⚠️ compared with `--force` although {context['forced']}", ""]
     if changed:

@@ -1,11 +1,12 @@
-"""Per case: ratio new/base of the headline medians, its bootstrap interval, Mann–Whitney p, and a verdict.
+"""Per case: ratio new/base of the headline medians, a t interval over paired worker medians, its p, and a verdict.
 
-The statistics are abi-compare's (lnbench.abi.stats): BASE plays the Tensor side and NEW the Pointer side, so
-its speed-up is base/new and our time ratio is its inverse. The two-level bootstrap resamples workers (the
-same worker indices in both files: perf rotates the backend order by worker index, so worker w of BASE and of
-NEW ran in the same position) and runs inside each worker. Verdict: SAME when the interval contains 1 or the
-change is smaller than the threshold, else SLOWER (ratio > 1) or FASTER; TOO_FEW when the runs are too few
-for any difference to be significant (then the narrow interval of a handful of runs means nothing).
+BASE and NEW are two separate invocations. Inside one worker process the runs are correlated (one process,
+one memory layout, one minute of machine load), so they are summarised by their median and the *worker* is
+the unit: worker w of NEW is paired with worker w of BASE (perf rotates the backend order by worker index, so
+they ran in the same position) and lnbench.abi.stats.worker_ratio_interval gives the paired t interval of the
+ratio of their medians. Verdict: SAME when the interval contains 1 or the change is smaller than the threshold,
+else SLOWER (ratio > 1) or FASTER; TOO_FEW with fewer than 2 paired workers (no spread between processes to
+judge by). docs/measurements.md has the A/A false-flag rates this gives (and the run-bootstrap it replaced).
 """
 from __future__ import annotations
 
@@ -29,9 +30,7 @@ class Settings:
     """[compare] in the config; the threshold may come from --threshold."""
 
     threshold_pct: float = 3.0
-    bootstrap: int = 4000
     confidence: float = 0.95
-    stats_seed: int = 0
 
     @classmethod
     def from_config(cls, config: dict[str, Any], threshold_pct: float | None = None) -> "Settings":
@@ -40,11 +39,8 @@ class Settings:
             table, "threshold_pct", (int, float), TABLE)
         label = "--threshold" if threshold_pct is not None else f"config [{TABLE}] threshold_pct"
         return cls(float(validate.number(threshold, "threshold_pct", label)),
-                   validate.number(cfg.require(table, "bootstrap", int, TABLE), "bootstrap",
-                                   f"config [{TABLE}] bootstrap"),
                    float(validate.number(cfg.require(table, "confidence", (int, float), TABLE), "confidence",
-                                         f"config [{TABLE}] confidence")),
-                   validate.seed(cfg.require(table, "stats_seed", int, TABLE), f"config [{TABLE}] stats_seed"))
+                                         f"config [{TABLE}] confidence")))
 
 
 def _identity(key: CaseKey) -> dict[str, Any]:
@@ -55,7 +51,7 @@ def listed_row(key: CaseKey, verdict: str, base: TimedCase | None, new: TimedCas
     """A case that is not compared: only in one file, or not timed in one of them."""
     return {**_identity(key), "base_us": base.headline_us if base else math.nan,
             "new_us": new.headline_us if new else math.nan, "ratio": math.nan, "ci_low": math.nan,
-            "ci_high": math.nan, "change_pct": math.nan, "mw_p": math.nan, "verdict": verdict, "workers": "",
+            "ci_high": math.nan, "change_pct": math.nan, "p": math.nan, "verdict": verdict, "workers": 0,
             "detail": detail}
 
 
@@ -67,30 +63,27 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[st
     common = sorted(set(base.runs) & set(new.runs))
     if not common:
         return listed_row(base.key, NOT_COMPARED, base, new, "no worker index timed in both files")
-    est = stats.compare([base.runs[w] for w in common], [new.runs[w] for w in common],
-                        n_boot=settings.bootstrap, confidence=settings.confidence, seed=settings.stats_seed)
     ratio = new.headline_us / base.headline_us
-    low, high = 1.0 / est.ci_high, 1.0 / est.ci_low
     change = (ratio - 1.0) * 100.0
-    direction = stats.classify(est.ci_low, est.ci_high)    # abi-compare's words, NEW as the Pointer side
-    # the Mann–Whitney p's samples: the runs of the paired workers, pooled
-    n_base, n_new = (sum(len(case.runs[w]) for w in common) for case in (base, new))
-    floor = stats.smallest_p(n_base, n_new)
     notes = []
-    if stats.too_few(n_base, n_new, settings.confidence):
-        verdict = TOO_FEW
-        notes.append(f"{n_base} vs {n_new} runs: p ≥ {floor:.2g}, so no difference is significant "
-                     f"at {settings.confidence:.0%}")
-    elif direction == stats.SAME or abs(change) < settings.threshold_pct or (direction == stats.SLOWER) != (ratio > 1):
-        verdict = SAME      # (the last test: a headline and an interval that disagree on the direction)
+    if stats.too_few_workers(len(common)):
+        verdict, low, high, p = TOO_FEW, math.nan, math.nan, math.nan
+        notes.append(f"{len(common)} paired worker: no spread between worker processes to judge a difference by "
+                     f"(time with -P 2 or more)")
     else:
-        verdict = SLOWER if direction == stats.SLOWER else FASTER
+        est = stats.worker_ratio_interval([base.runs[w] for w in common], [new.runs[w] for w in common],
+                                          settings.confidence)
+        low, high, p = est.low, est.high, est.p_value
+        if low <= 1.0 <= high or abs(change) < settings.threshold_pct or (low > 1.0) != (ratio > 1.0):
+            verdict = SAME      # (the last test: a headline and an interval that disagree on the direction)
+        else:
+            verdict = SLOWER if low > 1.0 else FASTER
     if len(common) < max(len(base.runs), len(new.runs)):
         notes.append(f"paired on worker(s) {','.join(map(str, common))} "
                      f"(base has {len(base.runs)}, new {len(new.runs)})")
     return {**_identity(base.key), "base_us": base.headline_us, "new_us": new.headline_us, "ratio": ratio,
-            "ci_low": low, "ci_high": high, "change_pct": change, "mw_p": est.p_value, "verdict": verdict,
-            "workers": f"{len(common)}", "detail": "; ".join(notes)}
+            "ci_low": low, "ci_high": high, "change_pct": change, "p": p, "verdict": verdict,
+            "workers": len(common), "detail": "; ".join(notes)}
 
 
 def compare_all(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, TimedCase],

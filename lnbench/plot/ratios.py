@@ -55,7 +55,7 @@ def compare_figures(result: ResultFile) -> list[tuple[str, Any]]:
     meta = result.metadata
     conf = _number(meta.get("confidence"))
     title = (f"lnbench compare: new/base time (> 1: NEW slower), "
-             f"{'%.0f%% ' % (conf * 100) if conf else ''}bootstrap interval\n"
+             f"{'%.0f%% ' % (conf * 100) if conf else ''}interval\n"
              f"base {meta.get('base', '?')} ({meta.get('base_device', '?')}) → new {meta.get('new', '?')}")
     return [("ratios", _ratio_figure(labels, frame.ratio, frame.ci_low, frame.ci_high, list(frame.verdict.astype(str)),
                                      "new / base (time ratio)", title, _number(meta.get("threshold_pct")),
