@@ -1,6 +1,7 @@
 """The `lnbench` command line: a thin click group; each subcommand lives with its feature."""
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -9,19 +10,46 @@ from lnbench.processes import exit_quietly_on_signals
 if __name__ == "__main__" or Path(sys.argv[0]).name == "lnbench":   # the command line, not a library import
     exit_quietly_on_signals()                                       # a signal during the imports below: one line
 
+from lnbench import fast_help  # noqa: E402
+
+fast_help.install()        # help or --version only: torch, pandas, numpy stay unimported (lnbench.fast_help)
+
 import click  # noqa: E402
 
 import lnbench  # noqa: E402
-from lnbench.cli_common import console, fail_usage, guarded  # noqa: E402
-from lnbench.device import Device, activate, parse_device, resolve_kernel_device
-from lnbench.env import backend_facts, device_facts, software_facts
-from lnbench.report import Column, render_table
-from lnbench.abi.command import abi_compare_command
-from lnbench.compare.command import compare_command
-from lnbench.inspect_command import inspect_command
-from lnbench.perf.command import peak_command, perf_command
-from lnbench.plot.command import plot_command
-from lnbench.verify.command import verify_command
+
+#: subcommand -> (module, attribute, the start of its help for `lnbench --help`); a command's module is imported
+#: only when that command runs or shows its help (tests/test_fast_help.py checks these against the commands)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "abi-compare": ("lnbench.abi.command", "abi_compare_command",
+                    "Tensor vs Pointer launch ABI: compiled-kernel facts side by side"),
+    "compare": ("lnbench.compare.command", "compare_command",
+                "Compare two `perf --json` (or `abi-compare --json`) results case by case"),
+    "config": ("lnbench.config_command", "config_group", "Show the effective configuration"),
+    "env": ("lnbench.env_command", "env_command",
+            "Print devices, software versions, the emulator, every backend's availability"),
+    "inspect": ("lnbench.inspect_command", "inspect_command",
+                "Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers"),
+    "peak": ("lnbench.perf.command", "peak_command",
+             "Measure device-to-device copy bandwidth (bytes read + written) and cache it"),
+    "perf": ("lnbench.perf.command", "perf_command",
+             "Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls"),
+    "plot": ("lnbench.plot.command", "plot_command", "Draw PNGs from result files (JSON or CSV)"),
+    "verify": ("lnbench.verify.command", "verify_command",
+               "Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference"),
+}
+
+
+def _shorten(text: str, limit: int) -> str:
+    """`text`, cut at a word boundary with `...` when longer than `limit` characters."""
+    if len(text) <= limit:
+        return text
+    return text[:max(limit - 3, 1)].rsplit(" ", 1)[0] + "..."
+
+
+def _fail_usage(message: str) -> None:
+    from lnbench.cli_common import fail_usage
+    fail_usage(message)
 
 
 class OneLineUsageErrors(click.Group):
@@ -36,7 +64,7 @@ class OneLineUsageErrors(click.Group):
             sys.exit(exc.exit_code)
         except click.UsageError as exc:
             argv = kwargs.get("args", args[0] if args else None)
-            fail_usage(f"{exc.format_message()} (see `{self._help_path(exc, argv)} --help`)")
+            _fail_usage(f"{exc.format_message()} (see `{self._help_path(exc, argv)} --help`)")
         except click.exceptions.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
@@ -50,8 +78,24 @@ class OneLineUsageErrors(click.Group):
         if exc.ctx is not None and exc.ctx.command is not self:
             return exc.ctx.command_path
         words = sys.argv[1:] if argv is None else list(argv)
-        name = next((word for word in words if word in self.commands), None)
+        name = next((word for word in words if word in COMMANDS), None)
         return f"lnbench {name}" if name else "lnbench"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from COMMANDS, without importing every command's module."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [(name, _shorten(COMMANDS[name][2], limit)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=OneLineUsageErrors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,44 +103,6 @@ class OneLineUsageErrors(click.Group):
 def main() -> None:
     """Validate and benchmark LayerNorm kernels (FlyDSL on AMD Instinct GPUs, torch and Triton peers)."""
 
-
-@main.command("env")
-@click.option("--device", help="Device to check backends on: cpu, cuda, cuda:N, emu[:gfx950] (default: the device "
-                              "each bare command would use: verify's, and perf's where that differs).")
-@guarded
-def env_command(device: str | None) -> int:
-    """Print devices, software versions, the emulator, every backend's availability and the FlyDSL toolkit."""
-    software = [{"item": k, "value": v} for k, v in software_facts().items()]
-    render_table(console, "software", [Column("item", "item", justify="left"), Column("value", "value", justify="left")],
-                 software)
-    render_table(console, "devices", [Column(k, k, justify="left") for k in ("device", "name", "arch")], device_facts())
-    columns = [Column(k, k, justify="left") for k in ("backend", "status", "reason", "ops", "description")]
-    if device is not None:
-        dev = activate(parse_device(device))  # an unusable emulator ends here (exit 2, one line) after the facts above
-        render_table(console, f"backends on {dev.name}", columns, backend_facts(dev))
-        return 0
-    for dev, who in default_devices():
-        render_table(console, f"backends on {dev.label}: what `{who}` uses here", columns, backend_facts(dev))
-    return 0
-
-
-def default_devices() -> list[tuple[Device, str]]:
-    """The devices bare commands use here, each with the commands that use it: verify (and inspect --execute)
-    prefers a device that runs the FlyDSL kernels (the emulated one on a machine without a ROCm GPU), perf and
-    abi-compare's runtime part time on the GPU torch sees, else the cpu."""
-    kernel, timed = resolve_kernel_device(None), activate(parse_device(None))
-    if kernel.name == timed.name:
-        return [(kernel, "lnbench verify` and `lnbench perf")]
-    return [(kernel, "lnbench verify"), (timed, "lnbench perf")]
-
-
-main.add_command(verify_command)
-main.add_command(inspect_command)
-main.add_command(perf_command)
-main.add_command(peak_command)
-main.add_command(abi_compare_command)
-main.add_command(compare_command)
-main.add_command(plot_command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

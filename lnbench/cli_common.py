@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lnbench import config as cfg
-from lnbench import validate
+from lnbench import fast_help, validate
 from lnbench.errors import ContractError, LnbenchUsageError
 from lnbench.processes import Terminated, terminate_on_signals
 from lnbench.report import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path, json_writer,
@@ -84,6 +84,8 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        if fast_help.active():      # help's stand-ins for torch & co, but a command runs: again, for real
+            fast_help.rerun_for_real()
         _tolerant_streams()
         try:
             with terminate_on_signals():

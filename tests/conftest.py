@@ -68,3 +68,10 @@ def results_dir(tmp_path, monkeypatch):
     """Keep default outputs of CLI runs inside the test's temp folder."""
     monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
     return tmp_path / "results"
+
+
+@pytest.fixture(autouse=True)
+def _own_timing_lock_folder(tmp_path_factory, monkeypatch):
+    """Each test's timing runs take their lnbench.perf.load lock in a folder of their own: tests running side by
+    side (xdist) would otherwise flag each other's perf runs as concurrent timing."""
+    monkeypatch.setenv("LNBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))

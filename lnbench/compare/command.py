@@ -138,6 +138,11 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"),
                  more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
     console.print(summary)
+    for side, result in (("BASE", base_result), ("NEW", new_result)):
+        if result.metadata.get("load_flag"):
+            err_console.print(f"[yellow]lnbench: warning: {side} was timed on a busy machine "
+                              f"({escape(str(result.metadata['load_flag']))}): its changes may be the other work's"
+                              f"[/yellow]", soft_wrap=True)
     warning = stats.too_few_warning(sum(r["verdict"] == TOO_FEW for r in rows), "case", settings.confidence)
     if warning:
         err_console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)

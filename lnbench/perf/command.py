@@ -22,9 +22,10 @@ from lnbench.metadata import run_metadata
 from lnbench.perf.aggregate import HEADLINES, build_rows, failed
 from lnbench.perf.cases import backend_skips, build_cases, worker_order
 from lnbench.perf.clocks import gpu_facts
+from lnbench.perf import load
 from lnbench.perf.kernel_timer import unavailable_reason
-from lnbench.perf.peak import (cache_problem, default_peak_path, load_peak, measure_copy_bandwidth, reserve_peak_file,
-                               store_peak)
+from lnbench.perf.peak import (PEAK_MIN_LLC_FACTOR, cache_problem, copy_size, default_peak_path, load_peak,
+                               measure_copy_bandwidth, reserve_peak_file, store_peak)
 from lnbench.perf.protocol import MODES, Protocol, protocol_options
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.perf.workers import WorkerResult, run_workers
@@ -176,6 +177,21 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
     return f"{len(agg)} cases: {parts}; {workers}{each}; {seconds:.1f} s"
 
 
+def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--if-loaded warn|refuse (None = the config's [perf] if_loaded)."""
+    return click.option("--if-loaded", type=click.Choice(list(load.POLICIES)),
+                        help="On a busy machine (load average above the cores lnbench may use, or another lnbench "
+                             "timing run): warn and flag the result, or refuse to time (default: config "
+                             "[perf] if_loaded, warn).")(func)
+
+
+def loaded_policy(option: str | None, table: dict[str, Any]) -> str:
+    policy = option or str(cfg.require(table, "if_loaded", str, "perf"))
+    if policy not in load.POLICIES:
+        raise LnbenchUsageError(f"config [perf] if_loaded must be one of {', '.join(load.POLICIES)}, got {policy!r}")
+    return policy
+
+
 #: tensors of M×N a perf case holds at once (x, y, dy, dx, and backends' workspace), each in the case dtype
 PERF_TENSORS = 8
 
@@ -204,11 +220,12 @@ PERF_TENSORS = 8
 @click.option("--peak-file", type=OutputFile(),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @kernel_source_option
+@if_loaded_option
 @output_options
 @guarded
 def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
                  min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-                 headline, kernel_timer, eps, seed, device, config_path, peak_file, kernel_src, csv_path, json_path,
+                 headline, kernel_timer, eps, seed, device, config_path, peak_file, kernel_src, if_loaded, csv_path, json_path,
                  quiet) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
@@ -262,6 +279,9 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                              f"(remove it, then run `lnbench peak`)" if broken else
                              f"no measured peak for {run_metadata(dev)['device_name']} in {cache}: % peak left "
                              f"blank (run `lnbench peak` once)"), style="yellow")
+    lock = load.hold("perf")
+    load_before = load.check(lock)
+    load.refuse_if_loaded(load_before, loaded_policy(if_loaded, table))
     before = gpu_facts(dev.torch_device)
     phases = KERNEL_PHASES if kernel_pass else STREAM_PHASES
     specs = [{"device": str(dev.torch_device), "protocol": protocol.to_dict(), "phases": len(phases),
@@ -292,9 +312,13 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                 finished: list[WorkerResult] = []
                 results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
                                       on_progress=on_progress, on_done=on_done, phases=phases)
+        load_meta = load.metadata(load_before, load.check(lock))
+        lock.release()
         rows = _finish(sink, dev, protocol, cases, orders, results, peak, peak_gbps, base_name, headline,
-                       kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet)
+                       kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet, load_meta)
     console.print(_summary(rows, results, time.monotonic() - start))
+    if load.warning(load_meta):
+        err_console.print(f"[yellow]{escape(load.warning(load_meta))}[/yellow]", soft_wrap=True)
     if not any(orders):
         reasons = {str(c.skip) for c in cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
@@ -303,7 +327,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
 
 def _finish(sink: ResultSink, dev: Device, protocol: Protocol, cases, orders, results: list[WorkerResult],
             peak: dict | None, peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool,
-            no_kernel_time: str, before: dict, seconds: float, backend_list: list[str], quiet: bool) -> list[dict]:
+            no_kernel_time: str, before: dict, seconds: float, backend_list: list[str], quiet: bool,
+            load_meta: dict[str, Any]) -> list[dict]:
     """The result rows of a finished run: table, notes, and the complete files (sink.finish)."""
     after = gpu_facts(dev.torch_device)
     rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
@@ -320,7 +345,8 @@ def _finish(sink: ResultSink, dev: Device, protocol: Protocol, cases, orders, re
                 "peak_gbps": peak_gbps, "peak_timestamp": peak.get("timestamp") if peak else None,
                 "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2), "headline": headline,
                 "kernel_timer": ("on" if kernel_pass else
-                                 "off" if not protocol.kernel_timer else f"n/a ({no_kernel_time})")}
+                                 "off" if not protocol.kernel_timer else f"n/a ({no_kernel_time})"),
+                **load_meta}
     if not quiet:
         shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
         title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
@@ -347,43 +373,40 @@ def _finish(sink: ResultSink, dev: Device, protocol: Protocol, cases, orders, re
     return rows
 
 
-#: `lnbench peak --size-mib`: source + destination at least this many times the last-level cache
-PEAK_MIN_LLC_FACTOR = 4
-
 #: where a worker's time went (its payload): start-up (side by side with the others), then its turn
 PHASES = ("startup_s", "stream_s", "kernel_s")
 
 
 @click.command("peak")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
-@click.option("--size-mib", type=validate.FLOAT, help="Bytes copied per call, in MiB (default 1024 on a GPU, 256 on the CPU).")
+@click.option("--size-mib", type=validate.FLOAT,
+              help=f"Bytes copied per call, in MiB; source + destination at least {PEAK_MIN_LLC_FACTOR}× the "
+                   f"last-level cache (default 1024 on a GPU, 256 on the CPU, raised to that on a larger cache).")
 @click.option("--runs", type=validate.INT, default=10, show_default=True, help="Timed runs (median taken).")
 @click.option("--peak-file", type=OutputFile(),
               help="Cache file to update (default results/peak.json).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@if_loaded_option
 @guarded
-def peak_command(device, size_mib, runs, peak_file) -> int:
-    """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak."""
+def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> int:
+    """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak; a
+    figure that differs from the cached one beyond the noise is reported, and the cache keeps every earlier one."""
     validate.number(runs, "peak_runs", "--runs")
     if size_mib is not None:
         validate.number(size_mib, "size_mib", "--size-mib")
+    policy = loaded_policy(if_loaded, cfg.section(cfg.load_config(config_path), "perf"))
     dev = timed_device(device)
     path = Path(peak_file or default_peak_path())
     reserve_peak_file(path)
-    size = int(size_mib * (1 << 20)) if size_mib else None
-    if size is not None:
-        from lnbench.perf.workloads import free_memory, llc_bytes
-        llc, _ = llc_bytes(dev.torch_device)
-        if 2 * size < PEAK_MIN_LLC_FACTOR * llc:       # source + destination must dwarf the cache
-            raise LnbenchUsageError(f"--size-mib {size_mib:g}: a copy that small runs in the {llc / (1 << 20):g} MiB "
-                                    f"last-level cache and would cache a cache speed as the peak; use at least "
-                                    f"{PEAK_MIN_LLC_FACTOR * llc / 2 / (1 << 20):g} MiB")
-        free = free_memory(dev.torch_device)
-        if 2 * size > 0.9 * free:                      # source and destination
-            raise LnbenchUsageError(f"--size-mib {size_mib:g}: a copy needs {2 * size / (1 << 20):.0f} MiB, "
-                                    f"{dev.name} has {free / (1 << 20):.0f} MiB free")
+    size = copy_size(dev.torch_device, size_mib)
+    lock = load.hold("peak")
+    load_before = load.check(lock)
+    load.refuse_if_loaded(load_before, policy)
     record = measure_copy_bandwidth(dev.torch_device, size, runs)
     record.update({k: v for k, v in gpu_facts(dev.torch_device).items() if k in ("driver", "clocks")})
-    store_peak(dev.torch_device, record, path)
+    record.update(load.metadata(load_before, load.check(lock)))
+    lock.release()
+    _, change = store_peak(dev.torch_device, record, path)
     name = dev.label
     render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
                  [Column("device", "device", justify="left"), Column("gbps", "GB/s", fmt_number(4)),
@@ -391,6 +414,9 @@ def peak_command(device, size_mib, runs, peak_file) -> int:
                   Column("iters_per_run", "I")],
                  [{**record, "device": name, "copy_mib": record["copy_bytes"] / (1 << 20)}])
     console.print(f"peak cached in {path}")
+    for line in (load.warning(record), f"lnbench: warning: {change}" if change else ""):
+        if line:
+            err_console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)
     return EXIT_OK
 
 

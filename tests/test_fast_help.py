@@ -1,0 +1,67 @@
+"""`lnbench --help` and every `lnbench CMD --help` without importing torch, pandas or numpy (lnbench.fast_help),
+with the same text as the real commands print."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from lnbench import cli
+from lnbench.fast_help import HEAVY, wants_only_help
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "LNBENCH_FAST_HELP": "1"}
+COMMAND_LINES = [[], *([name] for name in cli.COMMANDS), ["config", "show"]]
+
+
+def _fast(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lnbench.cli", *args], capture_output=True, text=True, env=ENV,
+                          cwd=ROOT, timeout=120)
+
+
+def _real_help(args: list[str]) -> str:
+    result = CliRunner().invoke(cli.main, [*args, "--help"], terminal_width=78)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("args", COMMAND_LINES, ids=lambda a: " ".join(a) or "lnbench")
+def test_fast_help_prints_the_real_help(args):
+    fast = _fast([*args, "--help"])
+    assert fast.returncode == 0 and fast.stderr == "", fast.stderr
+    assert fast.stdout.replace("python -m lnbench.cli", "lnbench") == _real_help(args).replace(
+        "main", "lnbench", 1), fast.stdout
+
+
+def test_help_imports_no_heavy_package():
+    code = ("import sys; sys.argv = ['lnbench', 'perf', '--help']\nimport lnbench.cli\n"
+            "from lnbench.cli import COMMANDS\nimport importlib\n"
+            "[getattr(importlib.import_module(m), a) for m, a, _ in COMMANDS.values()]\n"
+            f"print([n for n in {HEAVY!r} if type(sys.modules.get(n)).__name__ == 'module'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_command_line_that_runs_a_command_runs_it_for_real():
+    # `--help` here is the value of --config: the command runs (with the real packages), and fails on that file
+    out = _fast(["config", "show", "--config", "--help"])
+    assert out.returncode == 2 and "config file not found: --help" in out.stderr, out.stderr
+
+
+def test_only_help_words_on_the_entry_point_count():
+    assert wants_only_help(["/usr/bin/lnbench", "perf", "--help"]) and wants_only_help(["lnbench"])
+    assert wants_only_help(["/x/lnbench/cli.py", "--version"])
+    assert not wants_only_help(["lnbench", "perf", "--shapes", "8x64"])
+    assert not wants_only_help(["pytest", "-h"])
+
+
+def test_the_command_table_matches_the_commands():
+    for name, (module, attribute, short) in cli.COMMANDS.items():
+        command = cli.main.get_command(click.Context(cli.main), name)
+        assert command.name == name and command.help.startswith(short), name
