@@ -16,8 +16,8 @@ from lnbench import config as cfg
 from lnbench import fast_help, validate
 from lnbench.errors import ContractError, LnbenchUsageError
 from lnbench.processes import Terminated, terminate_on_signals
-from lnbench.report import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path, json_writer,
-                            release_outputs)
+from lnbench.report import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path,
+                            release_outputs, result_json_writer)
 
 
 def console_width() -> int | None:
@@ -123,9 +123,26 @@ class OutputFile(click.Path):
         return super().convert(value, param, ctx)
 
 
+def _no_csv(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta[NO_CSV] = True
+    return value
+
+
+#: click context key set by --no-csv (reserve_outputs reads it, so commands need no parameter for it)
+NO_CSV = "lnbench.no_csv"
+
+
+def no_csv_requested() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(NO_CSV))
+
+
 def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--csv, --json, --quiet."""
+    """--csv, --no-csv, --json, --quiet."""
     func = click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")(func)
+    func = click.option("--no-csv", is_flag=True, expose_value=False, callback=_no_csv,
+                        help="Write no CSV (by default one is always written).")(func)
     func = click.option("--json", "json_path", type=OutputFile(),
                         help="Also write the results as JSON to this file.")(func)
     func = click.option("--csv", "csv_path", type=OutputFile(),
@@ -157,15 +174,21 @@ def reserve_outputs(command: str, outputs: Mapping[str, Path | None], inputs: In
     written, by default to results/<command>-<timestamp>.csv. Returns where each given result goes (a
     symlink's target)."""
     validate.distinct_outputs(outputs, inputs)
-    paths = {**outputs, "--csv": outputs.get("--csv") or default_output_path(command, "csv")}
+    if no_csv_requested():
+        if outputs.get("--csv"):
+            raise LnbenchUsageError("--csv and --no-csv both given: choose one")
+        paths = {k: v for k, v in outputs.items() if k != "--csv"}
+    else:
+        paths = {**outputs, "--csv": outputs.get("--csv") or default_output_path(command, "csv")}
     return {option: check_writable(path) for option, path in paths.items() if path}
 
 
 def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
-                    inputs: Inputs | None = None) -> tuple[Path, Path | None]:
-    """reserve_outputs for a command with only --csv and --json: where the CSV and the JSON (if any) go."""
+                    inputs: Inputs | None = None) -> tuple[Path | None, Path | None]:
+    """reserve_outputs for a command with only --csv and --json: where the CSV (None with --no-csv) and the
+    JSON (if any) go."""
     final = reserve_outputs(command, {"--csv": csv_path, "--json": json_path}, inputs)
-    return final["--csv"], final.get("--json")
+    return final.get("--csv"), final.get("--json")
 
 
 def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path | None,
@@ -176,8 +199,7 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
     checkpoint of lnbench.result_sink)."""
     outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))] if csv_path else []
     if json_path:
-        payload = {"metadata": metadata, **(extra_json or {}), "rows": list(rows)}
-        outputs.append(("JSON", json_path, json_writer(payload)))
+        outputs.append(("JSON", json_path, result_json_writer(rows, metadata, extra_json)))
     outputs += more
     placed = atomic_write_all([(path, write) for _, path, write in outputs])
     for (what, _, _), path in zip(outputs, placed):

@@ -355,10 +355,38 @@ def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None =
     return frame
 
 
+#: how a list value is written in a CSV cell (JSON keeps it an array): `7995.94;7336.85;5892.47`
+CSV_LIST_SEPARATOR = ";"
+
+
+def csv_cell(value: Any) -> Any:
+    """A row value as one CSV cell: lists and tuples joined by CSV_LIST_SEPARATOR, dicts as JSON text."""
+    if isinstance(value, (list, tuple)):
+        return CSV_LIST_SEPARATOR.join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, default=str)
+    return value
+
+
 def csv_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> Writer:
-    """Rows (+ metadata columns) as CSV, for atomic_write(_all)."""
-    frame = rows_frame(rows, metadata)
+    """Rows (+ metadata columns) as CSV, for atomic_write(_all): one type per column, lists joined."""
+    frame = rows_frame([{k: csv_cell(v) for k, v in row.items()} for row in rows], metadata)
     return lambda tmp: frame.to_csv(tmp, index=False)
+
+
+def json_table(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Rows as pandas' Table Schema ({"schema": ..., "data": [...]}, the form `pd.read_json(path,
+    orient="table")` reads back with each column's type); list values stay JSON arrays."""
+    frame = rows_frame(rows)
+    return json.loads(frame.to_json(orient="table", index=False, double_precision=15))
+
+
+def result_json_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any],
+                       extra: dict[str, Any] | None = None) -> Writer:
+    """A result file: {"metadata", the command's other entries, "schema", "data"}. Load its rows with
+    `pd.read_json(path, orient="table")` (the other top-level entries are ignored there) and the metadata with
+    `json.load(open(path))["metadata"]`."""
+    return json_writer({"metadata": metadata, **(extra or {}), **json_table(rows)})
 
 
 def json_writer(payload: Any) -> Writer:

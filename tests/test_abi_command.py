@@ -100,7 +100,7 @@ def test_flydsl_runtime_not_run_on_the_cpu_device(tmp_path, results_dir, monkeyp
     assert len(runtime) == 2 * 3 and set(runtime["status"]) == {"not run (no ROCm GPU)"}
     assert set(frame[frame["part"] == "static"]["status"]) == {"not run (flydsl not installed)"}
     payload = json.loads(js.read_text())
-    assert payload["metadata"]["pair"] == "flydsl" and len(payload["rows"]) == len(frame)
+    assert payload["metadata"]["pair"] == "flydsl" and len(payload["data"]) == len(frame)
 
 
 def test_not_run_status_says_which_measurements_no_worker_can_take_here(monkeypatch):

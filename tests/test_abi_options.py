@@ -153,7 +153,7 @@ def test_inspect_execute_metadata_names_the_emulated_device(tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["metadata"]["device"] == "compile-only" and data["metadata"]["executed_on"] == "emu:gfx942"
-    executed = [r for r in data["rows"] if r.get("part") == "executed"]
+    executed = [r for r in data["data"] if r.get("part") == "executed"]
     assert executed and {r["shape"] for r in executed} == {"2x64"}    # the full M×N of --shapes
 
 
@@ -164,7 +164,7 @@ def test_a_planted_slowdown_timed_with_too_few_runs_gets_no_verdict_and_fails_no
     `slower`, and --fail-if-slower does not fail on it; the command says to time more runs."""
     result, out = _planted(tmp_path, "--planted-delay-us", "200", "--fail-if-slower", "5")
     assert result.exit_code == 0, result.output
-    rows = [r for r in json.loads(out.read_text())["rows"] if r.get("part") == "runtime" and r["status"] == "ok"]
+    rows = [r for r in json.loads(out.read_text())["data"] if r.get("part") == "runtime" and r["status"] == "ok"]
     assert rows and {r["verdict"] for r in rows} == {"too few runs"}
     assert all(r["speedup"] < 0.9 for r in rows)                       # the delay is there; the verdict waits
     assert "have too few runs for any difference to be significant" in result.output

@@ -48,10 +48,10 @@ def planted_case(payload) -> tuple[str, ...]:
     """The torch case whose workers' runs spread least (interquartile range / median): a CPU shared with other
     processes can make one case too noisy for any test to see 10 % in it, and that says nothing about the gate."""
     def spread(key: tuple[str, ...]) -> float:
-        runs = [np.array(json.loads(r["run_us"])) for r in payload["rows"] if r["row_kind"] == "worker"
+        runs = [np.array(r["run_us"]) for r in payload["data"] if r["row_kind"] == "worker"
                 and (r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]) == key]
         return max(float(np.subtract(*np.percentile(v, [75, 25])) / np.median(v)) for v in runs)
-    keys = {(r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]) for r in payload["rows"]
+    keys = {(r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]) for r in payload["data"]
             if r["row_kind"] == "aggregate" and r["status"] == "ok"}
     assert len(keys) == 4
     return min(sorted(keys), key=spread)
@@ -66,7 +66,7 @@ def _write(tmp_path: Path, name: str, data: dict) -> Path:
 def _compare(base: Path, new: Path, tmp_path: Path, *extra: str):
     args = [str(base), str(new), "--csv", str(tmp_path / "c.csv"), "--json", str(tmp_path / "c.json"), *extra]
     result = CliRunner().invoke(compare_command, args)
-    rows = json.loads((tmp_path / "c.json").read_text())["rows"] if (tmp_path / "c.json").exists() else []
+    rows = json.loads((tmp_path / "c.json").read_text())["data"] if (tmp_path / "c.json").exists() else []
     return result, {(r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]): r for r in rows}
 
 
@@ -118,7 +118,7 @@ def test_gate_passes_without_a_significant_slowdown(perf_json, payload, planted_
 
 def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
     dropped = copy.deepcopy(payload)
-    dropped["rows"] = [r for r in dropped["rows"] if (r["op"], r["shape"]) != ("fwd", "3x100")]
+    dropped["data"] = [r for r in dropped["data"] if (r["op"], r["shape"]) != ("fwd", "3x100")]
     new = _write(tmp_path, "dropped.json", dropped)
     result, rows = _compare(perf_json, new, tmp_path)
     assert result.exit_code == 0, result.output
@@ -140,7 +140,7 @@ def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
 @pytest.mark.parametrize("change, fragment", [
     (lambda d: d["metadata"].update(device_name="NVIDIA H200"), "device differs ('cpu"),
     (lambda d: d["protocol"].update(runs=9), "protocol differs (runs 15 vs 9)"),
-    (lambda d: [r.update(dtype="f16") for r in d["rows"] if r["shape"] == "8x64"], "dtypes differ (bf16 vs bf16,f16)"),
+    (lambda d: [r.update(dtype="f16") for r in d["data"] if r["shape"] == "8x64"], "dtypes differ (bf16 vs bf16,f16)"),
     (lambda d: d["metadata"].update(torch_threads=d["metadata"]["torch_threads"] + 1), "torch threads differ"),
 ])
 def test_mismatched_runs_are_refused_unless_forced(perf_json, payload, tmp_path, change, fragment):
@@ -155,7 +155,7 @@ def test_mismatched_runs_are_refused_unless_forced(perf_json, payload, tmp_path,
 
 
 def test_no_overlap_is_refused(perf_json, payload, tmp_path):
-    for row in payload["rows"]:
+    for row in payload["data"]:
         row["shape"] = row["shape"] + "0"
     result, _ = _compare(perf_json, _write(tmp_path, "elsewhere.json", payload), tmp_path)
     _one_line_exit_2(result, "no overlap")
@@ -306,7 +306,7 @@ def test_a_run_compares_with_its_own_csv_and_a_json_without_protocol(perf_json, 
 
 
 def test_dtypes_message_names_a_side_without_timed_cases(perf_json, payload, tmp_path):
-    for row in payload["rows"]:
+    for row in payload["data"]:
         row["status"] = "error"
     result, _ = _compare(perf_json, _write(tmp_path, "failed.json", payload), tmp_path)
     _one_line_exit_2(result, "dtypes differ (bf16 vs no timed case)")

@@ -35,7 +35,7 @@ def two_runs(tmp_path_factory) -> dict:
 def _with_runs(payload: dict, runs: list[float]) -> dict:
     """The payload with every timed case's runs set to `runs` (its worker and aggregate medians to match)."""
     out = json.loads(json.dumps(payload))
-    for row in out["rows"]:
+    for row in out["data"]:
         if row["status"] == "ok":
             row["median_us"] = statistics.median(runs)
             if row["row_kind"] == "worker":
@@ -49,7 +49,7 @@ def _compare(base: dict, new: dict, tmp_path: Path, *extra: str):
     result = CliRunner().invoke(compare_command, [str(tmp_path / "base.json"), str(tmp_path / "new.json"),
                                                   "--json", str(tmp_path / "c.json"), "--csv", str(tmp_path / "c.csv"),
                                                   *extra])
-    rows = json.loads((tmp_path / "c.json").read_text())["rows"] if (tmp_path / "c.json").exists() else []
+    rows = json.loads((tmp_path / "c.json").read_text())["data"] if (tmp_path / "c.json").exists() else []
     return result, rows
 
 

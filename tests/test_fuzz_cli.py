@@ -564,7 +564,7 @@ def check_contract(line: Line, prep: Prepared, code: int, output: str, folder: P
     assert len(frame) >= 1, csv_path
     if "--json" in prep.expected:
         payload = _strict(prep.expected["--json"].read_text())
-        assert isinstance(payload["metadata"], dict) and len(payload["rows"]) == len(frame)
+        assert isinstance(payload["metadata"], dict) and len(payload["data"]) == len(frame)
     if "--md" in prep.expected:
         assert prep.expected["--md"].read_text().strip()
 

@@ -84,10 +84,11 @@ def test_csv_schema_and_row_counts(perf_run):
     assert set(agg[agg.backend == "liger"].status) == {"not run"}
     assert agg[agg.backend == "liger"].detail.str.contains(_liger_on_cpu_reason(), regex=False).all()
     assert set(workers.status) == {"ok"} and (workers.runs == 3).all()
-    assert workers.run_us.map(lambda s: len(json.loads(s))).eq(3).all()  # raw run values kept
+    assert workers.run_us.map(lambda s: len(s.split(";"))).eq(3).all()  # raw run values kept, joined in the CSV
+    assert workers.worker.eq(workers.worker.round()).all() and agg.worker.isna().all()  # an index; empty for aggregates
     assert ((workers.iters >= 3) & (workers.iters <= 20)).all()
     assert set(frame.P) == {2} and set(frame.R) == {3} and set(frame.I_min) == {3}
-    assert len(data["rows"]) == 32 and len(data["workers"]) == 2 and data["protocol"]["processes"] == 2
+    assert len(data["data"]) == 32 and len(data["workers"]) == 2 and data["protocol"]["processes"] == 2
     assert data["metadata"]["driver"] == "unavailable" and data["metadata"]["peak_gbps"] == 0.001
 
 
@@ -98,7 +99,7 @@ def test_kernel_columns_say_na_with_the_reason_on_the_cpu(perf_run):
     assert (ran.kernel_status == "n/a (no GPU activity on the cpu device)").all()
     assert ran.kernel_us.isna().all() and ran.gap_us.isna().all() and ran.kernels_per_call.isna().all()  # never 0
     assert set(frame.headline) == {"stream"}
-    rows = [r for r in data["rows"] if r["status"] == "ok"]
+    rows = [r for r in data["data"] if r["status"] == "ok"]
     assert all(r["kernel_us"] is None and r["kernel_names"] == "{}" for r in rows)
     assert data["metadata"]["kernel_timer"] == "n/a (no GPU activity on the cpu device)"
     assert data["protocol"]["kernel_timer"] is True
@@ -110,7 +111,7 @@ def test_the_kernel_timer_is_off_by_default_and_on_with_timer_kernel(tmp_path):
     assert plain.exit_code == 0, plain.output
     data = json.loads((tmp_path / "a.json").read_text())
     assert data["protocol"]["kernel_timer"] is False and data["metadata"]["kernel_timer"] == "off"
-    assert {r["kernel_status"] for r in data["rows"]} == {"n/a (no GPU activity on the cpu device)"}  # not "off"
+    assert {r["kernel_status"] for r in data["data"]} == {"n/a (no GPU activity on the cpu device)"}  # not "off"
     assert "--kernel-timer turns it on" not in plain.output
     kernel = CliRunner().invoke(perf_command, [*base, "--timer", "kernel"], env=ENV)
     assert kernel.exit_code == 2 and "--timer kernel cannot run on cpu" in kernel.output   # on, then refused here
@@ -121,7 +122,7 @@ def test_aggregate_is_median_of_worker_medians(perf_run):
     for (backend, op, shape, mode), group in frame[frame.backend == "torch"].groupby(["backend", "op", "shape", "mode"]):
         worker_medians = group[group.row_kind == "worker"].median_us.tolist()
         for _, row in group[group.row_kind == "worker"].iterrows():
-            assert row.median_us == pytest.approx(statistics.median(json.loads(row.run_us)), rel=1e-3, abs=1e-3)
+            assert row.median_us == pytest.approx(statistics.median(float(v) for v in row.run_us.split(";")), rel=1e-3, abs=1e-3)
         agg = group[group.row_kind == "aggregate"].iloc[0]
         assert agg.median_us == pytest.approx(statistics.median(worker_medians))
         assert (agg.min_us, agg.max_us) == (pytest.approx(min(worker_medians)), pytest.approx(max(worker_medians)))
@@ -167,7 +168,7 @@ def test_a_baseline_that_is_not_timed_is_said_not_left_silent(tmp_path):
     result = CliRunner().invoke(perf_command, args, env=ENV)
     assert result.exit_code == 0, result.output
     assert "speed-up left empty: the baseline liger is not among the timed backends (torch)" in result.output
-    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    rows = json.loads((tmp_path / "b.json").read_text())["data"]
     assert all(r["speedup"] is None for r in rows if r["row_kind"] == "aggregate")       # empty, not a number
 
 

@@ -349,7 +349,7 @@ def test_perf_rows_carry_kernel_time_names_and_gap():
     assert torch_row["median_us"] == pytest.approx(32.1)                       # stream headline unchanged
     assert torch_row["kernel_us"] == pytest.approx(29.8)                       # median of 29.8, 29.9, 29.7
     assert (torch_row["kernel_min_us"], torch_row["kernel_max_us"]) == pytest.approx((29.7, 29.9))
-    assert json.loads(torch_row["kernel_run_us"]) == pytest.approx([29.8, 29.9, 29.7])
+    assert torch_row["kernel_run_us"] == pytest.approx([29.8, 29.9, 29.7])
     assert torch_row["gap_us"] == pytest.approx(32.1 - 29.8) and torch_row["kernels_per_call"] == 1.0
     assert json.loads(torch_row["kernel_names"])[LN]["per_call"] == 1.0
     assert torch_row["kernel_status"] == "ok" and torch_row["headline"] == "stream"

@@ -113,7 +113,7 @@ def test_compare_figure_shows_ratios_with_intervals(files):
     assert sorted(labels) == sorted(f"torch {op} bf16 {s} {m}" for op in ("fwd", "bwd")
                                     for s in ("8x64", "3x100", "16x32") for m in ("hot", "cold"))
     rows = {" ".join(r[k] for k in ("backend", "op", "dtype", "shape", "mode")): r
-            for r in json.loads(files["cmp.json"].read_text())["rows"]}
+            for r in json.loads(files["cmp.json"].read_text())["data"]}
     series = _errorbars(ax, along=0)
     assert set(series) == {rows[label]["verdict"] for label in labels}     # one colour per verdict
     points = {labels[::-1][int(y)]: (x, lo, hi) for x_, y_, lo_, hi_ in series.values()
@@ -158,7 +158,7 @@ def test_bad_inputs_exit_2_with_one_line(files, tmp_path):
     cut_json.write_text(files["perf.json"].read_text()[:500])
     _one_line_exit_2(CliRunner().invoke(plot_command, [str(cut_json)]), "not valid JSON")
     data = json.loads(files["perf.json"].read_text())
-    data["rows"] = [r for r in data["rows"] if r["backend"] == "liger"]
+    data["data"] = [r for r in data["data"] if r["backend"] == "liger"]
     liger = tmp_path / "liger.json"
     liger.write_text(json.dumps(data))
     _one_line_exit_2(CliRunner().invoke(plot_command, [str(liger), "--out", str(tmp_path)]), "nothing to plot")
@@ -187,7 +187,7 @@ def test_a_bad_file_among_good_ones_writes_no_png(files, tmp_path):
     good[0].write_text(files["perf.json"].read_text())
     good[1].write_text(files["verify.csv"].read_text())
     data = json.loads(files["perf.json"].read_text())
-    data["rows"] = [r for r in data["rows"] if r["backend"] == "liger"]        # liger did not run: no value
+    data["data"] = [r for r in data["data"] if r["backend"] == "liger"]        # liger did not run: no value
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(data))
     out = tmp_path / "out"

@@ -44,7 +44,7 @@ def test_a_strict_verify_fails_shows_inf_and_plots(tmp_path: Path):
                                                  "--csv", str(tmp_path / "s.csv")])
     assert result.exit_code == 1, result.output
     assert "inf" in result.output
-    rows = json.loads(out.read_text())["rows"]
+    rows = json.loads(out.read_text())["data"]
     assert rows and all(r["status"] == "FAIL" for r in rows if r["max_abs_err"] and r["max_abs_err"] > 0)
     figures = verify_figures(load_result(out))
     assert len(figures) == 1

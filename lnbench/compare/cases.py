@@ -14,6 +14,7 @@ from typing import Any
 
 from lnbench.compare.results import ABI, PERF, ResultFile, require_columns
 from lnbench.errors import LnbenchUsageError
+from lnbench.report import CSV_LIST_SEPARATOR
 
 KEY_FIELDS: tuple[str, ...] = ("backend", "op", "dtype", "shape", "mode")
 CaseKey = tuple[str, str, str, str, str]
@@ -46,9 +47,12 @@ def key_text(key: CaseKey) -> str:
 
 
 def _run_values(value: Any, result: ResultFile, where: str) -> list[float]:
-    """A run-value list (JSON text in CSV-shaped rows, or a list) → positive finite floats."""
+    """A run-value list (a list, `;`-joined text in a CSV, or JSON text in older files) → positive finite floats."""
     try:
-        values = json.loads(value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            values = json.loads(value) if value.lstrip().startswith("[") else value.split(CSV_LIST_SEPARATOR)
+        else:
+            values = value
         runs = [float(v) for v in values]
     except (TypeError, ValueError):
         raise LnbenchUsageError(f"{result.path}: malformed run values for {where}") from None

@@ -135,7 +135,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
         console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
                       f"worker medians; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
                       f"{TOO_FEW} with fewer than 2 paired workers")
-    emit_outputs(rows, context, outputs["--csv"], outputs.get("--json"),
+    emit_outputs(rows, context, outputs.get("--csv"), outputs.get("--json"),
                  more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
     console.print(summary)
     for side, result in (("BASE", base_result), ("NEW", new_result)):

@@ -17,7 +17,7 @@ import click
 from lnbench import validate
 from lnbench.cli_common import console, guarded
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
-from lnbench.compare.results import PERF, load_result
+from lnbench.compare.results import PERF, load_result, rows_of
 from lnbench.errors import LnbenchUsageError
 from lnbench.report import write_json
 
@@ -34,7 +34,7 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
     if not 0 < factor <= 1000:  # also refuses nan and inf
         raise LnbenchUsageError(f"factor must be a number in (0, 1000], got {factor}")
     out = copy.deepcopy(payload)
-    rows = out["rows"]
+    rows = rows_of(out)
     if case is None:
         case = next((_key(r) for r in rows if r.get("row_kind") == "aggregate" and r.get("status") == "ok"), None)
         if case is None:

@@ -79,21 +79,35 @@ def _from_json(path: Path, text: str) -> ResultFile:
         payload = json.loads(text)
     except ValueError as exc:
         raise LnbenchUsageError(f"{path} is not valid JSON (truncated?): {exc}") from None
-    if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list) \
+    rows_key = "data" if isinstance(payload, dict) and "schema" in payload else "rows"   # new: Table Schema
+    if not isinstance(payload, dict) or not isinstance(payload.get(rows_key), list) \
             or not isinstance(payload.get("metadata"), dict):
         raise LnbenchUsageError(f"{path} is not an lnbench result (no metadata and rows)")
-    rows = payload["rows"]
+    rows = payload[rows_key]
     if not rows:
         raise LnbenchUsageError(f"{path} holds no result rows")
     if not all(isinstance(r, dict) for r in rows):
         raise LnbenchUsageError(f"{path} is not an lnbench result (rows are not records)")
     metadata = payload["metadata"]
-    frame = pd.DataFrame(rows)
+    frame = _table_frame(path, text) if rows_key == "data" else pd.DataFrame(rows)
     kind = _kind_of(set(frame.columns), metadata)
     if kind is None:
         raise LnbenchUsageError(f"{path} is not a result of lnbench perf, abi-compare, verify or compare")
-    extra = {k: v for k, v in payload.items() if k not in ("rows", "metadata")}
+    extra = {k: v for k, v in payload.items() if k not in ("rows", "data", "schema", "metadata")}
     return ResultFile(path, kind, metadata, frame, extra, payload)
+
+
+def _table_frame(path: Path, text: str) -> pd.DataFrame:
+    """The rows of a Table Schema result, each column of its declared type (worker indices stay integers)."""
+    try:
+        return pd.read_json(io.StringIO(text), orient="table")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LnbenchUsageError(f"{path}: malformed rows: {str(exc).splitlines()[0] if str(exc) else exc}") from None
+
+
+def rows_of(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row records of a parsed result JSON, new (Table Schema "data") or old ("rows")."""
+    return payload["data"] if "schema" in payload else payload["rows"]
 
 
 def _check_complete_csv(path: Path, text: str) -> None:

@@ -1,7 +1,7 @@
 """From worker results to rows: one per case × worker, plus one aggregate row per case.
 
 Worker row: that worker's median over its R runs (median_us), min/max over its runs, raw run values
-(run_us, JSON list). Aggregate row (worker = "all"): the median of the worker medians (the headline),
+(run_us, a list: a JSON array, `;`-joined in the CSV). Aggregate row (worker empty): the median of the worker medians (the headline),
 min/max across worker medians, GB/s from the byte model at the headline median, % of the measured copy
 peak (above_peak flags > 100 %: a cache effect, not a result), and speed-up = baseline median / median for
 the same op, dtype, shape and mode.
@@ -70,11 +70,11 @@ def worker_flags(runs_per_worker: list[list[float]], names: list[str] | None = N
 
 
 def _blank() -> dict[str, Any]:
-    return {"iters": None, "runs": None, "run_us": "[]", "median_us": math.nan, "min_us": math.nan,
+    return {"iters": None, "runs": None, "run_us": [], "median_us": math.nan, "min_us": math.nan,
             "max_us": math.nan, "spread_pct": math.nan, "gbps": math.nan, "pct_peak": math.nan,
             "above_peak": False, "speedup": math.nan, "nbytes": None, "sets": None, "working_set_mib": math.nan,
             "llc_mib": math.nan, "timer": "", "warmup_calls": None, "warmup_s": math.nan, "note": "",
-            "kernel_us": math.nan, "kernel_min_us": math.nan, "kernel_max_us": math.nan, "kernel_run_us": "[]",
+            "kernel_us": math.nan, "kernel_min_us": math.nan, "kernel_max_us": math.nan, "kernel_run_us": [],
             "kernels_per_call": math.nan, "kernel_names": "{}", "gap_us": math.nan, "kernel_window_us": math.nan,
             "kernel_untraced_window_us": math.nan, "kernel_status": "", "kernel_note": "", "headline": "stream", "worker_flag": ""}
 
@@ -107,7 +107,7 @@ def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
     if summary and summary.get("status") == "ok":
         runs = [float(v) for v in summary["run_us"]]
         summary = {**summary, "min_us": min(runs), "max_us": max(runs)}
-        row.update(kernel_run_us=json.dumps([round(v, 4) for v in runs]), kernel_note=summary.get("note", ""),
+        row.update(kernel_run_us=[round(v, 4) for v in runs], kernel_note=summary.get("note", ""),
                    kernel_window_us=_median_finite(summary.get("window_us", [])),
                    kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
     row.update(kernel_stats.row_columns(summary, row["median_us"]))
@@ -121,7 +121,7 @@ def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None
     row.update(kernel_stats.row_columns(agg, row["median_us"]))
     if agg["status"] != "ok":
         return
-    row.update(kernel_run_us=json.dumps([round(v, 4) for v in agg["worker_medians"]]), kernel_note=agg["note"],
+    row.update(kernel_run_us=[round(v, 4) for v in agg["worker_medians"]], kernel_note=agg["note"],
                kernel_window_us=_median_finite([r.get("kernel_window_us") for r in worker_rows]),
                kernel_untraced_window_us=_median_finite([r.get("kernel_untraced_window_us") for r in worker_rows]))
     present = [s for s in summaries if s]
@@ -142,7 +142,7 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
         return row
     runs = [float(v) for v in meas["run_us"]]
     median = float(statistics.median(runs))
-    row.update(iters=meas["iters_per_run"], runs=len(runs), run_us=json.dumps([round(v, 4) for v in runs]),
+    row.update(iters=meas["iters_per_run"], runs=len(runs), run_us=[round(v, 4) for v in runs],
                median_us=median, min_us=min(runs), max_us=max(runs), spread_pct=spread_pct(runs),
                nbytes=entry["nbytes"], sets=entry.get("sets"),
                working_set_mib=entry.get("working_set_bytes", 0) / MIB, llc_mib=entry.get("llc_bytes", 0) / MIB,
@@ -161,7 +161,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
     """Median of the worker medians, min–max across workers, GB/s and % peak at the headline median.
 
     kernels: the workers' kernel summaries of this case (None where a worker has none)."""
-    row = {**case.columns(), "row_kind": "aggregate", "worker": "all", "order": None, **_blank(), "headline": headline}
+    row = {**case.columns(), "row_kind": "aggregate", "worker": None, "order": None, **_blank(), "headline": headline}
     if case.skip:
         return {**row, "status": "not run", "detail": case.skip}
     good = [r for r in rows if r["status"] == "ok"]
@@ -175,7 +175,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
     first = good[0]
     iters = [r["iters"] for r in good]
     row.update(iters=int(statistics.median(iters)), runs=first["runs"],
-               run_us=json.dumps([round(v, 4) for v in medians]), median_us=median,
+               run_us=[round(v, 4) for v in medians], median_us=median,
                min_us=min(medians), max_us=max(medians),
                spread_pct=spread_pct(medians),
                nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
@@ -184,7 +184,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
                iters_range=f"{min(iters)}-{max(iters)}")
     _kernel_aggregate(row, list(kernels or []), good)
     _rates(row, peak_gbps)
-    flags = worker_flags([json.loads(r["run_us"]) for r in good], [f"worker {r['worker']}" for r in good])
+    flags = worker_flags([r["run_us"] for r in good], [f"worker {r['worker']}" for r in good])
     for i, text in flags.items():
         good[i]["worker_flag"] = text
     row["worker_flag"] = "; ".join(flags[i] for i in sorted(flags))
