@@ -2,6 +2,7 @@
 `--execute` what each launch executes on the emulated device (per launch and per input row)."""
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -103,8 +104,8 @@ def _source(variant: dict[str, Any]):
     return source_spec(variant["backend"]) if variant["backend"] not in OWN_FLYDSL else None
 
 
-def _static_facts(variant: dict[str, Any]) -> list[dict[str, Any]]:
-    from lnbench.flydsl.inspect import compile_facts, facts_to_rows, source_facts
+def _static_facts(variant: dict[str, Any], isa_dir: Path | None = None) -> list[dict[str, Any]]:
+    from lnbench.flydsl.inspect import compile_facts, facts_to_rows, isa_file_name, source_facts
 
     spec = _source(variant)
     if spec is None:
@@ -115,6 +116,14 @@ def _static_facts(variant: dict[str, Any]) -> list[dict[str, Any]]:
         if not facts:
             raise NotRun(_missing(spec))
     rows = facts_to_rows(facts)
+    for fact, row in zip(facts, rows):
+        if isa_dir is not None:           # the disassembly of each kernel, as the compiler wrote it
+            path = isa_dir / isa_file_name(fact)
+            try:
+                path.write_text(fact.isa_text, encoding="utf-8")
+            except OSError as exc:
+                raise LnbenchUsageError(f"--isa: cannot write {path}: {exc.strerror or exc}") from None
+            row["isa_file"] = str(path)
     for row in rows:
         row["arg_count"] = len(row["kernel_args"].split()) if row["kernel_args"] else 0
         row["spills"] = f"{row['vgpr_spills']}/{row['sgpr_spills']}"
@@ -163,13 +172,13 @@ def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) ->
 
 def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
                  strategy: str, progress: CommandProgress, backends: Sequence[str] = ("flydsl",),
-                 sink: ResultSink | None = None) -> list[dict]:
+                 sink: ResultSink | None = None, isa_dir: Path | None = None) -> list[dict]:
     """One row per compiled kernel of every backend (backend_variants); a variant that fails to compile is an
-    `error` row."""
+    `error` row. With `isa_dir`, each kernel's ISA is written there too (its path in the row's isa_file)."""
     families = backend_variants(backends, abis, strategy)
     variants = ({**fam, "arch": arch, "op": op, "dtype": dtype, "n": n}
                 for arch, dtype, n, op, fam in itertools.product(arches, dtypes, widths, ops, families))
-    return _variant_rows(variants, _static_facts, progress, sink)
+    return _variant_rows(variants, functools.partial(_static_facts, isa_dir=isa_dir), progress, sink)
 
 
 def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
@@ -203,10 +212,13 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @click.option("--config", "config_path", type=click.Path(path_type=Path),
               help="TOML file merged over the packaged defaults (its [backends.NAME] kernel sources).")
 @kernel_source_option
+@click.option("--isa", "isa_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write each compiled kernel's ISA (disassembly, as FlyDSL's LLVM backend emits it) into this "
+                   "folder: one <arch>-<abi>-<op>-<dtype>-N<n>-<kernel>.s per kernel.")
 @output_options
 @guarded
 def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
-                    csv_path, json_path, quiet) -> int:
+                    isa_dir, csv_path, json_path, quiet) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
     set_kernel_src(kernel_src)
@@ -235,6 +247,11 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
         if not ok:
             raise LnbenchUsageError(f"--execute needs the emulated device: {why}")
         validate.shapes_fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
+    if isa_dir is not None:
+        try:
+            isa_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LnbenchUsageError(f"--isa {isa_dir}: cannot create the folder: {exc.strerror or exc}") from None
     csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
     families = backend_variants(backend_list, abi_list, strategy)
     total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
@@ -247,7 +264,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
     with ResultSink(csv_final, json_final, metadata, total + (executed_total if execute else 0), "variants") as sink:
         with CommandProgress(err_console, "compiling", total, quiet) as progress:
             rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list,
-                                sink)
+                                sink, isa_dir)
         if not quiet:
             render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS,
                          rows)
@@ -279,5 +296,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
         failed = sum(r["status"] == "error" for r in executed)
         summary += f"; {sum(r['status'] == 'ok' for r in executed)} launches executed, {failed} execution errors"
         errors += failed
+    if isa_dir is not None:
+        summary += f"; ISA of {sum('isa_file' in r for r in rows)} kernels in {isa_dir}"
     console.print(summary)
     return EXIT_FAILED if errors else EXIT_OK

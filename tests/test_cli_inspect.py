@@ -64,3 +64,27 @@ def test_inspect_progress_goes_to_stderr_not_the_table():
     assert result.exit_code == 0, result.output
     assert "[1/1 100%] compiling: gfx942 pointer fwd f32 N=1000 ok" in result.stderr
     assert "compiling:" not in result.stdout and "1 kernels from 1 variants" in result.stdout
+
+
+def test_inspect_isa_writes_the_disassembly_of_each_kernel(tmp_path):
+    isa = tmp_path / "isa"
+    out = tmp_path / "i.csv"
+    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx942", "--abi", "pointer", "--dtype", "bf16",
+                                       "--shapes", "1x1024", "--op", "fwd,bwd", "--isa", str(isa), "--csv", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    files = sorted(isa.glob("*.s"))
+    assert len(files) == len(frame) == 3 and "ISA of 3 kernels in" in result.output   # fwd; bwd main + reduce
+    assert sorted(frame["isa_file"]) == [str(f) for f in files]
+    for path, row in zip(files, frame.sort_values("isa_file").itertuples()):
+        text = path.read_text()
+        assert path.name.startswith(f"gfx942-pointer-{row.op}-bf16-N1024-")
+        assert "amdhsa.kernels:" in text and ".amdgcn_target" in text and "s_endpgm" in text
+        assert f".kernarg_segment_size: {row.kernarg_bytes}" in text.replace("  ", " ")
+
+
+def test_inspect_isa_into_a_file_is_one_line_exit_2(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx942", "--shapes", "1x1024", "--isa", str(blocker)])
+    assert result.exit_code == 2 and "Traceback" not in result.output

@@ -59,6 +59,8 @@ class KernelFacts:
     stores_128bit: bool = False
     instruction_count: int = 0
     vectorized: bool = False
+    #: the kernel's final ISA as FlyDSL's LLVM backend wrote it (`inspect --isa DIR` saves it; not a table column)
+    isa_text: str = field(default="", repr=False)
 
 
 def parse_isa(text: str) -> dict:
@@ -101,7 +103,8 @@ def compile_dump(launcher: Callable, args: list, arch: str) -> list[tuple[str, d
         for isa in sorted(glob.glob(os.path.join(tmp, "*", "*_final_isa.s"))):
             sub = os.path.dirname(isa)
             with open(isa) as fh:
-                found.append((os.path.basename(sub), parse_isa(fh.read()), launcher_slots(sub)))
+                text = fh.read()
+            found.append((os.path.basename(sub), {**parse_isa(text), "text": text}, launcher_slots(sub)))
         if not found:
             raise RuntimeError("FlyDSL produced no ISA dump")
         return found
@@ -115,7 +118,7 @@ def _facts(op: str, arch: str, abi: str, plan: config.RowPlan, vectorized: bool,
                        vgpr_spills=isa["vgpr_spill_count"], sgpr_spills=isa["sgpr_spill_count"],
                        lds_bytes=isa["group_segment_fixed_size"], scratch_bytes=isa["private_segment_fixed_size"],
                        loads_128bit=isa["load128"], stores_128bit=isa["store128"],
-                       instruction_count=isa["instructions"], vectorized=vectorized)
+                       instruction_count=isa["instructions"], vectorized=vectorized, isa_text=isa.get("text", ""))
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,11 +154,18 @@ def compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float =
     return list(_compile_facts(op, config.dtype_name(dtype), int(n), abi, arch, float(eps), dgamma_strategy))
 
 
+def isa_file_name(f: KernelFacts) -> str:
+    """`gfx942-pointer-fwd-bf16-N8192-<kernel>.s`: one file per compiled kernel of a variant."""
+    kernel = re.sub(r"[^A-Za-z0-9_.-]", "_", f.kernel_name) or "kernel"
+    return f"{f.arch}-{f.abi}-{f.op}-{f.dtype}-N{f.n}-{kernel}.s"
+
+
 def facts_to_rows(facts: list[KernelFacts]) -> list[dict]:
     """Flat dicts for tables / CSV (kernel_args as 'offset:size:kind' joined by spaces)."""
     rows = []
     for f in facts:
         row = asdict(f)
+        row.pop("isa_text")
         row["kernel_args"] = " ".join(f"{o}:{s}:{k}" for o, s, k in f.kernel_args)
         rows.append(row)
     return rows
