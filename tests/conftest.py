@@ -70,8 +70,11 @@ def results_dir(tmp_path, monkeypatch):
     return tmp_path / "results"
 
 
-@pytest.fixture(autouse=True)
-def _own_timing_lock_folder(tmp_path_factory, monkeypatch):
-    """Each test's timing runs take their lnbench.perf.load lock in a folder of their own: tests running side by
-    side (xdist) would otherwise flag each other's perf runs as concurrent timing."""
-    monkeypatch.setenv("LNBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+@pytest.fixture(autouse=True, scope="session")
+def _own_timing_lock_folder(tmp_path_factory):
+    """Timing runs of the tests take their lnbench.perf.load lock in a folder of this test process: tests running
+    side by side (xdist), or a real lnbench run on the machine, would otherwise flag each other as concurrent
+    timing. (Session scope, so module fixtures that run perf get it too.)"""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LNBENCH_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+        yield

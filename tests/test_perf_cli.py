@@ -141,7 +141,7 @@ def test_crashing_worker_gives_exit_1_and_everything_else_is_written(tmp_path):
     assert "worker 1 exited with status 3" in result.output and "lnbench test fault" in result.output
     frame = pd.read_csv(tmp_path / "c.csv")
     assert len(frame) == 2 * (2 + 1)
-    w1 = frame[(frame.row_kind == "worker") & (frame.worker.astype(str) == "1")].set_index("op")
+    w1 = frame[(frame.row_kind == "worker") & (frame.worker == 1)].set_index("op")
     assert w1.loc["fwd", "status"] == "ok" and w1.loc["bwd", "status"] == "error"
     assert "status 3" in w1.loc["bwd", "detail"]
     agg = frame[frame.row_kind == "aggregate"].set_index("op")

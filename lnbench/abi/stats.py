@@ -228,16 +228,17 @@ class WorkerInterval:
 
 
 def worker_ratio_interval(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]],
-                          confidence: float = 0.95) -> WorkerInterval:
+                          confidence: float = 0.95, center: float | None = None) -> WorkerInterval:
     """Paired t interval of log(new worker median / base worker median) over workers (w of NEW against w of
-    BASE), back on the ratio scale. Each worker is its own process, so the spread of their medians holds the
+    BASE), back on the ratio scale; around `center` (compare passes its headline ratio, the ratio of the
+    medians of worker medians, so the interval holds the figure it is shown with) else the geometric mean. Each worker is its own process, so the spread of their medians holds the
     process-to-process variance (layout, clocks, the load of that minute) that separates two invocations,
     which the run-to-run spread inside one worker does not. Needs at least 2 workers (see too_few_workers)."""
     if len(base_runs) != len(new_runs) or len(base_runs) < 2:
         raise ValueError("a paired interval needs the same 2 or more workers on both sides")
     diffs = np.log(worker_medians(new_runs)) - np.log(worker_medians(base_runs))
     n = len(diffs)
-    mean = float(diffs.mean())
+    mean = float(diffs.mean()) if center is None else math.log(center)
     se = float(diffs.std(ddof=1)) / math.sqrt(n)
     if se < 1e-12:          # identical worker ratios (rounding aside): the interval is the point
         p = 1.0 if mean == 0.0 else 0.0

@@ -72,10 +72,10 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[st
                      f"(time with -P 2 or more)")
     else:
         est = stats.worker_ratio_interval([base.runs[w] for w in common], [new.runs[w] for w in common],
-                                          settings.confidence)
+                                          settings.confidence, center=ratio)
         low, high, p = est.low, est.high, est.p_value
-        if low <= 1.0 <= high or abs(change) < settings.threshold_pct or (low > 1.0) != (ratio > 1.0):
-            verdict = SAME      # (the last test: a headline and an interval that disagree on the direction)
+        if low <= 1.0 <= high or abs(change) < settings.threshold_pct:
+            verdict = SAME
         else:
             verdict = SLOWER if low > 1.0 else FASTER
     if len(common) < max(len(base.runs), len(new.runs)):
