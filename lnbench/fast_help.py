@@ -21,7 +21,6 @@ from typing import Any, Sequence
 HEAVY: tuple[str, ...] = ("torch", "pandas", "numpy", "flydsl", "triton", "liger_kernel", "tinygrad", "matplotlib",
                           "scipy", "msgpack")
 HELP_WORDS = ("-h", "--help", "--version")
-_ENTRY_NAMES = ("lnbench", "cli.py", "__main__.py")
 OFF = "LNBENCH_FAST_HELP"
 
 
@@ -128,7 +127,8 @@ def wants_only_help(argv: Sequence[str]) -> bool:
     """The command line of the lnbench entry point asks only for help or the version (or is bare)."""
     if os.environ.get(OFF, "").strip() in ("0", "false", "no", "off") or not argv:
         return False
-    if Path(argv[0]).name not in _ENTRY_NAMES:
+    entry = Path(argv[0])            # the console script, or `python -m lnbench.cli` (argv[0] is cli.py's path)
+    if entry.name != "lnbench" and not (entry.name == "cli.py" and entry.parent.name == "lnbench"):
         return False
     return len(argv) == 1 or any(word in HELP_WORDS for word in argv[1:])
 

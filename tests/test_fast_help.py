@@ -64,9 +64,11 @@ def test_a_command_line_that_runs_a_command_runs_it_for_real():
 
 def test_only_help_words_on_the_entry_point_count():
     assert wants_only_help(["/usr/bin/lnbench", "perf", "--help"]) and wants_only_help(["lnbench"])
-    assert wants_only_help(["/x/lnbench/cli.py", "--version"])
+    assert wants_only_help(["/x/lnbench/cli.py", "--version"]) and not wants_only_help(["/x/other/cli.py", "-h"])
     assert not wants_only_help(["lnbench", "perf", "--shapes", "8x64"])
     assert not wants_only_help(["pytest", "-h"])
+    assert not wants_only_help(["/venv/lib/python3.11/site-packages/pytest/__main__.py"])   # bare `python -m pytest`
+    assert wants_only_help(["/venv/lib/python3.11/site-packages/lnbench/cli.py", "perf", "-h"])
 
 
 def test_the_command_table_matches_the_commands():
