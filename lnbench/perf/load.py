@@ -164,8 +164,9 @@ def refuse_if_loaded(seen: LoadCheck, policy: str) -> None:
 def metadata(before: LoadCheck, after: LoadCheck) -> dict[str, Any]:
     """The result's load columns: the load average before and after the timing, the cores, other timing runs,
     and `load_flag` (empty when the machine was not busy at either moment)."""
-    problems = list(dict.fromkeys(before.problems() + after.problems()))
     others = sorted(set(before.others) | set(after.others))
+    loads = [v for v in (before.load, after.load) if v is not None]
+    problems = LoadCheck(max(loads) if loads else None, before.cpus, tuple(others)).problems()
     return {"load_before": None if before.load is None else round(before.load, 2),
             "load_after": None if after.load is None else round(after.load, 2),
             "cpus_available": before.cpus, "other_timing_runs": len(others),
