@@ -308,5 +308,6 @@ def source_facts(source: "SourceSpec", op: str, dtype: str, n: int, arch: str, e
                                agpr=isa["agpr_count"], vgpr_spills=isa["vgpr_spill_count"],
                                sgpr_spills=isa["sgpr_spill_count"], lds_bytes=isa["group_segment_fixed_size"],
                                scratch_bytes=isa["private_segment_fixed_size"], loads_128bit=isa["load128"],
-                               stores_128bit=isa["store128"], instruction_count=isa["instructions"]))
+                               stores_128bit=isa["store128"], instruction_count=isa["instructions"],
+                               isa_text=isa.get("text", "")))
     return out
