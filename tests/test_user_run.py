@@ -198,7 +198,7 @@ def test_signal_stops_verify_and_keeps_the_finished_cases(sig, jobs, tmp_path):
     assert "Traceback" not in text and "EmulatorFault" not in text, text
     assert "stopped after" in text and "marked incomplete" in text, text
     payload = json.loads(js.read_text())
-    rows, meta = payload["rows"], payload["metadata"]
+    rows, meta = payload["data"], payload["metadata"]
     assert meta["complete"] is False and meta["stopped"].startswith(
         {signal.SIGINT: "interrupted (SIGINT)", signal.SIGTERM: "terminated (SIGTERM)",
          signal.SIGHUP: "terminated (SIGHUP)"}[sig]), meta
@@ -220,7 +220,7 @@ def test_interrupted_inspect_execute_exits_130_without_an_error_row(tmp_path):
     assert code == 130, text
     payload = json.loads(js.read_text())
     assert payload["metadata"]["complete"] is False
-    assert all(row["status"] == "ok" for row in payload["rows"]), payload["rows"]
+    assert all(row["status"] == "ok" for row in payload["data"]), payload["data"]
 
 
 @linux
@@ -241,7 +241,7 @@ def test_a_crashed_verify_worker_costs_only_its_own_case(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert code == 1, text
-    rows = json.loads(js.read_text())["rows"]
+    rows = json.loads(js.read_text())["data"]
     died = [r for r in rows if r["status"] == "error"]
     assert len(died) == 1 and "worker process died (exit -9)" in died[0]["detail"], died
     assert len({(r["case"], r["shape"]) for r in rows}) == 10            # 5 kinds x 2 shapes, none lost
@@ -259,9 +259,9 @@ def test_jobs_2_gives_the_rows_of_jobs_1_bitwise(tmp_path, results_dir):
                         "--jobs", jobs, "--json", str(files[jobs]), "-q")
         assert result.exit_code == 0, result.output
     one, two = (json.loads(files[j].read_text()) for j in ("1", "2"))
-    assert one["rows"] == two["rows"] and len(one["rows"]) > 40
+    assert one["data"] == two["data"] and len(one["data"]) > 40
     assert two["metadata"]["jobs"] == 2 and one["metadata"]["jobs"] == 1
-    assert (tmp_path / "j1.json").read_text().split('"rows"')[1] == (tmp_path / "j2.json").read_text().split('"rows"')[1]
+    assert (tmp_path / "j1.json").read_text().split('"data"')[1] == (tmp_path / "j2.json").read_text().split('"data"')[1]
 
 
 def test_jobs_must_be_a_positive_integer_and_writes_nothing(results_dir):
@@ -328,14 +328,14 @@ def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatc
         sink.add(1, [{"backend": "b", "status": "PASS", "v": 2.5}])
         sink.add(0, [{"backend": "a", "status": "FAIL", "v": 1.5}])
         payload = json.loads(json_path.read_text())
-        assert [r["backend"] for r in payload["rows"]] == ["a", "b"]           # in unit order
+        assert [r["backend"] for r in payload["data"]] == ["a", "b"]           # in unit order
         assert payload["metadata"]["complete"] is False
         assert payload["metadata"]["stopped"] == "running (or crashed) after 2 of 3 cases"
         assert list(pd.read_csv(csv_path)["backend"]) == ["a", "b"]
         sink.add(2, [{"backend": "c", "status": "PASS", "v": 0.5}])
         sink.finish()
     payload = json.loads(json_path.read_text())
-    assert payload["metadata"]["complete"] is True and len(payload["rows"]) == 3
+    assert payload["metadata"]["complete"] is True and len(payload["data"]) == 3
     assert not list(tmp_path.glob(".r.*")), "temporary files left"
 
 
@@ -348,7 +348,7 @@ def test_sink_on_interrupt_writes_the_finished_units_marked_incomplete(tmp_path)
             raise KeyboardInterrupt
     payload = json.loads(json_path.read_text())
     assert payload["metadata"]["stopped"] == "interrupted (SIGINT) after 1 of 4 cases"
-    assert payload["rows"] == [{"backend": "a", "status": "PASS"}]
+    assert payload["data"] == [{"backend": "a", "status": "PASS"}]
 
 
 def test_sink_on_a_usage_error_leaves_no_result_file(tmp_path, monkeypatch):
@@ -449,7 +449,7 @@ def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
     payload = json.loads(js.read_text())
     assert payload["metadata"]["complete"] is False
     assert payload["metadata"]["stopped"].startswith("terminated (SIGTERM) after 1 of 2 workers")
-    first = [r for r in payload["rows"] if r["row_kind"] == "worker" and r["worker"] == 0]
+    first = [r for r in payload["data"] if r["row_kind"] == "worker" and r["worker"] == 0]
     assert len(first) == 4 and all(r["status"] == "ok" for r in first), first
 
 
