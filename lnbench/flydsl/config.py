@@ -2,7 +2,8 @@
 
 A row of N elements is cut into `chunks` of `vec` elements (vec = the largest power of two that
 divides N, capped at 16 bytes, so every access is aligned and no access straddles the row end).
-`lanes` threads share a row (a power of two); each thread owns `tiles` chunks (tile t of lane l is
+`lanes` threads share a row (a power of two below a wave, else whole waves: as few as hold the row in
+`tiles` tiles); each thread owns `tiles` chunks (tile t of lane l is
 chunk l + t*lanes). Rows narrower than a wave share a wave (lanes < 64); several rows share a block up
 to `block` threads. Chunks beyond the row end (chunks % lanes != 0) are masked by the buffer
 descriptor's bounds.
@@ -30,6 +31,13 @@ ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 CU_COUNT = {"gfx942": 304, "gfx950": 256}
 #: fp32 elements a thread keeps per row (x, and dy in the backward); above this the row streams.
 MAX_ELEMS_PER_THREAD = {"fwd": 32, "bwd": 32}
+#: the forward's budget for 16-bit rows read in 16-byte vectors (8 tiles of 8): half the waves per row,
+#: so the per-wave work (reductions, set-up) is paid half as often. Narrower accesses keep the budget above
+#: (each tile also holds an address register).
+MAX_ELEMS_FWD_WIDE = 64
+#: elements per thread the backward's register path aims for (it also keeps dy and the dγ/dβ partials);
+#: the forward fills its budget (fewest waves per row)
+TARGET_ELEMS = {"bwd": 8}
 #: backward: above this many elements per thread the dγ/dβ partials live in the program's own
 #: workspace row (read-modify-write, L2-resident) instead of registers, so nothing spills.
 BWD_REG_ACC_MAX = 16
@@ -136,6 +144,11 @@ class RowPlan:
         return max(1, -(-m // self.rows_per_block))
 
 
+def elem_budget(kind: str, vec: int) -> int:
+    """Elements a thread keeps per row on a register path (more: the row streams)."""
+    return MAX_ELEMS_FWD_WIDE if kind == "fwd" and vec == 8 else MAX_ELEMS_PER_THREAD[kind]
+
+
 def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None = None) -> RowPlan:
     """Choose the geometry for rows of n elements.
 
@@ -154,16 +167,20 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
     cap = vec_max if align_elems is None else min(vec_max, align_elems)
     vec = math.gcd(n, 1 << (max(1, cap).bit_length() - 1))
     chunks = n // vec
-    # aim for ~16 fp32 values of x per thread (8 in the backward, which also keeps dy and dγ/dβ)
-    target_elems = 16 if kind == "fwd" else 8
-    tiles_target = max(1, target_elems // vec)
-    lanes = min(MAX_BLOCK, _pow2_ceil(-(-chunks // tiles_target)))
-    if lanes >= WAVE:
-        rows_per_block = 1
-    else:
+    # the forward fills its element budget (fewest waves per row: the per-wave work, reductions and set-up,
+    # is spread over more elements); the backward aims for TARGET_ELEMS
+    limit = elem_budget(kind, vec)
+    tiles_target = max(1, (limit if kind == "fwd" else TARGET_ELEMS["bwd"]) // vec)
+    want = -(-chunks // tiles_target)
+    if _pow2_ceil(want) < WAVE:                  # several rows share a wave: a power of two of lanes each
+        lanes = _pow2_ceil(want)
         rows_per_block = SMALL_ROW_BLOCK // lanes
-    tiles = -(-chunks // lanes)
-    limit = MAX_ELEMS_PER_THREAD[kind]
+        tiles = -(-chunks // lanes)
+    else:                                        # whole waves, as few as the tiles allow
+        lanes = min(MAX_BLOCK, -(-want // WAVE) * WAVE)
+        rows_per_block = 1
+        tiles = -(-chunks // lanes)
+        lanes = -(-(-(-chunks // tiles)) // WAVE) * WAVE
     too_many_scalar = kind == "bwd" and vec == 1 and tiles > BWD_SCALAR_WS_TILES
     if tiles * vec <= limit and not too_many_scalar:
         return RowPlan(n=n, dtype=dt, kind=kind, vec=vec, vec_max=vec_max, chunks=chunks, lanes=lanes,
@@ -181,7 +198,7 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
 
 def max_n(dtype: object, kind: str = "fwd") -> int:
     """Largest N whose row fits in registers (16-byte aligned rows); longer rows stream."""
-    return MAX_BLOCK * MAX_ELEMS_PER_THREAD[kind]
+    return MAX_BLOCK * elem_budget(kind, 16 // ELEM_BYTES[dtype_name(dtype)])
 
 
 def fits_in_registers(n: int, dtype: object, kind: str = "fwd", align_elems: int | None = None) -> bool:

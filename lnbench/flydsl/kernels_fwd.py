@@ -33,11 +33,14 @@ def _lds_struct(plan: RowPlan, values: int, slots: int):
 
 
 def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr,
-            row, row_nbytes, lane, stat_nbytes, reducer: RowReducer) -> None:
-    """The whole forward of one row, from typed row pointers (shared by both ABIs; no runtime if).
+            slot, rows_nbytes, stat_nbytes, lane, reducer: RowReducer) -> None:
+    """The whole forward of row `slot` of the block's group of rows_per_block rows (shared by both ABIs; no
+    runtime if). x_ptr/y_ptr/mean_ptr/rstd_ptr point at the group's first row (its first stat).
 
-    row_nbytes bounds x/y (0 masks a row past M); stat_nbytes is 4 for the one lane that writes
-    this row's stats and 0 elsewhere.
+    rows_nbytes bounds x/y to the group's rows inside M and stat_nbytes (4 per such row) the stats: both
+    are uniform, so every access goes through one uniform descriptor (no per-lane loop over descriptors);
+    a row past M is masked by the bound, and the stats are written by lane 0 of each row alone (the other
+    lanes' indices lie past the bound).
 
     Register path (plan.head == plan.tiles): the row is read once into registers; m0 = Σx/N.
     Streaming path (plan.streaming, rows too long for registers; one row per block): the first `head`
@@ -49,13 +52,13 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
     so the shift costs at most a factor 1 + (1-f)/f of fp32 rounding in var, never E[x²]-mean²-style
     cancellation.
     """
-    n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
+    n, vec, lanes, dt, R = plan.n, plan.vec, plan.lanes, plan.dtype, plan.rows_per_block
     full = n * rowio.ELEM_BYTES[dt]
     atom = rowio.copy_atom(vec, dt)
     stream = plan.streaming
     if const_expr(stream):
         tile_bytes = lanes * vec * rowio.ELEM_BYTES[dt]
-        if not isinstance(row_nbytes, int) or row_nbytes != full:
+        if not isinstance(rows_nbytes, int) or rows_nbytes != full:
             raise ValueError("the streaming forward runs one (real) row per block")
         ptrs = {"x": x_ptr, "y": y_ptr, "w": w_ptr, "b": b_ptr}
 
@@ -64,11 +67,23 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
             nb = min(tile_bytes, full - t * tile_bytes) if isinstance(t, int) else tile_bytes
             return rowio.tile_view(ptrs[name], t, lanes, vec, nb), lane
     else:
-        views = {"x": rowio.chunked(x_ptr, n, vec, row_nbytes), "y": rowio.chunked(y_ptr, n, vec, row_nbytes),
-                 "w": rowio.chunked(w_ptr, n, vec, full), "b": rowio.chunked(b_ptr, n, vec, full)}
+        if const_expr(R > 1 and plan.chunks & (plan.chunks - 1)):
+            # one view per row (a per-lane descriptor, so each access loops over the rows of a wave): the
+            # group view's index (slot·chunks + lane)·bytes compiles to v_add_lshl_u32 when chunks is not a
+            # power of two, an opcode the emulated device does not have yet
+            row_nb = (slot * full < rows_nbytes).select(fx.Int32(full), fx.Int32(0))
+            x_ptr, y_ptr = x_ptr + fx.Int64(slot) * n, y_ptr + fx.Int64(slot) * n
+            views = {"x": rowio.chunked(x_ptr, n, vec, row_nb), "y": rowio.chunked(y_ptr, n, vec, row_nb)}
+            first = 0
+        else:
+            views = {"x": rowio.chunked(x_ptr, R * n, vec, rows_nbytes),
+                     "y": rowio.chunked(y_ptr, R * n, vec, rows_nbytes)}
+            first = slot * plan.chunks if R > 1 else 0      # this row's first chunk in the group's view
+        views.update(w=rowio.chunked(w_ptr, n, vec, full), b=rowio.chunked(b_ptr, n, vec, full))
 
         def at(name, t):
-            return views[name], lane + t * lanes
+            idx = lane + t * lanes
+            return views[name], (idx + first if name in ("x", "y") and not isinstance(first, int) else idx)
 
     def load(name, t, raw=False):
         view, idx = at(name, t)
@@ -80,45 +95,15 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
         """Head tile t as fp32 (the streaming head is kept in the tensor dtype: half the registers)."""
         return rowio.widen(xs[t], dt) if stream else xs[t]
 
-    head_elems = plan.head * lanes * vec if stream else n     # the streaming head has only full tiles
-    xs = []
-    acc = fx.Float32(0.0)
-    for t in range_constexpr(plan.head):
-        xs.append(load("x", t, raw=stream))
-        acc = acc + reg(t).reduce(fx.ReductionOp.ADD, fastmath=FAST)
-    rough = reducer.sum(acc, slot=0) * (1.0 / head_elems)
-
-    def centred(t, x, s1, sq):
-        """Accumulate tile t (value x) centred on m0; a tile reaching past the row end is masked."""
-        d = x - rough
-        if const_expr(isinstance(t, int) and (t + 1) * lanes > plan.chunks):
-            inside = (lane + t * lanes) < plan.chunks
-            d = d * inside.select(1.0, 0.0)
-        return s1 + d.reduce(fx.ReductionOp.ADD, fastmath=FAST), sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
-
-    # One more pass, centred on the rough mean m0: sum(d) corrects the mean (a plain sum of N values is off
-    # by ~sqrt(N) ulps of |mean|, found by executing the f32 offset rows), and sum(d^2) - n * shift^2 is the
-    # variance without E[x^2] - mean^2 cancellation. Still two reductions.
-    s1 = fx.Float32(0.0)
-    sq = fx.Float32(0.0)
-    for t in range_constexpr(plan.head):
-        s1, sq = centred(t, reg(t), s1, sq)
-    if const_expr(stream):
-        def centred_mem(t, a, b):
-            return centred(t, load("x", t), a, b)
-        s1, sq = rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, centred_mem, (s1, sq))
-        if const_expr(plan.masked):
-            s1, sq = centred_mem(plan.full_tiles, s1, sq)
-    s1, sq = reducer.sum2(s1, sq, slot=1)
-    shift = s1 * (1.0 / n)
-    mean = rough + shift
-    rstd = fx.rsqrt(sq * (1.0 / n) - shift * shift + eps, fastmath=FAST)
+    xs = [load("x", t, raw=stream) for t in range_constexpr(plan.head)]
+    mean, var = _pivot_stats(plan, reducer, lane, xs, reg, load)
+    rstd = fx.rsqrt(var + eps, fastmath=FAST)
 
     def output(t, x):
         w = load("w", t)
         b = load("b", t)
         view, idx = at("y", t)
-        rowio.store_from_f32(atom, view, idx, (x - mean) * rstd * w + b, vec, dt)
+        rowio.store_from_f32(atom, view, idx, fx.fma(x - mean, w * rstd, b), vec, dt)
 
     for t in range_constexpr(plan.head):
         output(t, reg(t))
@@ -131,8 +116,45 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
             output_mem(plan.full_tiles)
 
     if const_expr(store_stats):
-        rowio.store_scalar_f32(mean_ptr, row, mean, stat_nbytes)
-        rowio.store_scalar_f32(rstd_ptr, row, rstd, stat_nbytes)
+        writer = lane * R + slot                              # in bounds for lane 0 of a row inside M only
+        rowio.store_f32_at(mean_ptr, R * lanes, writer, mean, stat_nbytes)
+        rowio.store_f32_at(rstd_ptr, R * lanes, writer, rstd, stat_nbytes)
+
+
+def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callable, load: Callable):
+    """(mean, var) of a streaming or masked row: centred on a first mean m0 of the register tiles (the
+    streaming head), in a second pass over the whole row (tiles past the head re-read by `load`): one
+    two-value reduction (Σd, Σd²) gives mean = m0 + Σd/N and var = Σd²/N - (Σd/N)². Two reductions."""
+    n, lanes, vec = plan.n, plan.lanes, plan.vec
+    head_elems = plan.head * lanes * vec if plan.streaming else n     # the streaming head has only full tiles
+    acc = fx.Float32(0.0)
+    for t in range_constexpr(plan.head):
+        acc = acc + reg(t).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    rough = reducer.sum(acc, slot=0) * (1.0 / head_elems)
+
+    def centred(t, x, s1, sq):
+        """Accumulate tile t (value x) centred on m0; a tile reaching past the row end is masked."""
+        d = x - rough
+        if const_expr(isinstance(t, int) and (t + 1) * lanes > plan.chunks):
+            inside = (lane + t * lanes) < plan.chunks
+            d = d * inside.select(1.0, 0.0)
+        return s1 + d.reduce(fx.ReductionOp.ADD, fastmath=FAST), sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+
+    # sum(d) corrects the mean (a plain sum of N values is off by ~sqrt(N) ulps of |mean|, found by executing
+    # the f32 offset rows), and sum(d^2) - n * shift^2 is the variance without E[x^2] - mean^2 cancellation
+    s1 = fx.Float32(0.0)
+    sq = fx.Float32(0.0)
+    for t in range_constexpr(plan.head):
+        s1, sq = centred(t, reg(t), s1, sq)
+    if const_expr(plan.streaming):
+        def centred_mem(t, a, b):
+            return centred(t, load("x", t), a, b)
+        s1, sq = rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, centred_mem, (s1, sq))
+        if const_expr(plan.masked):
+            s1, sq = centred_mem(plan.full_tiles, s1, sq)
+    s1, sq = reducer.sum2(s1, sq, slot=1)
+    shift = s1 * (1.0 / n)
+    return rough + shift, sq * (1.0 / n) - shift * shift
 
 
 def _geometry(plan: RowPlan):
@@ -140,19 +162,21 @@ def _geometry(plan: RowPlan):
     tid = fx.thread_idx.x
     lanes = plan.lanes
     if plan.rows_per_block == 1:
-        return fx.Int32(0), tid, tid // WAVE
+        return 0, tid, tid // WAVE
     return tid // lanes, tid % lanes, tid // WAVE
 
 
-def _masks(plan: RowPlan, row, lane, m):
-    """(row byte count, stats byte count): rows past M and all lanes but 0 are masked."""
+def _masks(plan: RowPlan, first_row, m):
+    """(x/y byte count, stats byte count) of the block's rows inside M: uniform across the block."""
     full = plan.n * rowio.ELEM_BYTES[plan.dtype]
-    first = lane == 0
-    i32 = fx.Int32
-    if plan.rows_per_block == 1:                   # grid == M: every row is real
-        return full, first.select(i32(4), i32(0))
-    ok = row < m
-    return ok.select(i32(full), i32(0)), first.select(ok.select(i32(4), i32(0)), i32(0))
+    R = plan.rows_per_block
+    if R == 1:                                     # grid == M: every row is real
+        return full, 4
+    # only the grid's last block can reach past M (a block test, not min(R, m - first_row), which compiles
+    # to s_min_i32)
+    last = fx.Int32(fx.block_idx.x) == (m + (R - 1)) // R - 1
+    rows = last.select(m - first_row, fx.Int32(R))
+    return rows * full, rows * 4
 
 
 def build_fwd(plan: RowPlan, eps: float, store_stats: bool, abi: str, name: str = "") -> Callable:
@@ -174,22 +198,24 @@ def build_fwd(plan: RowPlan, eps: float, store_stats: bool, abi: str, name: str 
 
     def ptr_body(X, W, B, Y, Mean, Rstd, m):
         slot, lane, wave = _geometry(plan)
-        row = fx.block_idx.x * R + slot
+        row = fx.Int32(fx.block_idx.x) * R                         # the block's first row
         off = fx.Int64(row) * plan.n                               # 64-bit row offset
-        row_nb, stat_nb = _masks(plan, row, lane, m)
-        fwd_row(plan, eps, store_stats, X + off, W, B, Y + off, Mean, Rstd, row, row_nb, lane, stat_nb,
+        rows_nb, stat_nb = _masks(plan, row, m)
+        mp = Mean + fx.Int64(row) if Mean is not None else None
+        rp = Rstd + fx.Int64(row) if Rstd is not None else None
+        fwd_row(plan, eps, store_stats, X + off, W, B, Y + off, mp, rp, slot, rows_nb, stat_nb, lane,
                 reducer_for(wave))
 
     def tensor_body(X, W, B, Y, Mean, Rstd, m):
         slot, lane, wave = _geometry(plan)
-        row = fx.block_idx.x * R + slot
-        row_nb, stat_nb = _masks(plan, row, lane, m)
+        row = fx.Int32(fx.block_idx.x) * R
+        rows_nb, stat_nb = _masks(plan, row, m)
         xr = fx.get_iter(fx.slice(X, (row, None)))                 # the layout's (64-bit) row stride
         yr = fx.get_iter(fx.slice(Y, (row, None)))
-        mp = fx.get_iter(Mean) if Mean is not None else None
-        rp = fx.get_iter(Rstd) if Rstd is not None else None
-        fwd_row(plan, eps, store_stats, xr, fx.get_iter(W), fx.get_iter(B), yr, mp, rp, row, row_nb, lane,
-                stat_nb, reducer_for(wave))
+        mp = fx.get_iter(Mean) + fx.Int64(row) if Mean is not None else None
+        rp = fx.get_iter(Rstd) + fx.Int64(row) if Rstd is not None else None
+        fwd_row(plan, eps, store_stats, xr, fx.get_iter(W), fx.get_iter(B), yr, mp, rp, slot, rows_nb, stat_nb,
+                lane, reducer_for(wave))
 
     if abi == "pointer" and store_stats:
         @flyc.kernel(name=kname)
