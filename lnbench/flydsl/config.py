@@ -8,8 +8,9 @@ chunk l + t*lanes). Rows narrower than a wave share a wave (lanes < 64); several
 to `block` threads. Chunks beyond the row end (chunks % lanes != 0) are masked by the buffer
 descriptor's bounds.
 
-Register paths keep all `tiles` of a row in registers (up to MAX_ELEMS_PER_THREAD elements; fewer
-scalar tiles in the backward, whose addresses cost a register each). Longer rows, any N, take the
+Register paths keep all `tiles` of a row in registers (up to elem_budget elements: MAX_ELEMS_PER_THREAD,
+or MAX_ELEMS_FWD_WIDE for the forward's 16-byte 16-bit rows; fewer scalar tiles in the backward, whose
+addresses cost a register each). Longer rows, any N, take the
 streaming path (`streaming`): one 1024-thread block per row, the first `head` tiles in registers and
 the rest visited by a runtime loop, `step` tiles per iteration, re-read from global memory (L2) in
 each pass. The backward's streaming path keeps no tiles (head 0) and processes `batch` rows at once so

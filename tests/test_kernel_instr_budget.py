@@ -1,0 +1,56 @@
+"""The per-row instruction budget of lnbench's FlyDSL kernels, executed on the emulated device.
+
+Issue 19 item 4: lnbench's kernels execute no more wave-instructions per row than FlyDSL's own LayerNorm
+(kernels/norm/layernorm_kernel.py at FlyDSL 11c4174d) at any N of the `sweep` shape set. FlyDSL's numbers
+below were measured with scripts/wave_instr_per_row.py (CI cannot see FlyDSL's repository); lnbench's are
+measured here, on every run, and must stay within a few percent of what this commit executes and below
+FlyDSL's. A kernel change that adds per-wave work (a second pass, a per-lane descriptor loop, a narrower
+geometry) moves these numbers by far more than the margin.
+"""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.rocm
+
+#: how far above the budget a kernel may drift before the test fails
+MARGIN = 1.03
+
+#: (arch, op, dtype, N, M) -> (lnbench's wave-instructions per row at this commit, FlyDSL's; None where
+#: FlyDSL's kernel does not run on the emulator yet). The backward is main kernel + partial reduce, M giving
+#: each persistent program MIN_ROWS_PER_PROGRAM row groups; FlyDSL's backward is one kernel, one block per row.
+BUDGET = {
+    ("gfx950", "fwd", "bf16", 8192, 4): (1424.0, 1529.0),       # FlyDSL's vectorized fast path
+    ("gfx950", "fwd", "bf16", 1024, 64): (171.0, 841.0),
+    ("gfx950", "fwd", "bf16", 5120, 4): (994.0, 2246.0),
+    ("gfx942", "fwd", "bf16", 8192, 4): (1684.0, None),         # software bf16 rounding on gfx942
+    ("gfx950", "bwd", "bf16", 4096, 32): (1576.0, 2936.0),
+    ("gfx950", "bwd", "bf16", 5120, 32): (2106.9, None),
+}
+
+
+def _per_row(arch: str, op: str, dtype: str, n: int, m: int) -> tuple[float, float]:
+    """(wave-instructions per row, load/store wave-instructions per row) over all launches of the op."""
+    from lnbench.flydsl.inspect import execute_variant
+    kernels = execute_variant(op, dtype, m, n, "pointer", arch)
+    total = sum(k.total for k in kernels)
+    ldst = sum(k.wave_instructions.get(c, 0) for k in kernels for c in ("vmem_load", "vmem_store", "smem"))
+    return total / m, ldst / m
+
+
+@pytest.mark.parametrize("arch,op,dtype,n,m", sorted(BUDGET))
+def test_instructions_per_row_stay_within_budget(arch, op, dtype, n, m):
+    ours, flydsl = BUDGET[(arch, op, dtype, n, m)]
+    per_row, ldst = _per_row(arch, op, dtype, n, m)
+    assert per_row <= ours * MARGIN, f"{arch} {op} {dtype} N={n}: {per_row:.1f} wave-instructions per row, " \
+                                     f"budget {ours} (+{MARGIN - 1:.0%})"
+    if flydsl is not None:
+        assert per_row < flydsl, f"{arch} {op} {dtype} N={n}: {per_row:.1f} per row, FlyDSL's kernel {flydsl}"
+    assert 0 < ldst < per_row
+
+
+def test_budget_is_tight_enough_to_catch_a_regression():
+    """The margin is smaller than one wave's worth of a register-path forward at N = 8192 (2 waves per row):
+    adding a wave per row, or a second pass of per-element work, fails the budget."""
+    ours, _ = BUDGET[("gfx950", "fwd", "bf16", 8192, 4)]
+    assert ours * (MARGIN - 1) < ours / 2 / 4
