@@ -122,9 +122,9 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
 
 
 def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callable, load: Callable):
-    """(mean, var) of a streaming or masked row: centred on a first mean m0 of the register tiles (the
-    streaming head), in a second pass over the whole row (tiles past the head re-read by `load`): one
-    two-value reduction (Σd, Σd²) gives mean = m0 + Σd/N and var = Σd²/N - (Σd/N)². Two reductions."""
+    """(mean, var) of the row: m0 = the mean of the register tiles (the whole row, or the streaming head),
+    then a pass over the whole row (tiles past the head re-read by `load`) and one two-value reduction
+    (Σd, Σd²) of d = x - m0: mean = m0 + Σd/N, var = Σd²/N - (Σd/N)². Two reductions."""
     n, lanes, vec = plan.n, plan.lanes, plan.vec
     head_elems = plan.head * lanes * vec if plan.streaming else n     # the streaming head has only full tiles
     acc = fx.Float32(0.0)
