@@ -67,23 +67,20 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
             nb = min(tile_bytes, full - t * tile_bytes) if isinstance(t, int) else tile_bytes
             return rowio.tile_view(ptrs[name], t, lanes, vec, nb), lane
     else:
-        if const_expr(R > 1 and plan.chunks & (plan.chunks - 1)):
-            # one view per row (a per-lane descriptor, so each access loops over the rows of a wave): the
-            # group view's index (slot·chunks + lane)·bytes compiles to v_add_lshl_u32 when chunks is not a
-            # power of two, an opcode the emulated device does not have yet
-            row_nb = (slot * full < rows_nbytes).select(fx.Int32(full), fx.Int32(0))
-            x_ptr, y_ptr = x_ptr + fx.Int64(slot) * n, y_ptr + fx.Int64(slot) * n
-            views = {"x": rowio.chunked(x_ptr, n, vec, row_nb), "y": rowio.chunked(y_ptr, n, vec, row_nb)}
-            first = 0
-        else:
-            views = {"x": rowio.chunked(x_ptr, R * n, vec, rows_nbytes),
-                     "y": rowio.chunked(y_ptr, R * n, vec, rows_nbytes)}
-            first = slot * plan.chunks if R > 1 else 0      # this row's first chunk in the group's view
-        views.update(w=rowio.chunked(w_ptr, n, vec, full), b=rowio.chunked(b_ptr, n, vec, full))
+        views = {"x": rowio.chunked(x_ptr, R * n, vec, rows_nbytes), "y": rowio.chunked(y_ptr, R * n, vec, rows_nbytes),
+                 "w": rowio.chunked(w_ptr, n, vec, full), "b": rowio.chunked(b_ptr, n, vec, full)}
+        first = slot * plan.chunks if R > 1 else 0          # this row's first chunk in the group's view
 
         def at(name, t):
             idx = lane + t * lanes
-            return views[name], (idx + first if name in ("x", "y") and not isinstance(first, int) else idx)
+            if const_expr(name in ("x", "y") and R > 1):
+                if const_expr((t + 1) * lanes > plan.chunks):
+                    # the group's view does not end with the row: a chunk past the row end is sent past the
+                    # group's end instead (loads 0, its store dropped), never into the next row
+                    inside = idx < plan.chunks
+                    return views[name], inside.select(idx + first, fx.Int32(R * plan.chunks))
+                return views[name], idx + first
+            return views[name], idx
 
     def load(name, t, raw=False):
         view, idx = at(name, t)
