@@ -95,14 +95,16 @@ def test_backward_reads_x_and_dy_once(strategy):
     assert moved["x"] == (m * n * 2, 0) and moved["dy"] == (m * n * 2, 0) and moved["dx"] == (0, m * n * 2)
 
 
-def test_forward_rereads_gamma_and_beta_per_block_which_the_model_does_not_count():
+def test_forward_rereads_gamma_and_beta_per_row_which_the_model_does_not_count():
+    from lnbench.flydsl import config
     from lnbench.flydsl.inspect import execute_variant
     m, n = 64, 1024
     (kernel,) = execute_variant("fwd", "bf16", m, n, "pointer", "gfx942", seed=3)
+    assert kernel.grid[0] == m // config.row_plan(n, "bf16").rows_per_block < m     # several rows per block
     for name in ("weight", "bias"):
         moved = kernel.buffers[name]
         assert moved["unique_loaded"] == n * 2                    # the model's term
-        assert moved["loaded"] == kernel.grid[0] * n * 2          # every block (one row each here) reads it again
+        assert moved["loaded"] == m * n * 2                       # every row's lanes read it again
 
 
 def test_mismatch_check_catches_a_model_without_workspace():
