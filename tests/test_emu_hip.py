@@ -18,6 +18,7 @@ import pytest
 
 from lnbench.emu import hip
 from lnbench.emu.errors import EmulatorUnavailable
+from lnbench.flydsl import config
 from lnbench.flydsl.toolkit import _zig_binary, flydsl_importable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,7 +132,8 @@ def e2e() -> dict:
 def test_pointer_abi_kernarg(e2e):
     req = e2e["pointer"]
     assert req["kernel"] == "ln_fwd_bf16_n4096_pointer"
-    assert req["grid"] == [64, 1, 1] and req["block"] == [256, 1, 1]
+    plan = config.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
+    assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
     assert req["lds"] == 0 and req["stream"] == 0 and req["elf"] == "7f454c46"
     seg = bytes.fromhex(req["kernarg"])
     assert len(seg) == req["kernarg_size"] == 6 * 8 + 4
@@ -146,7 +148,8 @@ def test_pointer_abi_kernarg(e2e):
 def test_tensor_abi_kernarg(e2e):
     req = e2e["tensor"]
     assert req["kernel"] == "ln_fwd_bf16_n4096_tensor"
-    assert req["grid"] == [64, 1, 1] and req["block"] == [256, 1, 1]
+    plan = config.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
+    assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
     seg = bytes.fromhex(req["kernarg"])
     assert len(seg) == req["kernarg_size"]
     got = [int.from_bytes(seg[o:o + 8], "little") for o in req["ptr_offsets"]]
