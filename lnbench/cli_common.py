@@ -158,6 +158,28 @@ def kernel_source_option(func: Callable[..., Any]) -> Callable[..., Any]:
                              "$LNBENCH_KERNEL_SRC).")(func)
 
 
+def emu_checks_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--emu-checks: which sanitizer checks emulated launches run (lnbench.emu.checks)."""
+    return click.option("--emu-checks", "emu_checks",
+                        help="Sanitizer checks of emulated launches: all (default), none, or a comma list of "
+                             "memory, lds, waitcnt, initcheck, race (see docs/emulator.md).")(func)
+
+
+def apply_emu_checks(value: str | None) -> str:
+    """Set the emulator's checks from --emu-checks (None: $LNBENCH_EMU_CHECKS, else all); a bad value is a
+    usage error. Returns the one line a run prints about them."""
+    from lnbench.emu import checks
+
+    try:
+        chosen = checks.parse(value) if value is not None else checks.from_env()
+    except checks.ChecksError as exc:
+        raise LnbenchUsageError(str(exc) if value is not None else f"${checks.ENV}: {exc}") from None
+    from lnbench.emu import runtime
+
+    runtime.set_checks(chosen)
+    return checks.describe(chosen)
+
+
 Inputs = Mapping[str, Path | None]
 """The files a command reads, by name (BASE, --config, --peak-file, ...): no output may overwrite one."""
 

@@ -98,13 +98,15 @@ class Device:
         """Make this the current device while compiling and launching (a no-op off the GPU)."""
         return torch.cuda.device(self.torch_device) if self.is_gpu else contextlib.nullcontext()
 
-    def launch_scope(self, buffers: Mapping[str, torch.Tensor]) -> ContextManager[object]:
+    def launch_scope(self, buffers: Mapping[str, torch.Tensor],
+                     uninitialized: tuple[str, ...] = ()) -> ContextManager[object]:
         """What every compiled-kernel call runs inside. On the emulator: the named buffers are the memory the
-        kernel may touch, and a faulting launch raises EmulatorFault when the scope closes."""
+        kernel may touch (those in `uninitialized` start with no byte written: initcheck), and a faulting launch
+        raises EmulatorFault when the scope closes."""
         if not self.emulated:
             return contextlib.nullcontext()
         from lnbench.emu import runtime
-        return runtime.launch_scope(buffers)
+        return runtime.launch_scope(buffers, uninitialized)
 
     def synchronize(self) -> None:
         """Wait for launched work (emulated launches finish before the call returns)."""

@@ -14,11 +14,11 @@ from rich.markup import escape
 from lnbench import config as cfg
 from lnbench.backends import (OWN_FLYDSL, configure_sources, requested_names, runs_flydsl, set_kernel_src,
                               source_metadata)
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guarded,
-                                kernel_source_option, output_options, prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,
+                                guarded, kernel_source_option, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
-from lnbench.metadata import package_version, run_metadata
+from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version, run_metadata
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
 from lnbench.report import Column, render_table, styled_status
@@ -215,10 +215,11 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @click.option("--isa", "isa_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write each compiled kernel's ISA (disassembly, as FlyDSL's LLVM backend emits it) into this "
                    "folder: one <arch>-<abi>-<op>-<dtype>-N<n>-<kernel>.s per kernel.")
+@emu_checks_option
 @output_options
 @guarded
 def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
-                    isa_dir, csv_path, json_path, quiet) -> int:
+                    isa_dir, emu_checks, csv_path, json_path, quiet) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
     set_kernel_src(kernel_src)
@@ -242,10 +243,14 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
     validate.toolkit()
+    if emu_checks is not None and not execute:
+        raise LnbenchUsageError("--emu-checks applies to emulated launches: add --execute")
+    checks_line = None
     if execute:
         ok, why = emulator_status()
         if not ok:
             raise LnbenchUsageError(f"--execute needs the emulated device: {why}")
+        checks_line = apply_emu_checks(emu_checks)
         validate.shapes_fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
     if isa_dir is not None:
         try:
@@ -260,7 +265,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
 
     metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe(),
                 "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
-                **source_metadata(backend_list)}
+                "emu_checks": emu_checks_in_effect() if execute else None, **source_metadata(backend_list)}
     with ResultSink(csv_final, json_final, metadata, total + (executed_total if execute else 0), "variants") as sink:
         with CommandProgress(err_console, "compiling", total, quiet) as progress:
             rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list,
@@ -270,6 +275,8 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
                          rows)
         executed: list[dict] = []
         if execute:
+            if not quiet:
+                console.print(checks_line)
             with CommandProgress(err_console, "executing", executed_total, quiet) as progress:
                 executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress,
                                          backend_list, sink)

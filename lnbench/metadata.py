@@ -78,4 +78,11 @@ def run_metadata(device: Device) -> dict[str, Any]:
         "timestamp": timestamp(),
         # CPU timings depend on it (torch's intra-op threads; OMP_NUM_THREADS sets it, workers inherit it)
         "torch_threads": torch.get_num_threads(),
+        **({"emu_checks": emu_checks()} if device.emulated else {}),
     }
+
+
+def emu_checks() -> str:
+    """The sanitizer checks emulated launches run in this process ('memory,lds,waitcnt,initcheck,race')."""
+    from lnbench.emu import checks, runtime
+    return checks.canonical(runtime.active_checks())

@@ -39,8 +39,9 @@ class FakeEmulator:
         return self.arch
 
     @contextlib.contextmanager
-    def launch_scope(self, buffers: Buffers) -> Iterator[None]:
+    def launch_scope(self, buffers: Buffers, uninitialized: tuple[str, ...] = ()) -> Iterator[None]:
         assert self._open is None, "launch scopes do not nest"
+        assert set(uninitialized) <= set(buffers), (uninitialized, list(buffers))
         self._open = buffers
         try:
             yield

@@ -14,6 +14,12 @@ barrier, and every thread adding the partials; thread 0 stores the row's sum.
     XOR_SKIP_STAGE    the butterfly runs 5 stages (offsets 32..2) instead of 6: lane 0 ends with the sum
                       of the even lanes of its wave only (a wrong reduction, wrong values)
     XOR_WRONG_OFFSET  the butterfly's last offset is 2 instead of 1 (offsets 32, 16, 8, 4, 2, 2)
+    ACCUMULATE_INTO_Y thread 0 stores y[r] + sum instead of sum: it reads the workspace row y[r] before any
+                      workgroup wrote it (y starts uninitialized: initcheck)
+    SHARED_PARTIAL    workgroup r stores its sum into y[r // 2]: workgroups 2k and 2k+1 write the same partial
+                      row (a cross-workgroup race)
+    LDS_UNWRITTEN     the last wave does not store its partial, but every thread still reads all NWAVES
+                      partials: a read of LDS bytes no wave of the workgroup wrote (initcheck)
 """
 # no `from __future__ import annotations`: FlyDSL reads the annotations as real types
 
@@ -29,7 +35,11 @@ NO_BARRIER = "no_barrier"
 TAIL_OFF_BY_ONE = "tail_off_by_one"
 XOR_SKIP_STAGE = "xor_skip_stage"
 XOR_WRONG_OFFSET = "xor_wrong_offset"
-PLANTS = (CORRECT, NO_BARRIER, TAIL_OFF_BY_ONE, XOR_SKIP_STAGE, XOR_WRONG_OFFSET)
+ACCUMULATE_INTO_Y = "accumulate_into_y"
+SHARED_PARTIAL = "shared_partial"
+LDS_UNWRITTEN = "lds_unwritten"
+PLANTS = (CORRECT, NO_BARRIER, TAIL_OFF_BY_ONE, XOR_SKIP_STAGE, XOR_WRONG_OFFSET, ACCUMULATE_INTO_Y,
+          SHARED_PARTIAL, LDS_UNWRITTEN)
 
 
 def butterfly_offsets(plant: str) -> list[int]:
@@ -66,15 +76,25 @@ def row_sum(X: fx.Pointer, Y: fx.Pointer, N: fx.Constexpr[int], PLANT: fx.Conste
     for s in range_constexpr(len(butterfly_offsets(PLANT))):
         acc = acc + acc.shuffle_xor(butterfly_offsets(PLANT)[s], WAVE)
 
-    if lane == 0:
-        fx.memref_store(acc, part, wave)
+    if const_expr(PLANT == LDS_UNWRITTEN):
+        if lane == 0:
+            if wave < NWAVES - 1:                 # planted: the last wave's partial is never stored
+                fx.memref_store(acc, part, wave)
+    else:
+        if lane == 0:
+            fx.memref_store(acc, part, wave)
     if const_expr(PLANT != NO_BARRIER):
         fx.gpu.barrier()                          # planted (NO_BARRIER): this barrier is missing
     total = fx.Float32(0.0)
     for i in range_constexpr(NWAVES):
         total = total + fx.memref_load(part, i)
     if tid == 0:
-        (Y + fx.Int64(row)).store(total)
+        if const_expr(PLANT == ACCUMULATE_INTO_Y):
+            (Y + fx.Int64(row)).store((Y + fx.Int64(row)).load() + total)     # planted: reads y[r] unwritten
+        elif const_expr(PLANT == SHARED_PARTIAL):
+            (Y + fx.Int64(row // 2)).store(total)                              # planted: rows 2k, 2k+1 share
+        else:
+            (Y + fx.Int64(row)).store(total)
 
 
 @flyc.jit

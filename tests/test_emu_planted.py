@@ -8,16 +8,30 @@ wave, per-wave partials through LDS) is compiled correct and with one planted bu
   checker: the last row reads 4 bytes past the end of 'x'
 - a butterfly with a skipped stage / a wrong last offset               -> wrong values vs an fp64 sum
 - (use after free) a launch on the address of a tensor already freed  -> EmulatorFault: outside every buffer
+- thread 0 stores y[r] + sum: reads the workspace row before any write  -> UninitializedRead (initcheck)
+- workgroup r stores into y[r // 2]: two workgroups, one partial row    -> GlobalRace (race)
+- the last wave never stores its LDS partial, all waves read it         -> uninitialized LDS read (initcheck)
+- the correct code object with one s_waitcnt replaced by an s_nop of the same size (the binary the
+  emulator receives is patched): the kernarg SMEM wait, the first vmcnt wait, the lgkmcnt wait before
+  s_barrier                                                             -> WaitcntFault naming both PCs,
+                                                                           register, counter and the wait
 
-The correct twin must run clean and match fp64 on the same inputs, so each catch is the bug's doing.
-Everything runs in-process on the emulator (gfx942; gfx950 too for the correct run and the race).
+The correct twin must run clean (all checks on; y is declared uninitialized, as the wrappers declare their
+outputs) and match fp64 on the same inputs, so each catch is the bug's doing; with its checker switched off
+each planted fault runs without complaint. Everything runs in-process on the emulator, gfx942 and gfx950.
 """
+
+import re
 
 import pytest
 import torch
 
-from lnbench.emu import runtime
+from lnbench.emu import checks as emu_checks, runtime
+from lnbench.emu.codeobject import read_code_object
+from lnbench.emu.decode import decode_at
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.hazards import WaitcntFault, waitcnt_fields
+from lnbench.emu.memory import GlobalRace, UninitializedRead
 
 pytestmark = pytest.mark.skipif(not runtime.availability()[0],
                                 reason=f"needs the emulated device: {runtime.availability()[1]}")
@@ -55,6 +69,52 @@ def emu(monkeypatch):
     return setup
 
 
+@pytest.fixture
+def only_checks(monkeypatch):
+    """only_checks("memory,lds"): run the next launches with these checks (restored after the test)."""
+    monkeypatch.setattr(runtime, "_checks", None)
+    monkeypatch.delenv(emu_checks.ENV, raising=False)
+
+    def choose(text: str) -> frozenset[str]:
+        chosen = runtime.set_checks(text)
+        monkeypatch.setenv(emu_checks.ENV, emu_checks.canonical(chosen))   # undone after the test
+        return chosen
+    return choose
+
+
+@pytest.fixture
+def patched(monkeypatch):
+    """patched(pick) -> record: the emulator receives each code object with one s_waitcnt replaced by an
+    s_nop of the same size; pick(waits) chooses which from [(pc, (vmcnt, expcnt, lgkmcnt), next opcode)]."""
+    record: dict = {}
+    real_run = runtime.run_kernel
+
+    def setup(pick):
+        def run(code_object, kernel_name, *args, **kwargs):
+            co = bytearray(code_object)
+            kernel = read_code_object(bytes(co)).kernels[kernel_name]
+            waits, pc = [], 0
+            while pc < len(kernel.code):
+                ins = decode_at(kernel.code, pc)
+                if ins.name == "s_waitcnt":
+                    nxt = decode_at(kernel.code, pc + ins.size).name
+                    waits.append((pc, waitcnt_fields(ins.f["simm16"]), nxt))
+                if ins.name == "s_endpgm":
+                    break
+                pc += ins.size
+            pc, fields, _ = pick(waits)
+            start = bytes(co).index(kernel.code)              # the kernel's entry in the ELF image
+            co[start + pc:start + pc + 4] = S_NOP.to_bytes(4, "little")
+            record.update(pc=pc, fields=fields, code=bytes(co)[start:], kernel=kernel_name)
+            return real_run(bytes(co), kernel_name, *args, **kwargs)
+        monkeypatch.setattr(runtime, "run_kernel", run)
+        return record
+    return setup
+
+
+S_NOP = 0xBF800000          # s_nop 0: SOPP, 4 bytes like s_waitcnt
+
+
 def _inputs(seed: int = 0):
     """x (M, N) fp32 at the start of a larger storage (reads past x land in unregistered slack), y = NaN."""
     g = torch.Generator().manual_seed(seed)
@@ -68,7 +128,7 @@ def _run(pk, plant: str, x: torch.Tensor, y: torch.Tensor, *, x_ptr: int | None 
     fn = pk.compile_row_sum(N, plant)
     assert fn is not None, "compiled with COMPILE_ONLY set"
     buffers = {"x": x, "y": y} if register_x else {"y": y}
-    with runtime.launch_scope(buffers) as launches:
+    with runtime.launch_scope(buffers, uninitialized=("y",)) as launches:   # y is the output: starts unwritten
         fn(x.data_ptr() if x_ptr is None else x_ptr, y.data_ptr(), M, N, plant, None)
     return launches
 
@@ -139,3 +199,125 @@ def test_use_after_free_is_outside_every_buffer(emu):
     err, msg = info.value, str(info.value)
     assert err.opcode == "global_load_dword", msg
     assert "global load of 4 byte(s) at 0x" in msg and "is outside every buffer" in msg, msg
+
+
+# ---------------------------------------------------------------- initcheck, race, waitcnt
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_reading_the_workspace_row_before_any_write_is_an_uninitialized_read(emu, arch):
+    pk = emu(arch)
+    storage, x, y = _inputs()
+    with pytest.raises(UninitializedRead) as info:
+        _run(pk, pk.ACCUMULATE_INTO_Y, x, y)
+    err, msg = info.value, str(info.value)
+    assert emu.arches == [arch]
+    # the uniform address makes it a scalar load of y[0] (workgroup 0 runs first)
+    assert f"uninitialized read: {'s_load' if err.opcode.startswith('s_load') else 'global load'}" in msg, msg
+    assert f"reads byte offset 0 of 'y' [0x{y.data_ptr():x}, +{4 * M}), which starts uninitialized" in msg, msg
+    assert msg.startswith(f"kernel {err.kernel}, PC 0x{err.pc:x} ({err.opcode})"), msg
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_two_workgroups_writing_one_partial_row_is_a_race(emu, arch):
+    pk = emu(arch)
+    storage, x, y = _inputs()
+    with pytest.raises(GlobalRace) as info:
+        _run(pk, pk.SHARED_PARTIAL, x, y)
+    err, msg = info.value, str(info.value)
+    assert err.opcode.startswith("global_store"), msg
+    hit = re.search(r"global race: workgroups \((\d), 0, 0\) and \((\d), 0, 0\) both global store byte offset "
+                    r"(\d+) of 'y' in this launch", msg)
+    assert hit, msg
+    a, b, offset = (int(v) for v in hit.groups())
+    assert {a, b} == {0, 1} and offset == 0, msg          # rows 0 and 1 both store y[0]
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_reading_lds_no_wave_wrote_is_an_uninitialized_read(emu, arch):
+    pk = emu(arch)
+    with pytest.raises(EmulatorFault) as info:
+        _run(pk, pk.LDS_UNWRITTEN, *_inputs()[1:])
+    err, msg = info.value, str(info.value)
+    assert err.opcode.startswith("ds_read"), msg
+    # partial i is fp32 at byte 4*i; the last wave's (i = 3) is never stored
+    assert f"uninitialized read: LDS byte {4 * (pk.NWAVES - 1)} (lane 0) is read before any wave of its " \
+           f"workgroup wrote it" in msg, msg
+
+
+@pytest.mark.parametrize("plant,off", [("accumulate_into_y", "initcheck"), ("shared_partial", "race"),
+                                       ("lds_unwritten", "initcheck"), ("no_barrier", "lds"),
+                                       ("tail_off_by_one", "memory")])
+def test_each_checker_can_be_switched_off(emu, only_checks, plant, off):
+    pk = emu("gfx942")
+    only_checks(",".join(c for c in emu_checks.CHECKS if c != off))
+    storage, x, y = _inputs()
+    launches = _run(pk, plant, x, y)                       # the planted bug runs without complaint
+    assert launches[0].checks == tuple(c for c in emu_checks.CHECKS if c != off)
+
+
+def _wait_fault(emu, patched, arch, pick) -> tuple[WaitcntFault, dict]:
+    pk = emu(arch)
+    record = patched(pick)
+    storage, x, y = _inputs()
+    with pytest.raises(WaitcntFault) as info:
+        _run(pk, pk.CORRECT, x, y)
+    return info.value, record
+
+
+_HAZARD = re.compile(r"wait-count hazard: (\w+) at PC 0x([0-9a-f]+) (reads|overwrites) ([sv]\d+) while (\w+) at PC "
+                     r"0x([0-9a-f]+) may still be writing it \((vmcnt|lgkmcnt); wave \d+\); s_waitcnt "
+                     r"(vmcnt|lgkmcnt)\((\d+)\) before PC 0x([0-9a-f]+) would cover it")
+
+
+def _check_hazard(err: WaitcntFault, record: dict, producer: str, counter: str, removed_count: int) -> None:
+    msg = str(err)
+    hit = _HAZARD.search(msg)
+    assert hit, msg
+    consumer, cpc, _verb, reg, prod, ppc, ctr, ctr2, need, cpc2 = hit.groups()
+    cpc, ppc, need = int(cpc, 16), int(ppc, 16), int(need)
+    assert err.pc == cpc == int(cpc2, 16) and err.opcode == consumer, msg
+    assert ctr == ctr2 == counter and prod.startswith(producer), msg
+    assert ppc < record["pc"] < cpc, (msg, record["pc"])   # producer, removed wait, consumer: in that order
+    code = record["code"]
+    produced = decode_at(code, ppc)
+    assert produced.name == prod, msg
+    field = "sdata" if producer == "s_load" else "vdst"
+    first, width = produced.f[field] % 256, produced.widths.get(field, 1)
+    assert int(reg[1:]) in range(first, first + width), msg        # the register is one the producer loads
+    assert need >= removed_count, msg                               # the removed wait did cover it
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_removed_kernarg_wait_is_a_wait_count_hazard(emu, patched, arch):
+    err, record = _wait_fault(emu, patched, arch, lambda waits: next(w for w in waits if w[1][2] == 0))
+    _check_hazard(err, record, "s_load", "lgkmcnt", 0)
+    assert "s_waitcnt lgkmcnt(0)" in str(err)           # SMEM returns out of order: only a wait of 0 covers it
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_removed_vmcnt_wait_is_a_wait_count_hazard(emu, patched, arch):
+    err, record = _wait_fault(emu, patched, arch, lambda waits: next(w for w in waits if w[1][0] < 63))
+    _check_hazard(err, record, "global_load", "vmcnt", record["fields"][0])
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_removed_wait_before_the_barrier_leaves_an_lds_store_pending(emu, patched, arch):
+    err, record = _wait_fault(emu, patched, arch, lambda waits: next(w for w in waits if w[2] == "s_barrier"))
+    msg = str(err)
+    hit = re.search(r"wait-count hazard: s_barrier at PC 0x([0-9a-f]+) with (ds_write\w*) at PC 0x([0-9a-f]+) not "
+                    r"complete \(lgkmcnt; wave \d+\): .* s_waitcnt lgkmcnt\(0\) before PC 0x([0-9a-f]+) would cover it",
+                    msg)
+    assert hit, msg
+    bpc, store, spc, bpc2 = int(hit[1], 16), hit[2], int(hit[3], 16), int(hit[4], 16)
+    assert err.opcode == "s_barrier" and err.pc == bpc == bpc2 == record["pc"] + 4, msg
+    assert decode_at(record["code"], spc).name == store and spc < record["pc"], msg
+
+
+def test_the_same_patched_code_runs_clean_with_waitcnt_off(emu, patched, only_checks):
+    pk = emu("gfx942")
+    only_checks("memory,lds,initcheck,race")
+    patched(lambda waits: next(w for w in waits if w[1][0] < 63))
+    storage, x, y = _inputs()
+    _run(pk, pk.CORRECT, x, y)                # completes at issue here: the values are even right
+    assert torch.allclose(y.double(), x.double().sum(1), rtol=1e-5, atol=1e-4)

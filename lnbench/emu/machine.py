@@ -15,18 +15,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lnbench.emu.checks import CHECKS
 from lnbench.emu.codeobject import CodeObject, Kernel, read_code_object
 from lnbench.emu.decode import Program
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.hazards import Access, WaitcntChecker, access_of
 from lnbench.emu.memory import BufferTraffic, Memory
 from lnbench.emu.semantics import CLASSES, OP_CLASS, bind
-from lnbench.emu.state import EXEC, WAVE, Step, Waves
+from lnbench.emu.state import EXEC, WAVE, RecordingStep, Step, Waves
 from lnbench.processes import check_stop
 
 MAX_WAVES_PER_BATCH = 2048
 #: descriptor FLOAT_MODE: round to nearest even (bits 0-3 = 0), keep f32 and f16/f64 denormals (bits 4-7 = 0xF)
 SUPPORTED_FLOAT_MODE = 0xF0
 MAX_STEPS = 50_000_000
+_NO_PC = np.iinfo(np.int64).max
 
 
 @dataclass
@@ -49,6 +52,8 @@ class LaunchProfile:
     opcodes: Counter = field(default_factory=Counter)
     code_object_sha256: str = ""
     lds_benign_writes: int = 0
+    #: the sanitizer checks this launch ran (lnbench.emu.checks.CHECKS)
+    checks: tuple[str, ...] = CHECKS
 
     @property
     def total_wave_instructions(self) -> int:
@@ -60,19 +65,20 @@ def _parse(code_object: bytes) -> CodeObject:
     return read_code_object(code_object)
 
 
-_programs: dict[tuple[str, str], Program] = {}
+_programs: dict[tuple[str, str], tuple[Program, dict[int, Access]]] = {}
 
 
-def program_for(code_object: bytes, kernel: Kernel) -> Program:
+def program_for(code_object: bytes, kernel: Kernel) -> tuple[Program, dict[int, Access]]:
+    """The kernel's decoded program and its per-PC register accesses, cached per code object hash and kernel."""
     key = (hashlib.sha1(code_object).hexdigest(), kernel.name)
-    prog = _programs.get(key)
-    if prog is None:
-        prog = _programs[key] = Program(kernel.code, kernel.name, bind)
-    return prog
+    entry = _programs.get(key)
+    if entry is None:
+        entry = _programs[key] = (Program(kernel.code, kernel.name, bind), {})
+    return entry
 
 
 def _initial_state(kernel: Kernel, arch: str, groups: list[tuple[int, int, int]], block: tuple[int, int, int],
-                   waves_per_group: int, lds_bytes: int, kernarg_addr: int) -> Waves:
+                   waves_per_group: int, lds_bytes: int, kernarg_addr: int, first_group: int = 0) -> Waves:
     d = kernel.descriptor
     n = len(groups) * waves_per_group
     nv = int(kernel.metadata.get(".vgpr_count", 0)) or 256
@@ -117,23 +123,27 @@ def _initial_state(kernel: Kernel, arch: str, groups: list[tuple[int, int, int]]
     bits = np.tile(bits, len(groups))
     w.S[:, EXEC] = (bits & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     w.S[:, EXEC + 1] = (bits >> np.uint64(32)).astype(np.uint32)
-    w.global_group = np.repeat(np.arange(len(groups)), waves_per_group)
+    w.global_group = np.repeat(np.arange(first_group, first_group + len(groups)), waves_per_group)
     return w
 
 
 def _release_barriers(w: Waves, groups: np.ndarray) -> None:
     """Release every workgroup (among `groups`) whose live waves have all arrived."""
-    for g in np.unique(groups).tolist():
-        members = w.group == g
-        live = members & w.alive
-        if live.any() and np.all(w.waiting[live]):
-            w.waiting[live] = False
-            w.epoch[members] += 1
+    ng = w.lds.shape[0]
+    candidate = np.zeros(ng, bool)
+    candidate[groups] = True
+    has_live = np.bincount(w.group[w.alive], minlength=ng) > 0
+    still_running = np.bincount(w.group[w.alive & ~w.waiting], minlength=ng) > 0
+    release = (candidate & has_live & ~still_running)[w.group]          # per wave: its group is released
+    if release.any():
+        w.waiting[release & w.alive] = False
+        w.epoch[release] += 1
 
 
 def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-               dynamic_lds: int, kernarg_addr: int, memory: Memory, arch: str | None = None) -> LaunchProfile:
-    """Execute one launch; raises EmulatorFault naming kernel, PC and opcode on any fault."""
+               dynamic_lds: int, kernarg_addr: int, memory: Memory, arch: str | None = None,
+               checks: frozenset[str] | tuple[str, ...] = CHECKS) -> LaunchProfile:
+    """Execute one launch with the sanitizer `checks` on; raises EmulatorFault naming kernel, PC and opcode."""
     co = _parse(bytes(code_object))
     kernel = co.kernels.get(kernel_name)
     if kernel is None:
@@ -153,29 +163,41 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     if req and tuple(req) != tuple(block):
         raise EmulatorFault(f"kernel {kernel_name} requires workgroup size {tuple(req)}, launched with {block}",
                             kernel=kernel_name)
-    prog = program_for(bytes(code_object), kernel)
+    prog, accesses = program_for(bytes(code_object), kernel)
     waves_per_group = -(-threads // WAVE)
     lds_bytes = kernel.descriptor.group_segment_size + dynamic_lds
-    profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory,
+    on = tuple(c for c in CHECKS if c in checks)
+    profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory, checks=on,
                             code_object_sha256=hashlib.sha256(bytes(code_object)).hexdigest())
     all_groups = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     per_batch = max(1, MAX_WAVES_PER_BATCH // waves_per_group)
     loaded0, stored0 = memory.bytes_loaded, memory.bytes_stored
     memory.start_footprint()
+    memory.start_checks(tuple(grid), bounds="memory" in on, race="race" in on, initcheck="initcheck" in on)
     try:
         with np.errstate(all="ignore"):
             for start in range(0, len(all_groups), per_batch):
                 batch = all_groups[start:start + per_batch]
-                w = _initial_state(kernel, co.arch, batch, block, waves_per_group, lds_bytes, kernarg_addr)
-                _run_batch(w, prog, profile)
+                w = _initial_state(kernel, co.arch, batch, block, waves_per_group, lds_bytes, kernarg_addr, start)
+                _configure(w, on)
+                hz = WaitcntChecker(w.n, w.V.shape[1], kernel_name) if "waitcnt" in on else None
+                _run_batch(w, prog, profile, accesses, hz)
     finally:
         profile.buffers = memory.take_footprint()
+        memory.stop_checks()
     profile.global_bytes_loaded = memory.bytes_loaded - loaded0
     profile.global_bytes_stored = memory.bytes_stored - stored0
     return profile
 
 
-def _run_batch(w: Waves, prog: Program, profile: LaunchProfile) -> None:
+def _configure(w: Waves, on: tuple[str, ...]) -> None:
+    """Switch the per-batch checkers (LDS race, LDS initcheck) on or off."""
+    w.check_lds = "lds" in on
+    w.lds_written = np.zeros(w.lds.shape, bool) if "initcheck" in on else None
+
+
+def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[int, Access],
+               hz: WaitcntChecker | None = None) -> None:
     counts = profile.wave_instructions
     n = w.n
     for _ in range(MAX_STEPS):
@@ -186,15 +208,23 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile) -> None:
                 raise EmulatorFault(f"{prog.kernel}: deadlock: waves wait at s_barrier for waves that never arrive",
                                     kernel=prog.kernel)
             return
-        pcs = np.where(runnable, w.PC, np.iinfo(np.int64).max)
+        pcs = np.where(runnable, w.PC, _NO_PC)
         pc = int(pcs.min())
         here = pcs == pc
         k = int(here.sum())
         sel: slice | np.ndarray = slice(None) if k == n else np.flatnonzero(here)
         try:
             ins = prog.at(pc)
-            st = Step(w, sel, ins, k, profile)
-            ins.run(st)
+            acc = accesses.get(pc)
+            if acc is None:                  # first execution: note the registers the handler uses
+                st = RecordingStep(w, sel, ins, k, profile)
+                ins.run(st)
+                acc = accesses[pc] = access_of(ins, st.reads, st.writes)
+            else:
+                st = Step(w, sel, ins, k, profile)
+                ins.run(st)
+            if hz is not None:
+                hz.check(ins, acc, sel)
         except EmulatorFault as exc:
             raise _located(exc, prog.kernel, pc, prog) from None
         except Exception as exc:  # noqa: BLE001 - a handler bug is still a fault at this PC, not a crash
@@ -224,14 +254,18 @@ def _located(exc: EmulatorFault, kernel: str, pc: int, prog: Program) -> Emulato
 def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0, scratch_bytes: int = 0,
              sgpr: dict[int, int | list[int]] | None = None, vgpr: dict[int, object] | None = None,
              memory: Memory | None = None, arch: str = "gfx942", exec_mask: int = (1 << 64) - 1,
-             name: str = "test") -> tuple[Waves, LaunchProfile]:
-    """Run raw machine code (ending in s_endpgm) as one workgroup of `waves` waves; for unit tests.
+             name: str = "test", checks: frozenset[str] | tuple[str, ...] = ("memory", "lds")
+             ) -> tuple[Waves, LaunchProfile]:
+    """Run raw machine code (ending in s_endpgm) as one workgroup of `waves` waves; for unit tests. Semantics
+    tests read LDS nobody wrote and use loads at once, so by default only the memory and LDS race checkers run.
 
     sgpr: {operand code: value or per-wave list}; vgpr: {register number: value, (64,) or (waves, 64)
     array}. Returns the final state and the profile.
     """
     prog = Program(bytes(code), name, bind)
     w = Waves(waves, vgprs, 1, lds_bytes, scratch_bytes, arch)
+    on = tuple(c for c in CHECKS if c in checks)
+    _configure(w, on)
     w.S[:, EXEC] = exec_mask & 0xFFFFFFFF
     w.S[:, EXEC + 1] = exec_mask >> 32
     for code_, value in (sgpr or {}).items():
@@ -239,7 +273,8 @@ def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0
     for reg, value in (vgpr or {}).items():
         w.V[:, reg, :] = np.asarray(value).astype(np.uint32) if np.asarray(value).dtype != np.float32 \
             else np.asarray(value, np.float32).view(np.uint32)
-    profile = LaunchProfile(kernel=name, memory=memory or Memory())
+    profile = LaunchProfile(kernel=name, memory=memory or Memory(), checks=on)
+    hz = WaitcntChecker(w.n, w.V.shape[1], name) if "waitcnt" in on else None
     with np.errstate(all="ignore"):
-        _run_batch(w, prog, profile)
+        _run_batch(w, prog, profile, {}, hz)
     return w, profile

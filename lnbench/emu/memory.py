@@ -9,6 +9,16 @@ Footprint: between `start_footprint()` and `take_footprint()` (one launch, see m
 access is also recorded per buffer: the bytes the instructions moved (a re-read counts again) and the
 distinct bytes touched, from one touched-byte map for loads and one for stores per buffer. The distinct
 bytes are a kernel's compulsory traffic: what the byte model of `lnbench perf` counts.
+
+Two more checkers live here, switched per launch by `start_checks` (see lnbench.emu.checks):
+
+- initcheck: a buffer registered as starting uninitialized (an output or workspace the wrapper allocated
+  with torch.empty) carries a written-byte map for its whole life; a load or atomic of a byte no launch has
+  stored yet is a fault naming the buffer and the byte offset.
+- race: within one launch, per buffer, the workgroup that last stored each byte, the one(s) that loaded it
+  and the one(s) that added to it atomically; a plain load or store of a byte another workgroup stored (or a
+  store of one another workgroup loaded, or any plain access mixed with another workgroup's atomics) is a
+  fault naming both workgroups and the buffer.
 """
 from __future__ import annotations
 
@@ -27,6 +37,8 @@ class Region:
     size: int
     name: str
     data: np.ndarray = field(repr=False)      # uint8 view of the host bytes
+    #: initcheck: which bytes have been written, for a buffer that starts uninitialized (None: initialized)
+    written: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def end(self) -> int:
@@ -42,6 +54,26 @@ def host_view(base: int, size: int) -> np.ndarray:
 
 class MemoryFault(EmulatorFault):
     """An access outside every buffer the launch owns."""
+
+
+class UninitializedRead(EmulatorFault):
+    """A read of bytes of an output or workspace that nothing has written yet."""
+
+
+class GlobalRace(EmulatorFault):
+    """Global bytes touched by two workgroups of one launch, at least one of them storing, without atomics."""
+
+
+NONE, SEVERAL = -1, -2
+
+
+class RaceShadow:
+    """Per byte of one buffer, within one launch: the workgroup that modified it last and the one(s) that
+    loaded it. A modifier g >= 0 stored plainly; -3 - g added atomically; SEVERAL: atomics of several."""
+
+    def __init__(self, size: int) -> None:
+        self.modifier = np.full(size, NONE, np.int32)
+        self.reader = np.full(size, NONE, np.int32)
 
 
 @dataclass
@@ -107,6 +139,27 @@ class Memory:
         self.bytes_loaded = 0
         self.bytes_stored = 0
         self.footprint: Footprint | None = None
+        self.bounds = True                     # the memory checker (off: outside every buffer reads 0, drops stores)
+        self.race = False
+        self.initcheck = False
+        self._grid: tuple[int, int, int] = (1, 1, 1)
+        self._shadows: dict[int, RaceShadow] = {}
+
+    # ------------------------------------------------------------ checkers of one launch
+    def start_checks(self, grid: tuple[int, int, int], *, bounds: bool = True, race: bool = True,
+                     initcheck: bool = True) -> None:
+        """Check the next launch's accesses (fresh race shadows; written-byte maps persist per buffer)."""
+        self.bounds, self.race, self.initcheck = bounds, race, initcheck
+        self._grid = grid
+        self._shadows = {}
+
+    def stop_checks(self) -> None:
+        self.bounds, self.race, self.initcheck = True, False, False
+        self._shadows = {}
+
+    def group_name(self, g: int) -> str:
+        gx, gy = self._grid[0], self._grid[1]
+        return f"({g % gx}, {g // gx % gy}, {g // (gx * gy)})"
 
     # ------------------------------------------------------------ footprint of one launch
     def start_footprint(self) -> None:
@@ -178,6 +231,8 @@ class Memory:
         found: dict[int, Region] = {}
         for i, a in enumerate(addrs.tolist()):
             reg = self._containing(a, nbytes)
+            if reg is None and not self.bounds:
+                continue                                  # memory checker off: nothing there
             if reg is None:
                 lane = int(lanes[i]) if lanes is not None else i
                 raise MemoryFault(f"{what} of {nbytes} byte(s) at 0x{a:x} (lane {lane}) is outside every buffer: "
@@ -188,12 +243,16 @@ class Memory:
 
     # ------------------------------------------------------------ access
     def load(self, addrs: np.ndarray, nbytes: int, what: str = "global load",
-             lanes: np.ndarray | None = None) -> np.ndarray:
-        """Bytes at each address: (n, nbytes) uint8."""
-        out = np.empty((addrs.size, nbytes), np.uint8)
+             lanes: np.ndarray | None = None, groups: np.ndarray | None = None) -> np.ndarray:
+        """Bytes at each address: (n, nbytes) uint8. `groups`: the workgroup of each access (race checker)."""
+        out = np.zeros((addrs.size, nbytes), np.uint8)
         step = np.arange(nbytes, dtype=np.int64)
         for reg, idx in self._resolve(addrs, nbytes, what, lanes):
             where = addrs[idx].astype(np.int64)[:, None] - reg.base + step
+            if self.initcheck and reg.written is not None:
+                self._check_written(reg, where, what, lanes, idx)
+            if self.race:
+                self._race(reg, where, groups, idx, what, "load")
             out[idx] = reg.data[where]
             if self.footprint is not None:
                 self.footprint.mark(reg, where, load=True)
@@ -201,29 +260,101 @@ class Memory:
         return out
 
     def store(self, addrs: np.ndarray, data: np.ndarray, what: str = "global store",
-              lanes: np.ndarray | None = None) -> None:
+              lanes: np.ndarray | None = None, groups: np.ndarray | None = None) -> None:
         """Write data[i] (nbytes uint8) at addrs[i], in lane order (a later lane wins)."""
         nbytes = data.shape[1]
         step = np.arange(nbytes, dtype=np.int64)
         for reg, idx in self._resolve(addrs, nbytes, what, lanes):
             where = addrs[idx].astype(np.int64)[:, None] - reg.base + step
+            if self.race:
+                self._race(reg, where, groups, idx, what, "store")
             reg.data[where] = data[idx]
+            if reg.written is not None:
+                reg.written[where] = True
             if self.footprint is not None:
                 self.footprint.mark(reg, where, load=False)
         self.bytes_stored += data.size
 
-    def atomic_add_f32(self, addrs: np.ndarray, values: np.ndarray, lanes: np.ndarray | None = None) -> None:
+    def atomic_add_f32(self, addrs: np.ndarray, values: np.ndarray, lanes: np.ndarray | None = None,
+                       groups: np.ndarray | None = None) -> None:
         """fp32 atomic adds applied one lane after another, in fp32 (one fixed order; a GPU's order varies)."""
         if np.any(addrs & np.uint64(3)):
             raise MemoryFault("global atomic add at an address that is not 4-byte aligned")
         for reg, idx in self._resolve(addrs, 4, "global atomic add", lanes):
             offs = addrs[idx].astype(np.int64) - reg.base
+            where = offs[:, None] + np.arange(4, dtype=np.int64)
+            if self.initcheck and reg.written is not None:
+                self._check_written(reg, where, "global atomic add", lanes, idx)
+            if self.race:
+                self._race(reg, where, groups, idx, "global atomic add", "atomic")
             lo, hi = int(offs.min()), int(offs.max()) + 4
             cells = reg.data[lo:hi].view(np.float32)
             np.add.at(cells, (offs - lo) // 4, values[idx].astype(np.float32))
             if self.footprint is not None:
-                where = offs[:, None] + np.arange(4, dtype=np.int64)
                 self.footprint.mark(reg, where, load=True)
                 self.footprint.mark(reg, where, load=False)
         self.bytes_loaded += 4 * addrs.size
         self.bytes_stored += 4 * addrs.size
+
+    # ------------------------------------------------------------ initcheck and race
+    def _check_written(self, reg: Region, where: np.ndarray, what: str, lanes: np.ndarray | None,
+                       idx: np.ndarray) -> None:
+        ok = reg.written[where]
+        if ok.all():
+            return
+        i, j = (int(v) for v in np.argwhere(~ok)[0])
+        lane = f" (lane {int(lanes[idx[i]])})" if lanes is not None else ""
+        first = int(where[i, j])
+        raise UninitializedRead(f"uninitialized read: {what}{lane} reads byte offset {first} of '{reg.name}' "
+                                f"[0x{reg.base:x}, +{reg.size}), which starts uninitialized and nothing has "
+                                f"written yet")
+
+    def _race(self, reg: Region, where: np.ndarray, groups: np.ndarray | None, idx: np.ndarray, what: str,
+              mode: str) -> None:
+        """The cross-workgroup race checker for one access to `reg` (mode: load, store or atomic)."""
+        if groups is None:
+            raise EmulatorFault(f"{what}: the race checker needs the workgroup of each access (handler bug)")
+        shadow = self._shadows.get(id(reg))
+        if shadow is None:
+            shadow = self._shadows[id(reg)] = RaceShadow(reg.size)
+        g = np.broadcast_to(groups[idx].astype(np.int32)[:, None], where.shape)
+        flat, gf = where.reshape(-1), g.reshape(-1)
+        m = shadow.modifier[flat]
+        own_atomic = -3 - gf
+        if mode == "atomic":
+            bad_m = (m >= 0) & (m != gf)                  # another workgroup's plain store
+        else:
+            bad_m = (m != NONE) & (m != gf) & (m != own_atomic)
+        self._race_fault(bad_m, m, flat, gf, reg, what, modifier=True)
+        if mode != "load":
+            r = shadow.reader[flat]
+            self._race_fault((r != NONE) & (r != gf), r, flat, gf, reg, what, modifier=False)
+        if mode == "store":
+            shadow.modifier[flat] = gf
+            back = shadow.modifier[flat]           # two workgroups storing one byte in this very access
+            clash = back != gf
+            if clash.any():
+                i = int(np.flatnonzero(clash)[0])
+                raise GlobalRace(f"global race: workgroups {self.group_name(int(gf[i]))} and "
+                                 f"{self.group_name(int(back[i]))} both {what} byte offset {int(flat[i])} of "
+                                 f"'{reg.name}' in this launch (no atomics order them)")
+        elif mode == "atomic":
+            mine = (m == NONE) | (m == gf) | (m == own_atomic)
+            shadow.modifier[flat] = np.where(mine, own_atomic, SEVERAL)
+        else:
+            r = shadow.reader[flat]
+            shadow.reader[flat] = np.where((r == NONE) | (r == gf), gf, SEVERAL)
+
+    def _race_fault(self, bad: np.ndarray, prev_of: np.ndarray, flat: np.ndarray, gf: np.ndarray, reg: Region,
+                    what: str, modifier: bool) -> None:
+        if not bad.any():
+            return
+        i = int(np.flatnonzero(bad)[0])
+        prev = int(prev_of[i])
+        if prev == SEVERAL:
+            by = "several other workgroups"
+        else:
+            by = f"workgroup {self.group_name(prev if prev >= 0 else -3 - prev)}"
+        verb = ("stored" if prev >= 0 else "added to atomically") if modifier else "loaded"
+        raise GlobalRace(f"global race: workgroup {self.group_name(int(gf[i]))} {what}s byte offset "
+                         f"{int(flat[i])} of '{reg.name}', which {by} {verb} in this launch (no atomics order them)")

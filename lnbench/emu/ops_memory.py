@@ -44,6 +44,11 @@ def _memory(st: Step):
     return st.profile.memory
 
 
+def _groups(st: Step, rows: np.ndarray) -> np.ndarray | None:
+    """The workgroup (in the whole grid) of each access, for the race checker (None when it is off)."""
+    return st.w.global_group[_wave_rows(st, rows)] if _memory(st).race else None
+
+
 # ---------------------------------------------------------------- SMEM
 @op("s_load_dword", "s_load_dwordx2", "s_load_dwordx4", "s_load_dwordx8", "s_load_dwordx16", cls="smem")
 def s_load(st: Step) -> None:
@@ -54,7 +59,8 @@ def s_load(st: Step) -> None:
     if f.get("soffset_en", 0):
         off = off + st.sval(f["soffset"]).astype(I64)
     addrs = (base.astype(I64) + off).astype(U64) & ~U64(3)
-    data = _memory(st).load(addrs, 4 * count, "s_load").view("<u4").reshape(st.k, count)
+    data = _memory(st).load(addrs, 4 * count, "s_load", groups=_groups(st, np.arange(st.k))
+                            ).view("<u4").reshape(st.k, count)
     for i in range(count):
         st.set_s(f["sdata"] + i, data[:, i])
 
@@ -94,12 +100,17 @@ def buffer_load(st: Step) -> None:
     count, size = _BUF_LOADS[st.ins.name]
     rows, lanes = _active(st)
     base, offset, idx, nrec, stride = _buffer_lanes(st, rows, lanes)
+    if count > 1 and _in_range(offset, idx, nrec, stride, count * size).all():   # every component in range
+        addr = (base.astype(I64) + offset + idx * stride).astype(U64)
+        raw = _memory(st).load(addr, count * size, "buffer load", lanes, _groups(st, rows))
+        _write_lanes(st, st.ins.f["vdata"], rows, lanes, raw.view("<u4").reshape(-1, count))
+        return
     result = np.zeros((rows.size, count), U32)
     for j in range(count):
         ok = _in_range(offset + j * size, idx, nrec, stride, (j + 1) * size - j * size)
         if ok.any():
             addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
-            raw = _memory(st).load(addr, size, "buffer load", lanes[ok])
+            raw = _memory(st).load(addr, size, "buffer load", lanes[ok], _groups(st, rows[ok]))
             if size == 4:
                 val = raw.view("<u4")[:, 0]
             elif size == 2:
@@ -120,14 +131,19 @@ def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, value
     wave_rows = _wave_rows(st, rows)
     if r0 + values.shape[1] > st.w.V.shape[1]:
         raise EmulatorFault(f"load into v{r0 + values.shape[1] - 1}, beyond the allocated VGPRs")
-    for j in range(values.shape[1]):
-        st.w.V[wave_rows, r0 + j, lanes] = values[:, j]
+    count = values.shape[1]
+    if rows.size == st.k * 64:                 # every lane of every wave: whole registers at once
+        st.w.V[st.sel, r0:r0 + count, :] = values.reshape(st.k, 64, count).transpose(0, 2, 1)
+        return
+    st.w.V[wave_rows[:, None], r0 + np.arange(count), lanes[:, None]] = values
 
 
 def _read_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, count: int) -> np.ndarray:
     wave_rows = _wave_rows(st, rows)
     r0 = code - 256
-    return np.stack([st.w.V[wave_rows, r0 + j, lanes] for j in range(count)], axis=1)
+    if rows.size == st.k * 64:                 # every lane of every wave: whole registers at once
+        return st.w.V[st.sel, r0:r0 + count, :].transpose(0, 2, 1).reshape(-1, count)
+    return st.w.V[wave_rows[:, None], r0 + np.arange(count), lanes[:, None]]
 
 
 @op(*_BUF_STORES, cls="vmem_store")
@@ -136,12 +152,17 @@ def buffer_store(st: Step) -> None:
     rows, lanes = _active(st)
     base, offset, idx, nrec, stride = _buffer_lanes(st, rows, lanes)
     data = _read_lanes(st, st.ins.f["vdata"], rows, lanes, count)
+    if count > 1 and _in_range(offset, idx, nrec, stride, count * size).all():   # every component in range
+        addr = (base.astype(I64) + offset + idx * stride).astype(U64)
+        _memory(st).store(addr, np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4 * count), "buffer store",
+                          lanes, _groups(st, rows))
+        return
     for j in range(count):
         ok = _in_range(offset + j * size, idx, nrec, stride, size)
         if ok.any():
             addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
             payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
-            _memory(st).store(addr, np.ascontiguousarray(payload), "buffer store", lanes[ok])
+            _memory(st).store(addr, np.ascontiguousarray(payload), "buffer store", lanes[ok], _groups(st, rows[ok]))
 
 
 # ---------------------------------------------------------------- GLOBAL
@@ -166,7 +187,7 @@ def global_load(st: Step) -> None:
     count = _GLOBAL_LOADS[st.ins.name]
     rows, lanes = _active(st)
     addrs = _global_addrs(st, rows, lanes)
-    data = _memory(st).load(addrs, 4 * count, "global load", lanes).view("<u4").reshape(-1, count)
+    data = _memory(st).load(addrs, 4 * count, "global load", lanes, _groups(st, rows)).view("<u4").reshape(-1, count)
     _write_lanes(st, st.ins.f["vdst"], rows, lanes, data)
 
 
@@ -176,7 +197,8 @@ def global_store(st: Step) -> None:
     rows, lanes = _active(st)
     addrs = _global_addrs(st, rows, lanes)
     data = _read_lanes(st, st.ins.f["data"], rows, lanes, count)
-    _memory(st).store(addrs, np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4 * count), "global store", lanes)
+    _memory(st).store(addrs, np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4 * count), "global store", lanes,
+                      _groups(st, rows))
 
 
 @op("global_atomic_add_f32", cls="vmem_store",
@@ -187,7 +209,7 @@ def global_atomic_add_f32(st: Step) -> None:
     rows, lanes = _active(st)
     addrs = _global_addrs(st, rows, lanes)
     vals = _read_lanes(st, st.ins.f["data"], rows, lanes, 1)[:, 0].view(np.float32)
-    _memory(st).atomic_add_f32(addrs, vals, lanes)
+    _memory(st).atomic_add_f32(addrs, vals, lanes, _groups(st, rows))
 
 
 # ---------------------------------------------------------------- SCRATCH (per-lane private memory)
@@ -255,6 +277,8 @@ def _lds_targets(st: Step, rows: np.ndarray, lanes: np.ndarray, byte_offsets: li
 
 #: the LDS race checker is on unless a caller turns it off for a run (e.g. to read values past a known race)
 LDS_RACE_CHECK = {"on": True}
+_LOW = np.int64(0xFFFFFFFF)
+SEVERAL_READERS = 0xFFFFFFFF
 
 
 def _wave_name(w, wave: int) -> str:
@@ -267,6 +291,7 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
                          write: bool, values: np.ndarray | None = None) -> None:
     """The LDS race checker: RAW, WAR and WAW between waves of a workgroup with no barrier between.
 
+    Per dword one key for the last writer and one for the last reader(s): epoch << 32 | wave (state.py).
     A write that stores the value the dword already holds (several waves writing the same value, as some
     kernels do on purpose) cannot change what any wave reads, whatever the order: it is benign, counted
     in the profile (`lds_benign_writes`), not a fault. `values`: the dwords a write stores, (n, parts*ndw).
@@ -274,53 +299,64 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
     if not LDS_RACE_CHECK["on"]:
         return
     w = st.w
-    dw = (addrs[:, :, None] // 4 + np.arange(ndw)).reshape(addrs.shape[0], -1)   # (n, parts*ndw)
-    g = np.repeat(groups, dw.shape[1])
-    d = dw.ravel()
-    who = np.repeat(w.wave_id[wave_rows], dw.shape[1])
-    ep = np.repeat(w.epoch[wave_rows], dw.shape[1])
-    last_w, last_we = w.lds_writer[g, d], w.lds_write_epoch[g, d]
-    if write:
-        new = values.ravel().astype(np.uint32)
-        held = w.lds[g[:, None], 4 * d[:, None] + np.arange(4)].view("<u4")[:, 0] if d.size else new
-        last_r, last_re = w.lds_reader[g, d], w.lds_read_epoch[g, d]
-        after_write = (last_we == ep) & (last_w != who)
-        after_read = (last_re == ep) & (last_r != who) & (last_r != -1)
-        # two waves of one step writing the same dword: benign only if they store one value
-        key = np.stack([g, d], axis=1)
-        order = np.lexsort((who, d, g))
-        ks, ws_, vs = key[order], who[order], new[order]
-        same_key = np.all(ks[1:] == ks[:-1], axis=1) & (ws_[1:] != ws_[:-1])
-        step_clash = same_key & (vs[1:] != vs[:-1])
-        changes = new != held
-        clash = (after_write | after_read) & changes
-        benign = int(((after_write | after_read) & ~changes).sum() + (same_key & ~step_clash).sum())
-        if clash.any():
-            i = int(np.flatnonzero(clash)[0])
-            other = int(last_w[i]) if after_write[i] else int(last_r[i])
-            what = "wrote" if after_write[i] else "read"
-            other_name = _wave_name(w, other) if other >= 0 else "several waves"
-            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} writes LDS dword {int(d[i])} (value "
-                                f"0x{int(new[i]):08x}, was 0x{int(held[i]):08x}) that {other_name} {what} with no "
-                                f"s_barrier between them")
-        if step_clash.any():
-            j = int(np.flatnonzero(step_clash)[0])
-            raise EmulatorFault(f"LDS race: {_wave_name(w, int(ws_[j]))} and {_wave_name(w, int(ws_[j + 1]))} write "
-                                f"different values (0x{int(vs[j]):08x}, 0x{int(vs[j + 1]):08x}) to LDS dword "
-                                f"{int(ks[j][1])} in one step with no s_barrier between them")
-        if benign:
-            st.profile.lds_benign_writes = getattr(st.profile, "lds_benign_writes", 0) + benign
-        w.lds_writer[g, d], w.lds_write_epoch[g, d] = who, ep
+    d = (addrs[:, :, None] // 4 + np.arange(ndw)).reshape(addrs.shape[0], -1)   # (n, parts*ndw) dwords
+    g = groups[:, None]                                                          # broadcast over d's columns
+    who = w.wave_id[wave_rows][:, None]
+    ep = w.epoch[wave_rows][:, None]
+    mine = (ep << 32) | who
+    last_w = w.lds_wkey[g, d]
+    other_w = ((last_w >> 32) == ep) & ((last_w & _LOW) != who)        # written by another wave this epoch
+    if not write:
+        if other_w.any():
+            i, j = (int(v) for v in np.argwhere(other_w)[0])
+            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i, 0]))} reads LDS dword {int(d[i, j])} written "
+                                f"by {_wave_name(w, int(last_w[i, j] & _LOW))} with no s_barrier between them")
+        prev = w.lds_rkey[g, d]
+        several = ((prev >> 32) == ep) & ((prev & _LOW) != who)
+        w.lds_rkey[g, d] = np.where(several, (ep << 32) | SEVERAL_READERS, mine)
+        return
+    new = np.asarray(values).reshape(d.shape).astype(np.uint32)
+    lds32 = w.lds.view("<u4") if w.lds.shape[1] % 4 == 0 else None
+    if lds32 is not None:
+        held = lds32[g, d]
     else:
-        clash = (last_we == ep) & (last_w != who)
-        if clash.any():
-            i = int(np.flatnonzero(clash)[0])
-            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} reads LDS dword {int(d[i])} written by "
-                                f"{_wave_name(w, int(last_w[i]))} with no s_barrier between them")
-        prev_r, prev_re = w.lds_reader[g, d], w.lds_read_epoch[g, d]
-        several = (prev_re == ep) & (prev_r != who)
-        w.lds_reader[g, d] = np.where(several, -2, who)
-        w.lds_read_epoch[g, d] = ep
+        held = w.lds[g[:, :, None], 4 * d[:, :, None] + np.arange(4)].copy().view("<u4")[..., 0]
+    last_r = w.lds_rkey[g, d]
+    other_r = ((last_r >> 32) == ep) & ((last_r & _LOW) != who)
+    changes = new != held
+    clash = (other_w | other_r) & changes
+    if clash.any():
+        i, j = (int(v) for v in np.argwhere(clash)[0])
+        after_write = bool(other_w[i, j])
+        other = int((last_w if after_write else last_r)[i, j] & _LOW)
+        other_name = "several waves" if other == SEVERAL_READERS else _wave_name(w, other)
+        raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i, 0]))} writes LDS dword {int(d[i, j])} (value "
+                            f"0x{int(new[i, j]):08x}, was 0x{int(held[i, j]):08x}) that {other_name} "
+                            f"{'wrote' if after_write else 'read'} with no s_barrier between them")
+    benign = int(((other_w | other_r) & ~changes).sum())
+    w.lds_wkey[g, d] = mine
+    dup = w.lds_wkey[g, d] != mine                 # two waves of one step writing the same dword: one lost
+    if dup.any():
+        winners = w.lds_wkey[g, d]
+        if lds32 is not None:                      # the values that won: store them now (ds_write stores them again)
+            lds32[g, d] = new
+            won = lds32[g, d]
+        else:
+            won = np.zeros(d.shape, np.uint32)
+            flat = (np.broadcast_to(g, d.shape) * w.lds_wkey.shape[1] + d).ravel()
+            last = {int(f): int(v) for f, v in zip(flat, new.ravel())}
+            won.ravel()[:] = [last[int(f)] for f in flat]
+        step_clash = dup & (won != new)
+        if step_clash.any():
+            i, j = (int(v) for v in np.argwhere(step_clash)[0])
+            a, b = sorted((int(who[i, 0]), int(winners[i, j] & _LOW)))
+            va, vb = (int(new[i, j]), int(won[i, j])) if a == int(who[i, 0]) else (int(won[i, j]), int(new[i, j]))
+            raise EmulatorFault(f"LDS race: {_wave_name(w, a)} and {_wave_name(w, b)} write different values "
+                                f"(0x{va:08x}, 0x{vb:08x}) to LDS dword {int(d[i, j])} in one step with no s_barrier "
+                                f"between them")
+        benign += int(dup.sum())
+    if benign:
+        st.profile.lds_benign_writes = getattr(st.profile, "lds_benign_writes", 0) + benign
 
 
 def _lds_parts(st: Step, write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
@@ -339,30 +375,73 @@ def _lds_parts(st: Step, write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
         offsets = [f["offset0"] | (f["offset1"] << 8)]
         count = (_DS_WRITES if write else _DS_READS)[st.ins.name]
     wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offsets, count)
-    if write:                                  # the race check compares the stored values with the held ones
+    if st.w.check_lds and write:               # the race check compares the stored values with the held ones
         fields = ("data0", "data1")[:addrs.shape[1]]
         values = np.concatenate([np.asarray(_read_lanes(st, f[k], rows, lanes, count)).reshape(rows.size, -1)
                                  for k in fields], axis=1)
         _race_check_and_mark(st, wave_rows, groups, addrs, count, write=True, values=values)
-    else:
+    elif st.w.check_lds:
         _race_check_and_mark(st, wave_rows, groups, addrs, count, write=False)
+    if st.w.lds_written is not None:
+        _lds_initcheck(st, groups, addrs, 4 * count, write, lanes)
     return rows, lanes, groups, addrs, count
+
+
+def _lds_initcheck(st: Step, groups: np.ndarray, addrs: np.ndarray, nbytes: int, write: bool,
+                   lanes: np.ndarray) -> None:
+    """initcheck for LDS: a read of bytes no wave of the workgroup has written is a fault."""
+    written = st.w.lds_written
+    if written.shape[1] % 4 == 0 and nbytes % 4 == 0 and not (addrs & 3).any():   # whole dwords: 4 flags at once
+        where = (addrs[:, :, None] // 4 + np.arange(nbytes // 4)).reshape(addrs.shape[0], -1)
+        flags, full = written.view("<u4"), np.uint32(0x01010101)
+        if write:
+            flags[groups[:, None], where] = full
+            return
+        if (flags[groups[:, None], where] == full).all():
+            return
+    where = (addrs[:, :, None] + np.arange(nbytes)).reshape(addrs.shape[0], -1)
+    g = groups[:, None]
+    if write:
+        written[g, where] = True
+        return
+    ok = written[g, where]
+    if not ok.all():
+        i, j = (int(v) for v in np.argwhere(~ok)[0])
+        raise EmulatorFault(f"uninitialized read: LDS byte {int(where[i, j])} (lane {int(lanes[i])}) is read before "
+                            f"any wave of its workgroup wrote it")
 
 
 @op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64", cls="lds")
 def ds_read(st: Step) -> None:
     rows, lanes, groups, addrs, count = _lds_parts(st, write=False)
-    parts = [st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] for i in range(addrs.shape[1])]
-    raw = np.ascontiguousarray(np.concatenate(parts, axis=1))
-    _write_lanes(st, st.ins.f["vdst"], rows, lanes, raw.view("<u4").reshape(rows.size, -1))
-    st.profile.lds_bytes += raw.size
+    lds32 = _lds_dwords(st, addrs)
+    if lds32 is not None:                      # dword-aligned: gather dwords, not bytes
+        dw = (addrs[:, :, None] // 4 + np.arange(count)).reshape(rows.size, -1)
+        values = lds32[groups[:, None], dw]
+    else:
+        parts = [st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] for i in range(addrs.shape[1])]
+        values = np.ascontiguousarray(np.concatenate(parts, axis=1)).view("<u4").reshape(rows.size, -1)
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, values)
+    st.profile.lds_bytes += 4 * values.size
+
+
+def _lds_dwords(st: Step, addrs: np.ndarray) -> np.ndarray | None:
+    """The workgroups' LDS as dwords when every address is dword-aligned (else None: go byte by byte)."""
+    lds = st.w.lds
+    if lds.shape[1] % 4 or (addrs & 3).any():
+        return None
+    return lds.view("<u4")
 
 
 @op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64", cls="lds")
 def ds_write(st: Step) -> None:
     rows, lanes, groups, addrs, count = _lds_parts(st, write=True)
     fields = ("data0", "data1")[:addrs.shape[1]]
+    lds32 = _lds_dwords(st, addrs)
     for i, field in enumerate(fields):
-        data = np.ascontiguousarray(_read_lanes(st, st.ins.f[field], rows, lanes, count)).view(np.uint8)
-        st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
-        st.profile.lds_bytes += data.size
+        data = np.ascontiguousarray(_read_lanes(st, st.ins.f[field], rows, lanes, count))
+        if lds32 is not None:
+            lds32[groups[:, None], addrs[:, i:i + 1] // 4 + np.arange(count)] = data
+        else:
+            st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] = data.view(np.uint8).reshape(-1, 4 * count)
+        st.profile.lds_bytes += 4 * data.size

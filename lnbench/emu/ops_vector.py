@@ -339,19 +339,18 @@ def v_bfrev_b32(st: Step) -> None:
 
 @op("v_perm_b32", cls="valu")
 def v_perm_b32(st: Step) -> None:
-    s0, s1, s2 = (np.broadcast_to(src(st, i), (st.k, 64)).astype(U64) for i in range(3))
-    both = (s0 << U64(32)) | s1                    # bytes 0..3 from S1, 4..7 from S0
-    result = np.zeros((st.k, 64), U64)
-    for byte in range(4):
-        sel = (s2 >> U64(8 * byte)) & U64(0xFF)
-        picked = (both >> (U64(8) * np.minimum(sel, U64(7)))) & U64(0xFF)
-        sign = {8: (s1 >> U64(15)) & U64(1), 9: (s1 >> U64(31)) & U64(1),
-                10: (s0 >> U64(15)) & U64(1), 11: (s0 >> U64(31)) & U64(1)}
-        val = np.where(sel < 8, picked, np.where(sel == 12, U64(0), U64(0xFF)))
-        for code, bit in sign.items():
-            val = np.where(sel == code, bit * U64(0xFF), val)
-        result |= val << U64(8 * byte)
-    out(st, result.astype(U32))
+    """Byte i of the result = selector byte i of S2 applied to {S0, S1}: 0-7 a byte (0-3 from S1, 4-7 from S0),
+    8-11 the sign of S1/S0 halves and words spread to a byte, 12 zero, 13+ 0xFF."""
+    s0, s1, s2 = (np.ascontiguousarray(np.broadcast_to(src(st, i), (st.k, 64)), dtype=U32) for i in range(3))
+    ext = np.empty((st.k, 64, 14), np.uint8)
+    ext[..., 0:4] = s1.view(np.uint8).reshape(st.k, 64, 4)
+    ext[..., 4:8] = s0.view(np.uint8).reshape(st.k, 64, 4)
+    for slot, (word, bit) in enumerate(((s1, 15), (s1, 31), (s0, 15), (s0, 31)), start=8):
+        ext[..., slot] = ((word >> U32(bit)) & U32(1)).astype(np.uint8) * np.uint8(0xFF)
+    ext[..., 12] = 0
+    ext[..., 13] = 0xFF
+    sel = np.minimum(s2.view(np.uint8).reshape(st.k, 64, 4), np.uint8(13))
+    out(st, np.ascontiguousarray(np.take_along_axis(ext, sel.astype(np.intp), axis=2)).view("<u4")[..., 0])
 
 
 @op("v_lshlrev_b64", cls="valu")

@@ -11,12 +11,18 @@
 One process has one mode at a time (the stand-in is process-wide): activate() and activate_null() switch.
 
 Tensors named in launch_scope are registered with the memory checker for the duration of the scope:
-a kernel touching memory outside every registered buffer (and every hipMalloc allocation) faults.
+a kernel touching memory outside every registered buffer (and every hipMalloc allocation) faults. Those
+named in `uninitialized` start uninitialized (the wrapper allocated them with torch.empty): initcheck
+keeps which of their bytes kernels have written, from the first launch that names them until the tensor
+is freed, so a later launch (a reduce kernel reading a workspace) is checked against earlier ones.
+
+Which sanitizer checks run: `set_checks(...)` (lnbench.emu.checks; default all, or $LNBENCH_EMU_CHECKS).
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import platform
 import weakref
 from typing import Iterator, Mapping
@@ -24,7 +30,7 @@ from typing import Iterator, Mapping
 import numpy as np
 import torch
 
-from lnbench.emu import SUPPORTED_ARCHES
+from lnbench.emu import SUPPORTED_ARCHES, checks as emu_checks
 from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
 from lnbench.emu.machine import LaunchProfile, run_kernel
 from lnbench.emu.memory import Memory
@@ -34,7 +40,24 @@ _active_arch: str | None = None
 _null = False                    # the active arch is the null device's: launches complete unexecuted
 _memory = Memory()
 _scopes: list[list[LaunchProfile]] = []
+_checks: frozenset[str] | None = None          # None: from $LNBENCH_EMU_CHECKS (all when unset)
+_written: dict[tuple[int, int], np.ndarray] = {}   # initcheck: written-byte maps of live uninitialized buffers
 INSTALL_HINT = install_hint("emu")
+
+
+def set_checks(checks: frozenset[str] | str) -> frozenset[str]:
+    """Run these sanitizer checks from now on ('all', 'none', a comma list or a set); worker processes started
+    later inherit the choice ($LNBENCH_EMU_CHECKS). Returns the set."""
+    global _checks
+    chosen = emu_checks.parse(checks) if isinstance(checks, str) else frozenset(checks)
+    _checks = chosen
+    os.environ[emu_checks.ENV] = emu_checks.canonical(chosen)
+    return chosen
+
+
+def active_checks() -> frozenset[str]:
+    """The sanitizer checks emulated launches run now."""
+    return _checks if _checks is not None else emu_checks.from_env()
 
 
 def availability() -> tuple[bool, str]:
@@ -144,13 +167,23 @@ def _handle_launch(req) -> None:
             regions.append(_memory.add(base, size, f"hipMalloc@0x{base:x}"))
     try:
         profile = run_kernel(req.code_object, req.kernel, req.grid, req.block, req.dynamic_lds,
-                             kernarg.ctypes.data, _memory)
+                             kernarg.ctypes.data, _memory, checks=active_checks())
     finally:
         for r in regions:
             _memory.remove(r)
     profile.memory = None
     for launches in _scopes:               # nested scopes each see the launch
         launches.append(profile)
+
+
+def _written_map(t: torch.Tensor, size: int) -> np.ndarray:
+    """The initcheck written-byte map of an uninitialized buffer: one per (address, size) while the tensor lives."""
+    key = (t.data_ptr(), size)
+    written = _written.get(key)
+    if written is None:
+        written = _written[key] = np.zeros(size, bool)
+        weakref.finalize(t, _written.pop, key, None)
+    return written
 
 
 @contextlib.contextmanager
@@ -166,17 +199,26 @@ def recording() -> Iterator[list[LaunchProfile]]:
 
 
 @contextlib.contextmanager
-def launch_scope(buffers: Mapping[str, torch.Tensor]) -> Iterator[list[LaunchProfile]]:
-    """Register `buffers` with the memory checker while FlyDSL launches inside run; raise a fault after."""
+def launch_scope(buffers: Mapping[str, torch.Tensor], uninitialized: tuple[str, ...] | frozenset[str] = ()
+                 ) -> Iterator[list[LaunchProfile]]:
+    """Register `buffers` with the memory checker while FlyDSL launches inside run; raise a fault after.
+
+    `uninitialized`: names among `buffers` whose contents start uninitialized (initcheck)."""
     from lnbench.emu import hip
     if current_arch() is None:
         raise EmulatorUnavailable("no emulated device is active (runtime.activate(arch) first; the null device "
                                   "executes nothing)")
+    unknown = sorted(set(uninitialized) - set(buffers))
+    if unknown:
+        raise ValueError(f"launch_scope: uninitialized buffer(s) {unknown} are not among the buffers")
     hip.take_launch_error()                        # nothing stale from an earlier launch
     regions = []
     for name, t in buffers.items():
         if t is not None and t.numel() > 0:
-            regions.append(_memory.add(t.data_ptr(), _extent_bytes(t), name))
+            region = _memory.add(t.data_ptr(), _extent_bytes(t), name)
+            if name in uninitialized:
+                region.written = _written_map(t, region.size)
+            regions.append(region)
     launches: list[LaunchProfile] = []
     _scopes.append(launches)
     try:

@@ -28,7 +28,8 @@ _F64 = {240: 0x3FE0000000000000, 241: 0xBFE0000000000000, 242: 0x3FF000000000000
 
 def mask_to_lanes(bits: np.ndarray) -> np.ndarray:
     """(k,) uint64 lane masks -> (k, 64) bool."""
-    return ((bits.astype(np.uint64)[:, None] >> LANES) & np.uint64(1)).astype(bool)
+    raw = np.ascontiguousarray(bits, dtype="<u8").view(np.uint8).reshape(-1, 8)
+    return np.unpackbits(raw, axis=1, bitorder="little").view(bool)
 
 
 def lanes_to_mask(lanes: np.ndarray) -> np.ndarray:
@@ -53,14 +54,19 @@ class Waves:
         self.epoch = np.zeros(n_waves, np.int64)        # barriers passed (LDS race checking)
         self.lds = np.zeros((n_groups, lds_bytes), np.uint8)
         self.scratch = np.zeros((n_waves, WAVE, scratch_bytes), np.uint8)
-        # LDS race checker, per dword: last writing wave and its epoch, last reading wave (-2: several)
+        # LDS race checker, per dword: (barrier epoch << 32) | wave of the last writer and of the last reader
+        # (wave SEVERAL_READERS: more than one read it in that epoch); -1: never
         n_dw = (lds_bytes + 3) // 4
-        self.lds_writer = np.full((n_groups, n_dw), -1, np.int64)
-        self.lds_write_epoch = np.full((n_groups, n_dw), -1, np.int64)
-        self.lds_reader = np.full((n_groups, n_dw), -1, np.int64)
-        self.lds_read_epoch = np.full((n_groups, n_dw), -1, np.int64)
+        self.lds_wkey = np.full((n_groups, n_dw), -1, np.int64)
+        self.lds_rkey = np.full((n_groups, n_dw), -1, np.int64)
         self.wave_id = np.arange(n_waves, dtype=np.int64)
         self.global_group = np.zeros(n_waves, np.int64)  # workgroup id in the whole grid (x-major)
+        # EXEC as (n, 64) bool per wave, valid until the wave's EXEC is written (Step.exec_mask, set_s)
+        self.exec_lanes = np.zeros((n_waves, WAVE), bool)
+        self.exec_valid = np.zeros(n_waves, bool)
+        # which checkers run (machine.run_kernel sets them from the launch's checks)
+        self.check_lds = True                            # the LDS race checker
+        self.lds_written: np.ndarray | None = None       # initcheck: LDS bytes written in this workgroup
 
 
 class Step:
@@ -84,7 +90,12 @@ class Step:
     def exec_mask(self) -> np.ndarray:
         """(k, 64) bool: the active lanes."""
         if self._exec is None:
-            self._exec = mask_to_lanes(self.exec64)
+            w = self.w
+            if w.exec_valid[self.sel].all():
+                self._exec = w.exec_lanes[self.sel]
+            else:
+                self._exec = w.exec_lanes[self.sel] = mask_to_lanes(self.exec64)
+                w.exec_valid[self.sel] = True
         return self._exec
 
     def invalidate_exec(self) -> None:
@@ -139,6 +150,7 @@ class Step:
         self.w.S[self.sel, code] = values
         if code in (EXEC, EXEC + 1):
             self._exec = None
+            self.w.exec_valid[self.sel] = False
 
     def set_s64(self, code: int, values: np.ndarray) -> None:
         values = np.asarray(values, np.uint64)
@@ -168,8 +180,12 @@ class Step:
         if r >= self.w.V.shape[1]:
             raise EmulatorFault(f"write to v{r}, beyond the {self.w.V.shape[1]} VGPRs the descriptor allocates")
         m = self.exec_mask if mask is None else mask
+        if isinstance(self.sel, slice):                  # a view: write the masked lanes in place
+            np.copyto(self.w.V[self.sel, r], values, casting="unsafe", where=m)
+            return
         old = self.w.V[self.sel, r]
-        self.w.V[self.sel, r] = np.where(m, np.broadcast_to(values, old.shape).astype(U32, copy=False), old)
+        np.copyto(old, values, casting="unsafe", where=m)
+        self.w.V[self.sel, r] = old
 
     def set_v64(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         values = np.asarray(values, np.uint64)
@@ -183,3 +199,40 @@ class Step:
         simm = simm - 0x10000 if simm & 0x8000 else simm
         target = self.ins.pc + 4 + 4 * simm
         self.next_pc = np.where(taken, target, self.ins.pc + self.ins.size)
+
+
+class RecordingStep(Step):
+    """A Step that also notes the register operands the handler reads and writes: (operand code, dwords).
+
+    Used on an instruction's first execution; the wait-count checker takes its register use from it."""
+
+    __slots__ = ("reads", "writes")
+
+    def __init__(self, waves: Waves, sel: slice | np.ndarray, ins: Instr, k: int, profile: object) -> None:
+        super().__init__(waves, sel, ins, k, profile)
+        self.reads: list[tuple[int, int]] = []
+        self.writes: list[tuple[int, int]] = []
+
+    def sval(self, code: int, kind: str = "b32") -> np.ndarray:
+        self.reads.append((code, 1))
+        return super().sval(code, kind)
+
+    def sval64(self, code: int, kind: str = "b64") -> np.ndarray:
+        self.reads.append((code, 2))
+        return super().sval64(code, kind)
+
+    def vval(self, code: int, kind: str = "b32") -> np.ndarray:
+        self.reads.append((code, 1))
+        return super().vval(code, kind)
+
+    def vval64(self, code: int, kind: str = "b64") -> np.ndarray:
+        self.reads.append((code, 2))
+        return super().vval64(code, kind)
+
+    def set_s(self, code: int, values: np.ndarray | int) -> None:
+        self.writes.append((code, 1))
+        super().set_s(code, values)
+
+    def set_v(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        self.writes.append((code, 1))
+        super().set_v(code, values, mask)

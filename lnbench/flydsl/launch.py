@@ -193,13 +193,18 @@ def _ptrs_or_tensors(abi: str, tensors: list[torch.Tensor]) -> list:
     return [t.data_ptr() for t in tensors] if abi == "pointer" else list(tensors)
 
 
+#: buffers the wrappers allocate with torch.empty (outputs, workspaces): they start uninitialized
+UNINITIALIZED = ("y", "mean", "rstd", "dx", "wsg", "wsb", "dweight", "dbias")
+
+
 def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: list[int],
                 dev: Device) -> Callable[[], None]:
     """A zero-argument launch of a compiled kernel on dev's current stream.
 
     `buffers` are the kernel's tensor arguments, by name and in argument order. The launch keeps all of
     them (`.buffers`): a Pointer-ABI launch passes bare ints, so a tensor only referenced elsewhere could be
-    freed before the kernel runs. On the emulator each launch runs inside the launch scope naming them.
+    freed before the kernel runs. On the emulator each launch runs inside the launch scope naming them; those
+    named in UNINITIALIZED start uninitialized there (initcheck: torch-zeroed accumulators are not among them).
     """
     args = _ptrs_or_tensors(abi, list(buffers.values())) + list(scalars)
     stream = dev.stream()
@@ -207,8 +212,10 @@ def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: li
         from lnbench.emu import runtime
         runtime.track_lifetimes(buffers)            # a buffer freed before a launch is then named by the checker
 
+        uninitialized = tuple(name for name in buffers if name in UNINITIALIZED)
+
         def call() -> None:
-            with dev.launch_scope(buffers):
+            with dev.launch_scope(buffers, uninitialized):
                 fn(*args, stream)
     else:
         def call() -> None:              # bare: abi-compare times exactly this call on a GPU

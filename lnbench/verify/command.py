@@ -13,8 +13,9 @@ from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, get_backend, probe_backend,
                               requested_names, runs_flydsl, set_kernel_src, source_metadata)
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, emit_outputs, guarded,
-                                kernel_source_option, nothing_ran, output_options, prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_input, console, emit_outputs,
+                                emu_checks_option, err_console, guarded, kernel_source_option, nothing_ran,
+                                output_options, prepare_outputs)
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.emu.ledger import rows_summary
 from lnbench.errors import LnbenchUsageError
@@ -129,10 +130,11 @@ def _summary_line(rows: list[dict]) -> str:
               help="Print every row (default: a summary per backend × dtype × case kind, then only the FAIL and "
                    "error rows and those within 10% of their bar).")
 @kernel_source_option
+@emu_checks_option
 @output_options
 @guarded
 def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
-                   details, csv_path, json_path, quiet) -> int:
+                   details, emu_checks, csv_path, json_path, quiet) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
     \b
@@ -162,6 +164,9 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
                               "--seed" if seed is not None else "config [verify] seed")
     job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
     dev = resolve_kernel_device(device)
+    checks_line = apply_emu_checks(emu_checks) if dev.emulated else None
+    if emu_checks is not None and not dev.emulated:
+        raise LnbenchUsageError(f"--emu-checks applies to the emulated device; this run is on {dev.name}")
     if dev.is_null:
         raise LnbenchUsageError(f"verify checks values, and the null device {dev.name} executes nothing: use "
                                 f"--device emu (or emu:gfx950) for the FlyDSL kernels")
@@ -183,6 +188,8 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     metadata.update(source_metadata(names))
     if banner:
         console.print(f"[bold yellow]{banner}[/bold yellow]")
+    if checks_line and not quiet:
+        console.print(checks_line)
     if not names:
         raise LnbenchUsageError("no backend can run here")
     spec = VerifySpec(tuple(names), tuple(cases), dev.name, tol, torch_threads())
