@@ -80,16 +80,19 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _verify_workers() -> list[int]:
-    """Pids of running `lnbench.verify.parallel` worker processes."""
+def _verify_workers(tmp_path: Path) -> list[int]:
+    """Pids of running `lnbench.verify.parallel` worker processes started by this test (their TMPDIR is under
+    tmp_path): other lnbench runs on the same machine are not this test's business."""
+    mark = f"TMPDIR={tmp_path / 'tmp'}".encode()
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
             except OSError:
                 continue
-            if b"lnbench.verify.parallel" in cmd and _alive(int(entry)):
+            if b"lnbench.verify.parallel" in cmd and mark in environ.split(b"\0") and _alive(int(entry)):
                 pids.append(int(entry))
     return pids
 
@@ -188,7 +191,7 @@ def test_signal_stops_verify_and_keeps_the_finished_cases(sig, jobs, tmp_path):
     try:
         _wait_for_line(proc, "PASS", 240)         # a case finished (the 256x8192 ones take much longer)
         if jobs != "1":
-            assert _verify_workers(), "no worker process"
+            assert _verify_workers(tmp_path), "no worker process"
         proc.send_signal(sig)
         code, text, took = _finish(proc, 30)
     finally:
@@ -205,7 +208,7 @@ def test_signal_stops_verify_and_keeps_the_finished_cases(sig, jobs, tmp_path):
     assert rows and all(row["status"] == "PASS" for row in rows), rows     # a stop is never a kernel result
     frame = pd.read_csv(out)
     assert len(frame) == len(rows) and not frame["complete"].any()
-    assert not any(_alive(pid) for pid in _verify_workers() if pid != proc.pid)
+    assert not any(_alive(pid) for pid in _verify_workers(tmp_path) if pid != proc.pid)
     assert not list((tmp_path / "tmp").glob("lnbench-verify-*")), "temporary folder left behind"
     assert not [p for p in tmp_path.glob(".v.*")], "temporary output files left behind"
 
@@ -233,7 +236,7 @@ def test_a_crashed_verify_worker_costs_only_its_own_case(tmp_path):
                    "--json", str(js)], tmp_path)
     try:
         _wait_for_line(proc, "PASS", 240)
-        victims = _verify_workers()
+        victims = _verify_workers(tmp_path)
         assert victims
         os.kill(victims[0], signal.SIGKILL)
         code, text, _ = _finish(proc, 600)
