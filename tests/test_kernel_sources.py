@@ -194,5 +194,6 @@ def test_without_a_rocm_gpu_a_source_is_compiled_not_executed(tmp_path):
     frame = pd.read_csv(out)
     assert set(frame["status"]) == {"compiled, not executed (no ROCm GPU)"}, result.output
     assert frame["detail"].str.contains("gfx942: 3 kernels").all() and frame["detail"].str.contains("gfx950").all()
-    assert result.exit_code == 0        # as for lnbench's own kernels without a GPU: compiled, never a PASS
+    # as for lnbench's own kernels without a GPU: compiled, never a PASS, and nothing asked for ran (exit 1)
+    assert result.exit_code == 1 and "nothing could run here: compiled, not executed" in result.output
     assert "PASS" not in set(frame["status"])

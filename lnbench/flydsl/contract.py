@@ -40,6 +40,8 @@ STATS_ROLES = ("mean", "rstd")
 BWD_ROLES = ("x", "weight", "dy", "mean", "rstd", "dx", "dweight", "dbias")
 #: roles that are fp32 whatever the case dtype
 FP32_ROLES = frozenset({"mean", "rstd", "dweight", "dbias"})
+#: the backward's fp32 dγ/dβ accumulators: the caller zeroes them before every launch (never uninitialized)
+ZEROED_ROLES = frozenset({"dweight", "dbias"})
 #: the FlyDSL module `--backend flydsl-src` drives, inside a FlyDSL checkout
 FLYDSL_LAYERNORM = "kernels.norm.layernorm_kernel"
 
@@ -261,7 +263,8 @@ def _bind(spec: SourceSpec, kind: str, buffers: dict[str, torch.Tensor], dtype: 
         if built is None:
             return None
         fn = compiled(built, dtype, dev, buffers)
-        return launch.bind_kernel(fn, built.abi, {r: buffers[r] for r in built.roles}, [x.shape[0]], dev)
+        return launch.bind_kernel(fn, built.abi, {r: buffers[r] for r in built.roles}, [x.shape[0]], dev,
+                                  zeroed=ZEROED_ROLES)
 
 
 def forward_call(spec: SourceSpec, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,

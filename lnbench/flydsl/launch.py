@@ -9,7 +9,7 @@ nonzero storage offsets just work, and every launch holds the tensors behind tho
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import torch
 
@@ -198,13 +198,14 @@ UNINITIALIZED = ("y", "mean", "rstd", "dx", "wsg", "wsb", "dweight", "dbias")
 
 
 def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: list[int],
-                dev: Device) -> Callable[[], None]:
+                dev: Device, zeroed: Collection[str] = ()) -> Callable[[], None]:
     """A zero-argument launch of a compiled kernel on dev's current stream.
 
     `buffers` are the kernel's tensor arguments, by name and in argument order. The launch keeps all of
     them (`.buffers`): a Pointer-ABI launch passes bare ints, so a tensor only referenced elsewhere could be
     freed before the kernel runs. On the emulator each launch runs inside the launch scope naming them; those
-    named in UNINITIALIZED start uninitialized there (initcheck: torch-zeroed accumulators are not among them).
+    named in UNINITIALIZED start uninitialized there, except those the caller names `zeroed` (initcheck:
+    torch-zeroed accumulators, e.g. a kernel source's fp32 dγ/dβ, are initialized).
     """
     args = _ptrs_or_tensors(abi, list(buffers.values())) + list(scalars)
     stream = dev.stream()
@@ -212,7 +213,7 @@ def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: li
         from lnbench.emu import runtime
         runtime.track_lifetimes(buffers)            # a buffer freed before a launch is then named by the checker
 
-        uninitialized = tuple(name for name in buffers if name in UNINITIALIZED)
+        uninitialized = tuple(name for name in buffers if name in UNINITIALIZED and name not in zeroed)
 
         def call() -> None:
             with dev.launch_scope(buffers, uninitialized):

@@ -65,7 +65,9 @@ def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
                 rows = rows.assign(x=rows["shape"].map(x_of)).sort_values("x")
                 low = rows.gbps * rows.median_us / rows.max_us      # slowest worker
                 high = rows.gbps * rows.median_us / rows.min_us     # fastest worker
-                ax.errorbar(rows.x, rows.gbps, yerr=[rows.gbps - low, high - rows.gbps], marker=_MARKERS[i % 8],
+                # clipped at 0: gbps·median/max is gbps again, ± an ulp, where the slowest worker is the median
+                yerr = [(rows.gbps - low).clip(lower=0), (high - rows.gbps).clip(lower=0)]
+                ax.errorbar(rows.x, rows.gbps, yerr=yerr, marker=_MARKERS[i % 8],
                             capsize=3, label=backend)
             if peak:
                 ax.axhline(peak, linestyle="--", color="black", linewidth=1, label=f"copy peak {peak:.4g} GB/s")
