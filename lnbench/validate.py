@@ -96,7 +96,7 @@ class Range:
 #: from running for days or out of memory: P worker processes <= 64, R runs <= 1000, I calls per run and
 #: warm-up calls <= 10**6, warm-up <= 60 s, a run <= 10 s, a worker <= 1 day.
 LIMITS: dict[str, Range] = {
-    # timing protocol of perf and abi-compare (lnbench.perf.protocol)
+    # timing protocol of perf and abi-compare (lnbench.measure.protocol)
     "processes": Range(1, 64, integer=True),
     "runs": Range(1, 1000, integer=True),
     "min_iters": Range(1, 1_000_000, integer=True),

@@ -17,8 +17,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from lnbench.backends import get_backend
-from lnbench.perf.kernel_timer import device_activities
-from lnbench.perf.timing import StreamHold, measure, synchronize, warm_up
+from lnbench.measure.kernel_timer import device_activities
+from lnbench.measure.timing import StreamHold, measure, synchronize, warm_up
 from lnbench.perf.workloads import build_workload
 
 CALLS = int(sys.argv[sys.argv.index("--calls") + 1]) if "--calls" in sys.argv else 60

@@ -46,7 +46,7 @@ records() {  # what the profiler records on this machine, and one KernelTimer ru
   $PY - <<'EOF'
 import torch
 from torch.profiler import ProfilerActivity, profile
-from lnbench.perf.kernel_timer import KernelTimer, activities_from_events, device_activities
+from lnbench.measure.kernel_timer import KernelTimer, activities_from_events, device_activities
 if not torch.cuda.is_available():
     raise SystemExit("no GPU: nothing to record")
 dev = torch.device("cuda")

@@ -24,8 +24,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from lnbench.backends import get_backend
-from lnbench.perf.kernel_timer import KernelTimer, device_activities
-from lnbench.perf.timing import synchronize
+from lnbench.measure.kernel_timer import KernelTimer, device_activities
+from lnbench.measure.timing import synchronize
 
 WORKLOAD_CALLS = 12
 IDLE_S = 0.005

@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 from lnbench.backends import get_backend
-from lnbench.perf.kernel_timer import KernelTimer
-from lnbench.perf.timing import synchronize
+from lnbench.measure.kernel_timer import KernelTimer
+from lnbench.measure.timing import synchronize
 
 
 @triton.jit

@@ -72,7 +72,7 @@ def results_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_timing_lock_folder(tmp_path_factory):
-    """Timing runs of the tests take their lnbench.perf.load lock in a folder of this test process: tests running
+    """Timing runs of the tests take their lnbench.measure.load lock in a folder of this test process: tests running
     side by side (xdist), or a real lnbench run on the machine, would otherwise flag each other as concurrent
     timing. (Session scope, so module fixtures that run perf get it too.)"""
     with pytest.MonkeyPatch.context() as patch:

@@ -171,7 +171,7 @@ def test_a_planted_slowdown_timed_with_too_few_runs_gets_no_verdict_and_fails_no
 
 
 def test_too_few_is_decided_by_the_smallest_attainable_p():
-    from lnbench.abi import stats
+    from lnbench.measure import stats
     assert stats.too_few(2, 2, 0.95) and stats.too_few(3, 3, 0.95) and not stats.too_few(4, 4, 0.95)
     assert stats.too_few(4, 4, 0.99) and not stats.too_few(15, 15, 0.99)
     few = stats.compare([[10.0, 10.1]], [[20.0, 20.2]])

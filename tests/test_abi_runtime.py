@@ -8,7 +8,7 @@ from lnbench.abi import checks
 from lnbench.abi.aggregate import aggregate
 from lnbench.abi.cases import PAIRS, PairCase, Side, build_cases
 from lnbench.abi.runtime import run_worker
-from lnbench.perf.protocol import Protocol
+from lnbench.measure.protocol import Protocol
 
 CPU = torch.device("cpu")
 TINY = Protocol(processes=1, runs=3, warmup_s=0.0, min_warmup_calls=3, target_run_s=0.002, min_iters=5,

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lnbench.abi import schedule, stats
+from lnbench.abi import schedule
+from lnbench.measure import stats
 
 
 def _synthetic(rng: np.random.Generator, workers: int, runs: int, tensor_us: float, ratio: float,

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.command import compare_command
-from lnbench.abi.stats import t_quantile
+from lnbench.measure.stats import t_quantile
 from lnbench.compare.verdict import SAME, SLOWER, TOO_FEW, Settings, compare_case
 from lnbench.perf.command import perf_command
 

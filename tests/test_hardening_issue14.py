@@ -19,7 +19,7 @@ from lnbench import config as cfg
 from lnbench import validate
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.perf.protocol import Protocol
+from lnbench.measure.protocol import Protocol
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
 TIMING = ["-R", "1", "--warmup-s", "0", "--min-warmup-calls", "1", "--target-run-s", "0", "--min-iters", "1",

@@ -17,7 +17,7 @@ from lnbench.abi.runtime import run_worker
 from lnbench.abi.worker_main import run_spec
 from lnbench.device import emulator_status, parse_device, resolve_device
 from lnbench.errors import LnbenchUsageError
-from lnbench.perf.protocol import Protocol
+from lnbench.measure.protocol import Protocol
 from lnbench.rocm import has_rocm_gpu
 
 CPU = torch.device("cpu")

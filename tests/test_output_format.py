@@ -12,10 +12,11 @@ from lnbench.abi import command as abi_command
 from lnbench.abi.aggregate import aggregate
 from lnbench.compare.command import TABLE_COLUMNS as COMPARE_COLUMNS
 from lnbench.compare.markdown import _line as markdown_line
-from lnbench.perf.aggregate import build_rows, worker_flags
+from lnbench.measure.stats import worker_flags
+from lnbench.perf.aggregate import build_rows
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.command import _CELLS, NOTE_COLUMN, TABLE_COLUMNS
-from lnbench.perf.workers import WorkerResult
+from lnbench.measure.workers import WorkerResult
 from lnbench.report import fmt_number, fmt_time_range_us, fmt_time_us, render_table
 from lnbench.verify.command import bar_used, verify_command
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from lnbench.device import Device, emu_device, torch_device_info
-from lnbench.perf import kernel_stats, kernel_timer
+from lnbench.measure import kernel_stats, kernel_timer
 from lnbench.perf.aggregate import build_rows, failed
 from lnbench.perf.cases import PerfCase
-from lnbench.perf.kernel_stats import NO_ACTIVITY, Activity, run_record, worker_summary
-from lnbench.perf.workers import WorkerResult
+from lnbench.measure.kernel_stats import NO_ACTIVITY, Activity, run_record, worker_summary
+from lnbench.measure.workers import WorkerResult
 
 CPU = torch.device("cpu")
 LN = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)"
@@ -471,7 +471,7 @@ def test_kernel_pass_says_na_without_gpu_activity_and_when_turned_off(monkeypatc
 
 
 def test_a_profiler_failure_is_an_error_summary_and_the_stream_time_stands(monkeypatch):
-    from lnbench.perf.kernel_timer import measure_kernels
+    from lnbench.measure.kernel_timer import measure_kernels
 
     class Broken:
         hold = SimpleNamespace(available=False)
@@ -508,7 +508,7 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
 def test_abi_kernel_pass_on_a_fake_gpu_and_na_on_the_cpu(fake_gpu_profiler):
     from lnbench.abi.cases import build_cases
     from lnbench.abi.runtime import _kernel_pass
-    from lnbench.perf.protocol import Protocol
+    from lnbench.measure.protocol import Protocol
 
     cases = build_cases("torch-entry", ["fwd"], ["f32"], [(4, 32), (4, 64)], CPU, 1e-5, 1)
     units = [(c, "device") for c in cases]

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from lnbench.compare.command import compare_command
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import device_name
-from lnbench.perf import load, peak, workloads
+from lnbench.measure import load
+from lnbench.perf import peak, workloads
 from lnbench.perf.command import peak_command, perf_command
 
 TINY = ["--device", "cpu", "--dtype", "f32", "--backend", "torch", "--op", "fwd", "--mode", "hot", "--shapes", "4x64",
@@ -36,7 +37,7 @@ def _quiet_machine(monkeypatch, load_avg: float = 0.5, cpus: int = 4) -> None:
 
 def test_a_live_lock_of_another_process_is_seen_and_a_stale_one_removed(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from lnbench.perf.load import TimingLock\n"
+        "import sys, time; from lnbench.measure.load import TimingLock\n"
         f"with TimingLock('perf', {str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:

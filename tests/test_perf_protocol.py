@@ -15,9 +15,9 @@ from lnbench.errors import LnbenchUsageError
 from lnbench.perf.aggregate import build_rows, failed
 from lnbench.perf.bytes_model import gbps, op_bytes
 from lnbench.perf.cases import PerfCase, build_cases, worker_order
-from lnbench.perf.protocol import Protocol
-from lnbench.perf.timing import choose_iters, measure
-from lnbench.perf.workers import WorkerResult
+from lnbench.perf.protocol import PerfProtocol
+from lnbench.measure.timing import choose_iters, measure
+from lnbench.measure.workers import WorkerResult
 from lnbench.perf.workloads import build_workload, cold_sets
 
 CPU = torch.device("cpu")
@@ -34,11 +34,11 @@ CPU = torch.device("cpu")
 ])
 def test_protocol_rejects_malformed_values(changes, fragment):
     with pytest.raises(LnbenchUsageError, match=fragment):
-        Protocol(**changes).validate()
+        PerfProtocol(**changes).validate()
 
 
 def test_protocol_from_table_applies_overrides_and_keeps_defaults():
-    proto = Protocol.from_table({"processes": 4, "runs": 7, "modes": ["hot"]}, runs=2, warmup_s=None)
+    proto = PerfProtocol.from_table({"processes": 4, "runs": 7, "modes": ["hot"]}, runs=2, warmup_s=None)
     assert (proto.processes, proto.runs, proto.modes, proto.warmup_s) == (4, 2, ("hot",), 0.2)
     assert proto.timing_kwargs()["runs"] == 2
 
@@ -46,7 +46,7 @@ def test_protocol_from_table_applies_overrides_and_keeps_defaults():
 def test_config_defaults_match_the_issue():
     from lnbench.config import load_config, section, shape_set
     table = section(load_config(), "perf")
-    proto = Protocol.from_table(table)
+    proto = PerfProtocol.from_table(table)
     assert (proto.processes, proto.runs, proto.min_iters, proto.max_iters) == (3, 5, 150, 1000)
     assert proto.warmup_s >= 0.2 and proto.min_warmup_calls >= 30
     assert table["baseline"] == "torch"

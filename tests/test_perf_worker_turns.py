@@ -1,5 +1,5 @@
-"""Workers start up together and take their timed turns one at a time (lnbench.perf.workers), loop counts
-give way for slow calls (lnbench.perf.timing.choose_iters), and long commands show life in a log
+"""Workers start up together and take their timed turns one at a time (lnbench.measure.workers), loop counts
+give way for slow calls (lnbench.measure.timing.choose_iters), and long commands show life in a log
 (lnbench.progress)."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import time
 import pytest
 from rich.console import Console
 
-from lnbench.perf import workers
-from lnbench.perf.timing import choose_iters
+from lnbench.measure import workers
+from lnbench.measure.timing import choose_iters
 from lnbench.progress import CommandProgress
 
 PROBE = """
 import json, os, sys, time
-from lnbench.perf.workers import read_spec, report_progress, wait_turn, write_result
+from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
 spec, out, prog = read_spec()
 started = time.time()
 time.sleep(spec["startup_s"])            # stands in for importing torch and creating a context
@@ -31,7 +31,7 @@ write_result(out, {"started": started, "ready": ready, "turn": turn, "end": time
 
 PHASED = """
 import time
-from lnbench.perf.workers import read_spec, wait_turn, write_result
+from lnbench.measure.workers import read_spec, wait_turn, write_result
 spec, out, prog = read_spec()
 marks = {}
 for phase, seconds in (("stream", 0.3), ("setup", 0.6), ("kernel", 0.2)):

@@ -5,11 +5,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lnbench.abi import stats
+from lnbench.measure import stats
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.schedule import SIDES
-from lnbench.perf import kernel_stats
-from lnbench.perf.aggregate import worker_flags
+from lnbench.measure import kernel_stats
+from lnbench.measure.stats import worker_flags
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
 NOT_RUN_EMULATED = "not run (emulated device: no timing)"

@@ -19,7 +19,7 @@ import torch
 
 from lnbench.abi.cases import Outputs, PairCase, Side
 from lnbench.abi.schedule import alternation
-from lnbench.perf.timing import synchronize
+from lnbench.measure.timing import synchronize
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The `lnbench abi-compare` command: config → cases → workers / compiles → rows → tables + CSV/JSON.
 
-Runtime part: P worker processes (lnbench.perf.workers) each check and time every case of the chosen
+Runtime part: P worker processes (lnbench.measure.workers) each check and time every case of the chosen
 pair (lnbench.abi.runtime); the parent aggregates (lnbench.abi.aggregate). On the null device (the default
 for the flydsl pair without a ROCm GPU) the workers time the host side only (`direct`, `wrapper`) after
 checking outputs by execution on the emulated device (lnbench.abi.null_device). Static part: compile both
@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.abi import stats
+from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
 from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
@@ -33,7 +33,7 @@ from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.inspect_command import compile_device
 from lnbench.metadata import run_metadata
-from lnbench.perf.protocol import Protocol, protocol_options
+from lnbench.measure.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
 from lnbench.report import Column, plain_number, render_table, styled_status, time_unit
 from lnbench.rocm import has_rocm_gpu
@@ -242,7 +242,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                 payloads.append(run_spec(one, on_progress=lambda label, i=i: progress.advance(
                     label, f"abi-compare {pair} worker {i + 1}/{len(specs)}")))
         else:
-            from lnbench.perf.workers import run_workers
+            from lnbench.measure.workers import run_workers
             results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s,
                                   on_progress=lambda i, done, label: progress.update(
                                       i * per_worker + done, label, f"abi-compare {pair} worker {i + 1}/{len(specs)}"))
@@ -329,8 +329,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                             "abi-compare (both sides' tensors)")
     protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
                                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
-                                   min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
-                                   modes=("hot",), ops=tuple(op_list))
+                                   min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s)
     strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
                                         f"config [{TABLE}] dgamma_strategy")
     if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile

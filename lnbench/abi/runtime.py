@@ -10,12 +10,12 @@ Three measurements per side (all µs per call, R runs of I calls each, per worke
              device time; a run where the spin ran out before the host finished is counted in
              `spin_short`. Not measured on the CPU (no device events there).
              Kernel time of `device` (GPU): after every stream-timed round, R more runs per side in the same
-             ABBA order under torch's profiler (lnbench.perf.kernel_timer: isolated hot calls, as ncu times them);
-             record["kernel"][side] is the lnbench.perf.kernel_stats worker summary ("n/a" with the reason
+             ABBA order under torch's profiler (lnbench.measure.kernel_timer: isolated hot calls, as ncu times them);
+             record["kernel"][side] is the lnbench.measure.kernel_stats worker summary ("n/a" with the reason
              where the profiler has no GPU activity, or with the kernel timer off).
 Order: warm-up and loop-count calibration per case, then R rounds; each round visits every
 (case, measurement) unit, rotated per round, and both sides in ABBA order (lnbench.abi.schedule).
-Timer primitives come from lnbench.perf.timing (shared with `lnbench perf`).
+Timer primitives come from lnbench.measure.timing (shared with `lnbench perf`).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from lnbench.abi.cases import PairCase, Side
 from lnbench.abi.checks import Checker, run_checks
 from lnbench.abi.schedule import SIDES, schedule
 from lnbench.errors import one_line
-from lnbench.perf import kernel_stats, kernel_timer, timing
-from lnbench.perf.protocol import Protocol
+from lnbench.measure import kernel_stats, kernel_timer, timing
+from lnbench.measure.protocol import Protocol
 
 METRICS: tuple[str, ...] = ("direct", "wrapper", "device")
 METRIC_HELP = {
@@ -38,7 +38,7 @@ METRIC_HELP = {
     "wrapper": "public wrapper, allocation included, host wall time, synchronised once per run",
     "device": "device time per call: events on the current stream, stream held by a spin kernel while enqueueing",
 }
-#: cap of I for `device` runs (see lnbench.perf.timing.HELD_MAX_ITERS)
+#: cap of I for `device` runs (see lnbench.measure.timing.HELD_MAX_ITERS)
 DEVICE_MAX_ITERS = timing.HELD_MAX_ITERS
 
 

@@ -19,8 +19,8 @@ from lnbench.abi.cases import build_cases
 from lnbench.abi.checks import run_checks
 from lnbench.abi.runtime import run_worker
 from lnbench.device import activate, parse_device
-from lnbench.perf.protocol import Protocol
-from lnbench.perf.workers import read_spec, report_progress, wait_turn, write_result
+from lnbench.measure.protocol import Protocol
+from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
 
 
 def protocol_from_spec(values: dict[str, Any]) -> Protocol:

@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 import lnbench
-from lnbench.abi import stats
+from lnbench.measure import stats
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, emit_outputs, err_console,

@@ -3,7 +3,7 @@
 BASE and NEW are two separate invocations. Inside one worker process the runs are correlated (one process,
 one memory layout, one minute of machine load), so they are summarised by their median and the *worker* is
 the unit: worker w of NEW is paired with worker w of BASE (perf rotates the backend order by worker index, so
-they ran in the same position) and lnbench.abi.stats.worker_ratio_interval gives the paired t interval of the
+they ran in the same position) and lnbench.measure.stats.worker_ratio_interval gives the paired t interval of the
 ratio of their medians. Verdict: SAME when the interval contains 1 or the change is smaller than the threshold,
 else SLOWER (ratio > 1) or FASTER; TOO_FEW with fewer than 2 paired workers (no spread between processes to
 judge by). docs/measurements.md has the A/A false-flag rates this gives (and the run-bootstrap it replaced).
@@ -16,7 +16,7 @@ from typing import Any
 
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.abi import stats
+from lnbench.measure import stats
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
 
 FASTER, SLOWER, SAME = "FASTER", "SLOWER", "SAME"

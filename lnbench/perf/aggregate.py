@@ -6,7 +6,7 @@ min/max across worker medians, GB/s from the byte model at the headline median, 
 peak (above_peak flags > 100 %: a cache effect, not a result), and speed-up = baseline median / median for
 the same op, dtype, shape and mode.
 
-Kernel time (lnbench.perf.kernel_stats), the same way: worker rows carry that worker's median of its R
+Kernel time (lnbench.measure.kernel_stats), the same way: worker rows carry that worker's median of its R
 profiled runs (kernel_us, kernel_run_us), aggregate rows the median of the worker medians with the min–max
 across workers; kernels_per_call, kernel_names (JSON: name -> kind, per call, µs per call),
 gap_us = median_us − kernel_us, kernel_status ("ok", "n/a (reason)", "error (reason)"; kernel_us is then
@@ -27,46 +27,13 @@ import math
 import statistics
 from typing import Any
 
-from lnbench.perf import kernel_stats
+from lnbench.measure import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
-from lnbench.perf.workers import WorkerResult
-from lnbench.report import plain_number
+from lnbench.measure.workers import WorkerResult
+from lnbench.measure.stats import spread_pct, worker_flags
 
 MIB = 1 << 20
-#: worker flag rule (see the module docstring)
-SPREAD_FACTOR = 3.0
-SPREAD_FLOOR_PCT = 1.0
-
-
-def spread_pct(runs: list[float]) -> float:
-    """(max − min) / median of a worker's runs, in % (NaN without a positive median)."""
-    median = float(statistics.median(runs)) if runs else math.nan
-    return (max(runs) - min(runs)) / median * 100 if median > 0 else math.nan
-
-
-def worker_flags(runs_per_worker: list[list[float]], names: list[str] | None = None) -> dict[int, str]:
-    """Index -> why that worker stands out (the rule in the module docstring); {} with fewer than 2 workers."""
-    names = names or [f"worker {i}" for i in range(len(runs_per_worker))]
-    spreads = [spread_pct(runs) for runs in runs_per_worker]
-    medians = [float(statistics.median(runs)) for runs in runs_per_worker]
-    center = float(statistics.median(medians)) if medians else math.nan
-    flags: dict[int, str] = {}
-    if len(runs_per_worker) < 2 or not center > 0:
-        return flags
-    for i, spread in enumerate(spreads):
-        others = [s for j, s in enumerate(spreads) if j != i and math.isfinite(s)]
-        if not others or not math.isfinite(spread):
-            continue
-        typical = float(statistics.median(others))
-        bar = SPREAD_FACTOR * max(typical, SPREAD_FLOOR_PCT)
-        off = (medians[i] - center) / center * 100
-        if spread > bar:
-            flags[i] = f"{names[i]} noisy: run spread {plain_number(spread, 3)}% (others {plain_number(typical, 2)}%)"
-        elif len(runs_per_worker) >= 3 and abs(off) > bar:
-            flags[i] = (f"{names[i]} off: median {'+' if off > 0 else ''}{plain_number(off, 3)}% from the median of "
-                        f"workers (run spread {plain_number(typical, 2)}%)")
-    return flags
 
 
 def _blank() -> dict[str, Any]:

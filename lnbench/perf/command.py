@@ -22,13 +22,14 @@ from lnbench.metadata import run_metadata
 from lnbench.perf.aggregate import HEADLINES, build_rows, failed
 from lnbench.perf.cases import backend_skips, build_cases, worker_order
 from lnbench.perf.clocks import gpu_facts
-from lnbench.perf import load
-from lnbench.perf.kernel_timer import unavailable_reason
+from lnbench.measure import load
+from lnbench.measure.kernel_timer import unavailable_reason
 from lnbench.perf.peak import (PEAK_MIN_LLC_FACTOR, cache_problem, copy_size, default_peak_path, load_peak,
                                measure_copy_bandwidth, reserve_peak_file, store_peak)
-from lnbench.perf.protocol import MODES, Protocol, protocol_options
+from lnbench.measure.protocol import protocol_options
+from lnbench.perf.protocol import MODES, PerfProtocol
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
-from lnbench.perf.workers import WorkerResult, run_workers
+from lnbench.measure.workers import WorkerResult, run_workers
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
 from lnbench.report import Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table, styled_status
@@ -66,7 +67,7 @@ TABLE_COLUMNS = [
     Column("speedup", "speed-up", fmt_number(3, "×")),
     Column("iters", "I", fmt_float(6)), Column("status", "status", styled_status, justify="left"),
 ]
-#: shown only when a row has one: the worker flag (lnbench.perf.aggregate.worker_flags)
+#: shown only when a row has one: the worker flag (lnbench.measure.stats.worker_flags)
 NOTE_COLUMN = Column("worker_flag", "note", justify="left")
 _CELLS = {"_minmax": _minmax, "_pct": _pct, "_kernel": _kernel_cell("kernel_us"),
           "_kpc": _kernel_cell("kernels_per_call", fmt_number(3)), "_gap": _kernel_cell("gap_us")}
@@ -235,7 +236,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     dev = timed_device(device)
     config = cfg.load_config(config_path)
     table = cfg.section(config, "perf")
-    protocol = Protocol.from_table(
+    protocol = PerfProtocol.from_table(
         table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
         target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
         cold_factor=cold_factor, llc_mib=llc_mib,
@@ -325,7 +326,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     return EXIT_FAILED if failed(rows, results) else EXIT_OK
 
 
-def _finish(sink: ResultSink, dev: Device, protocol: Protocol, cases, orders, results: list[WorkerResult],
+def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, orders, results: list[WorkerResult],
             peak: dict | None, peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool,
             no_kernel_time: str, before: dict, seconds: float, backend_list: list[str], quiet: bool,
             load_meta: dict[str, Any]) -> list[dict]:

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from lnbench.metadata import device_name, timestamp
-from lnbench.perf.timing import measure
+from lnbench.measure.timing import measure
 from lnbench.perf import workloads
 from lnbench import validate
 from lnbench.errors import LnbenchUsageError

@@ -1,14 +1,13 @@
-"""The timing protocol: how many processes, runs, iterations, and how long to warm up."""
+"""perf's protocol: the shared timing settings (lnbench.measure.protocol) plus perf's modes, ops and cold-mode
+rotation settings."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
-
-import click
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from lnbench.backends.base import ALL_OPS
 from lnbench.errors import LnbenchUsageError
-from lnbench.validate import FLOAT, INT, number as check_number
+from lnbench.measure.protocol import Protocol
 
 MODES: tuple[str, ...] = ("hot", "cold", "wall")
 MODE_HELP = {
@@ -19,26 +18,13 @@ MODE_HELP = {
 
 
 @dataclass(frozen=True)
-class Protocol:
-    """Every knob of a perf run. Build with `Protocol(...)` or `from_table`, then call `validate()`.
+class PerfProtocol(Protocol):
+    """Every knob of a perf run: the shared timing settings, then which modes and ops to time and how cold mode
+    rotates its buffers."""
 
-    processes (P) independent workers each run every case: a warm-up of at least `warmup_s` seconds and
-    `min_warmup_calls` calls, then `runs` (R) timed runs of I back-to-back calls, I chosen so a run
-    lasts about `target_run_s`, clamped to [min_iters, max_iters] (min_iters only while a run stays within
-    `max_run_s`). With `kernel_timer` each worker then gives
-    every case R more, profiled runs of the same I calls for kernel time (after all its stream-timed runs).
-    """
+    NUMBERS: ClassVar[tuple[str, ...]] = Protocol.NUMBERS + ("cold_factor", "llc_mib", "cold_mem_fraction")
+    LISTS: ClassVar[tuple[str, ...]] = ("modes", "ops")
 
-    processes: int = 3
-    runs: int = 5
-    warmup_s: float = 0.2
-    min_warmup_calls: int = 30
-    target_run_s: float = 0.02
-    min_iters: int = 150
-    max_iters: int = 1000
-    #: min_iters gives way before a run would last longer than this (slow calls: fewer, never < 1)
-    max_run_s: float = 0.1
-    worker_timeout_s: float = 600.0
     modes: tuple[str, ...] = ("cold", "hot")
     ops: tuple[str, ...] = ("fwd", "bwd")
     #: cold mode: rotate sets until the total is at least this many times the last-level cache
@@ -47,20 +33,8 @@ class Protocol:
     cold_mem_fraction: float = 0.4
     #: override of the last-level cache size in MiB (0 = read it off the device)
     llc_mib: float = 0.0
-    #: after the stream-timed runs, R profiled runs per case for kernel time (GPU only; lnbench.perf.kernel_timer)
-    kernel_timer: bool = True
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def validate(self) -> "Protocol":
-        """Raise LnbenchUsageError (one line, exit 2) on malformed values; return self."""
-        labels = {"processes": "processes (-P)", "runs": "runs (-R)"}
-        for name in ("processes", "runs", "warmup_s", "min_warmup_calls", "target_run_s", "max_run_s", "min_iters",
-                     "max_iters", "worker_timeout_s", "cold_factor", "llc_mib", "cold_mem_fraction"):
-            check_number(getattr(self, name), name, labels.get(name, name))   # finite, within validate.LIMITS
-        if self.min_iters > self.max_iters:
-            raise LnbenchUsageError(f"min_iters ({self.min_iters}) is larger than max_iters ({self.max_iters})")
-        if not isinstance(self.kernel_timer, bool):
-            raise LnbenchUsageError(f"kernel_timer must be true or false, got {self.kernel_timer!r}")
+    def validate_own(self) -> None:
         if not self.modes:
             raise LnbenchUsageError("no mode given; choose from " + ", ".join(MODES))
         for mode in self.modes:
@@ -71,57 +45,8 @@ class Protocol:
         for op in self.ops:
             if op not in ALL_OPS:
                 raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(ALL_OPS)}")
-        return self
-
-    @classmethod
-    def from_table(cls, table: dict[str, Any], **overrides: Any) -> "Protocol":
-        """Protocol from the config's [perf] table, CLI overrides (None = keep) applied, validated."""
-        values: dict[str, Any] = {}
-        for name in cls.__dataclass_fields__:
-            if name == "extra":
-                continue
-            if name in table:
-                values[name] = table[name]
-        for name, value in overrides.items():
-            if value is not None:
-                values[name] = value
-        for name in ("modes", "ops"):
-            if name in values:
-                value = values[name]
-                values[name] = tuple([value] if isinstance(value, str) else value)
-        unknown = set(values) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise LnbenchUsageError(f"unknown protocol setting(s): {', '.join(sorted(unknown))}")
-        return cls(**values).validate()
-
-    def with_(self, **changes: Any) -> "Protocol":
-        return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("extra", None)
-        out["modes"], out["ops"] = list(self.modes), list(self.ops)
+        out = super().to_dict()
+        out["kernel_timer"] = out.pop("kernel_timer")     # last, where earlier perf results hold it
         return out
-
-    def timing_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments `timing.measure` takes."""
-        return {"runs": self.runs, "warmup_s": self.warmup_s, "min_warmup_calls": self.min_warmup_calls,
-                "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters,
-                "max_run_s": self.max_run_s}
-
-
-def protocol_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The protocol flags shared by `perf` and `abi-compare` (None = the config's value)."""
-    options = [
-        click.option("-P", "--processes", type=INT, help="Independent worker processes (P)."),
-        click.option("-R", "--runs", type=INT, help="Timed runs per case in each worker (R)."),
-        click.option("--warmup-s", type=FLOAT, help="Minimum warm-up seconds per case in each worker."),
-        click.option("--min-warmup-calls", type=INT, help="Minimum warm-up calls per case in each worker."),
-        click.option("--target-run-s", type=FLOAT, help="Target seconds per run (sets I)."),
-        click.option("--min-iters", type=INT, help="Lower clamp of I (calls per run)."),
-        click.option("--max-iters", type=INT, help="Upper clamp of I."),
-        click.option("--worker-timeout-s", type=FLOAT, help="Kill a worker that runs longer than this."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func

@@ -5,10 +5,10 @@ the backend order between workers), and rewrites its result file after each case
 still leaves the finished cases behind. One case raising never stops the others.
 
 Start-up (context, backend imports) runs side by side with the other workers; then two passes, each a turn
-given by the parent (lnbench.perf.workers): first every case is stream-timed (lnbench.perf.timing); then,
+given by the parent (lnbench.measure.workers): first every case is stream-timed (lnbench.measure.timing); then,
 when the spec has the KERNEL_PHASES, the profiler is set up (side by side, once every worker's stream pass
 is over) and every case that ran is built again, briefly re-warmed and given R profiled runs
-(lnbench.perf.kernel_timer): no profiler is loaded in any worker while a stream-timed run goes on. Where
+(lnbench.measure.kernel_timer): no profiler is loaded in any worker while a stream-timed run goes on. Where
 there is no GPU activity to record, each case gets an "n/a" kernel summary with the reason and no second
 pass runs (no progress lines either).
 
@@ -30,7 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import one_line
-from lnbench.perf.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
+from lnbench.measure.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
 
 if TYPE_CHECKING:  # pragma: no cover
     from lnbench.device import Device
@@ -86,7 +86,7 @@ def _release(device: Any) -> None:
 def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backends: dict[str, Any]
              ) -> dict[str, Any]:
     """Time one case on `dev` (stream time); exceptions become an `error` entry."""
-    from lnbench.perf.timing import measure
+    from lnbench.measure.timing import measure
 
     out: dict[str, Any] = {"id": case["id"], "status": "ok", "detail": ""}
     device = dev.torch_device
@@ -112,7 +112,7 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
     return out
 
 
-#: a worker's phases with the kernel timer on (lnbench.perf.workers): its stream pass (one worker at a time),
+#: a worker's phases with the kernel timer on (lnbench.measure.workers): its stream pass (one worker at a time),
 #: the profiler's set-up (all workers side by side: CUPTI stays loaded once set up, and slows launches, so
 #: it never happens before every worker's stream pass is over), its kernel pass (one at a time)
 KERNEL_PHASES = (SEQUENTIAL, PARALLEL, SEQUENTIAL)
@@ -125,11 +125,11 @@ KERNEL_WARMUP_S, KERNEL_WARMUP_CALLS = 0.05, 10
 def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, protocol: dict[str, Any],
                     backends: dict[str, Any], timer: Any) -> dict[str, Any]:
     """Kernel time of a case that was stream-timed: the workload built again, briefly re-warmed, then R
-    profiled runs of isolated calls (lnbench.perf.kernel_timer; cold-cache calls for a cold workload).
+    profiled runs of isolated calls (lnbench.measure.kernel_timer; cold-cache calls for a cold workload).
     Returns the kernel_stats summary; exceptions become an "error" summary."""
-    from lnbench.perf import kernel_stats
-    from lnbench.perf.kernel_timer import measure_kernels
-    from lnbench.perf.timing import warm_up
+    from lnbench.measure import kernel_stats
+    from lnbench.measure.kernel_timer import measure_kernels
+    from lnbench.measure.timing import warm_up
 
     workload = None
     try:
@@ -151,7 +151,7 @@ def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, pr
 def kernel_pass(payload: dict[str, Any], cases: list[dict[str, Any]], dev: Device, protocol: dict[str, Any],
                 backends: dict[str, Any], write: Any, progress: Any) -> None:
     """Second pass: a kernel summary for every case that ran (see the module docstring)."""
-    from lnbench.perf import kernel_stats, kernel_timer
+    from lnbench.measure import kernel_stats, kernel_timer
 
     reason = kernel_timer.unavailable_reason(dev)   # where it cannot run, say so: turning it on would not help
     if not reason and not protocol.get("kernel_timer", True):
@@ -172,7 +172,7 @@ def start_up(cases: list[dict[str, Any]], dev: Device) -> dict[str, Any]:
     and import every backend its cases name. Nothing is launched on the device here."""
     import torch
 
-    import lnbench.perf.timing  # noqa: F401 - what the first case would import, inside its turn
+    import lnbench.measure.timing  # noqa: F401 - what the first case would import, inside its turn
     import lnbench.perf.workloads  # noqa: F401
     from lnbench.backends import get_backend
 
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     if spec.get("phases", 1) == len(KERNEL_PHASES):
         wait_turn()                                       # every worker's stream pass is over: side by side,
         try:                                              # the profiler's set-up (seconds, no device work)
-            from lnbench.perf.kernel_timer import KernelTimer
+            from lnbench.measure.kernel_timer import KernelTimer
             KernelTimer.set_up_profiler()
         except Exception:  # noqa: BLE001 - the kernel pass reports the same failure per case
             pass

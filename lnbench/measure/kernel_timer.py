@@ -6,7 +6,7 @@ One profiled run = up to MAX_ISOLATED_CALLS calls made one at a time under one
 profiler (KernelTimer says why: isolation and clean caches as under Nsight Compute, and a bound for kernels
 that tracing slows). The profiler's raw records (`prof.profiler.kineto_results.events()`, each with
 device_type(), name(), start_ns(), duration_ns() and, in newer torch, activity_type()) are filtered to
-device-side activity; kernels, memcpy and memset issued by the calls are counted (lnbench.perf.kernel_stats),
+device-side activity; kernels, memcpy and memset issued by the calls are counted (lnbench.measure.kernel_stats),
 the harness's spin and flush kernels are not. The profiler is set up only AFTER every worker's stream-timed
 runs (lnbench.perf.worker_main): CUPTI stays loaded in a process once set up, so no stream-timed run ever
 shares a process with it. gap = stream time −
@@ -25,9 +25,10 @@ from typing import Any, Callable, Iterable
 import torch
 
 from lnbench.errors import one_line
-from lnbench.perf import kernel_stats
-from lnbench.perf.kernel_stats import Activity
-from lnbench.perf.timing import StreamHold, synchronize
+from lnbench.measure import kernel_stats
+from lnbench.measure.cache import llc_bytes
+from lnbench.measure.kernel_stats import Activity
+from lnbench.measure.timing import StreamHold, synchronize
 
 #: torch DeviceType names of device-side (GPU) records; host-side runtime API calls are DeviceType.CPU
 _GPU_DEVICE_TYPES = frozenset({"CUDA", "HIP"})
@@ -122,7 +123,7 @@ class KernelTimer:
     longer traced, and the lengthening sits inside their kernel records (ncu agrees with the records less it).
     ATen's kernels and plain Triton copies show no shift. So where the traced windows are significantly
     longer than the untraced ones, kernel time is the records less that difference, never above the
-    untraced window (lnbench.perf.kernel_stats.worker_summary).
+    untraced window (lnbench.measure.kernel_stats.worker_summary).
     The helpers' own kernels (spin, flush) are learnt by name from a profile of them alone and not counted.
     """
 
@@ -148,7 +149,6 @@ class KernelTimer:
         """Read a buffer twice the last-level cache: the cache is left holding clean lines only. Row sums of
         int32 (1024 per row, one block each): no memset, and a kernel no LayerNorm backend launches."""
         if self._flush_buffer is None:
-            from lnbench.perf.workloads import llc_bytes
             rows = max(1, 2 * llc_bytes(self.device)[0] // (4 * _FLUSH_ROW))
             self._flush_buffer = torch.ones(rows, _FLUSH_ROW, dtype=torch.int32, device=self.device)
         self._flush_buffer.sum(dim=1, dtype=torch.int32)

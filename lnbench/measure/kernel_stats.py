@@ -1,7 +1,7 @@
 """Kernel-timer records: one profiled run -> a run record -> a worker summary -> aggregate columns.
 
 Pure functions over plain records (no torch, no GPU), shared by `lnbench perf` and abi-compare's `device`
-metric; lnbench.perf.kernel_timer produces the `Activity` lists on a GPU.
+metric; lnbench.measure.kernel_timer produces the `Activity` lists on a GPU.
 
     run record      one profiled run of I calls: the device activities counted (kernels, memcpy, memset
                     issued by the calls; the harness's own spin and flush kernels excluded), their summed

@@ -1,11 +1,13 @@
-"""Pointer-vs-Tensor statistics: speed-up with a bootstrap interval, Mann–Whitney U, and a verdict.
+"""A/B statistics of repeated timings: speed-up with a bootstrap interval, Mann–Whitney U, a verdict, the
+paired worker interval of `compare`, and the worker flags of `perf`.
 
-Input per measurement: for each worker process, the R per-run µs/call values of each side, measured
-in the same process (ABBA order), so the two sides are *paired by worker*. The headline speed-up is
+The two sides are BASE and NEW (abi-compare: BASE = the Tensor ABI, NEW = the Pointer ABI). Input per
+measurement: for each worker process, the R per-run µs/call values of each side, measured in the same
+process (ABBA order), so the two sides are *paired by worker*. The headline speed-up is
 
-    speedup = median of Tensor worker medians / median of Pointer worker medians
+    speedup = median of BASE worker medians / median of NEW worker medians
 
-(> 1: the Pointer ABI is faster; this is the seed's "1.23× throughput"). Its interval comes from a
+(> 1: NEW is faster; abi-compare's Pointer ABI, the seed's "1.23× throughput"). Its interval comes from a
 paired, two-level bootstrap with a fixed seed: resample workers (both sides together, keeping the
 pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict is
 `same` when the interval contains 1.0 (a difference inside the noise), else `faster`/`slower`.
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+
+from lnbench.report import plain_number
 
 SAME, FASTER, SLOWER = "same", "faster", "slower"
 #: too few runs for any difference to be significant at the confidence level (see smallest_p)
@@ -32,7 +37,7 @@ TOO_FEW = "too few runs"
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """Speed-up of the Pointer side over the Tensor side (time_tensor / time_pointer) and its interval."""
+    """Speed-up of the NEW side over the BASE side (time_base / time_new) and its interval."""
 
     speedup: float
     ci_low: float
@@ -43,7 +48,7 @@ class RatioEstimate:
 
     @property
     def slowdown_pct(self) -> float:
-        """How much slower the Pointer side is, in percent of the Tensor time (negative: faster)."""
+        """How much slower the NEW side is, in percent of the BASE time (negative: faster)."""
         return (1.0 / self.speedup - 1.0) * 100.0 if self.speedup > 0 else math.inf
 
 
@@ -65,15 +70,15 @@ def _rectangular(runs_per_worker: Sequence[Sequence[float]]) -> np.ndarray:
     return np.array([list(r)[:shortest] for r in runs_per_worker], dtype=float)
 
 
-def bootstrap_speedup(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Sequence[float]], *,
+def bootstrap_speedup(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *,
                       n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """(speed-up, low, high): paired two-level percentile bootstrap of the ratio of medians of medians.
 
-    `tensor_runs[w]` and `pointer_runs[w]` are the per-run µs values of worker w for each side.
+    `base_runs[w]` and `new_runs[w]` are the per-run µs values of worker w for each side.
     """
-    if len(tensor_runs) != len(pointer_runs) or not tensor_runs:
+    if len(base_runs) != len(new_runs) or not base_runs:
         raise ValueError("both sides need run values from the same, non-empty set of workers")
-    t, p = _rectangular(tensor_runs), _rectangular(pointer_runs)
+    t, p = _rectangular(base_runs), _rectangular(new_runs)
     point = float(np.median(np.median(t, axis=1)) / np.median(np.median(p, axis=1)))
     rng = np.random.default_rng(seed)
     workers = t.shape[0]
@@ -126,7 +131,7 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 
 
 def classify(ci_low: float, ci_high: float) -> str:
-    """`same` when the interval contains 1.0, `faster` when it lies above 1 (Pointer faster), else `slower`."""
+    """`same` when the interval contains 1.0, `faster` when it lies above 1 (NEW faster), else `slower`."""
     if ci_low <= 1.0 <= ci_high:
         return SAME
     return FASTER if ci_low > 1.0 else SLOWER
@@ -153,14 +158,14 @@ def too_few_warning(count: int, what: str, confidence: float) -> str:
             f"{confidence:.0%} (see their detail); time more runs (-R, -P) to get a verdict")
 
 
-def compare(tensor_runs: Sequence[Sequence[float]], pointer_runs: Sequence[Sequence[float]], *,
+def compare(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *,
             n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
     """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case (TOO_FEW when the runs
     are too few for any verdict at this confidence)."""
-    speedup, low, high = bootstrap_speedup(tensor_runs, pointer_runs, n_boot=n_boot,
+    speedup, low, high = bootstrap_speedup(base_runs, new_runs, n_boot=n_boot,
                                            confidence=confidence, seed=seed)
-    pooled_t = [v for runs in tensor_runs for v in runs]
-    pooled_p = [v for runs in pointer_runs for v in runs]
+    pooled_t = [v for runs in base_runs for v in runs]
+    pooled_p = [v for runs in new_runs for v in runs]
     verdict = TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else classify(low, high)
     return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), verdict)
 
@@ -254,6 +259,47 @@ def too_few_workers(workers: int) -> bool:
 
 
 def significantly_slower(estimate: RatioEstimate, pct: float) -> bool:
-    """The `--fail-if-slower PCT` rule: verdict `slower` (interval excludes 1) and the Pointer side's
-    median time more than PCT percent above the Tensor side's."""
+    """The `--fail-if-slower PCT` rule: verdict `slower` (interval excludes 1) and the NEW side's
+    median time more than PCT percent above the BASE side's."""
     return estimate.verdict == SLOWER and estimate.slowdown_pct > pct
+
+
+#: worker flag rule (see worker_flags)
+SPREAD_FACTOR = 3.0
+SPREAD_FLOOR_PCT = 1.0
+
+
+def spread_pct(runs: list[float]) -> float:
+    """(max − min) / median of a worker's runs, in % (NaN without a positive median)."""
+    median = float(statistics.median(runs)) if runs else math.nan
+    return (max(runs) - min(runs)) / median * 100 if median > 0 else math.nan
+
+
+def worker_flags(runs_per_worker: list[list[float]], names: list[str] | None = None) -> dict[int, str]:
+    """Index -> why that worker stands out; {} with fewer than 2 workers. Informational, not a failure.
+
+    With s_w = (max − min) / median of worker w's runs in %, typical = the median s of the *other* workers and
+    bar = SPREAD_FACTOR × max(typical, SPREAD_FLOOR_PCT) (3 × at least 1 %), worker w is flagged when
+        noisy:  s_w > bar (its own runs scatter far more than the others'), or
+        off:    with 3+ workers, |median_w − median of worker medians| / that median, in %, > bar
+                (it sits further from the others than their own run-to-run noise explains)."""
+    names = names or [f"worker {i}" for i in range(len(runs_per_worker))]
+    spreads = [spread_pct(runs) for runs in runs_per_worker]
+    medians = [float(statistics.median(runs)) for runs in runs_per_worker]
+    center = float(statistics.median(medians)) if medians else math.nan
+    flags: dict[int, str] = {}
+    if len(runs_per_worker) < 2 or not center > 0:
+        return flags
+    for i, spread in enumerate(spreads):
+        others = [s for j, s in enumerate(spreads) if j != i and math.isfinite(s)]
+        if not others or not math.isfinite(spread):
+            continue
+        typical = float(statistics.median(others))
+        bar = SPREAD_FACTOR * max(typical, SPREAD_FLOOR_PCT)
+        off = (medians[i] - center) / center * 100
+        if spread > bar:
+            flags[i] = f"{names[i]} noisy: run spread {plain_number(spread, 3)}% (others {plain_number(typical, 2)}%)"
+        elif len(runs_per_worker) >= 3 and abs(off) > bar:
+            flags[i] = (f"{names[i]} off: median {'+' if off > 0 else ''}{plain_number(off, 3)}% from the median of "
+                        f"workers (run spread {plain_number(typical, 2)}%)")
+    return flags

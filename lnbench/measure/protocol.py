@@ -1,0 +1,112 @@
+"""The timing protocol shared by `perf` and `abi-compare`: how many processes, runs, iterations, and how long
+to warm up. `perf` extends it with its own modes, ops and cold-mode settings (lnbench.perf.protocol)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, ClassVar
+
+import click
+
+from lnbench.errors import LnbenchUsageError
+from lnbench.validate import FLOAT, INT, number as check_number
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The timing knobs of a run. Build with `Protocol(...)` or `from_table`, then call `validate()`.
+
+    processes (P) independent workers each run every case: a warm-up of at least `warmup_s` seconds and
+    `min_warmup_calls` calls, then `runs` (R) timed runs of I back-to-back calls, I chosen so a run
+    lasts about `target_run_s`, clamped to [min_iters, max_iters] (min_iters only while a run stays within
+    `max_run_s`). With `kernel_timer` each worker then gives
+    every case R more, profiled runs of the same I calls for kernel time (after all its stream-timed runs).
+    """
+
+    #: the numeric settings `validate` bounds (lnbench.validate.LIMITS), in the order they are checked
+    NUMBERS: ClassVar[tuple[str, ...]] = ("processes", "runs", "warmup_s", "min_warmup_calls", "target_run_s",
+                                          "max_run_s", "min_iters", "max_iters", "worker_timeout_s")
+    #: settings held as tuples (a config may give one string)
+    LISTS: ClassVar[tuple[str, ...]] = ()
+
+    processes: int = 3
+    runs: int = 5
+    warmup_s: float = 0.2
+    min_warmup_calls: int = 30
+    target_run_s: float = 0.02
+    min_iters: int = 150
+    max_iters: int = 1000
+    #: min_iters gives way before a run would last longer than this (slow calls: fewer, never < 1)
+    max_run_s: float = 0.1
+    worker_timeout_s: float = 600.0
+    #: after the stream-timed runs, R profiled runs per case for kernel time (GPU only; lnbench.measure.kernel_timer)
+    kernel_timer: bool = True
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def validate(self) -> "Protocol":
+        """Raise LnbenchUsageError (one line, exit 2) on malformed values; return self."""
+        labels = {"processes": "processes (-P)", "runs": "runs (-R)"}
+        for name in self.NUMBERS:
+            check_number(getattr(self, name), name, labels.get(name, name))   # finite, within validate.LIMITS
+        if self.min_iters > self.max_iters:
+            raise LnbenchUsageError(f"min_iters ({self.min_iters}) is larger than max_iters ({self.max_iters})")
+        if not isinstance(self.kernel_timer, bool):
+            raise LnbenchUsageError(f"kernel_timer must be true or false, got {self.kernel_timer!r}")
+        self.validate_own()
+        return self
+
+    def validate_own(self) -> None:
+        """A subclass's checks of its own settings, after the shared ones."""
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any], **overrides: Any) -> "Protocol":
+        """Protocol from a config table, CLI overrides (None = keep) applied, validated."""
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            if name == "extra":
+                continue
+            if name in table:
+                values[name] = table[name]
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = value
+        for name in cls.LISTS:
+            if name in values:
+                value = values[name]
+                values[name] = tuple([value] if isinstance(value, str) else value)
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise LnbenchUsageError(f"unknown protocol setting(s): {', '.join(sorted(unknown))}")
+        return cls(**values).validate()
+
+    def with_(self, **changes: Any) -> "Protocol":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("extra", None)
+        for name in self.LISTS:
+            out[name] = list(getattr(self, name))
+        return out
+
+    def timing_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments `timing.measure` takes."""
+        return {"runs": self.runs, "warmup_s": self.warmup_s, "min_warmup_calls": self.min_warmup_calls,
+                "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters,
+                "max_run_s": self.max_run_s}
+
+
+def protocol_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The protocol flags shared by `perf` and `abi-compare` (None = the config's value)."""
+    options = [
+        click.option("-P", "--processes", type=INT, help="Independent worker processes (P)."),
+        click.option("-R", "--runs", type=INT, help="Timed runs per case in each worker (R)."),
+        click.option("--warmup-s", type=FLOAT, help="Minimum warm-up seconds per case in each worker."),
+        click.option("--min-warmup-calls", type=INT, help="Minimum warm-up calls per case in each worker."),
+        click.option("--target-run-s", type=FLOAT, help="Target seconds per run (sets I)."),
+        click.option("--min-iters", type=INT, help="Lower clamp of I (calls per run)."),
+        click.option("--max-iters", type=INT, help="Upper clamp of I."),
+        click.option("--worker-timeout-s", type=FLOAT, help="Kill a worker that runs longer than this."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
