@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
             "Print devices, software versions, the emulator, every backend's availability"),
     "inspect": ("lnbench.inspect_command", "inspect_command",
                 "Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers"),
+    "merge": ("lnbench.merge", "merge_command",
+              "Join the result files of one command's parts (--shard K/N) into one result"),
     "peak": ("lnbench.perf.command", "peak_command",
              "Measure device-to-device copy bandwidth (bytes read + written) and cache it"),
     "perf": ("lnbench.perf.command", "perf_command",

@@ -36,6 +36,11 @@ _PR_SET_PDEATHSIG = 1
 _stop_signal: int | None = None
 
 
+class Stopped(BaseException):
+    """A run asked to stop from another thread (its `stop` event set, after the main thread was interrupted):
+    its worker processes are stopped and what they finished is kept, as on Ctrl-C (lnbench.gpus)."""
+
+
 class Terminated(BaseException):
     """The process got SIGTERM or SIGHUP: stop, clean up, exit 128 + signum."""
 
@@ -123,12 +128,14 @@ def kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def child_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A worker's environment: os.environ + `env` (wins), the folder holding this `lnbench` package first on
+def child_environment(env: dict[str, str | None] | None = None) -> dict[str, str]:
+    """A worker's environment: os.environ + `env` (wins; a None value unsets the variable), the folder holding this `lnbench` package first on
     PYTHONPATH (a checkout runs without installing), and this process's pid (die_with_parent)."""
     import lnbench
 
-    child = {**os.environ, **(env or {})}
+    child = {**os.environ, **{k: v for k, v in (env or {}).items() if v is not None}}
+    for key in [k for k, v in (env or {}).items() if v is None]:    # None: unset it in the worker
+        child.pop(key, None)
     pkg_parent = str(Path(lnbench.__file__).resolve().parent.parent)
     child["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, child.get("PYTHONPATH", "")) if p)
     child[PARENT_PID_VAR] = str(os.getpid())

@@ -31,12 +31,14 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err
 from lnbench.result_sink import ResultSink
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
+from lnbench.gpus import GpuSlot, deal, devices_metadata, devices_options, parse_devices
 from lnbench.inspect_command import compile_device
 from lnbench.metadata import run_metadata
 from lnbench.measure.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
 from lnbench.report import Column, plain_number, render_table, styled_status, time_unit
 from lnbench.rocm import has_rocm_gpu
+from lnbench.shard import parse_shard, shard_metadata, shard_option
 
 OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
 WORKER_MODULE = "lnbench.abi.worker_main"
@@ -197,9 +199,14 @@ def not_run_status(pair: str, device: Device, metric: str) -> str:
 
 def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
-                 quiet: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+                 quiet: bool, slots: list[GpuSlot] | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """(rows, worker payloads, worker problems) of the runtime part: the workers time the metrics that can run
-    here, every other metric gets `not run (reason)` rows (see not_run_status)."""
+    here, every other metric gets `not run (reason)` rows (see not_run_status).
+
+    slots (--devices): the shapes are dealt out over the GPUs, and each GPU's workers time its share while no
+    other GPU is timing: what abi-compare measures is the host's cost of a launch, which any other timing on the
+    host would move. Rows name their GPU."""
     labels = pair_info(pair).labels
     not_run = {metric: not_run_status(pair, device, metric) for metric in metrics}
     measured = [metric for metric in metrics if not not_run[metric]]
@@ -207,27 +214,36 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
             for row in not_run_rows(pair, labels, ops, dtypes, shapes, not_run[metric], [metric])]
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
-    if measured:
-        payloads, problems = _run_workers(pair, ops, dtypes, shapes, measured, device, protocol, table, eps, seed,
-                                          pair_options, in_process, quiet)
-        timed = aggregate(pair, labels, payloads, measured, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
+    shares = list(zip(slots, deal(shapes, len(slots)))) if slots else [(None, shapes)]
+    for slot, share in shares if measured else []:
+        if not share:
+            continue
+        got, trouble = _run_workers(pair, ops, dtypes, share, measured, device, protocol, table, eps, seed,
+                                    pair_options, in_process, quiet, slot)
+        timed = aggregate(pair, labels, got, measured, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
                           confidence=float(cfg.require(table, "confidence", (int, float), TABLE)),
                           seed=int(cfg.require(table, "stats_seed", int, TABLE)))
-        if not payloads:
-            timed = not_run_rows(pair, labels, ops, dtypes, shapes, "error (no worker returned results)", measured)
-        if not device.times_are_real:                            # the null device: host work only
-            for row in timed:
+        if not got:
+            timed = not_run_rows(pair, labels, ops, dtypes, share, "error (no worker returned results)", measured)
+        for row in timed:
+            if not device.times_are_real:                        # the null device: host work only
                 row["scope"] = HOST_ONLY_NULL
+            if slot is not None:
+                row.update(gpu=slot.label, gpu_model=slot.model, timed_alone=True)
+        payloads += got
+        problems += [f"{slot.label}: {p}" if slot else p for p in trouble]
         rows += timed
     return _in_order(rows, ops, dtypes, shapes, metrics), payloads, problems
 
 
 def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
-                 quiet: bool) -> tuple[list[dict[str, Any]], list[str]]:
-    """(payloads, problems) of P workers timing `metrics` of every case (in this process with in_process)."""
+                 quiet: bool, slot: GpuSlot | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(payloads, problems) of P workers timing `metrics` of every case (in this process with in_process); on
+    `slot`'s GPU alone when given (the workers see only it, as cuda:0)."""
     spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
-            "probe_shapes": [list(s) for s in probe_shapes(shapes)], "device": str(device.torch_device), "eps": eps,
+            "probe_shapes": [list(s) for s in probe_shapes(shapes)],
+            "device": "cuda:0" if slot else str(device.torch_device), "eps": eps,
             "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
     if device.is_null:                          # each worker activates it (and checks by execution on the emulator)
         spec.update(lnbench_device=device.name, check_elements=check_elements(table))
@@ -243,7 +259,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                     label, f"abi-compare {pair} worker {i + 1}/{len(specs)}")))
         else:
             from lnbench.measure.workers import run_workers
-            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s,
+            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=slot.env() if slot else None,
                                   on_progress=lambda i, done, label: progress.update(
                                       i * per_worker + done, label, f"abi-compare {pair} worker {i + 1}/{len(specs)}"))
             for result in results:
@@ -283,13 +299,15 @@ ABI_TENSORS = 8
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
+@devices_options
+@shard_option
 @kernel_source_option
 @output_options
 @guarded
 def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                         processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
-                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, kernel_src,
-                        csv_path, json_path, quiet) -> int:
+                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
+                        shard, kernel_src, csv_path, json_path, quiet) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
     if static_only and runtime_only:
         raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
@@ -304,13 +322,21 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     configure_sources(config)
     backend_pair = check_backend_pair(pair)
     refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
-    shape_list = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
+    every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
+    part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
+    shape_list = part.select(every_shape)
+    if not shape_list:
+        raise LnbenchUsageError(f"--shard {part}: {len(every_shape)} shape(s) make fewer than {part.count} parts")
+    slots = parse_devices(devices, force) if devices is not None else None
+    if slots and (device is not None or in_process):
+        raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
+                                f"each other")
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
     op_list = _choose(ops, table, "ops", OPS, "op")
     metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
-    dev = choose_device(device, pair)
+    dev = choose_device(slots[0].label if slots else device, pair)
     if dev.is_null:
         if not flydsl_pair(pair):
             raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
@@ -351,6 +377,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
     # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
     metadata = {"lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
+                **shard_metadata(part, len(every_shape)), **devices_metadata(slots),
                 "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
                 "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on,
                 **source_metadata(list(backend_pair or ()))}
@@ -371,7 +398,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         if not static_only:
             runtime_rows, payloads, problems = _run_runtime(
                 pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
-                pair_options, in_process, quiet)
+                pair_options, in_process, quiet, slots)
             if not quiet:
                 labels = pair_info(pair).labels
                 _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
@@ -388,8 +415,8 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                                   f"{row['detail']}")
 
         if not runtime_only:
-            widths = list(dict.fromkeys(n for _, n in shape_list))
-            rows_for = executed_widths(shape_list, check_elements(table)) if run_them else None
+            widths = part.select(list(dict.fromkeys(n for _, n in every_shape)))
+            rows_for = executed_widths(every_shape, check_elements(table)) if run_them else None
             with CommandProgress(err_console, "compiling" + (" and executing" if run_them else ""),
                                  len(arch_list) * len(op_list) * len(dtype_list) * len(widths), quiet) as progress:
                 pair_fns = {}

@@ -35,7 +35,8 @@ def protocol(result: ResultFile) -> dict[str, Any]:
     return {k: result.metadata.get(k) for k in ABI_PROTOCOL if k in result.metadata}
 
 
-def _device(result: ResultFile) -> str:
+def device_name(result: ResultFile) -> str:
+    """The device a result names (its model where recorded)."""
     meta = result.metadata
     return str(meta.get("device_name") or meta.get("device") or "unknown device")
 
@@ -48,8 +49,8 @@ def mismatches(base: ResultFile, new: ResultFile, base_cases: dict[CaseKey, Time
                new_cases: dict[CaseKey, TimedCase]) -> list[str]:
     """What differs between the two runs in device, dtypes or protocol (empty: comparable)."""
     out = []
-    if _device(base) != _device(new):
-        out.append(f"device differs ({_device(base)!r} vs {_device(new)!r})")
+    if device_name(base) != device_name(new):
+        out.append(f"device differs ({device_name(base)!r} vs {device_name(new)!r})")
     if _dtypes(base_cases) != _dtypes(new_cases):
         out.append(f"dtypes differ ({','.join(_dtypes(base_cases)) or 'no timed case'} vs "
                    f"{','.join(_dtypes(new_cases)) or 'no timed case'})")

@@ -40,12 +40,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from lnbench.processes import child_environment, die_with_parent, kill_group
+from lnbench.processes import Stopped, child_environment, die_with_parent, kill_group
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
 _TAIL_CHARS = 2000
@@ -222,11 +223,15 @@ def _go(live: _Live, last: bool) -> None:
 
 
 def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: float,
-                on_progress: Callable[[int, int, str], None] | None) -> list[_Live]:
-    """Poll until done(live) for each of `lives`; one still running after timeout_s is killed (returned)."""
+                on_progress: Callable[[int, int, str], None] | None,
+                stop: threading.Event | None = None) -> list[_Live]:
+    """Poll until done(live) for each of `lives`; one still running after timeout_s is killed (returned).
+    Raises Stopped as soon as `stop` is set."""
     start, killed = time.monotonic(), []
     try:
         while not all(done(live) or live.exited() for live in lives):
+            if stop is not None and stop.is_set():
+                raise Stopped()
             if time.monotonic() - start > timeout_s:
                 for live in lives:
                     if not (done(live) or live.exited()):
@@ -252,10 +257,10 @@ def _report(lives: list[_Live], on_progress: Callable[[int, int, str], None] | N
 
 
 def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: float,
-           on_progress: Callable[[int, int, str], None] | None) -> None:
+           on_progress: Callable[[int, int, str], None] | None, stop: threading.Event | None) -> None:
     """Run one phase: every worker waits at its start; then all go at once, or one after another."""
     start = time.monotonic()
-    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None):
+    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None, stop):
         live.turns_s += time.monotonic() - start          # hung before its turn: its report says how long
         live.timed_out_where = "in start-up" if phase == 0 else "before its turn"
     finished = (lambda live: live.exited()) if last else (lambda live: live.ready(phase + 1))
@@ -265,7 +270,7 @@ def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: flo
         for live in group:
             if not live.exited():
                 _go(live, last)
-        _wait_until(group, finished, timeout_s, on_progress)
+        _wait_until(group, finished, timeout_s, on_progress, stop)
         if mode == SEQUENTIAL:
             group[0].turns_s += time.monotonic() - start
 
@@ -286,7 +291,7 @@ def _result(live: _Live) -> WorkerResult:
 def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
                 on_done: Callable[[WorkerResult], None] | None = None, *,
                 on_progress: Callable[[int, int, str], None] | None = None,
-                phases: tuple[str, ...] = (SEQUENTIAL,)) -> list[WorkerResult]:
+                phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None) -> list[WorkerResult]:
     """Run `python -m <module>` once per spec: start-up side by side, then `phases` (module docstring).
 
     A worker calls `wait_turn()` once at the start of each phase. Returns one WorkerResult per spec, in spec
@@ -295,7 +300,8 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
     is interrupted, for each worker it stopped, with what that worker had written: lnbench.result_sink);
     `on_progress(index, lines, last line)` while one runs, as its progress file grows.
     WorkerResult.duration_s is the time of the worker's sequential turns. Each worker gets its own fresh
-    compile-cache folders (see the module docstring).
+    compile-cache folders (see the module docstring). `stop`: when set (by another thread), the workers are
+    stopped as on Ctrl-C and `Stopped` is raised (runs on several GPUs: lnbench.gpus).
     """
     results: list[WorkerResult] = []
     root = Path(tempfile.mkdtemp(prefix="lnbench-workers-"))
@@ -307,7 +313,7 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
             for i in indices:       # one by one: a started worker is in `batch` before the next one starts
                 batch.append(_start(module, specs[i], i, len(specs), env, root / f"w{i}"))
             for number, mode in enumerate(phases):
-                _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress)
+                _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress, stop)
             for live in batch:
                 if live.proc is not None:
                     live.proc.wait()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,9 +19,10 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, 
                                 kernel_source_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
+from lnbench.gpus import devices_metadata, devices_options, parse_devices
 from lnbench.metadata import run_metadata
 from lnbench.perf.aggregate import HEADLINES, build_rows, failed
-from lnbench.perf.cases import backend_skips, build_cases, worker_order
+from lnbench.perf.cases import backend_skips, build_cases
 from lnbench.perf.clocks import gpu_facts
 from lnbench.measure import load
 from lnbench.measure.kernel_timer import unavailable_reason
@@ -28,10 +30,12 @@ from lnbench.perf.peak import (PEAK_MIN_LLC_FACTOR, cache_problem, copy_size, de
                                measure_copy_bandwidth, reserve_peak_file, store_peak)
 from lnbench.measure.protocol import protocol_options
 from lnbench.perf.protocol import MODES, PerfProtocol
+from lnbench.perf.spread import Group, group_spec, joined_rows, plan_groups, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
+from lnbench.shard import parse_shard, shard_metadata, shard_option
 from lnbench.report import Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table, styled_status
 WORKER_MODULE = "lnbench.perf.worker_main"
 
@@ -67,9 +71,11 @@ TABLE_COLUMNS = [
     Column("speedup", "speed-up", fmt_number(3, "×")),
     Column("iters", "I", fmt_float(6)), Column("status", "status", styled_status, justify="left"),
 ]
+#: shown with --devices: the GPU that timed the row, and `alone` where no other GPU was timing
+GPU_COLUMN = Column("_gpu", "GPU", justify="left")
 #: shown only when a row has one: the worker flag (lnbench.measure.stats.worker_flags)
 NOTE_COLUMN = Column("worker_flag", "note", justify="left")
-_CELLS = {"_minmax": _minmax, "_pct": _pct, "_kernel": _kernel_cell("kernel_us"),
+_CELLS = {"_gpu": lambda r: f"{r.get('gpu', '')}{' alone' if r.get('timed_alone') else ''}", "_minmax": _minmax, "_pct": _pct, "_kernel": _kernel_cell("kernel_us"),
           "_kpc": _kernel_cell("kernels_per_call", fmt_number(3)), "_gap": _kernel_cell("gap_us")}
 
 
@@ -85,8 +91,11 @@ def check_headline(timer: str, kernel_timer: bool, dev: Device, reason: str) -> 
     return timer
 
 
-def timed_device(name: str | None) -> Device:
-    """The --device to time on; the emulated device is refused (its times say nothing about hardware)."""
+def timed_device(name: str | None, other: str = "") -> Device:
+    """The --device to time on; the emulated device is refused (its times say nothing about hardware). `other`:
+    an option that also chose the device (--devices), so --device is one too many."""
+    if other:
+        raise LnbenchUsageError(f"--device and {other} both choose where to run: give one")
     dev = parse_device(name)
     if not dev.times_are_real:
         if not dev.executes_flydsl:             # the null device: launches complete without running anything
@@ -160,7 +169,7 @@ def _kernel_lines(rows: list[dict[str, Any]]) -> None:
         console.print(f"[yellow]{escape(text)}[/yellow] ({count} case{'s' if count > 1 else ''})", soft_wrap=True)
 
 
-def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: float) -> str:
+def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: float, groups: list[Group]) -> str:
     agg = [r for r in rows if r["row_kind"] == "aggregate"]
     counts: dict[str, int] = {}
     for row in agg:
@@ -175,7 +184,13 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
         if values and (key != "kernel_s" or max(values) >= 0.05):
             phases.append(f"{name} {statistics.median(values):.1f} s")
     each = f" (each: {', '.join(phases)})" if phases else ""
-    return f"{len(agg)} cases: {parts}; {workers}{each}; {seconds:.1f} s"
+    gpus = sorted({g.gpu for g in groups if g.slot})
+    spread = ""
+    if gpus:
+        alone = sum(len(g.cases) for g in groups if g.alone)
+        spread = (f"; on {len(gpus)} GPUs ({', '.join(gpus)}), {alone} of {sum(len(g.cases) for g in groups)} "
+                  f"timed alone (host-bound)")
+    return f"{len(agg)} cases: {parts}; {workers}{each}{spread}; {seconds:.1f} s"
 
 
 def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -217,6 +232,11 @@ PERF_TENSORS = 8
 @click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
+@devices_options
+@click.option("--alone-below-mib", "alone_below_mib", type=validate.FLOAT,
+              help="With --devices: cases moving fewer MiB per call are timed while no other GPU is timing "
+                   "(default: config [perf] alone_below_mib, 64).")
+@shard_option
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--peak-file", type=OutputFile(),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
@@ -226,16 +246,21 @@ PERF_TENSORS = 8
 @guarded
 def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
                  min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-                 headline, kernel_timer, eps, seed, device, config_path, peak_file, kernel_src, if_loaded, csv_path, json_path,
-                 quiet) -> int:
+                 headline, kernel_timer, eps, seed, device, devices, force, alone_below_mib, shard, config_path,
+                 peak_file, kernel_src, if_loaded, csv_path, json_path, quiet) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
     import time
 
-    dev = timed_device(device)
+    part = parse_shard(shard)
+    slots = parse_devices(devices, force) if devices is not None else None
+    dev = timed_device(slots[0].label if slots else device, "--devices" if slots and device else "")
     config = cfg.load_config(config_path)
     table = cfg.section(config, "perf")
+    alone_mib = validate.number(alone_below_mib if alone_below_mib is not None else
+                                cfg.require(table, "alone_below_mib", (int, float), "perf"), "alone_below_mib",
+                                "--alone-below-mib" if alone_below_mib is not None else "config [perf] alone_below_mib")
     protocol = PerfProtocol.from_table(
         table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
         target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
@@ -268,9 +293,12 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     csv_final, json_final = prepare_outputs("perf", csv_path, json_path, {**config_input(config_path), **peak_input})
 
     skips = backend_skips(backend_list, dev)
-    cases = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
-                        eps_value, base_seed, skips)
-    orders = [worker_order(cases, backend_list, w) for w in range(protocol.processes)]
+    every_case = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
+                             eps_value, base_seed, skips)
+    cases = part.select(every_case)
+    run_extra = {**shard_metadata(part, len(every_case)), **devices_metadata(slots, alone_mib)}
+    groups = plan_groups(cases, backend_list, protocol.processes, str(dev.torch_device), slots,
+                         alone_mib if slots else 0.0)
     peak = load_peak(dev.torch_device, peak_file)
     peak_gbps = float(peak["gbps"]) if peak else None
     if peak is None and not quiet:
@@ -283,79 +311,102 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     lock = load.hold("perf")
     load_before = load.check(lock)
     load.refuse_if_loaded(load_before, loaded_policy(if_loaded, table))
-    before = gpu_facts(dev.torch_device)
+    before = _facts(groups, dev)
     phases = KERNEL_PHASES if kernel_pass else STREAM_PHASES
-    specs = [{"device": str(dev.torch_device), "protocol": protocol.to_dict(), "phases": len(phases),
-              "cases": [c.to_spec() for c in order]} for order in orders]
     start = time.monotonic()
-    results: list[WorkerResult] = []
     early = {**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
-             "baseline": base_name, "headline": headline}
-    with ResultSink(csv_final, json_final, early, protocol.processes, "workers") as sink:
-        if any(orders):
-            totals = [len(o) * (2 if kernel_pass else 1) for o in orders]  # the kernel pass reports each case again
-            with CommandProgress(err_console, f"worker 1/{protocol.processes}", sum(totals), quiet) as progress:
+             "baseline": base_name, "headline": headline, **run_extra}
+    workers_total = sum(len(g.orders) for g in groups)
+    with ResultSink(csv_final, json_final, early, workers_total, "workers") as sink:
+        if any(g.cases for g in groups):
+            each = 2 if kernel_pass else 1               # the kernel pass reports each case again
+            done_units: dict[tuple[int, int], int] = {}
+            total = sum(len(o) * each for g in groups for o in g.orders)
+            guard = threading.Lock()
+            with CommandProgress(err_console, "timing", total, quiet) as progress:
 
-                def on_progress(index: int, done: int, label: str) -> None:
-                    order = orders[index]
-                    case = order[(done - 1) % len(order)] if order and done else None
-                    what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
-                            f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
-                    progress.update(sum(totals[:index]) + done, what, f"worker {index + 1}/{protocol.processes}")
+                def run_group(group: Group, stop: threading.Event | None) -> list[WorkerResult]:
+                    number = groups.index(group)
 
-                def on_done(result: WorkerResult) -> None:     # what the workers finished so far, as result rows
-                    finished.append(result)
-                    ids = {int(e["id"]) for r in finished for e in (r.payload or {}).get("cases", [])
-                           if isinstance(e, dict) and "id" in e}
-                    sink.replace(build_rows([c for c in cases if c.id in ids], orders, finished, peak_gbps,
-                                            base_name, headline), sum(r.ok for r in finished))
+                    def on_progress(index: int, done: int, label: str) -> None:
+                        order = group.orders[index]
+                        case = order[(done - 1) % len(order)] if order and done else None
+                        what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
+                                f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
+                        where = f"{group.gpu} " if slots else ""
+                        with guard:
+                            done_units[(number, index)] = done
+                            progress.update(sum(done_units.values()), what,
+                                            f"{where}worker {index + 1}/{protocol.processes}")
 
-                finished: list[WorkerResult] = []
-                results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=_worker_env(),
-                                      on_progress=on_progress, on_done=on_done, phases=phases)
+                    def on_done(result: WorkerResult) -> None:   # what the workers finished so far, as result rows
+                        with guard:
+                            group.results.append(result)
+                            sink.replace(joined_rows(cases, groups, peak_gbps, base_name, headline, True),
+                                         sum(r.ok for g in groups for r in g.results))
+
+                    return run_workers(WORKER_MODULE, group_spec(group, str(dev.torch_device), protocol.to_dict(),
+                                                                 len(phases)),
+                                       protocol.worker_timeout_s, env={**_worker_env(), **group.env()},
+                                       on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
+
+                run_groups(groups, run_group)
         load_meta = load.metadata(load_before, load.check(lock))
         lock.release()
-        rows = _finish(sink, dev, protocol, cases, orders, results, peak, peak_gbps, base_name, headline,
-                       kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet, load_meta)
-    console.print(_summary(rows, results, time.monotonic() - start))
+        rows = _finish(sink, dev, protocol, cases, groups, peak, peak_gbps, base_name, headline,
+                       kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet,
+                       {**run_extra, **load_meta})
+    results = [r for g in groups for r in g.results]
+    console.print(_summary(rows, results, time.monotonic() - start, groups))
     if load.warning(load_meta):
         err_console.print(f"[yellow]{escape(load.warning(load_meta))}[/yellow]", soft_wrap=True)
-    if not any(orders):
+    if not any(g.cases for g in groups):
         reasons = {str(c.skip) for c in cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
-    return EXIT_FAILED if failed(rows, results) else EXIT_OK
+    return EXIT_FAILED if failed(rows, results) or any(g.error for g in groups) else EXIT_OK
 
 
-def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, orders, results: list[WorkerResult],
-            peak: dict | None, peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool,
-            no_kernel_time: str, before: dict, seconds: float, backend_list: list[str], quiet: bool,
-            load_meta: dict[str, Any]) -> list[dict]:
-    """The result rows of a finished run: table, notes, and the complete files (sink.finish)."""
-    after = gpu_facts(dev.torch_device)
-    rows = build_rows(cases, orders, results, peak_gbps, base_name, headline)
+def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
+    """Driver and clocks of every device the run uses (lnbench.perf.clocks), by the name its rows give it."""
+    import torch
+
+    return ({g.gpu: gpu_facts(torch.device(g.slot.label) if g.slot else dev.torch_device) for g in groups}
+            or {str(dev.torch_device): gpu_facts(dev.torch_device)})
+
+
+def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups: list[Group], peak: dict | None,
+            peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool, no_kernel_time: str,
+            before: dict[str, dict], seconds: float, backend_list: list[str], quiet: bool,
+            extra: dict[str, Any]) -> list[dict]:
+    """The result rows of a finished run: table, notes, and the complete files (sink.finish). `extra`: more
+    metadata (shard, devices, load)."""
+    after = _facts(groups, dev)
+    first = next(iter(before))
+    rows = joined_rows(cases, groups, peak_gbps, base_name, headline)
     sources = source_metadata(backend_list).get("kernel_sources", {})
     for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
         row.update(sources.get(row["backend"], {}))
-
+    results = [r for g in groups for r in g.results]
     metadata = {**run_metadata(dev), **source_metadata(backend_list), "lnbench_command": "perf",
                 "P": protocol.processes, "R": protocol.runs,
                 "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
                 "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
-                "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before["driver"],
-                "clocks_before": before["clocks"], "clocks_after": after["clocks"],
+                "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before[first]["driver"],
+                "clocks_before": before[first]["clocks"], "clocks_after": after[first]["clocks"],
                 "peak_gbps": peak_gbps, "peak_timestamp": peak.get("timestamp") if peak else None,
                 "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2), "headline": headline,
                 "kernel_timer": ("on" if kernel_pass else
                                  "off" if not protocol.kernel_timer else f"n/a ({no_kernel_time})"),
-                **load_meta}
+                **extra}
     if not quiet:
         shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
         title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
                  f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}], fewer where a run would pass "
                  f"{protocol.max_run_s:g} s); GB/s from {headline} time; "
                  f"gap = median − kernel")
-        notes = [NOTE_COLUMN] if any(r.get("worker_flag") for r in shown) else []
-        render_table(console, title, TABLE_COLUMNS + notes, shown)
+        extra = ([GPU_COLUMN] if any(g.slot for g in groups) else []) + \
+            ([NOTE_COLUMN] if any(r.get("worker_flag") for r in shown) else [])
+        render_table(console, title, TABLE_COLUMNS + extra, shown)
         _detail_lines(shown)
         _kernel_lines(shown)
         if base_name not in backend_list:
@@ -364,13 +415,19 @@ def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, orders
         if any(r["above_peak"] for r in shown):
             console.print("[bold red]>peak[/bold red]: above the measured copy bandwidth — a cache effect, "
                           "not a result (use --mode cold)")
+    for group in groups:
+        if group.error:
+            err_console.print(f"[bold red]{escape(group.gpu)}: {escape(group.error)}[/bold red]", soft_wrap=True)
     _worker_lines(results)
-    workers_json = [{"index": r.index, "ok": r.ok, "exit_code": r.exit_code, "timed_out": r.timed_out,
-                     "duration_s": round(r.duration_s, 3), "problem": r.problem(), "stderr_tail": r.stderr_tail,
-                     "order": [c.id for c in orders[r.index]],
-                     **{k: round(float((r.payload or {}).get(k, math.nan)), 3) for k in PHASES}} for r in results]
+    workers_json = [{"gpu": g.gpu, "timed_alone": g.alone, "index": r.index, "ok": r.ok, "exit_code": r.exit_code,
+                     "timed_out": r.timed_out, "duration_s": round(r.duration_s, 3), "problem": r.problem(),
+                     "stderr_tail": r.stderr_tail, "order": [c.id for c in g.orders[r.index]],
+                     **{k: round(float((r.payload or {}).get(k, math.nan)), 3) for k in PHASES}}
+                    for g in groups for r in g.results]
     sink.finish(rows, metadata, {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
-                                 "clocks": {"before": before, "after": after}})
+                                 "clocks": {"before": before[first], "after": after[first]},
+                                 "gpus": [{"gpu": gpu, "before": before[gpu], "after": after.get(gpu)}
+                                          for gpu in before]})
     return rows
 
 

@@ -25,6 +25,8 @@ from lnbench.report import Column, fmt_duration, fmt_float, render_table, styled
 from lnbench.result_sink import ResultSink
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
+from lnbench.gpus import devices_metadata, devices_options, parse_devices
+from lnbench.shard import parse_shard, shard_metadata, shard_option
 from lnbench.verify.parallel import VerifySpec, run_units
 from lnbench.verify.runner import backend_case_rows, case_label, failed
 from lnbench.verify.summary import EXECUTED, SUMMARY_COLUMNS, status_word, summary_rows, worth_a_look
@@ -126,6 +128,8 @@ def _summary_line(rows: list[dict]) -> str:
 @click.option("--jobs", "-j", type=validate.INT,
               help="Worker processes for the cases on the emulated device (default: the usable cores); the rows "
                    "are the same as with --jobs 1, in the same order.")
+@devices_options
+@shard_option
 @click.option("--details", is_flag=True,
               help="Print every row (default: a summary per backend × dtype × case kind, then only the FAIL and "
                    "error rows and those within 10% of their bar).")
@@ -134,7 +138,7 @@ def _summary_line(rows: list[dict]) -> str:
 @output_options
 @guarded
 def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
-                   details, emu_checks, csv_path, json_path, quiet) -> int:
+                   devices, force, shard, details, emu_checks, csv_path, json_path, quiet) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
     \b
@@ -163,7 +167,13 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "verify"),
                               "--seed" if seed is not None else "config [verify] seed")
     job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
-    dev = resolve_kernel_device(device)
+    part = parse_shard(shard)
+    slots = parse_devices(devices, force) if devices is not None else None
+    if slots and device is not None:
+        raise LnbenchUsageError("--device and --devices both choose where to run: give one")
+    if slots and jobs is not None:
+        raise LnbenchUsageError("--jobs sets the emulated device's workers; with --devices each GPU has one")
+    dev = resolve_kernel_device(slots[0].label if slots else device)
     checks_line = apply_emu_checks(emu_checks) if dev.emulated else None
     if emu_checks is not None and not dev.emulated:
         raise LnbenchUsageError(f"--emu-checks applies to the emulated device; this run is on {dev.name}")
@@ -173,8 +183,10 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     validate.shapes_fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
     csv_final, json_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
                                             config_input(config_path))
-    cases = build_cases(shape_list, dtype_list, eps_values, base_seed)
-    metadata = {**run_metadata(dev), "seed": base_seed}
+    every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
+    cases = part.select(every_case)
+    metadata = {**run_metadata(dev), "seed": base_seed, **shard_metadata(part, len(every_case)),
+                **devices_metadata(slots)}
 
     if self_test:
         return _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet)
@@ -192,14 +204,14 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         console.print(checks_line)
     if not names:
         raise LnbenchUsageError("no backend can run here")
-    spec = VerifySpec(tuple(names), tuple(cases), dev.name, tol, torch_threads())
+    spec = VerifySpec(tuple(names), tuple(cases), "cuda:0" if slots else dev.name, tol, torch_threads())  # a GPU worker sees one GPU
     units = range(len(names) * len(cases))
     costs = {unit: unit_seconds(*spec.unit(unit), dev) for unit in units}
-    parallel = dev.emulated and job_count > 1 and len(units) > 1
+    parallel = bool(slots) or (dev.emulated and job_count > 1 and len(units) > 1)
     estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1)
     if dev.emulated and estimate.wall_s > WARN_S:
         _warn_long(estimate, job_count if parallel else 1, shape_list)
-    metadata["jobs"] = job_count if parallel else 1
+    metadata["jobs"] = len(slots) if slots else job_count if parallel else 1
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink, \
             CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
 
@@ -209,7 +221,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
             progress.advance(case_label(spec.unit(unit)[0], spec.unit(unit)[1], unit_rows))
 
         if parallel:
-            run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done)
+            run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or ())
         else:
             _run_inline(spec, dev, done)
         rows = sink.rows

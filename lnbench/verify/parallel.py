@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lnbench.gpus import GpuSlot
 from lnbench.processes import child_environment, die_with_parent, kill_group
 from lnbench.verify.cases import Case
 from lnbench.verify.tolerance import Tolerance
@@ -64,9 +65,15 @@ class _Worker:
     proc: subprocess.Popen
     fd: int
     stderr: Path
+    slot: GpuSlot | None = None
     unit: int | None = None
     started: float = 0.0
     buffer: bytes = b""
+    finished: int = 0
+
+
+#: a GPU whose workers die this many times in a row without finishing a unit takes no more units
+SLOT_DEATHS = 2
 
 
 def _tail(path: Path) -> str:
@@ -77,20 +84,21 @@ def _tail(path: Path) -> str:
     return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
 
 
-def _start(spec_path: Path, root: Path, number: int) -> _Worker:
+def _start(spec_path: Path, root: Path, number: int, slot: GpuSlot | None) -> _Worker:
     read_fd, write_fd = os.pipe()
     stderr = root / f"worker{number}.err"
+    env = {**_WORKER_ENV, **(slot.env() if slot else {})}
     try:
         with open(stderr, "wb") as err:
             proc = subprocess.Popen([sys.executable, "-m", "lnbench.verify.parallel", str(spec_path), str(write_fd)],
-                                    stdin=subprocess.PIPE, stdout=err, stderr=err, env=child_environment(_WORKER_ENV),
+                                    stdin=subprocess.PIPE, stdout=err, stderr=err, env=child_environment(env),
                                     pass_fds=(write_fd,), start_new_session=True)
     except BaseException:
         os.close(read_fd)
         raise
     finally:
         os.close(write_fd)
-    return _Worker(proc, read_fd, stderr)
+    return _Worker(proc, read_fd, stderr, slot)
 
 
 def _give(worker: _Worker, unit: int) -> None:
@@ -112,28 +120,39 @@ def _crash_rows(spec: VerifySpec, unit: int, worker: _Worker) -> list[dict[str, 
     return [{"backend": name, **row} for row in status_rows(case, "error", detail)]
 
 
-def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone) -> None:
+def _named(rows: list[dict[str, Any]], slot: GpuSlot | None) -> list[dict[str, Any]]:
+    """A spread run's rows name the GPU that ran them."""
+    return [{**row, "gpu": slot.label, "gpu_model": slot.model} for row in rows] if slot else rows
+
+
+def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone,
+              slots: Sequence[GpuSlot] = ()) -> None:
     """Run the units of `order` (indices; handed out in this order) in up to `jobs` workers; on_done(unit, rows,
-    seconds) as each finishes. Returns when all have; stops every worker on any exception."""
+    seconds) as each finishes. Returns when all have; stops every worker on any exception.
+
+    slots: GPUs (--devices): one worker per GPU, which sees only that GPU (jobs is ignored); a unit's rows name
+    the GPU. A GPU whose workers die SLOT_DEATHS times in a row without finishing a unit is given no more units:
+    the others take them (its lost units have their error rows)."""
     pending = deque(order)
     root = Path(tempfile.mkdtemp(prefix="lnbench-verify-"))
     workers: dict[int, _Worker] = {}
     selector = selectors.DefaultSelector()
     started = 0
+    deaths: dict[int, int] = {}
     try:
         spec_path = root / "spec.pickle"
         spec_path.write_bytes(pickle.dumps(spec))
 
-        def launch() -> None:
+        def launch(slot: GpuSlot | None) -> None:
             nonlocal started
-            worker = _start(spec_path, root, started)
+            worker = _start(spec_path, root, started, slot)
             started += 1
             workers[worker.fd] = worker
             selector.register(worker.fd, selectors.EVENT_READ)
             _give(worker, pending.popleft())
 
-        for _ in range(min(jobs, len(pending))):
-            launch()
+        for number in range(min(len(slots) or jobs, len(pending))):
+            launch(slots[number] if slots else None)
         while workers:
             for key, _ in selector.select(timeout=0.5):
                 worker = workers[key.fd]
@@ -144,9 +163,12 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                     del workers[key.fd]
                     worker.proc.wait()
                     if worker.unit is not None:
-                        on_done(worker.unit, _crash_rows(spec, worker.unit, worker), time.monotonic() - worker.started)
-                    if pending:
-                        launch()
+                        on_done(worker.unit, _named(_crash_rows(spec, worker.unit, worker), worker.slot),
+                                time.monotonic() - worker.started)
+                    gpu = worker.slot.index if worker.slot else -1
+                    deaths[gpu] = 0 if worker.finished else deaths.get(gpu, 0) + 1
+                    if pending and (worker.slot is None or deaths[gpu] < SLOT_DEATHS):
+                        launch(worker.slot)
                     continue
                 worker.buffer += data
                 while b"\n" in worker.buffer:
@@ -155,11 +177,18 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                     unit, worker.unit = worker.unit, None
                     if unit != message["unit"]:
                         raise RuntimeError(f"verify worker answered unit {message['unit']}, was given {unit}")
-                    on_done(unit, message["rows"], float(message["seconds"]))
+                    worker.finished += 1
+                    on_done(unit, _named(message["rows"], worker.slot), float(message["seconds"]))
                     if pending:
                         _give(worker, pending.popleft())
                     else:
                         worker.proc.stdin.close()              # no more work: it exits, EOF follows
+        from lnbench.verify.runner import status_rows
+
+        for unit in pending:       # every GPU failed: what is left cannot run
+            name, case = spec.unit(unit)
+            on_done(unit, [{"backend": name, **row} for row in status_rows(
+                case, "error", "not run: the workers of every GPU died (see the errors above)")], 0.0)
     finally:
         for worker in workers.values():
             if worker.proc.poll() is None:

@@ -1,0 +1,198 @@
+"""`--devices LIST|all`: a command's cases spread over several GPUs of one host.
+
+Each GPU gets its own worker processes, and each worker sees only its GPU: the visibility variable the runtime
+reads (CUDA_VISIBLE_DEVICES, or HIP_VISIBLE_DEVICES under ROCm) is set to the one entry of the parent's list
+that names it, so the worker's `cuda:0` is that GPU and no other device's stream can be reached.
+
+How the cases run (run_spread): on each GPU one group of workers at a time, as on one GPU (the protocol is
+unchanged); the GPUs side by side for the cases whose time the GPU sets; then the cases whose time the host sets
+(`alone`), one GPU after another, while no other GPU is timing. A GPU whose run raises loses only its own cases:
+the others' results are kept. An interrupt stops every GPU's workers (lnbench.perf.workers: `stop`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import Callable, Generic, Sequence, TypeVar
+
+from lnbench.errors import LnbenchUsageError, one_line
+from lnbench.processes import Stopped
+
+T = TypeVar("T")
+R = TypeVar("R")
+_ENTRY = re.compile(r"^(?:cuda:)?(\d+)$")
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU of this host as this process's torch numbers it, and how a worker is shown only that GPU."""
+
+    index: int                       # cuda:<index> in this process
+    model: str                       # torch's device name, e.g. "NVIDIA H200"
+    variable: str                    # CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES
+    visible: str                     # this GPU's entry for that variable (an index or a UUID)
+    unset: tuple[str, ...] = ()      # variables a worker must not inherit (the other alias under ROCm)
+
+    @property
+    def label(self) -> str:
+        return f"cuda:{self.index}"
+
+    def env(self) -> dict[str, str | None]:
+        """A worker's environment additions: only this GPU visible (None unsets a variable)."""
+        return {self.variable: self.visible, **{name: None for name in self.unset}}
+
+
+def _visibility(environ: dict[str, str], hip: bool) -> tuple[str, list[str] | None, tuple[str, ...]]:
+    """(variable to set, the parent's visible entries or None when unrestricted, variables to unset)."""
+    if hip:      # HIP reads HIP_VISIBLE_DEVICES, else its alias CUDA_VISIBLE_DEVICES: set the first, drop the alias
+        listed = environ.get("HIP_VISIBLE_DEVICES", environ.get("CUDA_VISIBLE_DEVICES"))
+        variable, unset = "HIP_VISIBLE_DEVICES", ("CUDA_VISIBLE_DEVICES",)
+    else:
+        listed, variable, unset = environ.get("CUDA_VISIBLE_DEVICES"), "CUDA_VISIBLE_DEVICES", ()
+    entries = [e.strip() for e in listed.split(",") if e.strip()] if listed is not None else None
+    return variable, entries, unset
+
+
+def host_gpus(environ: dict[str, str] | None = None) -> list[GpuSlot]:
+    """Every GPU torch sees in this process, in its numbering."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    variable, entries, unset = _visibility(dict(os.environ if environ is None else environ),
+                                           torch.version.hip is not None)
+    count = torch.cuda.device_count()
+    return [GpuSlot(i, torch.cuda.get_device_name(i), variable,
+                    entries[i] if entries is not None and i < len(entries) else str(i), unset) for i in range(count)]
+
+
+def parse_devices(text: str | None, force: bool = False, gpus: Sequence[GpuSlot] | None = None) -> list[GpuSlot] | None:
+    """--devices value -> the GPUs to use (None: the option was not given). `all` = every GPU torch sees; else a
+    comma list of N or cuda:N. Unknown, repeated or mixed-model GPUs (without `force`) are usage errors."""
+    if text is None:
+        return None
+    seen = list(host_gpus() if gpus is None else gpus)
+    if not seen:
+        raise LnbenchUsageError(f"--devices {text}: torch sees no GPU here (--devices spreads cases over a host's "
+                                f"GPUs; on this machine use --device)")
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    if words == ["all"]:
+        chosen = seen
+    else:
+        if not words:
+            raise LnbenchUsageError("--devices needs a list (e.g. 0,1 or cuda:0,cuda:1) or all")
+        chosen = []
+        for word in words:
+            match = _ENTRY.match(word)
+            if not match:
+                raise LnbenchUsageError(f"--devices: {word!r} is not a GPU; use N or cuda:N (or all)")
+            index = int(match.group(1))
+            if index >= len(seen):
+                raise LnbenchUsageError(f"--devices: cuda:{index} does not exist; torch sees {len(seen)} GPU(s) "
+                                        f"(cuda:0..cuda:{len(seen) - 1})")
+            if any(slot.index == index for slot in chosen):
+                raise LnbenchUsageError(f"--devices: cuda:{index} is listed twice")
+            chosen.append(seen[index])
+    models = sorted({slot.model for slot in chosen})
+    if len(models) > 1 and not force:
+        counts = ", ".join(f"{m} ×{sum(s.model == m for s in chosen)}" for m in models)
+        raise LnbenchUsageError(f"--devices mixes GPU models ({counts}): one headline would mix their times; list "
+                                f"GPUs of one model, or add --force")
+    return chosen
+
+
+def deal(items: Sequence[T], count: int) -> list[list[T]]:
+    """Items dealt out in order over `count` lists (item i to list i mod count): balanced within one."""
+    return [list(items[k::count]) for k in range(count)]
+
+
+@dataclass
+class SlotRun(Generic[R]):
+    """What one group (a GPU, side by side or alone) gave back: its result, or the error that stopped it."""
+
+    slot: GpuSlot
+    alone: bool
+    result: R | None = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+def run_spread(slots: Sequence[GpuSlot], side_by_side: Sequence[Sequence[T]], alone: Sequence[Sequence[T]],
+               run: Callable[[GpuSlot, list[T], threading.Event], R],
+               on_finished: Callable[[SlotRun[R]], None] | None = None) -> list[SlotRun[R]]:
+    """run(slot, items, stop) for each slot's `side_by_side` items, all slots at once (one thread each), then for
+    each slot's `alone` items, one slot after another. An exception in one slot's run is recorded in its SlotRun
+    (its cases are lost, no other's); an interrupt of this thread sets `stop` for every running group, waits for
+    them to stop, and goes on. `on_finished` is called in this thread as each group ends."""
+    import time
+
+    stop = threading.Event()
+    finished: list[SlotRun[R]] = []
+
+    def one(record: SlotRun[R], items: list[T]) -> None:
+        start = time.monotonic()
+        try:
+            record.result = run(record.slot, items, stop)
+        except (Exception, Stopped) as exc:  # noqa: BLE001 - a GPU that fails loses only its cases
+            record.error = one_line(exc) or type(exc).__name__
+        record.seconds = time.monotonic() - start
+
+    def report(record: SlotRun[R]) -> None:
+        finished.append(record)
+        if on_finished is not None:
+            on_finished(record)
+
+    threads: list[tuple[threading.Thread, SlotRun[R]]] = []
+    try:
+        for slot, items in zip(slots, side_by_side):
+            if items:
+                record = SlotRun(slot, False)
+                thread = threading.Thread(target=one, args=(record, list(items)), name=f"lnbench-{slot.label}")
+                thread.start()
+                threads.append((thread, record))
+        pending = list(threads)
+        while pending:
+            for thread, record in list(pending):
+                thread.join(timeout=0.1)
+                if not thread.is_alive():
+                    pending.remove((thread, record))
+                    report(record)
+        for slot, items in zip(slots, alone):
+            if items:
+                record = SlotRun(slot, True)
+                one(record, list(items))
+                if record.error and stop.is_set():
+                    break
+                report(record)
+    except BaseException:
+        stop.set()                                  # every group stops its workers, keeping what they finished
+        for thread, record in threads:
+            thread.join()
+            if record not in finished:
+                report(record)
+        raise
+    return finished
+
+
+def devices_options(func: Callable[..., object]) -> Callable[..., object]:
+    """--devices LIST|all and --force (mixing GPU models)."""
+    import click
+
+    func = click.option("--force", is_flag=True,
+                        help="With --devices: allow GPUs of different models in one run.")(func)
+    return click.option("--devices", "devices",
+                        help="Spread the cases over these GPUs of this host: all, or a list such as 0,1 or "
+                             "cuda:0,cuda:2 (each GPU its own workers; rows name their GPU).")(func)
+
+
+def devices_metadata(slots: Sequence[GpuSlot] | None, alone_below_mib: float | None = None) -> dict[str, object]:
+    """What a result file says about the GPUs a run was spread over ({} for a plain run)."""
+    if not slots:
+        return {}
+    out: dict[str, object] = {"devices": ",".join(s.label for s in slots),
+                              "device_models": ",".join(sorted({s.model for s in slots}))}
+    if alone_below_mib is not None:
+        out["alone_below_mib"] = alone_below_mib
+    return out

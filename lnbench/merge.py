@@ -1,0 +1,154 @@
+"""`lnbench merge FILES... --csv/--json OUT`: the result files of one command's parts (`--shard K/N` on several
+machines, a CI matrix) joined into one result, as if one run had made it.
+
+Refused (one line, exit 2) unless --force: files of different commands (never allowed), of different formats
+(CSV and JSON: their list cells differ), of different lnbench versions, devices or protocols, incomplete
+files, or files that hold the same case twice. The merged metadata keeps what every part agrees on; what
+differs between them (timestamps, wall time, clocks, the shard) is listed per part in `parts`.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+import pandas as pd
+from rich.markup import escape
+
+from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options, prepare_outputs
+from lnbench.compare.match import device_name, protocol
+from lnbench.compare.results import ABI, PERF, VERIFY, ResultFile, load_result
+from lnbench.errors import LnbenchUsageError
+
+#: the columns that name one case of each kind (a case's rows share them)
+CASE_COLUMNS: dict[str, tuple[str, ...]] = {
+    PERF: ("backend", "op", "dtype", "shape", "mode"),
+    VERIFY: ("backend", "case", "dtype", "shape", "eps"),
+    ABI: ("part", "op", "dtype", "shape", "metric", "arch", "N", "kernel"),
+}
+#: metadata that must agree beside the protocol (compare.match.protocol): what a case's result depends on
+SAME_KEYS: dict[str, tuple[str, ...]] = {
+    PERF: ("lnbench_version", "headline", "baseline", "modes", "kernel_timer"),
+    VERIFY: ("lnbench_version", "seed", "emu_checks", "device"),
+    ABI: ("lnbench_version", "pair", "eps", "seed", "confidence", "bootstrap", "static_executed_on"),
+}
+#: metadata a merged file sets itself
+OWN_KEYS = ("shard", "complete", "stopped")
+
+
+def _plain(value: Any) -> Any:
+    """A cell as a comparable key part (NaN and None alike)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def case_keys(result: ResultFile) -> list[tuple[Any, ...]]:
+    """The distinct cases of a result, in file order."""
+    columns = [c for c in CASE_COLUMNS[result.kind] if c in result.rows.columns]
+    keys = (tuple(_plain(v) for v in row) for row in result.rows[columns].itertuples(index=False, name=None))
+    return list(dict.fromkeys(keys))
+
+
+def problems(results: Sequence[ResultFile]) -> list[str]:
+    """Why these results should not be merged (empty: they may); the command and format are checked apart."""
+    first, out = results[0], []
+    for other in results[1:]:
+        if device_name(other) != device_name(first):
+            out.append(f"{other.path} ran on {device_name(other)!r}, {first.path} on {device_name(first)!r}")
+        a, b = protocol(first), protocol(other)
+        for key in SAME_KEYS[first.kind]:
+            if key in first.metadata and key in other.metadata:
+                a[key], b[key] = first.metadata[key], other.metadata[key]
+        diffs = [f"{k} {a[k]} vs {b[k]}" for k in a if k in b and _plain(a[k]) != _plain(b[k])]
+        if diffs:
+            out.append(f"{other.path} differs from {first.path}: {', '.join(diffs)}")
+    for result in results:
+        if result.incomplete:
+            out.append(f"{result.path} is incomplete ({result.incomplete})")
+    seen: dict[tuple[Any, ...], Path] = {}
+    for result in results:
+        for key in case_keys(result):
+            if key in seen:
+                shown = " ".join(str(k) for k in key if k is not None)
+                out.append(f"case {shown} is in both {seen[key]} and {result.path}")
+                break
+            seen[key] = result.path
+    return out
+
+
+def shard_note(results: Sequence[ResultFile]) -> str:
+    """Which parts of a `--shard K/N` split the files are ('' when they carry none)."""
+    shards = [str(r.metadata.get("shard") or "") for r in results]
+    if not all("/" in s for s in shards):
+        return ""
+    counts = {s.split("/")[1] for s in shards}
+    if len(counts) != 1:
+        return f"the files are parts of different splits ({', '.join(sorted(set(shards)))})"
+    total = int(counts.pop())
+    have = sorted({int(s.split("/")[0]) for s in shards})
+    missing = [k for k in range(1, total + 1) if k not in have]
+    return (f"all {total} parts of a --shard split" if not missing else
+            f"parts {', '.join(map(str, have))} of {total}: part(s) {', '.join(map(str, missing))} missing")
+
+
+def merged_metadata(results: Sequence[ResultFile]) -> dict[str, Any]:
+    """The keys every part agrees on, plus the merge's own (parts, complete)."""
+    first = results[0].metadata
+    agreed = {k: v for k, v in first.items() if k not in OWN_KEYS
+              and all(k in r.metadata and _plain(r.metadata[k]) == _plain(v) for r in results[1:])}
+    return {**agreed, "complete": all(not r.incomplete for r in results), "stopped": "",
+            "merged_from": len(results), "shard": ""}
+
+
+def merged_rows(results: Sequence[ResultFile]) -> list[dict[str, Any]]:
+    """Every part's rows, in the order of the files; per-part metadata columns of a CSV are dropped."""
+    frame = pd.concat([r.rows for r in results], ignore_index=True)
+    drop = [c for c in (*OWN_KEYS, "shard_total_cases") if c in frame.columns]
+    frame = frame.drop(columns=drop)
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def load_parts(paths: Sequence[Path]) -> list[ResultFile]:
+    """Every file read; one of another command or format than the first is refused (exit 2), --force or not."""
+    results = [load_result(p, (PERF, ABI, VERIFY), what="a perf, abi-compare or verify result") for p in paths]
+    first = results[0]
+    for other in results[1:]:
+        if other.kind != first.kind:
+            raise LnbenchUsageError(f"{first.path} is an lnbench {first.kind} result and {other.path} an lnbench "
+                                    f"{other.kind} result: merge joins results of one command")
+        if (other.payload is None) != (first.payload is None):
+            raise LnbenchUsageError(f"{first.path} and {other.path} are a CSV and a JSON: merge files of one format "
+                                    f"(the JSON of every part, or the CSV of every part)")
+    return results
+
+
+@click.command("merge")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Merge even when versions, devices or protocols differ, a file is "
+                                            "incomplete, or a case is in two files.")
+@output_options
+@guarded
+def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, json_path: Path | None,
+                  quiet: bool) -> int:
+    """Join the result files of one command's parts (--shard K/N) into one result, CSV and/or JSON."""
+    results = load_parts(files)
+    found = problems(results)
+    if found and not force:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise LnbenchUsageError(f"{found[0]}{more}: merge refused (--force merges anyway)")
+    csv_final, json_final = prepare_outputs("merge", csv_path, json_path,
+                                            {f"FILE {i + 1}": path for i, path in enumerate(files)})
+    metadata = merged_metadata(results)
+    parts = [{"path": str(r.path), **{k: v for k, v in r.metadata.items() if k not in metadata or k == "shard"},
+              **({"extra": r.extra} if r.extra else {})} for r in results]
+    rows = merged_rows(results)
+    emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts}, announce=not quiet)
+    for line in found:
+        err_console.print(f"[yellow]merged with --force: {escape(line)}[/yellow]", soft_wrap=True)
+    note = shard_note(results)
+    cases = sum(len(case_keys(r)) for r in results)
+    console.print(f"merged {len(results)} {results[0].kind} result(s): {cases} cases, {len(rows)} rows"
+                  + (f"; {note}" if note else ""))
+    return EXIT_OK

@@ -1,0 +1,67 @@
+"""`--shard K/N`: run the K-th of N parts of a command's case list, so a CI matrix or a cluster scheduler runs
+the parts on separate machines and `lnbench merge` joins their result files.
+
+The split depends on nothing but the case list, which the config and options fix: every machine computes the
+same parts. Cases are dealt out in list order, case i to part i mod N, so the parts differ in size by at most
+one case and each part holds every backend, op and shape size in the same proportions as the whole (a list
+ordered backend-major would otherwise give one part all of one backend).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
+
+import click
+
+from lnbench.errors import LnbenchUsageError
+
+T = TypeVar("T")
+_FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Part `index` (1-based) of `count`."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, position: int) -> bool:
+        """Whether the case at `position` (0-based, in the full case list) belongs to this part."""
+        return position % self.count == self.index - 1
+
+    def select(self, items: Sequence[T]) -> list[T]:
+        """This part's items, in their order."""
+        return [item for position, item in enumerate(items) if self.holds(position)]
+
+
+WHOLE = Shard(1, 1)
+
+
+def parse_shard(text: str | None) -> Shard:
+    """`K/N` with 1 <= K <= N (None: the whole list). Anything else is a usage error."""
+    if text is None:
+        return WHOLE
+    match = _FORM.match(text)
+    if not match:
+        raise LnbenchUsageError(f"--shard must be K/N (part K of N, e.g. 1/4), got {text!r}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise LnbenchUsageError(f"--shard {text}: K must be between 1 and N (N >= 1), e.g. 1/{max(count, 2)}")
+    return Shard(index, count)
+
+
+def shard_metadata(shard: Shard, total: int) -> dict[str, object]:
+    """What a result file says about its part: `shard` K/N and the size of the whole case list."""
+    return {"shard": str(shard), "shard_total_cases": total}
+
+
+def shard_option(func: Callable[..., object]) -> Callable[..., object]:
+    """--shard K/N (parsed by parse_shard inside the command, so a bad value is lnbench's one-line error)."""
+    return click.option("--shard", "shard",
+                        help="Run part K of N of the case list (e.g. 2/4): the same split on every machine; join "
+                             "the parts' result files with `lnbench merge`.")(func)
