@@ -34,10 +34,17 @@ class GpuSlot:
     variable: str                    # CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES
     visible: str                     # this GPU's entry for that variable (an index or a UUID)
     unset: tuple[str, ...] = ()      # variables a worker must not inherit (the other alias under ROCm)
+    device: str = ""                 # its device name in this process ("" = the label); tests: a stand-in
+    worker_device: str = "cuda:0"    # its name in a worker, which sees only it
 
     @property
     def label(self) -> str:
+        """How rows name the GPU: cuda:N in this process's numbering."""
         return f"cuda:{self.index}"
+
+    @property
+    def process_device(self) -> str:
+        return self.device or self.label
 
     def env(self) -> dict[str, str | None]:
         """A worker's environment additions: only this GPU visible (None unsets a variable)."""

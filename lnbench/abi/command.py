@@ -243,7 +243,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     `slot`'s GPU alone when given (the workers see only it, as cuda:0)."""
     spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
             "probe_shapes": [list(s) for s in probe_shapes(shapes)],
-            "device": "cuda:0" if slot else str(device.torch_device), "eps": eps,
+            "device": slot.worker_device if slot else str(device.torch_device), "eps": eps,
             "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
     if device.is_null:                          # each worker activates it (and checks by execution on the emulator)
         spec.update(lnbench_device=device.name, check_elements=check_elements(table))
@@ -336,7 +336,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
-    dev = choose_device(slots[0].label if slots else device, pair)
+    dev = choose_device(slots[0].process_device if slots else device, pair)
     if dev.is_null:
         if not flydsl_pair(pair):
             raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "

@@ -255,7 +255,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
 
     part = parse_shard(shard)
     slots = parse_devices(devices, force) if devices is not None else None
-    dev = timed_device(slots[0].label if slots else device, "--devices" if slots and device else "")
+    dev = timed_device(slots[0].process_device if slots else device, "--devices" if slots and device else "")
     config = cfg.load_config(config_path)
     table = cfg.section(config, "perf")
     alone_mib = validate.number(alone_below_mib if alone_below_mib is not None else
@@ -370,7 +370,7 @@ def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
     """Driver and clocks of every device the run uses (lnbench.perf.clocks), by the name its rows give it."""
     import torch
 
-    return ({g.gpu: gpu_facts(torch.device(g.slot.label) if g.slot else dev.torch_device) for g in groups}
+    return ({g.gpu: gpu_facts(torch.device(g.slot.process_device) if g.slot else dev.torch_device) for g in groups}
             or {str(dev.torch_device): gpu_facts(dev.torch_device)})
 
 

@@ -68,8 +68,8 @@ def plan_groups(cases: list[PerfCase], backends: list[str], processes: int, devi
 
 
 def group_spec(group: Group, device: str, protocol: dict[str, Any], phases: int) -> list[dict[str, Any]]:
-    """The worker specs of a group; a GPU's workers see only that GPU, as cuda:0."""
-    where = "cuda:0" if group.slot else device
+    """The worker specs of a group; a GPU's workers see only that GPU (as cuda:0)."""
+    where = group.slot.worker_device if group.slot else device
     return [{"device": where, "protocol": protocol, "phases": phases, "cases": [c.to_spec() for c in order]}
             for order in group.orders]
 

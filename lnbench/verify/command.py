@@ -173,7 +173,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         raise LnbenchUsageError("--device and --devices both choose where to run: give one")
     if slots and jobs is not None:
         raise LnbenchUsageError("--jobs sets the emulated device's workers; with --devices each GPU has one")
-    dev = resolve_kernel_device(slots[0].label if slots else device)
+    dev = resolve_kernel_device(slots[0].process_device if slots else device)
     checks_line = apply_emu_checks(emu_checks) if dev.emulated else None
     if emu_checks is not None and not dev.emulated:
         raise LnbenchUsageError(f"--emu-checks applies to the emulated device; this run is on {dev.name}")
@@ -204,7 +204,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         console.print(checks_line)
     if not names:
         raise LnbenchUsageError("no backend can run here")
-    spec = VerifySpec(tuple(names), tuple(cases), "cuda:0" if slots else dev.name, tol, torch_threads())  # a GPU worker sees one GPU
+    spec = VerifySpec(tuple(names), tuple(cases), slots[0].worker_device if slots else dev.name, tol, torch_threads())
     units = range(len(names) * len(cases))
     costs = {unit: unit_seconds(*spec.unit(unit), dev) for unit in units}
     parallel = bool(slots) or (dev.emulated and job_count > 1 and len(units) > 1)

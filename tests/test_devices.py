@@ -1,0 +1,255 @@
+"""`--devices`: GPU parsing and visibility (lnbench.gpus), the two-stage scheduler (side by side, then alone),
+and perf / verify spread over several "GPUs" on the CPU. The stand-in GPUs are CPU slots whose worker
+environment carries a marker instead of CUDA_VISIBLE_DEVICES; the real two-GPU run is
+test_two_gpus_on_this_host (skipped without two GPUs)."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pandas as pd
+import pytest
+import torch
+from click.testing import CliRunner
+
+from lnbench import gpus
+from lnbench.errors import LnbenchUsageError
+from lnbench.gpus import GpuSlot, deal, parse_devices, run_spread
+from lnbench.perf.cases import build_cases
+from lnbench.perf.spread import host_bound, plan_groups
+
+H200 = [GpuSlot(i, "NVIDIA H200", "CUDA_VISIBLE_DEVICES", str(i)) for i in range(3)]
+
+
+def cpu_slots(count: int, variable: str = "LNBENCH_TEST_GPU", values: list[str] | None = None) -> list[GpuSlot]:
+    """Stand-in GPUs: CPU workers, each with its own value of `variable`."""
+    return [GpuSlot(i, "stand-in", variable, (values or [str(i)] * count)[i], device="cpu", worker_device="cpu")
+            for i in range(count)]
+
+
+@pytest.fixture(autouse=True)
+def _results_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
+
+
+@pytest.mark.parametrize("text, chosen", [("all", [0, 1, 2]), ("1", [1]), ("cuda:2,0", [2, 0]), (" 0 , cuda:1 ", [0, 1])])
+def test_parse_devices_picks_the_listed_gpus(text, chosen):
+    assert [s.index for s in parse_devices(text, gpus=H200)] == chosen
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("cuda:9", "cuda:9 does not exist; torch sees 3 GPU(s) (cuda:0..cuda:2)"), ("0,cuda:0", "listed twice"),
+    ("rocm:1", "is not a GPU"), (",", "needs a list"), ("gpu0", "is not a GPU"),
+])
+def test_parse_devices_refuses_bad_lists(text, fragment):
+    with pytest.raises(LnbenchUsageError) as info:
+        parse_devices(text, gpus=H200)
+    assert fragment in str(info.value)
+
+
+def test_parse_devices_without_gpus_and_with_mixed_models():
+    with pytest.raises(LnbenchUsageError, match="torch sees no GPU here"):
+        parse_devices("all", gpus=[])
+    mixed = [H200[0], GpuSlot(1, "NVIDIA A100", "CUDA_VISIBLE_DEVICES", "1")]
+    with pytest.raises(LnbenchUsageError, match=r"mixes GPU models \(NVIDIA A100 ×1, NVIDIA H200 ×1\).*--force"):
+        parse_devices("all", gpus=mixed)
+    assert len(parse_devices("all", force=True, gpus=mixed)) == 2
+    assert parse_devices(None, gpus=H200) is None
+
+
+@pytest.mark.parametrize("environ, hip, expected", [
+    ({}, False, ("CUDA_VISIBLE_DEVICES", None, ())),
+    ({"CUDA_VISIBLE_DEVICES": "2,3"}, False, ("CUDA_VISIBLE_DEVICES", ["2", "3"], ())),
+    ({"CUDA_VISIBLE_DEVICES": "GPU-a, GPU-b"}, False, ("CUDA_VISIBLE_DEVICES", ["GPU-a", "GPU-b"], ())),
+    ({"CUDA_VISIBLE_DEVICES": "5,6"}, True, ("HIP_VISIBLE_DEVICES", ["5", "6"], ("CUDA_VISIBLE_DEVICES",))),
+    ({"HIP_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0,1"}, True,
+     ("HIP_VISIBLE_DEVICES", ["1"], ("CUDA_VISIBLE_DEVICES",))),
+])
+def test_a_worker_sees_only_its_gpu_in_the_parents_numbering(environ, hip, expected):
+    assert gpus._visibility(environ, hip) == expected
+
+
+def test_host_gpus_maps_torch_numbering_to_the_parents_visible_list(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA H200")
+    monkeypatch.setattr(torch.version, "hip", None)
+    slots = gpus.host_gpus({"CUDA_VISIBLE_DEVICES": "4,7"})
+    assert [(s.label, s.env()) for s in slots] == [("cuda:0", {"CUDA_VISIBLE_DEVICES": "4"}),
+                                                   ("cuda:1", {"CUDA_VISIBLE_DEVICES": "7"})]
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    rocm = gpus.host_gpus({"CUDA_VISIBLE_DEVICES": "4,7"})
+    assert rocm[1].env() == {"HIP_VISIBLE_DEVICES": "7", "CUDA_VISIBLE_DEVICES": None}
+
+
+def test_child_environment_unsets_a_none_variable(monkeypatch):
+    from lnbench.processes import child_environment
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    env = child_environment(H200[1].env() | {"HIP_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": None})
+    assert "CUDA_VISIBLE_DEVICES" not in env and env["HIP_VISIBLE_DEVICES"] == "1"
+
+
+def test_deal_is_balanced_disjoint_and_complete():
+    for count in range(1, 6):
+        for size in range(0, 23):
+            parts = deal(list(range(size)), count)
+            assert sorted(x for p in parts for x in p) == list(range(size))
+            assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_run_spread_times_alone_groups_while_no_other_gpu_is_timing():
+    spans: list[tuple[str, bool, float, float]] = []
+    lock = threading.Lock()
+
+    def run(slot, items, stop):
+        start = time.monotonic()
+        time.sleep(0.3)
+        with lock:
+            spans.append((slot.label, items[0] == "alone", start, time.monotonic()))
+        return items
+
+    slots = H200[:3]
+    records = run_spread(slots, [["side"]] * 3, [["alone"]] * 3, run)
+    assert [(r.slot.label, r.alone, r.result) for r in records][-3:] == [
+        ("cuda:0", True, ["alone"]), ("cuda:1", True, ["alone"]), ("cuda:2", True, ["alone"])]
+    side = [s for s in spans if not s[1]]
+    assert max(s[2] for s in side) < min(s[3] for s in side)            # the GPUs ran side by side
+    for label, alone, start, end in spans:
+        if alone:                                                       # nothing else ran meanwhile
+            assert all(e <= start or s >= end for other, a, s, e in spans if (other, a) != (label, alone))
+
+
+def test_a_gpu_that_fails_loses_only_its_own_cases():
+    def run(slot, items, stop):
+        if slot.index == 1:
+            raise RuntimeError("CUDA error: an illegal memory access")
+        return items
+
+    records = run_spread(H200[:2], [["a"], ["b"]], [["c"], ["d"]], run)
+    by = {(r.slot.index, r.alone): r for r in records}
+    assert by[(0, False)].result == ["a"] and by[(0, True)].result == ["c"]
+    assert by[(1, False)].result is None and "illegal memory access" in by[(1, False)].error
+    assert "illegal memory access" in by[(1, True)].error
+
+
+def test_an_interrupt_stops_every_gpus_run_at_once():
+    from lnbench.processes import Stopped
+
+    def run(slot, items, stop):
+        if stop.wait(30):
+            raise Stopped()
+        return items
+
+    main = threading.get_ident()
+    threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    start = time.monotonic()
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        run_spread(H200[:2], [["a"], ["b"]], [[], []], run, seen.append)
+    assert time.monotonic() - start < 10
+    assert sorted(r.slot.index for r in seen) == [0, 1] and all(r.error == "Stopped" for r in seen)
+
+
+def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():
+    cases = build_cases(["torch", "liger"], ["fwd", "bwd"], ["bf16"], [(64, 256), (4096, 4096), (8192, 2048)],
+                        ["cold", "hot"], 1e-5, 1, {"liger": ("", ("fwd",)), "torch": ("", ("fwd", "bwd"))})
+    assert host_bound(cases[0], 64) and not host_bound(cases[2], 64) and not host_bound(cases[0], 0)
+    groups = plan_groups(cases, ["torch", "liger"], 3, "cuda:0", H200[:2], 64.0)
+    runnable = [c for c in cases if not c.skip]
+    assert sorted(c.id for g in groups for c in g.cases) == sorted(c.id for c in runnable)
+    assert all(host_bound(c, 64) == g.alone for g in groups for c in g.cases)
+    assert [len(g.orders) for g in groups] == [3] * len(groups)
+    per_gpu = [sum(len(g.cases) for g in groups if g.slot.index == i) for i in (0, 1)]
+    assert abs(per_gpu[0] - per_gpu[1]) <= 1
+    plain = plan_groups(cases, ["torch", "liger"], 3, "cpu", None, 64.0)
+    assert len(plain) == 1 and plain[0].gpu == "cpu" and not plain[0].alone and len(plain[0].cases) == len(runnable)
+
+
+TINY = ["--dtype", "f32", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1", "--target-run-s", "0.0005",
+        "--min-iters", "2", "--max-iters", "5", "--llc-mib", "0.05", "-P", "2", "--backend", "torch",
+        "--op", "fwd", "--mode", "hot"]
+
+
+def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_cases_alone(monkeypatch, tmp_path):
+    from lnbench.perf.command import perf_command
+
+    monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(perf_command, [*TINY, "--devices", "all", "--shapes", "8x64,3x100,16x32,2048x2048",
+                                               "--alone-below-mib", "1", "--json", str(out), "-q"],
+                                env={"OMP_NUM_THREADS": "1"})
+    assert result.exit_code == 0, result.output
+    assert "on 2 GPUs (cuda:0, cuda:1), 3 of 4 timed alone (host-bound)" in result.output
+    frame = pd.read_json(out, orient="table")
+    agg = frame[frame.row_kind == "aggregate"]
+    assert list(agg["shape"]) == ["8x64", "3x100", "16x32", "2048x2048"]          # the plain run's order
+    assert list(agg["gpu"]) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert list(agg["timed_alone"]) == [True, True, True, False]
+    assert set(agg["status"]) == {"ok"} and (frame[frame.row_kind == "worker"].groupby("shape").size() == 2).all()
+    meta = pd.read_json(out, typ="series")["metadata"]
+    assert meta["devices"] == "cuda:0,cuda:1" and meta["alone_below_mib"] == 1
+
+
+def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path):
+    from lnbench.perf.command import perf_command
+
+    # the second stand-in GPU's workers all crash at once (the perf worker's test hook, through that GPU's env)
+    slots = cpu_slots(2, "LNBENCH_PERF_FAULT", ["", "0:crash:0,1:crash:0"])
+    monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: slots)
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(perf_command, [*TINY, "--devices", "0,1", "--shapes", "8x64,3x100,16x32",
+                                               "--alone-below-mib", "0", "--json", str(out), "-q"],
+                                env={"OMP_NUM_THREADS": "1"})
+    assert result.exit_code == 1, result.output
+    agg = pd.read_json(out, orient="table").query("row_kind == 'aggregate'")
+    assert dict(zip(agg["shape"], agg["status"])) == {"8x64": "ok", "3x100": "error", "16x32": "ok"}
+    assert list(agg["gpu"]) == ["cuda:0", "cuda:1", "cuda:0"]
+
+
+def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monkeypatch):
+    from lnbench.verify.cases import build_cases as verify_cases
+    from lnbench.verify.parallel import SLOT_DEATHS, VerifySpec, run_units
+    from lnbench.verify.tolerance import Tolerance
+    from lnbench import config as cfg
+
+    tol = Tolerance.from_config(cfg.section(cfg.load_config(None), "verify"))
+    cases = verify_cases([(8, 64), (3, 33)], ["f32"], [1e-5], 7)
+    spec = VerifySpec(("torch",), tuple(cases), "cpu", tol, 1)
+    # the second stand-in GPU cannot start a Python worker at all
+    slots = [cpu_slots(1)[0], GpuSlot(1, "stand-in", "PYTHONHOME", "/nonexistent", device="cpu", worker_device="cpu")]
+    rows: dict[int, list[dict]] = {}
+    run_units(spec, list(range(len(cases))), 9, lambda unit, got, s: rows.setdefault(unit, got), slots)
+    assert sorted(rows) == list(range(len(cases)))                      # every unit has its rows
+    died = [u for u, got in rows.items() if got[0]["status"] == "error"]
+    assert 1 <= len(died) <= SLOT_DEATHS and all(rows[u][0]["gpu"] == "cuda:1" for u in died)
+    assert all(r["status"] == "PASS" and r["gpu"] == "cuda:0" for u, got in rows.items() if u not in died for r in got)
+
+
+@pytest.mark.parametrize("command, args", [
+    ("perf", ["--devices", "all", "--device", "cpu"]), ("verify", ["--devices", "all", "--device", "cpu"]),
+    ("verify", ["--devices", "0", "--jobs", "2"]), ("abi-compare", ["--devices", "all", "--device", "cpu"]),
+])
+def test_devices_conflicts_are_one_line_usage_errors(monkeypatch, command, args):
+    from lnbench.cli import main
+
+    monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
+    result = CliRunner().invoke(main, [command, *args])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs of one host")
+def test_two_gpus_on_this_host(tmp_path):
+    """On a real two-GPU host: every case runs, each row on the GPU its worker saw, ids as in one process."""
+    from lnbench.perf.command import perf_command
+
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(perf_command, ["--devices", "0,1", "--backend", "torch", "--op", "fwd", "--mode", "hot",
+                                               "--shapes", "64x256,4096x4096,8192x4096", "-P", "2", "-R", "3",
+                                               "--json", str(out), "-q"], env={"OMP_NUM_THREADS": "1"})
+    assert result.exit_code == 0, result.output
+    agg = pd.read_json(out, orient="table").query("row_kind == 'aggregate'")
+    assert set(agg["gpu"]) == {"cuda:0", "cuda:1"} and set(agg["status"]) == {"ok"}
+    assert list(agg["timed_alone"]) == [True, False, False]

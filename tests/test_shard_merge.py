@@ -1,0 +1,132 @@
+"""`--shard K/N` and `lnbench merge`: the parts of a split, merged, are the unsharded run (verify: row for row,
+bitwise; perf: the same case set, comparable with `compare`); what merge refuses, in one line with exit 2."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lnbench.cli import main
+from lnbench.errors import LnbenchUsageError
+from lnbench.shard import Shard, parse_shard
+
+VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32,bf16", "--shapes", "8x64,3x33,1x5", "-q"]
+PERF = ["perf", "--device", "cpu", "--dtype", "f32", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1",
+        "--target-run-s", "0.0005", "--min-iters", "2", "--max-iters", "5", "--llc-mib", "0.05", "-P", "2",
+        "--backend", "torch", "--op", "fwd,bwd", "--mode", "hot", "--shapes", "8x64,3x100,16x32", "-q"]
+VALUES = ["status", "max_abs_err", "allowed", "torch_err", "seed"]
+
+
+@pytest.fixture(autouse=True)
+def _results_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args), env={"OMP_NUM_THREADS": "1"})
+
+
+def one_line_error(result, fragment: str) -> None:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1 and lines[0].startswith("lnbench: error:") and fragment in lines[0], result.output
+
+
+@pytest.mark.parametrize("text", ["3/2", "0/2", "1/0", "a/b", "1", "-1/2", "2/2/2"])
+def test_bad_shards_are_usage_errors(text):
+    with pytest.raises(LnbenchUsageError, match="--shard"):
+        parse_shard(text)
+
+
+def test_shards_split_every_list_into_balanced_disjoint_parts():
+    assert parse_shard(" 2 / 4 ") == Shard(2, 4) and parse_shard(None) == Shard(1, 1)
+    for count in range(1, 7):
+        for size in range(0, 30):
+            parts = [Shard(k, count).select(list(range(size))) for k in range(1, count + 1)]
+            assert sorted(x for part in parts for x in part) == list(range(size))
+            assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+@pytest.mark.parametrize("command", [["perf", "--device", "cpu"], ["verify", "--device", "cpu"],
+                                     ["abi-compare", "--device", "cpu"]])
+def test_a_bad_shard_on_any_command_is_one_line_exit_2(command):
+    one_line_error(cli(*command, "--shard", "3/2"), "--shard 3/2")
+
+
+def _verify_frame(path: Path) -> pd.DataFrame:
+    frame = pd.read_json(path, orient="table")
+    return frame.set_index(["backend", "case", "dtype", "shape", "eps", "tensor"]).sort_index()
+
+
+def test_verify_shards_merged_are_the_unsharded_run(tmp_path):
+    whole, one, two, merged = (tmp_path / f"{n}.json" for n in ("whole", "one", "two", "merged"))
+    for path, extra in ((whole, []), (one, ["--shard", "1/2"]), (two, ["--shard", "2/2"])):
+        result = cli(*VERIFY, *extra, "--json", str(path), "--no-csv")
+        assert result.exit_code == 0, result.output
+    meta = json.loads(one.read_text())["metadata"]
+    assert meta["shard"] == "1/2" and meta["shard_total_cases"] == 2 * 3 * len(set(_verify_frame(whole).reset_index()["case"]))
+    result = cli("merge", str(two), str(one), "--json", str(merged), "--csv", str(tmp_path / "merged.csv"))
+    assert result.exit_code == 0, result.output
+    assert "all 2 parts of a --shard split" in result.output
+    a, b = _verify_frame(whole), _verify_frame(merged)
+    assert len(a) == len(b) and a.index.equals(b.index)
+    for column in VALUES:
+        assert a[column].astype(str).equals(b[column].astype(str)), column
+    payload = json.loads(merged.read_text())
+    assert payload["metadata"]["complete"] is True and payload["metadata"]["shard"] == ""
+    assert sorted(p["shard"] for p in payload["parts"]) == ["1/2", "2/2"]
+    csv = pd.read_csv(tmp_path / "merged.csv")
+    assert len(csv) == len(a) and csv["complete"].all() and csv["shard"].isna().all()
+
+
+@pytest.fixture(scope="module")
+def perf_parts(tmp_path_factory):
+    out = tmp_path_factory.mktemp("perf")
+    runs = {}
+    for name, extra in (("whole", []), ("one", ["--shard", "1/2"]), ("two", ["--shard", "2/2"]),
+                        ("longer", ["--shard", "2/2", "-R", "3"])):
+        runs[name] = out / f"{name}.json"
+        result = CliRunner().invoke(main, [*PERF, *extra, "--json", str(runs[name]), "--csv", str(out / f"{name}.csv")],
+                                    env={"OMP_NUM_THREADS": "1", "LNBENCH_RESULTS_DIR": str(out)})
+        assert result.exit_code == 0, result.output
+    return runs
+
+
+def _cases(path: Path) -> set[tuple]:
+    frame = pd.read_json(path, orient="table").query("row_kind == 'aggregate'")
+    return set(frame[["backend", "op", "dtype", "shape", "mode"]].itertuples(index=False, name=None))
+
+
+def test_perf_shards_merged_have_the_unsharded_case_set_and_compare(perf_parts, tmp_path):
+    merged = tmp_path / "merged.json"
+    result = cli("merge", str(perf_parts["one"]), str(perf_parts["two"]), "--json", str(merged))
+    assert result.exit_code == 0, result.output
+    assert "merged 2 perf result(s): 6 cases" in result.output
+    assert _cases(merged) == _cases(perf_parts["whole"]) and len(_cases(merged)) == 6
+    assert _cases(perf_parts["one"]).isdisjoint(_cases(perf_parts["two"]))
+    compared = cli("compare", str(perf_parts["whole"]), str(merged), "--no-csv")
+    assert compared.exit_code == 0, compared.output
+    assert "6 cases compared" in compared.output
+
+
+def test_merge_refusals_are_one_line_exit_2(perf_parts, tmp_path):
+    one, two = str(perf_parts["one"]), str(perf_parts["two"])
+    verify_csv = tmp_path / "v.csv"
+    assert cli(*VERIFY, "--shapes", "8x64", "--csv", str(verify_csv)).exit_code == 0
+    one_line_error(cli("merge", str(verify_csv), two), "an lnbench verify result and")
+    one_line_error(cli("merge", one, one), "is in both")
+    one_line_error(cli("merge", one, str(perf_parts["longer"])), "runs 2 vs 3")
+    one_line_error(cli("merge", one, str(Path(two).with_suffix(".csv"))), "a CSV and a JSON")
+    one_line_error(cli("merge", one, two, "--json", two), "")
+    for change, fragment in (({"complete": False, "stopped": "interrupted (SIGINT) after 1 of 3 cases"},
+                              "incomplete (interrupted"), ({"lnbench_version": "9.9.9"}, "lnbench_version")):
+        payload = json.loads(Path(two).read_text())
+        payload["metadata"].update(change)
+        edited = tmp_path / "edited.json"
+        edited.write_text(json.dumps(payload))
+        one_line_error(cli("merge", one, str(edited)), fragment)
+    forced = cli("merge", one, one, "--force", "--json", str(tmp_path / "forced.json"))
+    assert forced.exit_code == 0 and "merged with --force" in forced.output
