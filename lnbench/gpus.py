@@ -7,7 +7,7 @@ that names it, so the worker's `cuda:0` is that GPU and no other device's stream
 How the cases run (run_spread): on each GPU one group of workers at a time, as on one GPU (the protocol is
 unchanged); the GPUs side by side for the cases whose time the GPU sets; then the cases whose time the host sets
 (`alone`), one GPU after another, while no other GPU is timing. A GPU whose run raises loses only its own cases:
-the others' results are kept. An interrupt stops every GPU's workers (lnbench.perf.workers: `stop`).
+the others' results are kept. An interrupt stops every GPU's workers (lnbench.measure.workers: `stop`).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import devices_metadata, devices_options, parse_devices
 from lnbench.metadata import run_metadata
-from lnbench.perf.aggregate import HEADLINES, build_rows, failed
+from lnbench.perf.aggregate import HEADLINES, failed
 from lnbench.perf.cases import backend_skips, build_cases
 from lnbench.perf.clocks import gpu_facts
 from lnbench.measure import load
