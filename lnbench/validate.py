@@ -110,6 +110,7 @@ LIMITS: dict[str, Range] = {
     "cold_mem_fraction": Range(0, 0.9, low_open=True),
     "llc_mib": Range(0, 1 << 20),
     "alone_below_mib": Range(0, 1 << 30),
+    "alone_host_fraction": Range(0, 2, low_open=True),
     # statistics of abi-compare and compare, their gates, the planted-slow pair, the emulated checks
     "bootstrap": Range(100, 100_000, integer=True),
     "confidence": Range(0, 1, low_open=True, high_open=True),

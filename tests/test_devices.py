@@ -173,32 +173,64 @@ def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():
     assert len(plain) == 1 and plain[0].gpu == "cpu" and not plain[0].alone and len(plain[0].cases) == len(runnable)
 
 
+@pytest.fixture
+def by_size_only(tmp_path) -> list[str]:
+    """A config where no case is deferred by measurement (on the CPU every call is host-bound: host_fraction 1)."""
+    path = tmp_path / "by-size.toml"
+    path.write_text("[perf]\nalone_host_fraction = 1.5\n")
+    return ["--config", str(path)]
+
+
 TINY = ["--dtype", "f32", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1", "--target-run-s", "0.0005",
         "--min-iters", "2", "--max-iters", "5", "--llc-mib", "0.05", "-P", "2", "--backend", "torch",
         "--op", "fwd", "--mode", "hot"]
 
 
-def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_cases_alone(monkeypatch, tmp_path):
+def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_cases_alone(monkeypatch, tmp_path,
+                                                                                         by_size_only):
     from lnbench.perf.command import perf_command
 
     monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
     out = tmp_path / "p.json"
     result = CliRunner().invoke(perf_command, [*TINY, "--devices", "all", "--shapes", "8x64,3x100,16x32,2048x2048",
-                                               "--alone-below-mib", "1", "--json", str(out), "-q"],
+                                               "--alone-below-mib", "1", "--json", str(out), "-q", *by_size_only],
                                 env={"OMP_NUM_THREADS": "1"})
     assert result.exit_code == 0, result.output
-    assert "on 2 GPUs (cuda:0, cuda:1), 3 of 4 timed alone (host-bound)" in result.output
+    assert "on 2 GPUs (cuda:0, cuda:1), 3 of 4 cases timed alone (host-bound: 3 by size, 0 measured)" in result.output
     frame = pd.read_json(out, orient="table")
     agg = frame[frame.row_kind == "aggregate"]
     assert list(agg["shape"]) == ["8x64", "3x100", "16x32", "2048x2048"]          # the plain run's order
     assert list(agg["gpu"]) == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
     assert list(agg["timed_alone"]) == [True, True, True, False]
+    assert list(agg["alone_reason"].fillna("")) == ["size", "size", "size", ""]
     assert set(agg["status"]) == {"ok"} and (frame[frame.row_kind == "worker"].groupby("shape").size() == 2).all()
     meta = pd.read_json(out, typ="series")["metadata"]
     assert meta["devices"] == "cuda:0,cuda:1" and meta["alone_below_mib"] == 1
 
 
-def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path):
+def test_perf_defers_cases_measured_host_bound_and_times_them_alone(monkeypatch, tmp_path):
+    """On the CPU every call is synchronous (host_fraction 1): with the bar at 1 every side-by-side case is
+    deferred by its worker and timed again alone; above 1 none is."""
+    from lnbench.perf.command import perf_command
+
+    monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
+    for bar, alone in ((1.0, [True, True, True]), (1.5, [False, False, False])):
+        config = tmp_path / f"c{bar}.toml"
+        config.write_text(f"[perf]\nalone_host_fraction = {bar}\nalone_below_mib = 0\n")
+        out = tmp_path / f"p{bar}.json"
+        result = CliRunner().invoke(perf_command, [*TINY, "--devices", "all", "--shapes", "8x64,3x100,16x32",
+                                                   "--config", str(config), "--json", str(out), "-q"],
+                                    env={"OMP_NUM_THREADS": "1"})
+        assert result.exit_code == 0, result.output
+        agg = pd.read_json(out, orient="table").query("row_kind == 'aggregate'")
+        assert list(agg["timed_alone"]) == alone and set(agg["status"]) == {"ok"}
+        assert (agg["host_fraction"] == 1).all()
+        assert f"{sum(alone)} of 3 cases timed alone (host-bound: 0 by size, {sum(alone)} measured)" in result.output
+        workers = pd.read_json(out, orient="table").query("row_kind == 'worker'")
+        assert len(workers) == 3 * 2                           # the deferred side-by-side rows are gone
+
+
+def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path, by_size_only):
     from lnbench.perf.command import perf_command
 
     # the second stand-in GPU's workers all crash at once (the perf worker's test hook, through that GPU's env)
@@ -206,7 +238,7 @@ def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path):
     monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: slots)
     out = tmp_path / "p.json"
     result = CliRunner().invoke(perf_command, [*TINY, "--devices", "0,1", "--shapes", "8x64,3x100,16x32",
-                                               "--alone-below-mib", "0", "--json", str(out), "-q"],
+                                               "--alone-below-mib", "0", "--json", str(out), "-q", *by_size_only],
                                 env={"OMP_NUM_THREADS": "1"})
     assert result.exit_code == 1, result.output
     agg = pd.read_json(out, orient="table").query("row_kind == 'aggregate'")

@@ -129,6 +129,25 @@ def timed_run(fn: Callable[[], object], device: torch.device, iters: int, timer:
     return (time.perf_counter_ns() - t0) / 1e3 / iters
 
 
+def host_fraction(fn: Callable[[], object], device: torch.device, iters: int) -> float:
+    """The share of a run of `iters` back-to-back calls the host spends issuing them: ~1 when the GPU waits for
+    the host (its time is the host's launch cost: host-bound), small when the host runs ahead and the calls
+    queue up (its time is the GPU's). On the CPU every call is synchronous: 1."""
+    if device.type != "cuda":
+        return 1.0
+    stream = torch.cuda.current_stream(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    synchronize(device)
+    start.record(stream)
+    t0 = time.perf_counter_ns()
+    for _ in range(iters):
+        fn()
+    issued_us = (time.perf_counter_ns() - t0) / 1e3
+    end.record(stream)
+    end.synchronize()
+    return issued_us / max(start.elapsed_time(end) * 1e3, 1e-3)
+
+
 class StreamHold:
     """Hold the current stream of a GPU busy for a given time with torch.cuda._sleep (calibrated once)."""
 
@@ -176,13 +195,18 @@ def held_run(fn: Callable[[], object], device: torch.device, iters: int, hold: S
 
 def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, warmup_s: float,
             min_warmup_calls: int, target_run_s: float, min_iters: int, max_iters: int,
-            max_run_s: float = MAX_RUN_S, timer: str = "device") -> Measurement:
+            max_run_s: float = MAX_RUN_S, timer: str = "device", defer_host_bound: float | None = None
+            ) -> Measurement:
     """Warm up, pick I from the warm-up's per-call time, then time `runs` runs of I calls each.
 
     fn: zero-argument callable doing one call of the work (it may rotate buffers itself).
     device: where fn's work runs; GPU device timing uses events on torch.cuda.current_stream(device).
     timer: "device" (events on GPU / perf_counter_ns on CPU), "held" (device time with the stream held
     while enqueueing, I capped at HELD_MAX_ITERS) or "wall" (host time, synced per run).
+    On a GPU one untimed run first measures the host's share of a run (host_fraction, kept in extra; 1 on
+    the CPU, where every call is synchronous). With
+    `defer_host_bound`, a case whose share reaches it is not timed: the Measurement has no runs and
+    extra["deferred"] (perf times it again while no other GPU is timing: lnbench.gpus).
     """
     if timer not in TIMERS:
         raise ValueError(f"timer must be one of {TIMERS}, got {timer!r}")
@@ -192,12 +216,15 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
     calls, seconds, per_call = warm_up(fn, device, warmup_s, min_warmup_calls)
     iters = choose_iters(per_call, target_run_s, min_iters, max_iters, max_run_s)
     label = "wall" if timer == "wall" else ("cuda-event" if device.type == "cuda" else "perf_counter_ns")
+    share = {"host_fraction": round(host_fraction(fn, device, iters), 4)}    # no run on the CPU: 1
+    if defer_host_bound is not None and share["host_fraction"] >= defer_host_bound:
+        return Measurement(iters, [], calls, seconds, label, per_call * 1e6, {**share, "deferred": True})
     hold = StreamHold(device)
     if timer == "held" and hold.available:
         iters = min(iters, max(min_iters, HELD_MAX_ITERS))
         runs_short = [held_run(fn, device, iters, hold, per_call * 1e6) for _ in range(runs)]
         run_us = [value for value, _ in runs_short]
         return Measurement(iters, run_us, calls, seconds, "cuda-event-held", per_call * 1e6,
-                           {"spin_short": sum(short for _, short in runs_short)})
+                           {"spin_short": sum(short for _, short in runs_short), **share})
     run_us = [timed_run(fn, device, iters, "device" if timer == "held" else timer) for _ in range(runs)]
-    return Measurement(iters, run_us, calls, seconds, label, per_call * 1e6)
+    return Measurement(iters, run_us, calls, seconds, label, per_call * 1e6, share)

@@ -13,6 +13,10 @@ gap_us = median_us − kernel_us, kernel_status ("ok", "n/a (reason)", "error (r
 empty, never 0). median_us is always the stream (or wall) time; `headline` says which time GB/s, % peak and
 the speed-up use: "stream" (default) or "kernel" (`--timer kernel`).
 
+Host share (`host_fraction`, GPU runs): the share of a run the host spent issuing its calls, from one untimed
+run before the timed ones (lnbench.measure.timing.host_fraction); near 1 the host's launch cost sets the time.
+Worker rows carry the worker's, aggregate rows the median across workers.
+
 Worker flag (`worker_flag`, on the worker row and, joined, on the aggregate row; informational, not a failure):
 with s_w = (max − min) / median of worker w's runs in %, typical = the median s of the *other* workers and
 bar = SPREAD_FACTOR × max(typical, SPREAD_FLOOR_PCT) (3 × at least 1 %), worker w is flagged when
@@ -43,7 +47,8 @@ def _blank() -> dict[str, Any]:
             "llc_mib": math.nan, "timer": "", "warmup_calls": None, "warmup_s": math.nan, "note": "",
             "kernel_us": math.nan, "kernel_min_us": math.nan, "kernel_max_us": math.nan, "kernel_run_us": [],
             "kernels_per_call": math.nan, "kernel_names": "{}", "gap_us": math.nan, "kernel_window_us": math.nan,
-            "kernel_untraced_window_us": math.nan, "kernel_status": "", "kernel_note": "", "headline": "stream", "worker_flag": ""}
+            "kernel_untraced_window_us": math.nan, "kernel_status": "", "kernel_note": "", "headline": "stream", "worker_flag": "",
+            "host_fraction": math.nan}
 
 
 HEADLINES: tuple[str, ...] = ("stream", "kernel")
@@ -114,7 +119,8 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
                nbytes=entry["nbytes"], sets=entry.get("sets"),
                working_set_mib=entry.get("working_set_bytes", 0) / MIB, llc_mib=entry.get("llc_bytes", 0) / MIB,
                timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
-               warmup_s=meas.get("warmup_s", math.nan), note=entry.get("note", ""))
+               warmup_s=meas.get("warmup_s", math.nan), note=entry.get("note", ""),
+               host_fraction=(meas.get("extra") or {}).get("host_fraction", math.nan))
     short = (meas.get("extra") or {}).get("spin_short", 0)
     if short:  # "held" runs whose spin ran out before the host finished queueing: host gaps may be inside
         row["note"] = "; ".join(filter(None, [row["note"], f"{short} of {len(runs)} runs outlasted the stream hold"]))
@@ -148,7 +154,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
                nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
                llc_mib=first["llc_mib"], timer=first["timer"], warmup_calls=first["warmup_calls"],
                warmup_s=first["warmup_s"], note=first["note"],
-               iters_range=f"{min(iters)}-{max(iters)}")
+               iters_range=f"{min(iters)}-{max(iters)}", host_fraction=_median_finite(r["host_fraction"] for r in good))
     _kernel_aggregate(row, list(kernels or []), good)
     _rates(row, peak_gbps)
     flags = worker_flags([r["run_us"] for r in good], [f"worker {r['worker']}" for r in good])

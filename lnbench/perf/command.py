@@ -185,12 +185,15 @@ def _summary(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: f
             phases.append(f"{name} {statistics.median(values):.1f} s")
     each = f" (each: {', '.join(phases)})" if phases else ""
     gpus = sorted({g.gpu for g in groups if g.slot})
-    spread = ""
-    if gpus:
-        alone = sum(len(g.cases) for g in groups if g.alone)
-        spread = (f"; on {len(gpus)} GPUs ({', '.join(gpus)}), {alone} of {sum(len(g.cases) for g in groups)} "
-                  f"timed alone (host-bound)")
-    return f"{len(agg)} cases: {parts}; {workers}{each}{spread}; {seconds:.1f} s"
+    where = ""
+    if len(gpus) > 1:
+        alone = [r for r in agg if r.get("timed_alone")]
+        measured = sum(1 for r in alone if r.get("alone_reason") == "measured")
+        where = (f"; on {len(gpus)} GPUs ({', '.join(gpus)}), {len(alone)} of {len(agg)} cases timed alone "
+                 f"(host-bound: {len(alone) - measured} by size, {measured} measured)")
+    elif gpus:
+        where = f"; on {gpus[0]}"
+    return f"{len(agg)} cases: {parts}; {workers}{each}{where}; {seconds:.1f} s"
 
 
 def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -261,6 +264,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     alone_mib = validate.number(alone_below_mib if alone_below_mib is not None else
                                 cfg.require(table, "alone_below_mib", (int, float), "perf"), "alone_below_mib",
                                 "--alone-below-mib" if alone_below_mib is not None else "config [perf] alone_below_mib")
+    host_share = float(cfg.require(table, "alone_host_fraction", (int, float), "perf"))
     protocol = PerfProtocol.from_table(
         table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
         target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
@@ -296,9 +300,11 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     every_case = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
                              eps_value, base_seed, skips)
     cases = part.select(every_case)
-    run_extra = {**shard_metadata(part, len(every_case)), **devices_metadata(slots, alone_mib)}
+    spread = bool(slots) and len(slots) > 1          # one GPU: nothing else is timing, nothing runs apart
+    run_extra = {**shard_metadata(part, len(every_case)), **devices_metadata(slots, alone_mib if spread else None),
+                 **({"alone_host_fraction": host_share} if spread else {})}
     groups = plan_groups(cases, backend_list, protocol.processes, str(dev.torch_device), slots,
-                         alone_mib if slots else 0.0)
+                         alone_mib if spread else 0.0)
     peak = load_peak(dev.torch_device, peak_file)
     peak_gbps = float(peak["gbps"]) if peak else None
     if peak is None and not quiet:
@@ -346,11 +352,11 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                                          sum(r.ok for g in groups for r in g.results))
 
                     return run_workers(WORKER_MODULE, group_spec(group, str(dev.torch_device), protocol.to_dict(),
-                                                                 len(phases)),
+                                                                 len(phases), host_share if spread else None),
                                        protocol.worker_timeout_s, env={**_worker_env(), **group.env()},
                                        on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
 
-                run_groups(groups, run_group)
+                run_groups(groups, run_group, backend_list)
         load_meta = load.metadata(load_before, load.check(lock))
         lock.release()
         rows = _finish(sink, dev, protocol, cases, groups, peak, peak_gbps, base_name, headline,

@@ -5,7 +5,8 @@ One device: one group, every case, the protocol as always. Several GPUs: the run
 the GPUs in case order (lnbench.gpus.deal); on each GPU one group of P workers times the cases the GPU sets the
 time of, side by side with the other GPUs, then a second group the host-bound ones (`alone`: fewer bytes per
 call than [perf] alone_below_mib), one GPU at a time. Every row names its GPU (`gpu`, `gpu_model`) and
-whether it was timed alone (`timed_alone`).
+whether it was timed alone (`timed_alone`, with `alone_reason`: "size" when its bytes per call were below the
+threshold, "measured" when its side-by-side worker measured it host-bound and deferred it).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class Group:
     device: str = ""                   # the one device's name (a plain run)
     results: list[WorkerResult] = field(default_factory=list)
     error: str = ""
+    measured: set[int] = field(default_factory=set)     # alone: cases deferred by their host_fraction
 
     @property
     def gpu(self) -> str:
@@ -67,16 +69,29 @@ def plan_groups(cases: list[PerfCase], backends: list[str], processes: int, devi
     return [g for g in side + alone if g.cases]
 
 
-def group_spec(group: Group, device: str, protocol: dict[str, Any], phases: int) -> list[dict[str, Any]]:
-    """The worker specs of a group; a GPU's workers see only that GPU (as cuda:0)."""
+def group_spec(group: Group, device: str, protocol: dict[str, Any], phases: int,
+               defer_host_bound: float | None = None) -> list[dict[str, Any]]:
+    """The worker specs of a group; a GPU's workers see only that GPU (as cuda:0). In a side-by-side group
+    on several GPUs, a case measured host-bound (host_fraction >= defer_host_bound) is deferred, not timed."""
     where = group.slot.worker_device if group.slot else device
+    if group.slot and not group.alone and defer_host_bound is not None:
+        protocol = {**protocol, "defer_host_bound": defer_host_bound}
     return [{"device": where, "protocol": protocol, "phases": phases, "cases": [c.to_spec() for c in order]}
             for order in group.orders]
 
 
-def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event | None], list[WorkerResult]]) -> None:
-    """Run every group: one device in this thread; several GPUs through lnbench.gpus.run_spread (each group's
-    results, or the error that ended it, are stored in the group)."""
+def deferred_ids(group: Group) -> set[int]:
+    """Cases some worker of a side-by-side group measured host-bound and did not time."""
+    return {int(e["id"]) for r in group.results for e in (r.payload or {}).get("cases", [])
+            if isinstance(e, dict) and e.get("status") == "deferred"}
+
+
+def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event | None], list[WorkerResult]],
+               backends: list[str] | None = None) -> None:
+    """Run every group: one device in this thread; several GPUs through lnbench.gpus.run_spread, the
+    side-by-side groups first, then, one GPU at a time, the alone groups, each with the cases its GPU's
+    side-by-side group deferred (a new alone group where there was none; appended to `groups`). Each group's
+    results, or the error that ended it, are stored in the group."""
     if len(groups) == 1 and groups[0].slot is None:
         groups[0].results = run_group(groups[0], None)
         return
@@ -91,12 +106,27 @@ def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event 
         group.results, group.error = record.result or group.results, record.error
 
     side = [[by_slot[(s.index, False)]] if (s.index, False) in by_slot else [] for s in slots]
-    alone = [[by_slot[(s.index, True)]] if (s.index, True) in by_slot else [] for s in slots]
-    run_spread(slots, side, alone, run, done)
+    run_spread(slots, side, [[] for _ in slots], run, done)
+    for slot in slots:                       # what the side-by-side groups deferred joins its GPU's alone group
+        side_group = by_slot.get((slot.index, False))
+        later = [c for c in side_group.cases if c.id in deferred_ids(side_group)] if side_group else []
+        if not later:
+            continue
+        alone = by_slot.get((slot.index, True))
+        if alone is None:
+            alone = by_slot[(slot.index, True)] = Group(slot, True, [], [], side_group.device)
+            groups.append(alone)
+        alone.cases = sorted(alone.cases + later, key=lambda c: c.id)
+        alone.measured |= {c.id for c in later}
+        alone.orders = [worker_order(alone.cases, backends or sorted({c.backend for c in alone.cases}), w)
+                        for w in range(len(side_group.orders))]
+    alone_lists = [[by_slot[(s.index, True)]] if (s.index, True) in by_slot else [] for s in slots]
+    run_spread(slots, [[] for _ in slots], alone_lists, run, done)
 
 
 def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: str) -> dict[int, list[dict[str, Any]]]:
-    """Case id -> its rows from this group's results, each naming the GPU and whether it ran alone."""
+    """Case id -> its rows from this group's results, each naming the GPU and whether it ran alone (a case the
+    group deferred has none here: its rows come from its GPU's alone group)."""
     results = group.results or []
     if group.error and not results:
         results = [WorkerResult(i, False, None, False, None, group.error, 0.0) for i in range(len(group.orders))]
@@ -105,10 +135,14 @@ def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: s
     cases = iter(group.cases)
     case = next(cases, None)
     for row in rows:
-        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=group.alone)
+        why = ("measured" if case.id in group.measured else "size") if group.alone else ""
+        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=group.alone,
+                   alone_reason=why)
         out.setdefault(case.id, []).append(row)
         if row["row_kind"] == "aggregate":
             case = next(cases, None)
+    for case_id in deferred_ids(group) if not group.alone else ():
+        out.pop(case_id, None)
     return out
 
 

@@ -14,7 +14,7 @@ pass runs (no progress lines either).
 
 Spec: {"device": "cuda:0", "protocol": {timing + cold settings + kernel_timer}, "phases": 1 or 3, "cases":
 [{"id", "backend", "op", "mode", "dtype", "m", "n", "eps", "seed"}, ...]}.
-Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run",
+Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run" | "deferred",
 "detail", "measurement": Measurement.to_dict(), "nbytes", "sets", "working_set_bytes", "llc_bytes",
 "note", "seconds", "kernel": kernel_stats worker summary (cases that ran)}, ...]}.
 
@@ -99,7 +99,12 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
             return out
         timing = {k: protocol[k] for k in ("runs", "warmup_s", "min_warmup_calls", "target_run_s",
                                            "min_iters", "max_iters", "max_run_s") if k in protocol}
-        result = measure(workload.fn, device, timer=workload.timer, **timing)
+        result = measure(workload.fn, device, timer=workload.timer, **timing,
+                         defer_host_bound=protocol.get("defer_host_bound"))
+        if result.extra.get("deferred"):        # host-bound: perf times it again while no other GPU times
+            out.update(status="deferred", detail=f"host-bound (host {result.extra['host_fraction']:.0%} of a run): "
+                                                 f"timed alone")
+            return out
         out.update(measurement=result.to_dict(), nbytes=workload.nbytes, sets=workload.sets,
                    working_set_bytes=workload.working_set_bytes, llc_bytes=workload.llc_bytes,
                    note=workload.note)
