@@ -6,6 +6,7 @@
 #                 compared with the unsharded run; then the same run with the host loaded by CPU work (two
 #                 `lnbench perf --device cpu` loops, standing in for the host side of other GPUs' timing)
 #                 compared with it: which cases the host moves, by bytes per call (the alone threshold)
+#   STEP=host     one idle run (each case's host_fraction), then the host-loaded run compared with it
 #   STEP=gpus     on a host with two or more GPUs: the set on one GPU vs on all (--devices all), wall time and
 #                 compare (issue 21's two-GPU proof)
 # Run from the repository root:  STEP=shards bash scripts/device_shard_proof.sh   (OUT: the output folder)
@@ -47,9 +48,14 @@ case "$STEP" in
     step shard2 "${PERF[@]}" --shard 2/2 --json "$TMP_DIR/s2.json"
     step merge "$PY" -m lnbench.cli merge "$TMP_DIR/s1.json" "$TMP_DIR/s2.json" --json "$OUT_DIR/merged.json"
     step compare "$PY" -m lnbench.cli compare "$BASE" "$OUT_DIR/merged.json" --json "$OUT_DIR/compare-merged.json" ;;
-  devices)
-    step devices0 "${PERF[@]}" --devices 0 --json "$OUT_DIR/devices0.json"
-    step compare0 "$PY" -m lnbench.cli compare "$BASE" "$OUT_DIR/devices0.json" --json "$OUT_DIR/compare-devices0.json"
+  devices|host)
+    if [ "$STEP" = devices ]; then
+      step devices0 "${PERF[@]}" --devices 0 --json "$OUT_DIR/devices0.json"
+      step compare0 "$PY" -m lnbench.cli compare "$BASE" "$OUT_DIR/devices0.json" --json "$OUT_DIR/compare-devices0.json"
+    else     # host: each case's host_fraction on an idle host, the base of the loaded run
+      step idle "${PERF[@]}" --json "$OUT_DIR/idle.json"
+      BASE="$OUT_DIR/idle.json"
+    fi
     for i in 1 2; do   # host load: CPU LayerNorm timing loops, as long as the loaded run lasts
       ( while true; do "$PY" -m lnbench.cli perf --device cpu --backend torch --shapes 2048x2048 --mode hot \
           --op fwd -P 1 -q --no-csv --if-loaded warn >/dev/null 2>&1; done ) &
