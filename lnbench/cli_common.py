@@ -13,11 +13,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from lnbench import config as cfg
-from lnbench import fast_help, validate
+from lnbench import fast_help, markdown, validate
 from lnbench.errors import ContractError, LnbenchUsageError
 from lnbench.processes import Terminated, terminate_on_signals
-from lnbench.report import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path,
+from lnbench.report import (SHOWN, Writer, atomic_write_all, check_writable, csv_writer, default_output_path,
                             release_outputs, result_json_writer)
+from lnbench.results import kind_of_metadata
 
 
 def console_width() -> int | None:
@@ -87,6 +88,7 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
         if fast_help.active():      # help's stand-ins for torch & co, but a command runs: again, for real
             fast_help.rerun_for_real()
         _tolerant_streams()
+        SHOWN.clear()               # this command's tables (its Markdown summary), none of an earlier one's
         try:
             with terminate_on_signals():
                 code = func(*args, **kwargs)
@@ -206,24 +208,47 @@ def reserve_outputs(command: str, outputs: Mapping[str, Path | None], inputs: In
 
 
 def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
-                    inputs: Inputs | None = None) -> tuple[Path | None, Path | None]:
-    """reserve_outputs for a command with only --csv and --json: where the CSV (None with --no-csv) and the
-    JSON (if any) go."""
-    final = reserve_outputs(command, {"--csv": csv_path, "--json": json_path}, inputs)
-    return final.get("--csv"), final.get("--json")
+                    inputs: Inputs | None = None, md_path: Path | None = None
+                    ) -> tuple[Path | None, Path | None, Path | None]:
+    """reserve_outputs for a command with --csv, --json and --md: where the CSV (None with --no-csv), the JSON
+    (if any) and the Markdown (if any) go."""
+    final = reserve_outputs(command, {"--csv": csv_path, "--json": json_path, "--md": md_path}, inputs)
+    return final.get("--csv"), final.get("--json"), final.get("--md")
 
 
 def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path | None,
                  json_path: Path | None, extra_json: dict[str, Any] | None = None,
-                 more: Sequence[tuple[str, Path, Writer]] = (), announce: bool = True) -> None:
-    """Write the CSV (if any), the JSON (if any) and `more` outputs ((what, path, writer), e.g. a Markdown
-    summary) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`: a
-    checkpoint of lnbench.result_sink)."""
+                 more: Sequence[tuple[str, Path, Writer]] = (), announce: bool = True,
+                 md_path: Path | None = None, summary: str = "", md_text: str | None = None) -> None:
+    """Write the CSV (if any), the JSON (if any), the Markdown summary (--md, if any) and `more` outputs ((what,
+    path, writer)) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`:
+    a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.stamp): rows that break
+    its declaration are a SchemaError. A final write (`announce`) also appends the Markdown to
+    $GITHUB_STEP_SUMMARY when that is set. The Markdown is `md_text`, else the tables the command showed
+    (report.SHOWN) and `summary`."""
+    kind = kind_of_metadata(metadata)
     outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))] if csv_path else []
     if json_path:
         outputs.append(("JSON", json_path, result_json_writer(rows, metadata, extra_json)))
+    step_summary = announce and markdown.step_summary_path() is not None
+    if md_text is None and (md_path or step_summary):
+        md_text = markdown.document(f"lnbench {kind.name}", summary, SHOWN)
+    if md_path and md_text is not None:
+        outputs.append(("Markdown summary", md_path, markdown.writer(md_text)))
     outputs += more
     placed = atomic_write_all([(path, write) for _, path, write in outputs])
     for (what, _, _), path in zip(outputs, placed):
         if announce:
             console.print(f"{what} written to {path}")
+    problem = markdown.append_step_summary(md_text) if step_summary and md_text else None
+    if problem:
+        err_console.print(f"lnbench: warning: the step summary could not be appended: {problem}", soft_wrap=True,
+                          markup=False, highlight=False)
+
+
+def md_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--md FILE: also write the Markdown summary (lnbench.markdown; in GitHub Actions it also goes to the step
+    summary)."""
+    return click.option("--md", "md_path", type=OutputFile(dir_okay=True),
+                        help="Also write a Markdown summary (the tables shown, for a PR comment or CI summary; "
+                             "$GITHUB_STEP_SUMMARY gets it too when set).")(func)

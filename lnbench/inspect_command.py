@@ -15,13 +15,14 @@ from lnbench import config as cfg
 from lnbench.backends import (OWN_FLYDSL, configure_sources, requested_names, runs_flydsl, set_kernel_src,
                               source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,
-                                guarded, kernel_source_option, output_options, prepare_outputs)
+                                guarded, kernel_source_option, md_option, output_options, prepare_outputs)
 from lnbench.device import Device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version, run_metadata
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
-from lnbench.report import Column, render_table, styled_status
+from lnbench.results import INSPECT
+from lnbench.report import Column, render_table, silent_console, styled_status
 from lnbench import validate
 from lnbench.validate import ARCHES, choices as _choices
 
@@ -216,10 +217,11 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
               help="Also write each compiled kernel's ISA (disassembly, as FlyDSL's LLVM backend emits it) into this "
                    "folder: one <arch>-<abi>-<op>-<dtype>-N<n>-<kernel>.s per kernel.")
 @emu_checks_option
+@md_option
 @output_options
 @guarded
 def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
-                    isa_dir, emu_checks, csv_path, json_path, quiet) -> int:
+                    isa_dir, emu_checks, md_path, csv_path, json_path, quiet) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
     set_kernel_src(kernel_src)
@@ -257,22 +259,22 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
             isa_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LnbenchUsageError(f"--isa {isa_dir}: cannot create the folder: {exc.strerror or exc}") from None
-    csv_final, json_final = prepare_outputs("inspect", csv_path, json_path)
+    csv_final, json_final, md_final = prepare_outputs("inspect", csv_path, json_path, md_path=md_path)
     families = backend_variants(backend_list, abi_list, strategy)
     total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
     executed_total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(shape_list)
     from lnbench.flydsl.toolkit import describe
 
-    metadata = {**run_metadata(compile_device(arch_list)), "lnbench_command": "inspect", "toolkit": describe(),
+    metadata = {**run_metadata(compile_device(arch_list)), "schema": INSPECT.schema, "lnbench_command": "inspect",
+                "toolkit": describe(),
                 "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
                 "emu_checks": emu_checks_in_effect() if execute else None, **source_metadata(backend_list)}
     with ResultSink(csv_final, json_final, metadata, total + (executed_total if execute else 0), "variants") as sink:
         with CommandProgress(err_console, "compiling", total, quiet) as progress:
             rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list,
                                 sink, isa_dir)
-        if not quiet:
-            render_table(console, "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS,
-                         rows)
+        render_table(console if not quiet else silent_console(),
+                     "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
         executed: list[dict] = []
         if execute:
             if not quiet:
@@ -280,10 +282,10 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
             with CommandProgress(err_console, "executing", executed_total, quiet) as progress:
                 executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress,
                                          backend_list, sink)
-            if not quiet:
-                render_table(console, "lnbench inspect --execute: what each launch executed on the emulated device "
-                                      "(wave-instructions by class; global bytes = instruction bytes, distinct = "
-                                      "compulsory; not a timing)", EXECUTED_COLUMNS, executed)
+            render_table(console if not quiet else silent_console(),
+                         "lnbench inspect --execute: what each launch executed on the emulated device (wave-instructions "
+                         "by class; global bytes = instruction bytes, distinct = compulsory; not a timing)",
+                         EXECUTED_COLUMNS, executed)
         for row in rows + executed:
             if row["status"] in ("error", "not run"):
                 console.print(f"[red]{row['backend']} {row['arch']} {row['abi']} {row['op']} {row['dtype']} "
@@ -293,17 +295,23 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
             if spec is not None:
                 from lnbench.flydsl.contract import provenance
                 row.update(provenance(spec))
-        sink.finish([{"part": "static", **r} for r in rows] + executed)
+        summary, errors = _summary(rows, executed if execute else None, total, isa_dir)
+        sink.finish([{"part": "static", **r} for r in rows] + executed, md_path=md_final, summary=summary)
+    console.print(summary)
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+def _summary(rows: list[dict], executed: list[dict] | None, total: int, isa_dir: Path | None) -> tuple[str, int]:
+    """The summary line and the count of compile and execution errors (`executed`: None without --execute)."""
     errors = sum(r["status"] == "error" for r in rows)
     not_run = sum(r["status"] == "not run" for r in rows)
     summary = f"{len(rows) - not_run} kernels from {total} variants, {errors} compile errors"
     if not_run:
         summary += f", {not_run} not run (no such builder)"
-    if execute:
+    if executed is not None:
         failed = sum(r["status"] == "error" for r in executed)
         summary += f"; {sum(r['status'] == 'ok' for r in executed)} launches executed, {failed} execution errors"
         errors += failed
     if isa_dir is not None:
         summary += f"; ISA of {sum('isa_file' in r for r in rows)} kernels in {isa_dir}"
-    console.print(summary)
-    return EXIT_FAILED if errors else EXIT_OK
+    return summary, errors

@@ -1,10 +1,13 @@
-"""Run metadata attached to every CSV/JSON: versions, device, git commit, timestamp."""
+"""Run metadata attached to every CSV/JSON (the provenance of a result): the command line, versions (lnbench,
+torch, FlyDSL, GPU runtime, driver), device, git commit, timestamp."""
 from __future__ import annotations
 
 import datetime as _dt
 import functools
 import importlib.metadata
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,28 @@ def git_commit_of(folder: Path) -> str:
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """The command line this process runs, shell-quoted so it can be pasted back: `lnbench verify --shapes
+    64x256` (lnbench's own entry points, `python -m lnbench.cli` too, read as `lnbench`)."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        return ""
+    head = Path(argv[0]).name
+    program = ["lnbench"] if head in ("lnbench", "cli.py", "__main__.py") else argv[:1]
+    return shlex.join(program + argv[1:])
+
+
+def driver_version(device: Device) -> str:
+    """The GPU driver's version as the vendor tool reports it (amd-smi, nvidia-smi), or `n/a (no GPU)`."""
+    if device.torch_device.type != "cuda":
+        return "n/a (no GPU)"
+    try:
+        from lnbench.measure import clocks                  # type: ignore[attr-defined]
+    except ImportError:
+        from lnbench.perf import clocks
+    return str(clocks.gpu_facts(device.torch_device).get("driver", ""))
+
+
 def timestamp() -> str:
     """UTC timestamp in ISO 8601 to the second."""
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
@@ -67,10 +92,12 @@ def timestamp() -> str:
 def run_metadata(device: Device) -> dict[str, Any]:
     """Columns every result row of a run carries (`device` says emu:gfx942 for emulated runs)."""
     return {
+        "command_line": command_line(),
         "lnbench_version": lnbench.__version__,
         "torch_version": torch.__version__,
         "flydsl_version": package_version("flydsl"),
         "gpu_runtime": gpu_runtime(),
+        "driver": driver_version(device),
         "device": device.name,
         "device_name": device.label,
         "device_arch": device.arch,

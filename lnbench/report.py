@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.results import SCHEMA_KEY, Kind, kind_of_metadata, ordered_columns, typed
 
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
                  "compiled, not executed": "cyan", "ok": "green", "same": "dim", "faster": "green",
@@ -121,8 +122,21 @@ def styled_status(value: Any) -> str:
     return text
 
 
+#: the tables this command has shown (title, columns, rows), in order: its Markdown summary (lnbench.markdown)
+SHOWN: list[tuple[str, list[Column], list[dict[str, Any]]]] = []
+
+
+def silent_console() -> Console:
+    """A console that shows nothing: render_table into it records the table (SHOWN, for the Markdown) under
+    --quiet without printing it."""
+    import io
+    return Console(file=io.StringIO(), width=200)
+
+
 def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[dict[str, Any]]) -> None:
-    """Print rows as one rich table."""
+    """Print rows as one rich table (and keep it in SHOWN for the command's Markdown)."""
+    rows = list(rows)
+    SHOWN.append((title, list(columns), rows))
     table = Table(title=title, header_style="bold", show_lines=False)
     for col in columns:
         table.add_column(col.header, justify=col.justify, overflow="fold")
@@ -342,9 +356,18 @@ def atomic_write(path: Path, write: Writer) -> Path:
     return atomic_write_all([(Path(path), write)])[0]
 
 
-def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Long-format frame: one row per result, the run metadata repeated as columns."""
+def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None,
+               kind: Kind | None = None) -> pd.DataFrame:
+    """Long-format frame: one row per result, the run metadata repeated as columns. With the rows' `kind`
+    (lnbench.results; the metadata's `schema` names it when not given), its declared columns in declared order
+    and types; a row with an undeclared column or without a required one is a SchemaError."""
+    if kind is None and metadata and SCHEMA_KEY in metadata:
+        kind = kind_of_metadata(metadata)
+    if kind is not None:
+        kind.check_rows(rows)
     frame = pd.DataFrame(list(rows))
+    if kind is not None:
+        frame = typed(frame[ordered_columns(kind, frame.columns)], kind)
     for column in frame.columns[frame.dtypes.map(lambda d: d.kind == "f")]:
         present = [r[column] for r in rows if r.get(column) is not None and r[column] == r[column]]
         if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
@@ -374,10 +397,10 @@ def csv_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None =
     return lambda tmp: frame.to_csv(tmp, index=False)
 
 
-def json_table(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def json_table(rows: Sequence[dict[str, Any]], kind: Kind | None = None) -> dict[str, Any]:
     """Rows as pandas' Table Schema ({"schema": ..., "data": [...]}, the form `pd.read_json(path,
     orient="table")` reads back with each column's type); list values stay JSON arrays."""
-    frame = rows_frame(rows)
+    frame = rows_frame(rows, kind=kind)
     return json.loads(frame.to_json(orient="table", index=False, double_precision=15))
 
 
@@ -386,7 +409,8 @@ def result_json_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any],
     """A result file: {"metadata", the command's other entries, "schema", "data"}. Load its rows with
     `pd.read_json(path, orient="table")` (the other top-level entries are ignored there) and the metadata with
     `json.load(open(path))["metadata"]`."""
-    return json_writer({"metadata": metadata, **(extra or {}), **json_table(rows)})
+    kind = kind_of_metadata(metadata) if SCHEMA_KEY in metadata else None
+    return json_writer({"metadata": metadata, **(extra or {}), **json_table(rows, kind)})
 
 
 def json_writer(payload: Any) -> Writer:

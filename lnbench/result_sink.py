@@ -99,13 +99,16 @@ class ResultSink:
         self._last = time.monotonic()
 
     def finish(self, rows: Sequence[dict[str, Any]] | None = None, metadata: dict[str, Any] | None = None,
-               extra_json: dict[str, Any] | None = None, more: Sequence[tuple[str, Path, Writer]] = ()) -> None:
-        """The complete files (cli_common.emit_outputs: all or nothing, placement announced). `rows` and
-        `metadata` default to the finished units' rows and the sink's metadata."""
+               extra_json: dict[str, Any] | None = None, more: Sequence[tuple[str, Path, Writer]] = (),
+               md_path: Path | None = None, summary: str = "") -> None:
+        """The complete files (cli_common.emit_outputs: all or nothing, placement announced; the Markdown
+        summary to `md_path` and $GITHUB_STEP_SUMMARY). `rows` and `metadata` default to the finished units'
+        rows and the sink's metadata."""
         from lnbench.cli_common import emit_outputs
 
         meta = {**(self.metadata if metadata is None else metadata), "complete": True, "stopped": ""}
-        emit_outputs(self.rows if rows is None else rows, meta, self.csv_path, self.json_path, extra_json, more)
+        emit_outputs(self.rows if rows is None else rows, meta, self.csv_path, self.json_path, extra_json, more,
+                     md_path=md_path, summary=summary)
         self._finished = True
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import click
+from rich.console import Console
 from rich.markup import escape
 
 from lnbench import config as cfg
@@ -27,8 +28,9 @@ from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.runtime import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, guarded,
-                                kernel_source_option, nothing_ran, output_options, prepare_outputs)
+                                kernel_source_option, md_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.result_sink import ResultSink
+from lnbench.results import ABI
 from lnbench.device import Device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import GpuSlot, deal, devices_metadata, devices_options, parse_devices
@@ -36,7 +38,7 @@ from lnbench.inspect_command import compile_device
 from lnbench.metadata import run_metadata
 from lnbench.measure.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
-from lnbench.report import Column, plain_number, render_table, styled_status, time_unit
+from lnbench.report import Column, plain_number, render_table, silent_console, styled_status, time_unit
 from lnbench.rocm import has_rocm_gpu
 from lnbench.shard import parse_shard, shard_metadata, shard_option
 
@@ -74,7 +76,7 @@ def _verdict_cell(row: dict[str, Any]) -> str:
     return styled_status(escape(str(row.get("verdict") if row.get("status") == "ok" else row.get("status"))))
 
 
-def _render_runtime(rows: list[dict[str, Any]], title: str) -> None:
+def _render_runtime(rows: list[dict[str, Any]], title: str, out: Console = console) -> None:
     display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
                 "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
                 "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
@@ -88,7 +90,7 @@ def _render_runtime(rows: list[dict[str, Any]], title: str) -> None:
                Column("ratio", "speed-up P vs T [CI]"), Column("verdict", "verdict", justify="left", markup=True)]
     if any(d["note"] for d in display):
         columns.append(Column("note", "note", justify="left"))
-    render_table(console, title, columns, display)
+    render_table(out, title, columns, display)
 
 
 def _pair_cell(key: str, ratio: bool = False):
@@ -112,7 +114,7 @@ def _executed_cell(row: dict[str, Any]) -> str:
     return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
 
 
-def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None) -> None:
+def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None, out: Console = console) -> None:
     """The static table; `labels` names a backend pair's sides (else Tensor ABI → Pointer ABI)."""
     display = []
     for r in rows:
@@ -136,7 +138,7 @@ def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = N
                                       f"P = {labels['pointer']}; compile-only" if labels else
                                       "Tensor ABI → Pointer ABI (compile-only")
     title += "; executed on the emulated device, M rows)" if executed else ")"
-    render_table(console, title, columns, display)
+    render_table(out, title, columns, display)
 
 
 def _choose(values: Sequence[str], table: dict[str, Any], key: str, allowed: Sequence[str], what: str) -> list[str]:
@@ -302,12 +304,13 @@ ABI_TENSORS = 8
 @devices_options
 @shard_option
 @kernel_source_option
+@md_option
 @output_options
 @guarded
 def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                         processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
                         worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
-                        shard, kernel_src, csv_path, json_path, quiet) -> int:
+                        shard, kernel_src, md_path, csv_path, json_path, quiet) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
     if static_only and runtime_only:
         raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
@@ -372,11 +375,12 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         delay = planted_delay_us if planted_delay_us is not None else cfg.require(
             table, "planted_delay_us", (int, float), TABLE)
         pair_options["delay_us"] = float(delay)
-    csv_final, json_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path))
+    csv_final, json_final, md_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path),
+                                                      md_path)
     run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
     executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
     # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
-    metadata = {"lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
+    metadata = {"schema": ABI.schema, "lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
                 **shard_metadata(part, len(every_shape)), **devices_metadata(slots),
                 "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
                 "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on,
@@ -399,10 +403,11 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
             runtime_rows, payloads, problems = _run_runtime(
                 pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
                 pair_options, in_process, quiet, slots)
+            _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
+                                          f"(median of {protocol.processes} worker medians × {protocol.runs} runs)",
+                            console if not quiet else silent_console())
             if not quiet:
                 labels = pair_info(pair).labels
-                _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
-                                              f"(median of {protocol.processes} worker medians × {protocol.runs} runs)")
                 console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
                               f"Pointer time (> 1: Pointer faster); `same` = the {metadata['confidence']} bootstrap "
                               f"interval contains 1.")
@@ -425,8 +430,8 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                     pair_fns = {"facts_fn": pair_facts_fn(backend_pair), "execute_fn": pair_execute_fn(backend_pair)}
                 static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
                                      on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
-            if not quiet:
-                _render_static(static, pair_info(pair).labels if backend_pair else None)
+            _render_static(static, pair_info(pair).labels if backend_pair else None,
+                           console if not quiet else silent_console())
 
         if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
             sources = metadata.get("kernel_sources", {})
@@ -436,7 +441,8 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                 row.update(named)
         checks = [c for p in payloads for c in p.get("checks", [])]
         sink.finish(runtime_rows + static, metadata,
-                    {"checks": checks, "worker_problems": problems, "workers": payloads})
+                    {"checks": checks, "worker_problems": problems, "workers": payloads},
+                    md_path=md_final, summary=_summary_line(runtime_rows, static))
     code = _exit_code(runtime_rows, static, problems, fail_pct)
     if not static and not any(row.get("status") == "ok" for row in runtime_rows) and not problems:
         why = next((str(row.get("status")) for row in runtime_rows if row.get("status")), "no measurement")
@@ -484,11 +490,34 @@ def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches
                                 "(the runtime part runs on --device, e.g. null:gfx950)")
 
 
+def _bad(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with an error or a failed check."""
+    return [r for r in runtime_rows + static if str(r.get("status", "")).startswith(("error", "check failed"))
+            or str(r.get("exec_status", "")).startswith("error")]
+
+
+def _verdicts(runtime_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
+    return ok_rows, {v: sum(r.get("verdict") == v for r in ok_rows)
+                     for v in (stats.FASTER, stats.SAME, stats.SLOWER, stats.TOO_FEW)}
+
+
+def _summary_line(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> str:
+    """`runtime: 6 measured (3 faster, ...), 3 not measured; static: 8 of 8 kernel rows compiled; 0 errors`."""
+    ok_rows, verdicts = _verdicts(runtime_rows)
+    parts = []
+    if runtime_rows:
+        parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in verdicts.items())}), "
+                     f"{len(runtime_rows) - len(ok_rows)} not measured")
+    if static:
+        parts.append(f"static: {sum(r.get('status') == 'ok' for r in static)} of {len(static)} kernel rows compiled")
+    return "; ".join(parts + [f"{len(_bad(runtime_rows, static))} errors"])
+
+
 def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]], problems: list[str],
                fail_pct: float | None) -> int:
     """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
-    bad = [r for r in runtime_rows + static if str(r.get("status", "")).startswith(("error", "check failed"))
-           or str(r.get("exec_status", "")).startswith("error")]
+    bad = _bad(runtime_rows, static)
     slower = []
     if fail_pct is not None:
         for r in runtime_rows:
@@ -497,20 +526,12 @@ def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]],
                                           r["verdict"])
                 if stats.significantly_slower(est, fail_pct):
                     slower.append(r)
-    ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
-    verdicts = {v: sum(r.get("verdict") == v for r in ok_rows)
-                for v in (stats.FASTER, stats.SAME, stats.SLOWER, stats.TOO_FEW)}
+    ok_rows, verdicts = _verdicts(runtime_rows)
     warning = stats.too_few_warning(verdicts[stats.TOO_FEW], "measurement",
                                     float(ok_rows[0]["confidence"]) if ok_rows else 0.95)
     if warning:
         err_console.print(warning, soft_wrap=True, highlight=False)
-    parts = []
-    if runtime_rows:
-        parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in verdicts.items())}), "
-                     f"{len(runtime_rows) - len(ok_rows)} not measured")
-    if static:
-        parts.append(f"static: {sum(r.get('status') == 'ok' for r in static)} of {len(static)} kernel rows compiled")
-    console.print("; ".join(parts + [f"{len(bad)} errors"]))
+    console.print(_summary_line(runtime_rows, static))
     for r in slower:
         console.print(f"[bold red]--fail-if-slower {fail_pct:g}: Pointer side {r['slowdown_pct']:.1f}% slower "
                       f"on {r['op']} {r['dtype']} {r['shape']} {r['metric']} "

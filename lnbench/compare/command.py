@@ -25,8 +25,9 @@ from lnbench.compare.results import ABI, PERF, load_result
 from lnbench.compare.verdict import (FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, SAME, SLOWER, TOO_FEW, Settings,
                                      compare_all, gate_hits)
 from lnbench.errors import LnbenchUsageError
-from lnbench.metadata import timestamp
-from lnbench.report import Column, Writer, fmt_float, fmt_time_us, render_table
+from lnbench.metadata import command_line, git_commit, timestamp
+from lnbench.report import Column, fmt_float, fmt_time_us, render_table
+from lnbench.results import COMPARE
 
 _STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
            NOT_COMPARED: "yellow", TOO_FEW: "yellow"}
@@ -60,15 +61,12 @@ def _gate_line(pct: float, row: dict[str, Any]) -> str:
             f"is {row['change_pct']:.1f}% slower (new/base {ratio_text(row)})")
 
 
-def _markdown(path: Path | None, text: str) -> list[tuple[str, Path, Writer]]:
-    """The --md summary as one more output of emit_outputs (written with the CSV and JSON, all or nothing)."""
-    return [("Markdown summary", path, lambda tmp: tmp.write_text(text, encoding="utf-8"))] if path else []
-
-
 def _context(base, new, settings: Settings, fail_pct: float | None, forced: list[str]) -> dict[str, Any]:
     """Flat metadata of the comparison (CSV columns, JSON metadata, Markdown header)."""
-    out: dict[str, Any] = {"command": "compare", "source_command": base.kind, "lnbench_version": lnbench.__version__,
-                           "timestamp": timestamp(), "base": str(base.path), "new": str(new.path)}
+    out: dict[str, Any] = {"schema": COMPARE.schema, "command": "compare", "source_command": base.kind,
+                           "command_line": command_line(), "lnbench_version": lnbench.__version__,
+                           "git_commit": git_commit(), "timestamp": timestamp(), "base": str(base.path),
+                           "new": str(new.path)}
     for side, result in (("base", base), ("new", new)):
         meta = result.metadata
         out[f"{side}_device"] = meta.get("device_name") or meta.get("device")
@@ -135,8 +133,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
         console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
                       f"worker medians; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
                       f"{TOO_FEW} with fewer than 2 paired workers")
-    emit_outputs(rows, context, outputs.get("--csv"), outputs.get("--json"),
-                 more=_markdown(outputs.get("--md"), render(rows, context, summary, gate)))
+    emit_outputs(rows, context, outputs.get("--csv"), outputs.get("--json"), md_path=outputs.get("--md"),
+                 md_text=render(rows, context, summary, gate))
     console.print(summary)
     for side, result in (("BASE", base_result), ("NEW", new_result)):
         if result.metadata.get("load_flag"):

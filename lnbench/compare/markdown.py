@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Sequence
 
 from lnbench.compare.verdict import FASTER, SAME, SLOWER
-from lnbench.report import atomic_write, fmt_float, fmt_time_us
+from lnbench.markdown import cell
+from lnbench.report import fmt_float, fmt_time_us
 
 _ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
@@ -29,7 +29,7 @@ def _line(row: dict[str, Any]) -> str:
         verdict = f"{verdict}: {row['detail']}"
     cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
              fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(cell(str(c)) for c in cells) + " |"
 
 
 def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str, gate: str) -> str:
@@ -56,6 +56,3 @@ def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str
     return "\n".join(out)
 
 
-def write_markdown(text: str, path: Path) -> Path:
-    """Write the summary atomically (the report writers' temp-file-and-rename)."""
-    return atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))

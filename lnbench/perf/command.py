@@ -16,7 +16,7 @@ from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
                               runs_flydsl, set_kernel_src, source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, err_console, guarded,
-                                kernel_source_option, nothing_ran, output_options, prepare_outputs)
+                                kernel_source_option, md_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import devices_metadata, devices_options, parse_devices
@@ -35,8 +35,10 @@ from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
+from lnbench.results import PERF, stamp
 from lnbench.shard import parse_shard, shard_metadata, shard_option
-from lnbench.report import Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table, styled_status
+from lnbench.report import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
+                            silent_console, styled_status)
 WORKER_MODULE = "lnbench.perf.worker_main"
 
 
@@ -245,12 +247,13 @@ PERF_TENSORS = 8
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @kernel_source_option
 @if_loaded_option
+@md_option
 @output_options
 @guarded
 def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
                  min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
                  headline, kernel_timer, eps, seed, device, devices, force, alone_below_mib, shard, config_path,
-                 peak_file, kernel_src, if_loaded, csv_path, json_path, quiet) -> int:
+                 peak_file, kernel_src, if_loaded, md_path, csv_path, json_path, quiet) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
@@ -294,7 +297,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
                         "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
                         1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
     peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
-    csv_final, json_final = prepare_outputs("perf", csv_path, json_path, {**config_input(config_path), **peak_input})
+    csv_final, json_final, md_final = prepare_outputs("perf", csv_path, json_path,
+                                                      {**config_input(config_path), **peak_input}, md_path)
 
     skips = backend_skips(backend_list, dev)
     every_case = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
@@ -320,8 +324,8 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     before = _facts(groups, dev)
     phases = KERNEL_PHASES if kernel_pass else STREAM_PHASES
     start = time.monotonic()
-    early = {**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
-             "baseline": base_name, "headline": headline, **run_extra}
+    early = stamp({**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
+                   "baseline": base_name, "headline": headline, **run_extra}, PERF)
     workers_total = sum(len(g.orders) for g in groups)
     with ResultSink(csv_final, json_final, early, workers_total, "workers") as sink:
         if any(g.cases for g in groups):
@@ -361,7 +365,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
         lock.release()
         rows = _finish(sink, dev, protocol, cases, groups, peak, peak_gbps, base_name, headline,
                        kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet,
-                       {**run_extra, **load_meta})
+                       {**run_extra, **load_meta}, md_final)
     results = [r for g in groups for r in g.results]
     console.print(_summary(rows, results, time.monotonic() - start, groups))
     if load.warning(load_meta):
@@ -383,9 +387,9 @@ def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
 def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups: list[Group], peak: dict | None,
             peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool, no_kernel_time: str,
             before: dict[str, dict], seconds: float, backend_list: list[str], quiet: bool,
-            extra: dict[str, Any]) -> list[dict]:
-    """The result rows of a finished run: table, notes, and the complete files (sink.finish). `extra`: more
-    metadata (shard, devices, load)."""
+            extra: dict[str, Any], md_path: Path | None = None) -> list[dict]:
+    """The result rows of a finished run: table, notes, and the complete files (sink.finish; the Markdown
+    summary to `md_path`). `extra`: more metadata (shard, devices, load)."""
     after = _facts(groups, dev)
     first = next(iter(before))
     rows = joined_rows(cases, groups, peak_gbps, base_name, headline)
@@ -393,7 +397,7 @@ def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups
     for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
         row.update(sources.get(row["backend"], {}))
     results = [r for g in groups for r in g.results]
-    metadata = {**run_metadata(dev), **source_metadata(backend_list), "lnbench_command": "perf",
+    metadata = {**run_metadata(dev), **source_metadata(backend_list), "schema": PERF.schema, "lnbench_command": "perf",
                 "P": protocol.processes, "R": protocol.runs,
                 "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
                 "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
@@ -404,15 +408,15 @@ def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups
                 "kernel_timer": ("on" if kernel_pass else
                                  "off" if not protocol.kernel_timer else f"n/a ({no_kernel_time})"),
                 **extra}
+    shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
+    title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
+             f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}], fewer where a run would pass "
+             f"{protocol.max_run_s:g} s); GB/s from {headline} time; "
+             f"gap = median − kernel")
+    extra = ([GPU_COLUMN] if any(g.slot for g in groups) else []) + \
+        ([NOTE_COLUMN] if any(r.get("worker_flag") for r in shown) else [])
+    render_table(console if not quiet else silent_console(), title, TABLE_COLUMNS + extra, shown)   # quiet: Markdown only
     if not quiet:
-        shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
-        title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
-                 f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}], fewer where a run would pass "
-                 f"{protocol.max_run_s:g} s); GB/s from {headline} time; "
-                 f"gap = median − kernel")
-        extra = ([GPU_COLUMN] if any(g.slot for g in groups) else []) + \
-            ([NOTE_COLUMN] if any(r.get("worker_flag") for r in shown) else [])
-        render_table(console, title, TABLE_COLUMNS + extra, shown)
         _detail_lines(shown)
         _kernel_lines(shown)
         if base_name not in backend_list:
@@ -433,7 +437,8 @@ def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups
     sink.finish(rows, metadata, {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
                                  "clocks": {"before": before[first], "after": after[first]},
                                  "gpus": [{"gpu": gpu, "before": before[gpu], "after": after.get(gpu)}
-                                          for gpu in before]})
+                                          for gpu in before]},
+                md_path=md_path, summary=_summary(rows, results, seconds, groups))
     return rows
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from rich.console import Console
 from rich.markup import escape
 
 from lnbench import config as cfg
@@ -14,15 +15,16 @@ from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, get_backend, probe_backend,
                               requested_names, runs_flydsl, set_kernel_src, source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_input, console, emit_outputs,
-                                emu_checks_option, err_console, guarded, kernel_source_option, nothing_ran,
-                                output_options, prepare_outputs)
+                                emu_checks_option, err_console, guarded, kernel_source_option, md_option,
+                                nothing_ran, output_options, prepare_outputs)
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.emu.ledger import rows_summary
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import run_metadata
 from lnbench.progress import CommandProgress
-from lnbench.report import Column, fmt_duration, fmt_float, render_table, styled_status
+from lnbench.report import Column, fmt_duration, fmt_float, render_table, silent_console, styled_status
 from lnbench.result_sink import ResultSink
+from lnbench.results import SELFTEST, VERIFY, stamp
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
 from lnbench.gpus import devices_metadata, devices_options, parse_devices
@@ -135,10 +137,11 @@ def _summary_line(rows: list[dict]) -> str:
                    "error rows and those within 10% of their bar).")
 @kernel_source_option
 @emu_checks_option
+@md_option
 @output_options
 @guarded
 def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
-                   devices, force, shard, details, emu_checks, csv_path, json_path, quiet) -> int:
+                   devices, force, shard, details, emu_checks, md_path, csv_path, json_path, quiet) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
     \b
@@ -181,15 +184,15 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         raise LnbenchUsageError(f"verify checks values, and the null device {dev.name} executes nothing: use "
                                 f"--device emu (or emu:gfx950) for the FlyDSL kernels")
     validate.shapes_fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
-    csv_final, json_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
-                                            config_input(config_path))
+    csv_final, json_final, md_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
+                                                      config_input(config_path), md_path)
     every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
     cases = part.select(every_case)
-    metadata = {**run_metadata(dev), "seed": base_seed, **shard_metadata(part, len(every_case)),
-                **devices_metadata(slots)}
+    metadata = stamp({**run_metadata(dev), "seed": base_seed, **shard_metadata(part, len(every_case)),
+                      **devices_metadata(slots)}, SELFTEST if self_test else VERIFY)
 
     if self_test:
-        return _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet)
+        return _self_test(cases, dev, tol, metadata, csv_final, json_final, md_final, quiet)
 
     names, banner = choose_backends(requested, dev)
     explicit = [name for name in requested if name != "auto"]
@@ -225,8 +228,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         else:
             _run_inline(spec, dev, done)
         rows = sink.rows
-        if not quiet:
-            _print_rows(rows, metadata["device_name"], details)
+        _print_rows(rows, metadata["device_name"], details, console if not quiet else silent_console())
         unrunnable = {}
         for name in explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason
             own = [row for row in rows if row["backend"] == name]
@@ -242,7 +244,7 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
         sources = metadata.get("kernel_sources", {})
         for row in rows:                        # a kernel source's rows name it (module, file, checkout commit)
             row.update(sources.get(row["backend"], {}))
-        sink.finish(rows)
+        sink.finish(rows, md_path=md_final, summary=_summary_line(rows))
     console.print(_summary_line(rows))
     if not any(status_word(row) in EXECUTED for row in rows):
         return nothing_ran(str(rows[0].get("status")) if rows else "no case")
@@ -289,31 +291,31 @@ def _warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]]) -> 
                       f"--shape-set quick) or {faster}[/yellow]", soft_wrap=True)
 
 
-def _print_rows(rows: list[dict], device_name: str, details: bool) -> None:
+def _print_rows(rows: list[dict], device_name: str, details: bool, out: Console) -> None:
     """The summary table and the rows worth a look (every row with --details), then why each FAIL/error."""
     shown = [{**row, "_used": bar_used(row)} for row in rows]
     if details:
-        render_table(console, f"lnbench verify on {device_name}", RESULT_COLUMNS, shown)
+        render_table(out, f"lnbench verify on {device_name}", RESULT_COLUMNS, shown)
     else:
-        render_table(console, f"lnbench verify on {device_name}: summary (every row: --details)", SUMMARY_COLUMNS,
+        render_table(out, f"lnbench verify on {device_name}: summary (every row: --details)", SUMMARY_COLUMNS,
                      summary_rows(shown))
         look = [row for row in shown if worth_a_look(row)]
         if look:
-            render_table(console, "FAIL and error rows, and rows within 10% of their bar", RESULT_COLUMNS, look)
+            render_table(out, "FAIL and error rows, and rows within 10% of their bar", RESULT_COLUMNS, look)
     for row in rows:
         if row["detail"] and row["status"] in ("FAIL", "error"):
-            console.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
+            out.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
                           f"{row['tensor']}:[/red] {row['detail']}")
 
 
-def _self_test(cases, dev, tol, metadata, csv_final, json_final, quiet) -> int:
+def _self_test(cases, dev, tol, metadata, csv_final, json_final, md_final, quiet) -> int:
     """Exit 0 when the control passes, at least one planted bug changes an output on these shapes and every
     such bug is caught; a bug that changes no output here is reported `not detectable`, not held against the
     rule; if no bug is detectable the self-test tested nothing and exits 1."""
     with CommandProgress(err_console, "self-test", None, quiet) as progress:
         summary, detail = run_self_test(cases, dev, tol, progress.advance)
     render_table(console, "lnbench verify --self-test: planted bugs vs the pass rule", SELFTEST_COLUMNS, summary)
-    emit_outputs(detail, metadata, csv_final, json_final, {"self_test": summary})
+    emit_outputs(detail, metadata, csv_final, json_final, {"self_test": summary}, md_path=md_final)
     bad = [s["bug"] for s in summary if s["status"] not in ("ok", UNDETECTABLE)]
     undetectable = [s["bug"] for s in summary if s["status"] == UNDETECTABLE]
     detectable = [s["bug"] for s in summary if s["bug"] != CONTROL and s["status"] != UNDETECTABLE]

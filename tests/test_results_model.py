@@ -1,0 +1,192 @@
+"""The result model (lnbench.results): every kind's files name their schema and round-trip through load_result with
+the declared columns and dtypes; readers refuse a wrong kind and a newer major; a planted undeclared column is
+caught; every command writes --md and appends (never overwrites) its Markdown to $GITHUB_STEP_SUMMARY."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lnbench import results
+from lnbench.cli_common import emit_outputs
+from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result, stamp
+
+ROOT = Path(__file__).resolve().parents[1]
+PREVIOUS_STEP = "## an earlier step's summary\n"
+
+#: (kind, file stem, command line after `lnbench`): small fast cases, each run once for the module
+COMMANDS = [
+    ("verify", "v", ["verify", "--device", "emu:gfx942", "--shapes", "64x256", "--dtype", "bf16",
+                     "--backend", "flydsl,torch"]),
+    ("perf", "p", ["perf", "--device", "cpu", "--shapes", "64x256", "--processes", "2", "--runs", "2",
+                   "--backend", "torch", "--op", "fwd", "--mode", "hot", "--dtype", "f32", "--warmup-s", "0.01",
+                   "--target-run-s", "0.005", "--if-loaded", "warn"]),
+    ("abi-compare", "a", ["abi-compare", "--device", "null", "--shapes", "64x256", "-P", "2", "-R", "2",
+                          "--op", "fwd", "--dtype", "bf16", "--metric", "direct", "--arch", "gfx942"]),
+    ("inspect", "i", ["inspect", "--shapes", "1x256", "--arch", "gfx942", "--op", "fwd"]),
+    ("selftest", "s", ["verify", "--self-test", "--shapes", "4x64", "--dtype", "f32"]),
+]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_STEP_SUMMARY": str(tmp / "step.md"),
+           "LNBENCH_RESULTS_DIR": str(tmp / "results"), "COLUMNS": "200"}
+    env.pop("LNBENCH_CONFIG", None)
+    return env
+
+
+def lnbench(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp, env=_env(tmp),
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """Every command once (then compare of the perf run with itself), all appending to one step summary."""
+    tmp = tmp_path_factory.mktemp("results_model")
+    (tmp / "step.md").write_text(PREVIOUS_STEP)
+    for kind, stem, args in COMMANDS:
+        out = lnbench([*args, "--csv", f"{stem}.csv", "--json", f"{stem}.json", "--md", f"{stem}.md", "-q"], tmp)
+        assert out.returncode == 0, (kind, out.stdout[-2000:], out.stderr[-2000:])
+    out = lnbench(["compare", "p.json", "p.json", "--csv", "c.csv", "--json", "c.json", "--md", "c.md", "-q"], tmp)
+    assert out.returncode == 0, out.stderr
+    return tmp
+
+
+ALL = [(kind, stem) for kind, stem, _ in COMMANDS] + [("compare", "c")]
+
+
+def _dtype_ok(series: pd.Series, declared: str) -> bool:
+    if series.isna().all():
+        return True                        # an empty column has no type to keep
+    kind = series.dtype
+    if declared == results.INT:
+        return pd.api.types.is_integer_dtype(kind)
+    if declared == results.FLOAT:
+        return pd.api.types.is_float_dtype(kind)
+    if declared == results.BOOL:
+        return pd.api.types.is_bool_dtype(kind)
+    return kind == object
+
+
+@pytest.mark.parametrize("kind,stem", ALL)
+@pytest.mark.parametrize("suffix", ["csv", "json"])
+def test_round_trip_declared_columns_and_dtypes(runs: Path, kind: str, stem: str, suffix: str) -> None:
+    declared = KINDS[kind]
+    result = load_result(runs / f"{stem}.{suffix}")
+    assert (result.kind, result.version) == (kind, declared.version)
+    assert result.metadata["schema"] == declared.schema
+    row_columns = [c for c in result.rows.columns if c not in result.metadata or c in declared.names]
+    assert set(row_columns) <= set(declared.names), set(row_columns) - set(declared.names)
+    present = [c for c in result.rows.columns if c in declared.names]
+    assert present == results.ordered_columns(declared, present)          # written in declared order
+    for name in present:
+        assert _dtype_ok(result.rows[name], declared.column(name).type), (name, result.rows[name].dtype)
+    required = [c.name for c in declared.columns if c.required]
+    assert set(required) <= set(result.rows.columns)
+    if suffix == "json":
+        declared.check_types(json.loads((runs / f"{stem}.json").read_text())["data"])   # every value its type
+
+
+@pytest.mark.parametrize("kind,stem", ALL)
+def test_provenance(runs: Path, kind: str, stem: str) -> None:
+    meta = json.loads((runs / f"{stem}.json").read_text())["metadata"]
+    command = "verify" if kind == "selftest" else kind
+    assert meta["command_line"].startswith(f"lnbench {command} "), meta["command_line"]
+    assert "git_commit" in meta and meta["lnbench_version"]
+    if kind != "compare":
+        for key in ("torch_version", "flydsl_version", "gpu_runtime", "driver", "device"):
+            assert meta[key], key
+        assert meta["driver"] in ("n/a (no GPU)", "unavailable")   # every run here: CPU, emulated or null device
+
+
+def test_verify_flydsl_rows_carry_code_hash(runs: Path) -> None:
+    frame = load_result(runs / "v.csv").rows
+    fly = frame[frame.backend == "flydsl"]
+    assert len(fly) and fly.emu_code.astype(str).str.fullmatch(r"[0-9a-f]{12}( [0-9a-f]{12})*").all()
+    assert frame[frame.backend == "torch"].emu_code.isna().all()
+
+
+def test_compare_refuses_a_verify_file(runs: Path) -> None:
+    out = lnbench(["compare", "v.json", "v.json", "--no-csv"], runs)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is from lnbench verify" in lines[0], out.stderr
+
+
+@pytest.mark.parametrize("suffix", ["json", "csv"])
+def test_newer_major_refused(runs: Path, suffix: str) -> None:
+    source = runs / f"p.{suffix}"
+    newer = runs / f"newer.{suffix}"
+    if suffix == "json":
+        payload = json.loads(source.read_text())
+        payload["metadata"]["schema"] = "perf/2.0"
+        newer.write_text(json.dumps(payload))
+    else:
+        frame = pd.read_csv(source)
+        frame["schema"] = "perf/2.0"
+        frame.to_csv(newer, index=False)
+    out = lnbench(["compare", newer.name, "p.json", "--no-csv"], runs)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "perf/2.0, newer than this lnbench reads (perf/1.0)" in lines[0], out.stderr
+
+
+def test_newer_minor_read(runs: Path) -> None:
+    payload = json.loads((runs / "p.json").read_text())
+    payload["metadata"]["schema"] = "perf/1.7"
+    (runs / "minor.json").write_text(json.dumps(payload))
+    result = load_result(runs / "minor.json", ["perf"])
+    assert (result.kind, result.version) == ("perf", "1.7")
+
+
+def test_file_without_schema_reads_as_version_0(runs: Path) -> None:
+    payload = json.loads((runs / "v.json").read_text())
+    del payload["metadata"]["schema"]
+    (runs / "old.json").write_text(json.dumps(payload))
+    result = load_result(runs / "old.json")
+    assert (result.kind, result.version) == ("verify", "0")
+
+
+def _row() -> dict:
+    return {"backend": "torch", "op": "fwd", "dtype": "f32", "shape": "1x8", "mode": "hot", "verdict": "SAME"}
+
+
+@pytest.mark.parametrize("bad,what", [({**_row(), "bogus": 1}, "undeclared column(s) bogus"),
+                                      ({k: v for k, v in _row().items() if k != "verdict"},
+                                       "required column(s) verdict missing")])
+def test_planted_schema_breaks_are_caught(tmp_path: Path, bad: dict, what: str) -> None:
+    metadata = stamp({"command": "compare"}, results.COMPARE)
+    emit_outputs([_row()], metadata, tmp_path / "ok.csv", tmp_path / "ok.json", announce=False)
+    with pytest.raises(SchemaError, match=re.escape(what)):
+        emit_outputs([_row(), bad], metadata, tmp_path / "bad.csv", None, announce=False)
+    with pytest.raises(SchemaError, match=re.escape(what)):
+        emit_outputs([_row(), bad], metadata, None, tmp_path / "bad.json", announce=False)
+    assert not (tmp_path / "bad.csv").exists() and not (tmp_path / "bad.json").exists()
+    with pytest.raises(SchemaError, match="names no declared kind"):   # an unstamped result is not written
+        emit_outputs([_row()], {"command": "compare"}, tmp_path / "x.csv", None, announce=False)
+    with pytest.raises(SchemaError, match="is not float"):
+        results.COMPARE.check_types([{**_row(), "ratio": "fast"}])
+
+
+@pytest.mark.parametrize("kind,stem", ALL)
+def test_md_written(runs: Path, kind: str, stem: str) -> None:
+    text = (runs / f"{stem}.md").read_text()
+    assert text.startswith(f"## lnbench {kind}")
+    assert "\n|---" in text and text.count("\n| ") >= 2          # a table with a header and at least one row
+
+
+def test_step_summary_appended_by_every_command(runs: Path) -> None:
+    text = (runs / "step.md").read_text()
+    assert text.startswith(PREVIOUS_STEP)                       # appended, never overwritten
+    headings = [line for line in text.splitlines() if line.startswith("## lnbench")]
+    assert headings == ["## lnbench verify", "## lnbench perf", "## lnbench abi-compare", "## lnbench inspect",
+                        "## lnbench selftest", "## lnbench compare"]
+    for kind, stem in ALL:                                      # each command's own Markdown, as --md wrote it
+        assert (runs / f"{stem}.md").read_text() in text, kind
