@@ -76,7 +76,7 @@ def _verdict_cell(row: dict[str, Any]) -> str:
     return styled_status(escape(str(row.get("verdict") if row.get("status") == "ok" else row.get("status"))))
 
 
-def _render_runtime(rows: list[dict[str, Any]], title: str, out: Console = console) -> None:
+def _render_runtime(rows: list[dict[str, Any]], title: str, out: Console | None = None) -> None:
     display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
                 "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
                 "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
@@ -90,7 +90,7 @@ def _render_runtime(rows: list[dict[str, Any]], title: str, out: Console = conso
                Column("ratio", "speed-up P vs T [CI]"), Column("verdict", "verdict", justify="left", markup=True)]
     if any(d["note"] for d in display):
         columns.append(Column("note", "note", justify="left"))
-    render_table(out, title, columns, display)
+    render_table(out or console, title, columns, display)
 
 
 def _pair_cell(key: str, ratio: bool = False):
@@ -114,7 +114,8 @@ def _executed_cell(row: dict[str, Any]) -> str:
     return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
 
 
-def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None, out: Console = console) -> None:
+def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None,
+                   out: Console | None = None) -> None:
     """The static table; `labels` names a backend pair's sides (else Tensor ABI → Pointer ABI)."""
     display = []
     for r in rows:
@@ -138,7 +139,7 @@ def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = N
                                       f"P = {labels['pointer']}; compile-only" if labels else
                                       "Tensor ABI → Pointer ABI (compile-only")
     title += "; executed on the emulated device, M rows)" if executed else ")"
-    render_table(out, title, columns, display)
+    render_table(out or console, title, columns, display)
 
 
 def _choose(values: Sequence[str], table: dict[str, Any], key: str, allowed: Sequence[str], what: str) -> list[str]:
