@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from lnbench.emu.semantics import CLASSES
@@ -117,7 +118,7 @@ def value_fits(value: Any, kind: str) -> bool:
     if kind == STR:
         return isinstance(value, str)
     if kind == BOOL:
-        return isinstance(value, (bool, getattr(__import__("numpy"), "bool_")))
+        return isinstance(value, (bool, np.bool_))
     if kind == INT:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if kind == FLOAT:
@@ -228,6 +229,7 @@ ABI = Kind("abi-compare", "1.0", _cols(
     *((f"exec_per_row_{s}", FLOAT, f"executed: wave-instructions per row, {s} side") for s in _SIDES),
     ("exec_ratio", FLOAT, "executed: pointer / tensor wave-instructions"),
     *((f"exec_{c}_{s}", INT, f"executed: {c} wave-instructions, {s} side") for c in CLASSES for s in _SIDES),
+    *((f"exec_code_{s}", STR, f"executed: SHA-256 (16 hex digits) of the {s} side's code object") for s in _SIDES),
     ("exec_status", STR, "executed: ok or error (why)"),
     ("tensor_source", STR, "backend pair: the Tensor slot's kernels (module@commit)"),
     ("pointer_source", STR, "backend pair: the Pointer slot's kernels (module@commit)"),

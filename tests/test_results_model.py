@@ -190,3 +190,16 @@ def test_step_summary_appended_by_every_command(runs: Path) -> None:
                         "## lnbench selftest", "## lnbench compare"]
     for kind, stem in ALL:                                      # each command's own Markdown, as --md wrote it
         assert (runs / f"{stem}.md").read_text() in text, kind
+
+
+def test_abi_executed_static_rows_carry_code_hashes(runs: Path) -> None:
+    frame = load_result(runs / "a.json").rows
+    static = frame[frame.part == "static"]
+    assert len(static) and (static.exec_status == "ok").all()
+    for side in ("tensor", "pointer"):
+        assert static[f"exec_code_{side}"].str.fullmatch(r"[0-9a-f]{16}( [0-9a-f]{16})*").all()
+    assert (static.exec_code_tensor != static.exec_code_pointer).all()     # two ABIs, two code objects
+
+
+def test_compile_only_inspect_rows_have_no_code_hash(runs: Path) -> None:
+    assert "code_object" not in load_result(runs / "i.csv").rows.columns   # not at hand compile-only (docs)

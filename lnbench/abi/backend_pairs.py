@@ -128,7 +128,8 @@ def _merged_runs(runs: list) -> list:
     return [replace(runs[0], kernel_name="+".join(r.kernel_name for r in runs), wave_instructions=waves,
                     global_bytes_loaded=sum(r.global_bytes_loaded for r in runs),
                     global_bytes_stored=sum(r.global_bytes_stored for r in runs),
-                    lds_bytes=sum(r.lds_bytes for r in runs))]
+                    lds_bytes=sum(r.lds_bytes for r in runs),
+                    code_object=" ".join(dict.fromkeys(r.code_object for r in runs if r.code_object)))]
 
 
 def _source_of(name: str):

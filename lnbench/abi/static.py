@@ -81,6 +81,8 @@ def executed_columns(tensor_runs: Sequence[Any], pointer_runs: Sequence[Any]) ->
         for cls in EXEC_CLASSES:
             cols[f"exec_{cls}_tensor"] = t.wave_instructions.get(cls, 0)
             cols[f"exec_{cls}_pointer"] = p.wave_instructions.get(cls, 0)
+        cols["exec_code_tensor"] = getattr(t, "code_object", "")      # SHA-256 (16 hex) of each side's code object
+        cols["exec_code_pointer"] = getattr(p, "code_object", "")
         out.append(cols)
     return out
 
