@@ -219,18 +219,19 @@ def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
 def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path | None,
                  json_path: Path | None, extra_json: dict[str, Any] | None = None,
                  more: Sequence[tuple[str, Path, Writer]] = (), announce: bool = True,
-                 md_path: Path | None = None, summary: str = "", md_text: str | None = None) -> None:
+                 md_path: Path | None = None, summary: str = "", md_text: str | None = None,
+                 step_summary: bool = True) -> None:
     """Write the CSV (if any), the JSON (if any), the Markdown summary (--md, if any) and `more` outputs ((what,
     path, writer)) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`:
     a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.stamp): rows that break
     its declaration are a SchemaError. A final write (`announce`) also appends the Markdown to
-    $GITHUB_STEP_SUMMARY when that is set. The Markdown is `md_text`, else the tables the command showed
+    $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else the tables the command showed
     (report.SHOWN) and `summary`."""
     kind = kind_of_metadata(metadata)
     outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))] if csv_path else []
     if json_path:
         outputs.append(("JSON", json_path, result_json_writer(rows, metadata, extra_json)))
-    step_summary = announce and markdown.step_summary_path() is not None
+    step_summary = step_summary and announce and markdown.step_summary_path() is not None
     if md_text is None and (md_path or step_summary):
         md_text = markdown.document(f"lnbench {kind.name}", summary, SHOWN)
     if md_path and md_text is not None:

@@ -20,6 +20,7 @@ from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guar
 from lnbench.compare.match import device_name, protocol
 from lnbench.compare.results import ABI, PERF, VERIFY, ResultFile, load_result
 from lnbench.errors import LnbenchUsageError
+from lnbench.results import KINDS, SCHEMA_KEY, ordered_columns
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -99,14 +100,14 @@ def merged_metadata(results: Sequence[ResultFile]) -> dict[str, Any]:
     agreed = {k: v for k, v in first.items() if k not in OWN_KEYS
               and all(k in r.metadata and _plain(r.metadata[k]) == _plain(v) for r in results[1:])}
     return {**agreed, "complete": all(not r.incomplete for r in results), "stopped": "",
-            "merged_from": len(results), "shard": ""}
+            "merged_from": len(results), "shard": "", SCHEMA_KEY: KINDS[results[0].kind].schema}
 
 
 def merged_rows(results: Sequence[ResultFile]) -> list[dict[str, Any]]:
-    """Every part's rows, in the order of the files; per-part metadata columns of a CSV are dropped."""
+    """Every part's rows, in the order of the files: the columns its kind declares (lnbench.results; a CSV's
+    metadata columns are left to the merged metadata, what differs per part to the JSON's `parts`)."""
     frame = pd.concat([r.rows for r in results], ignore_index=True)
-    drop = [c for c in (*OWN_KEYS, "shard_total_cases") if c in frame.columns]
-    frame = frame.drop(columns=drop)
+    frame = frame[ordered_columns(KINDS[results[0].kind], frame.columns)]
     return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
@@ -138,13 +139,13 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     if found and not force:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise LnbenchUsageError(f"{found[0]}{more}: merge refused (--force merges anyway)")
-    csv_final, json_final = prepare_outputs("merge", csv_path, json_path,
+    csv_final, json_final, _ = prepare_outputs("merge", csv_path, json_path,
                                             {f"FILE {i + 1}": path for i, path in enumerate(files)})
     metadata = merged_metadata(results)
     parts = [{"path": str(r.path), **{k: v for k, v in r.metadata.items() if k not in metadata or k == "shard"},
               **({"extra": r.extra} if r.extra else {})} for r in results]
     rows = merged_rows(results)
-    emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts}, announce=not quiet)
+    emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts}, announce=not quiet, step_summary=False)
     for line in found:
         err_console.print(f"[yellow]merged with --force: {escape(line)}[/yellow]", soft_wrap=True)
     note = shard_note(results)

@@ -132,6 +132,10 @@ def _cols(*specs: tuple, required: Sequence[str] = ()) -> tuple[Col, ...]:
     return tuple(Col(name, kind, meaning, name in required) for name, kind, meaning in specs)
 
 
+#: the GPU a row ran on, with --devices (lnbench.gpus); `timed_alone`: perf/abi-compare cases timed with the
+#: other GPUs idle
+_GPU = (("gpu", STR, "--devices: the GPU the row ran on (cuda:N)"), ("gpu_model", STR, "--devices: its model"))
+_ALONE = (("timed_alone", BOOL, "--devices: timed with every other GPU idle (host-bound case)"),)
 #: a kernel source's provenance, on the rows of a `module:PKG.MOD` / flydsl-src backend (flydsl.contract)
 _SOURCE = (("source", STR, "kernel source backend name"), ("source_module", STR, "its Python module"),
            ("source_file", STR, "the module's file"), ("source_commit", STR, "git commit of the file's checkout"))
@@ -151,7 +155,7 @@ VERIFY = Kind("verify", "1.0", _cols(
     ("emu_opcodes", STR, "emulated: opcodes the case's launches executed"),
     ("emu_approx", STR, "emulated: those the emulator approximates"),
     ("emu_code", STR, "emulated: SHA-256 (12 hex digits) of each FlyDSL code object launched"),
-    *_SOURCE, required=("backend", "case", "dtype", "shape", "tensor", "status")),
+    *_SOURCE, *_GPU, required=("backend", "case", "dtype", "shape", "tensor", "status")),
     frozenset({"tensor", "max_abs_err", "allowed", "case"}))
 
 SELFTEST = Kind("selftest", "1.0", _cols(
@@ -191,7 +195,7 @@ PERF = Kind("perf", "1.0", _cols(
     ("kernel_note", STR, "kernel timer remarks"), ("headline", STR, "stream or kernel: the time rates use"),
     ("worker_flag", STR, "why a worker stands out"), ("status", STR, "ok, partial, error, not run"),
     ("detail", STR, "why a row is not ok"), ("iters_range", STR, "min-max calls per run across workers"),
-    *_SOURCE, required=("backend", "op", "dtype", "shape", "mode", "row_kind", "status")),
+    *_SOURCE, *_GPU, *_ALONE, required=("backend", "op", "dtype", "shape", "mode", "row_kind", "status")),
     frozenset({"row_kind", "run_us", "median_us", "backend", "mode"}))
 
 _SIDES = ("tensor", "pointer")
@@ -233,7 +237,7 @@ ABI = Kind("abi-compare", "1.0", _cols(
     ("exec_status", STR, "executed: ok or error (why)"),
     ("tensor_source", STR, "backend pair: the Tensor slot's kernels (module@commit)"),
     ("pointer_source", STR, "backend pair: the Pointer slot's kernels (module@commit)"),
-    required=("part", "status")),
+    *_GPU, *_ALONE, required=("part", "status")),
     frozenset({"part"}))
 
 INSPECT = Kind("inspect", "1.0", _cols(
