@@ -318,6 +318,17 @@ def test_progress_lines_show_remaining_time():
 
 # ---------------------------------------------------------------- results as they come
 
+def _row(backend: str, status: str, **more) -> dict:
+    """A verify row (lnbench.results.VERIFY: its required columns)."""
+    return {"backend": backend, "case": "randn", "dtype": "f32", "shape": "2x8", "tensor": "y", "status": status,
+            **more}
+
+
+def _meta(**more) -> dict:
+    from lnbench.results import VERIFY, stamp
+    return stamp(dict(more), VERIFY)
+
+
 def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:
     from lnbench.report import check_writable
 
@@ -327,15 +338,15 @@ def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:
 def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatch):
     monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
-    with ResultSink(csv_path, json_path, {"device": "x"}, total=3) as sink:
-        sink.add(1, [{"backend": "b", "status": "PASS", "v": 2.5}])
-        sink.add(0, [{"backend": "a", "status": "FAIL", "v": 1.5}])
+    with ResultSink(csv_path, json_path, _meta(device="x"), total=3) as sink:
+        sink.add(1, [_row("b", "PASS", max_abs_err=2.5)])
+        sink.add(0, [_row("a", "FAIL", max_abs_err=1.5)])
         payload = json.loads(json_path.read_text())
         assert [r["backend"] for r in payload["data"]] == ["a", "b"]           # in unit order
         assert payload["metadata"]["complete"] is False
         assert payload["metadata"]["stopped"] == "running (or crashed) after 2 of 3 cases"
         assert list(pd.read_csv(csv_path)["backend"]) == ["a", "b"]
-        sink.add(2, [{"backend": "c", "status": "PASS", "v": 0.5}])
+        sink.add(2, [_row("c", "PASS", max_abs_err=0.5)])
         sink.finish()
     payload = json.loads(json_path.read_text())
     assert payload["metadata"]["complete"] is True and len(payload["data"]) == 3
@@ -346,20 +357,20 @@ def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatc
 def test_sink_on_interrupt_writes_the_finished_units_marked_incomplete(tmp_path):
     csv_path, json_path = _sink_paths(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        with ResultSink(csv_path, json_path, {}, total=4) as sink:
-            sink.add(0, [{"backend": "a", "status": "PASS"}])
+        with ResultSink(csv_path, json_path, _meta(), total=4) as sink:
+            sink.add(0, [_row("a", "PASS")])
             raise KeyboardInterrupt
     payload = json.loads(json_path.read_text())
     assert payload["metadata"]["stopped"] == "interrupted (SIGINT) after 1 of 4 cases"
-    assert payload["data"] == [{"backend": "a", "status": "PASS"}]
+    assert payload["data"] == [_row("a", "PASS")]
 
 
 def test_sink_on_a_usage_error_leaves_no_result_file(tmp_path, monkeypatch):
     monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
     with pytest.raises(LnbenchUsageError):
-        with ResultSink(csv_path, json_path, {}, total=2) as sink:
-            sink.add(0, [{"backend": "a", "status": "PASS"}])
+        with ResultSink(csv_path, json_path, _meta(), total=2) as sink:
+            sink.add(0, [_row("a", "PASS")])
             assert json_path.exists()
             raise LnbenchUsageError("bad")
     assert not csv_path.exists() and not json_path.exists()
