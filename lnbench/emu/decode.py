@@ -13,12 +13,20 @@ from lnbench.emu.errors import EmulatorFault
 
 _SUFFIXES = ("_e32", "_e64", "_sdwa", "_dpp")
 #: tinygrad names LLVM's fused v_fma_mix* after the older v_mad_mix*; ours are fused (see ops_vector)
-_RENAME = {"v_mad_mix_f32": "v_fma_mix_f32", "v_mad_mixlo_f16": "v_fma_mixlo_f16", "v_mad_mixhi_f16": "v_fma_mixhi_f16"}
+_RENAME = {"v_mad_mix_f32": "v_fma_mix_f32", "v_mad_mixlo_f16": "v_fma_mixlo_f16", "v_mad_mixhi_f16": "v_fma_mixhi_f16",
+           "v_accvgpr_read": "v_accvgpr_read_b32", "v_accvgpr_write": "v_accvgpr_write_b32"}   # LLVM's names
+#: operand codes of the accumulation registers: a[N] is AGPR + N (VGPRs are 256 + N, SGPRs and constants below)
+AGPR = 512
+#: operand types (the ISA XML's, through tinygrad) that always name an AGPR, and those that do when the
+#: instruction's `acc` bit is set (memory instructions: the data registers are AGPRs)
+_AGPR_ALWAYS = frozenset({"OPR_ACCVGPR", "OPR_SRC_ACCVGPR"})
+_AGPR_WITH_ACC = frozenset({"OPR_VGPR_OR_ACCVGPR", "OPR_SRC_VGPR_OR_ACCVGPR", "OPR_SRC_VGPR_OR_ACCVGPR_OR_CONST"})
 
 
 @dataclass
 class Instr:
-    """One decoded instruction. Register operands are their 9-bit operand codes (VGPRs are 256+)."""
+    """One decoded instruction. Register operands are their operand codes: SGPRs and constants below 256,
+    VGPRs 256 + N, AGPRs (accumulation registers) AGPR + N."""
 
     pc: int
     size: int
@@ -81,6 +89,7 @@ def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
         fields[fname] = val
         if dwords is not None:
             widths[fname] = dwords
+    _mark_agprs(raw, name, fields, pc, kernel)
     lit = getattr(raw, "literal", None)
     size = raw.size()
     fmt = type(raw).__name__
@@ -93,6 +102,21 @@ def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
                                 f"word is not decoded", kernel=kernel, pc=pc)
     return Instr(pc=pc, size=size, name=name, fmt=fmt, f=fields, widths=widths,
                  literal=None if lit is None else int(lit) & 0xFFFFFFFF)
+
+
+def _mark_agprs(raw: Any, name: str, fields: dict[str, int], pc: int, kernel: str) -> None:
+    """Give every operand that names an AGPR its AGPR code (the encoding holds the same 256 + N as for a VGPR)."""
+    acc = fields.get("acc", 0)
+    for fname, spec in getattr(raw, "operands", {}).items():
+        kind = getattr(spec[2], "name", str(spec[2]))
+        if kind in _AGPR_ALWAYS or (acc and kind in _AGPR_WITH_ACC):
+            code = fields.get(fname)
+            if code is None:
+                continue
+            if not 256 <= code < AGPR:
+                raise EmulatorFault(f"{kernel}: {name} at PC 0x{pc:x}: operand {fname} must be an AGPR, "
+                                    f"its code is {code}", kernel=kernel, pc=pc)
+            fields[fname] = code - 256 + AGPR
 
 
 class Program:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lnbench.emu.decode import Instr
+from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 
 VM, LDS, SMEM = 0, 1, 2
@@ -50,7 +50,8 @@ class WaitcntFault(EmulatorFault):
 
 @dataclass(frozen=True)
 class Access:
-    """What one instruction does to registers, as unified indices (SGPR code, or 128 + VGPR number)."""
+    """What one instruction does to registers, as unified indices (SGPR code, or 128 + row of the vector register
+    file: VGPR number, or accum_offset + N for AGPR aN)."""
 
     reads: np.ndarray
     writes: np.ndarray
@@ -59,8 +60,10 @@ class Access:
     lds_store: bool = False
 
 
-def _code_regs(code: int, width: int) -> list[int]:
-    """Unified register indices of an operand code (constants and literals have none)."""
+def _code_regs(code: int, width: int, acc_base: int) -> list[int]:
+    """Unified register indices of an operand code (constants and literals have none); AGPRs sit at acc_base."""
+    if code >= AGPR:
+        return [NSGPR + acc_base + code - AGPR + i for i in range(width)]
     if code >= 256:
         return [NSGPR + code - 256 + i for i in range(width)]
     if code < NSGPR:
@@ -83,51 +86,53 @@ def _ds_returns(name: str) -> bool:
                                                                     "ds_permute_b32")
 
 
-def _memory_regs(ins: Instr, kind: int) -> tuple[list[int], list[int]]:
+def _memory_regs(ins: Instr, kind: int, acc_base: int) -> tuple[list[int], list[int]]:
     """(registers read directly by the handler, registers the operation loads) for a memory instruction."""
     f, wd, name = ins.f, ins.widths, ins.name
     reads: list[int] = []
     loads: list[int] = []
     is_load = "_load" in name or (("atomic" in name) and (f.get("sc0", 0) or f.get("glc", 0)))
     if kind == SMEM:
-        loads = _code_regs(f["sdata"], wd.get("sdata", 1))
+        loads = _code_regs(f["sdata"], wd.get("sdata", 1), acc_base)
     elif kind == LDS:
-        reads += _code_regs(f["addr"], 1)
+        reads += _code_regs(f["addr"], 1, acc_base)
         if name.startswith("ds_write") or name.startswith("ds_bpermute") or name.startswith("ds_permute") \
                 or ("_rtn" in name) or name.startswith(("ds_add", "ds_max", "ds_min")):
-            reads += _code_regs(f["data0"], wd.get("data0", 1))
+            reads += _code_regs(f["data0"], wd.get("data0", 1), acc_base)
         if name.startswith("ds_write2"):
-            reads += _code_regs(f["data1"], wd.get("data1", 1))
+            reads += _code_regs(f["data1"], wd.get("data1", 1), acc_base)
         if _ds_returns(name):
-            loads = _code_regs(f["vdst"], wd.get("vdst", 1))
+            loads = _code_regs(f["vdst"], wd.get("vdst", 1), acc_base)
     elif ins.fmt.startswith("MUBUF"):
-        reads += _code_regs(f["vaddr"], f.get("idxen", 0) + f.get("offen", 0)) if f["vaddr"] >= 256 else []
-        reads += _code_regs(f["srsrc"], 4)
+        reads += _code_regs(f["vaddr"], f.get("idxen", 0) + f.get("offen", 0), acc_base) if f["vaddr"] >= 256 else []
+        reads += _code_regs(f["srsrc"], 4, acc_base)
         if is_load:
-            loads = _code_regs(f["vdata"], wd.get("vdata", 1))
+            loads = _code_regs(f["vdata"], wd.get("vdata", 1), acc_base)
         else:
-            reads += _code_regs(f["vdata"], wd.get("vdata", 1))
+            reads += _code_regs(f["vdata"], wd.get("vdata", 1), acc_base)
     else:                                            # GLOBAL / SCRATCH / FLAT
         scratch = name.startswith("scratch_")
         if not scratch or f.get("sve", 0):
             width = 1 if scratch or f.get("saddr", GLOBAL_OFF) != GLOBAL_OFF else 2
-            reads += _code_regs(f["addr"], width)
+            reads += _code_regs(f["addr"], width, acc_base)
         if is_load:
-            loads = _code_regs(f["vdst"], wd.get("vdst", 1))
+            loads = _code_regs(f["vdst"], wd.get("vdst", 1), acc_base)
         if "data" in f and not name.startswith(("global_load", "scratch_load", "flat_load")):
-            reads += _code_regs(f["data"], wd.get("data", 1))
+            reads += _code_regs(f["data"], wd.get("data", 1), acc_base)
     return reads, loads
 
 
-def access_of(ins: Instr, recorded_reads: list[tuple[int, int]], recorded_writes: list[tuple[int, int]]) -> Access:
+def access_of(ins: Instr, recorded_reads: list[tuple[int, int]], recorded_writes: list[tuple[int, int]],
+              acc_base: int) -> Access:
     """The register access of `ins`: the handler's recorded operand reads/writes ((code, width) pairs), plus for a
-    memory instruction the registers it reads straight from the register file and the ones its data lands in."""
-    reads = [r for code, width in recorded_reads for r in _code_regs(code, width)]
-    writes = [r for code, width in recorded_writes for r in _code_regs(code, width)]
+    memory instruction the registers it reads straight from the register file and the ones its data lands in.
+    acc_base: the register-file row of a0 (the descriptor's accum_offset)."""
+    reads = [r for code, width in recorded_reads for r in _code_regs(code, width, acc_base)]
+    writes = [r for code, width in recorded_writes for r in _code_regs(code, width, acc_base)]
     kind = memory_kind(ins.name)
     loads: list[int] = []
     if kind >= 0:
-        direct, loads = _memory_regs(ins, kind)
+        direct, loads = _memory_regs(ins, kind, acc_base)
         reads += direct
         writes = [r for r in writes if r not in loads]        # the handler's immediate write is the late one
     arr = lambda xs: np.asarray(sorted(set(xs)), np.int64)    # noqa: E731
@@ -139,7 +144,10 @@ def waitcnt_fields(simm16: int) -> tuple[int, int, int]:
     return (simm16 & 0xF) | (((simm16 >> 14) & 3) << 4), (simm16 >> 4) & 7, (simm16 >> 8) & 0xF
 
 
-def reg_name(r: int) -> str:
+def reg_name(r: int, acc_base: int | None = None) -> str:
+    """v7, a3 (an AGPR: a row at or past acc_base), s4, vcc_lo, ..."""
+    if acc_base is not None and r >= NSGPR + acc_base:
+        return f"a{r - NSGPR - acc_base}"
     if r >= NSGPR:
         return f"v{r - NSGPR}"
     return {106: "vcc_lo", 107: "vcc_hi", 124: "m0", 126: "exec_lo", 127: "exec_hi"}.get(r, f"s{r}")
@@ -148,8 +156,9 @@ def reg_name(r: int) -> str:
 class WaitcntChecker:
     """Outstanding memory operations of every wave of one batch (see the module docstring)."""
 
-    def __init__(self, n_waves: int, n_vgprs: int, kernel: str) -> None:
+    def __init__(self, n_waves: int, n_vgprs: int, kernel: str, acc_base: int | None = None) -> None:
         self.kernel = kernel
+        self.acc_base = acc_base                             # register-file row of a0 (None: no AGPRs)
         regs = NSGPR + max(1, n_vgprs)
         self.issued = np.zeros((n_waves, 3), np.int64)       # operations issued, per kind
         self.done = np.zeros((n_waves, 3), np.int64)         # operations known complete (the oldest ones)
@@ -209,7 +218,7 @@ class WaitcntChecker:
             need = int(self.issued[wave, k] - score[row, j])
         counter = KIND_COUNTER[k]
         raise WaitcntFault(
-            f"wait-count hazard: {ins.name} at PC 0x{ins.pc:x} {verb} {reg_name(reg)} while "
+            f"wait-count hazard: {ins.name} at PC 0x{ins.pc:x} {verb} {reg_name(reg, self.acc_base)} while "
             f"{self.op_name.get(prod_pc, '?')} at PC 0x{prod_pc:x} may still be writing it ({counter}; wave {wave}); "
             f"s_waitcnt {counter}({need}) before PC 0x{ins.pc:x} would cover it", pc=ins.pc, opcode=ins.name)
 

@@ -81,9 +81,11 @@ def _initial_state(kernel: Kernel, arch: str, groups: list[tuple[int, int, int]]
                    waves_per_group: int, lds_bytes: int, kernarg_addr: int, first_group: int = 0) -> Waves:
     d = kernel.descriptor
     n = len(groups) * waves_per_group
+    # gfx90a+ unified register file: .vgpr_count counts VGPRs and AGPRs; a0 sits at the descriptor's accum_offset
     nv = int(kernel.metadata.get(".vgpr_count", 0)) or 256
-    nv = max(nv, d.accum_offset if kernel.metadata.get(".agpr_count", 0) else 0)
-    w = Waves(n, nv, len(groups), lds_bytes, d.private_segment_size, arch)
+    agprs = int(kernel.metadata.get(".agpr_count", 0))
+    nv = max(nv, d.accum_offset + agprs if agprs else 0)
+    w = Waves(n, nv, len(groups), lds_bytes, d.private_segment_size, arch, acc_base=d.accum_offset if agprs else None)
     threads = block[0] * block[1] * block[2]
     # user SGPRs, in descriptor order
     flags = d.user_sgpr_flags
@@ -180,7 +182,7 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
                 batch = all_groups[start:start + per_batch]
                 w = _initial_state(kernel, co.arch, batch, block, waves_per_group, lds_bytes, kernarg_addr, start)
                 _configure(w, on)
-                hz = WaitcntChecker(w.n, w.V.shape[1], kernel_name) if "waitcnt" in on else None
+                hz = WaitcntChecker(w.n, w.V.shape[1], kernel_name, w.acc_base) if "waitcnt" in on else None
                 _run_batch(w, prog, profile, accesses, hz)
     finally:
         profile.buffers = memory.take_footprint()
@@ -219,7 +221,7 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[i
             if acc is None:                  # first execution: note the registers the handler uses
                 st = RecordingStep(w, sel, ins, k, profile)
                 ins.run(st)
-                acc = accesses[pc] = access_of(ins, st.reads, st.writes)
+                acc = accesses[pc] = access_of(ins, st.reads, st.writes, w.acc_base)
             else:
                 st = Step(w, sel, ins, k, profile)
                 ins.run(st)
@@ -253,6 +255,7 @@ def _located(exc: EmulatorFault, kernel: str, pc: int, prog: Program) -> Emulato
 
 def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0, scratch_bytes: int = 0,
              sgpr: dict[int, int | list[int]] | None = None, vgpr: dict[int, object] | None = None,
+             agprs: int = 0, agpr: dict[int, object] | None = None,
              memory: Memory | None = None, arch: str = "gfx942", exec_mask: int = (1 << 64) - 1,
              name: str = "test", checks: frozenset[str] | tuple[str, ...] = ("memory", "lds")
              ) -> tuple[Waves, LaunchProfile]:
@@ -260,10 +263,12 @@ def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0
     tests read LDS nobody wrote and use loads at once, so by default only the memory and LDS race checkers run.
 
     sgpr: {operand code: value or per-wave list}; vgpr: {register number: value, (64,) or (waves, 64)
-    array}. Returns the final state and the profile.
+    array}; agprs: AGPRs after the VGPRs (accum_offset = vgprs rounded up to 4), agpr: their values like vgpr's.
+    Returns the final state and the profile.
     """
     prog = Program(bytes(code), name, bind)
-    w = Waves(waves, vgprs, 1, lds_bytes, scratch_bytes, arch)
+    acc_base = -(-vgprs // 4) * 4
+    w = Waves(waves, acc_base + agprs if agprs else vgprs, 1, lds_bytes, scratch_bytes, arch, acc_base=acc_base)
     on = tuple(c for c in CHECKS if c in checks)
     _configure(w, on)
     w.S[:, EXEC] = exec_mask & 0xFFFFFFFF
@@ -273,8 +278,10 @@ def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0
     for reg, value in (vgpr or {}).items():
         w.V[:, reg, :] = np.asarray(value).astype(np.uint32) if np.asarray(value).dtype != np.float32 \
             else np.asarray(value, np.float32).view(np.uint32)
+    for reg, value in (agpr or {}).items():
+        w.V[:, acc_base + reg, :] = np.asarray(value).astype(np.uint32)
     profile = LaunchProfile(kernel=name, memory=memory or Memory(), checks=on)
-    hz = WaitcntChecker(w.n, w.V.shape[1], name) if "waitcnt" in on else None
+    hz = WaitcntChecker(w.n, w.V.shape[1], name, w.acc_base) if "waitcnt" in on else None
     with np.errstate(all="ignore"):
         _run_batch(w, prog, profile, {}, hz)
     return w, profile

@@ -95,7 +95,11 @@ def _in_range(offset: np.ndarray, idx: np.ndarray, num_records: np.ndarray, stri
     return np.where(raw, offset + end <= num_records, idx < num_records)
 
 
-@op(*_BUF_LOADS, cls="vmem_load")
+#: the memory instructions whose data registers may be AGPRs (acc=1): the register helpers map them
+ACC = frozenset({"acc"})
+
+
+@op(*_BUF_LOADS, cls="vmem_load", honours=ACC)
 def buffer_load(st: Step) -> None:
     count, size = _BUF_LOADS[st.ins.name]
     rows, lanes = _active(st)
@@ -126,12 +130,12 @@ def buffer_load(st: Step) -> None:
 
 
 def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, values: np.ndarray) -> None:
-    """Write values[:, j] to VGPR code+j in the listed (row, lane) positions only."""
-    r0 = code - 256
-    wave_rows = _wave_rows(st, rows)
-    if r0 + values.shape[1] > st.w.V.shape[1]:
-        raise EmulatorFault(f"load into v{r0 + values.shape[1] - 1}, beyond the allocated VGPRs")
+    """Write values[:, j] to VGPR (or AGPR: acc=1) code+j in the listed (row, lane) positions only."""
     count = values.shape[1]
+    r0 = st.row(code, count)
+    wave_rows = _wave_rows(st, rows)
+    if r0 + count > st.w.V.shape[1]:
+        raise EmulatorFault(f"load into v{r0 + count - 1}, beyond the allocated VGPRs")
     if rows.size == st.k * 64:                 # every lane of every wave: whole registers at once
         st.w.V[st.sel, r0:r0 + count, :] = values.reshape(st.k, 64, count).transpose(0, 2, 1)
         return
@@ -140,13 +144,13 @@ def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, value
 
 def _read_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, count: int) -> np.ndarray:
     wave_rows = _wave_rows(st, rows)
-    r0 = code - 256
+    r0 = st.row(code, count)
     if rows.size == st.k * 64:                 # every lane of every wave: whole registers at once
         return st.w.V[st.sel, r0:r0 + count, :].transpose(0, 2, 1).reshape(-1, count)
     return st.w.V[wave_rows[:, None], r0 + np.arange(count), lanes[:, None]]
 
 
-@op(*_BUF_STORES, cls="vmem_store")
+@op(*_BUF_STORES, cls="vmem_store", honours=ACC)
 def buffer_store(st: Step) -> None:
     count, size = _BUF_STORES[st.ins.name]
     rows, lanes = _active(st)
@@ -182,7 +186,7 @@ _GLOBAL_LOADS = {"global_load_dword": 1, "global_load_dwordx2": 2, "global_load_
 _GLOBAL_STORES = {"global_store_dword": 1, "global_store_dwordx2": 2, "global_store_dwordx4": 4}
 
 
-@op(*_GLOBAL_LOADS, cls="vmem_load")
+@op(*_GLOBAL_LOADS, cls="vmem_load", honours=ACC)
 def global_load(st: Step) -> None:
     count = _GLOBAL_LOADS[st.ins.name]
     rows, lanes = _active(st)
@@ -191,7 +195,7 @@ def global_load(st: Step) -> None:
     _write_lanes(st, st.ins.f["vdst"], rows, lanes, data)
 
 
-@op(*_GLOBAL_STORES, cls="vmem_store")
+@op(*_GLOBAL_STORES, cls="vmem_store", honours=ACC)
 def global_store(st: Step) -> None:
     count = _GLOBAL_STORES[st.ins.name]
     rows, lanes = _active(st)
@@ -201,7 +205,7 @@ def global_store(st: Step) -> None:
                       _groups(st, rows))
 
 
-@op("global_atomic_add_f32", cls="vmem_store",
+@op("global_atomic_add_f32", cls="vmem_store", honours=ACC,
     approx="the adds apply in one fixed order (batch, then wave, then lane); on a GPU the order varies")
 def global_atomic_add_f32(st: Step) -> None:
     if st.ins.f.get("sc0", 0):
@@ -232,7 +236,7 @@ def _scratch_check(st: Step, addr: np.ndarray, nbytes: int) -> None:
                             f"{limit}-byte private segment")
 
 
-@op("scratch_load_dword", "scratch_load_dwordx2", "scratch_load_dwordx4", cls="vmem_load")
+@op("scratch_load_dword", "scratch_load_dwordx2", "scratch_load_dwordx4", cls="vmem_load", honours=ACC)
 def scratch_load(st: Step) -> None:
     count = int(st.ins.name[len("scratch_load_dword"):].lstrip("x") or 1)
     rows, lanes = _active(st)
@@ -243,7 +247,7 @@ def scratch_load(st: Step) -> None:
     _write_lanes(st, st.ins.f["vdst"], rows, lanes, np.ascontiguousarray(raw).view("<u4").reshape(-1, count))
 
 
-@op("scratch_store_dword", "scratch_store_dwordx2", "scratch_store_dwordx4", cls="vmem_store")
+@op("scratch_store_dword", "scratch_store_dwordx2", "scratch_store_dwordx4", cls="vmem_store", honours=ACC)
 def scratch_store(st: Step) -> None:
     count = int(st.ins.name[len("scratch_store_dword"):].lstrip("x") or 1)
     rows, lanes = _active(st)
@@ -411,7 +415,8 @@ def _lds_initcheck(st: Step, groups: np.ndarray, addrs: np.ndarray, nbytes: int,
                             f"any wave of its workgroup wrote it")
 
 
-@op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64", cls="lds")
+@op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64", cls="lds",
+    honours=ACC)
 def ds_read(st: Step) -> None:
     rows, lanes, groups, addrs, count = _lds_parts(st, write=False)
     lds32 = _lds_dwords(st, addrs)
@@ -433,7 +438,8 @@ def _lds_dwords(st: Step, addrs: np.ndarray) -> np.ndarray | None:
     return lds.view("<u4")
 
 
-@op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64", cls="lds")
+@op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64", cls="lds",
+    honours=ACC)
 def ds_write(st: Step) -> None:
     rows, lanes, groups, addrs, count = _lds_parts(st, write=True)
     fields = ("data0", "data1")[:addrs.shape[1]]

@@ -330,6 +330,15 @@ def v_mov_b64(st: Step) -> None:
     st.set_v64(dst(st), np.broadcast_to(st.vval64(src_codes(st)[0]), (st.k, 64)))
 
 
+#: moves to, from and between the accumulation registers (AGPRs, gfx90a+): bit copies, no modifiers. The
+#: operand decoder gives AGPR operands their own codes (decode.AGPR), so the register file does the rest.
+@op("v_accvgpr_write_b32", "v_accvgpr_read_b32", cls="valu", forms=("vop3p",))
+@op("v_accvgpr_mov_b32", cls="valu", forms=("native", "vop3"))
+def v_accvgpr_move(st: Step) -> None:
+    f = st.ins.f
+    st.set_v(f["vdst"], np.broadcast_to(st.vval(f["src0"]), (st.k, 64)))
+
+
 @op("v_bfrev_b32", cls="valu", forms=VALU_FORMS, honours=INT_ALL)
 def v_bfrev_b32(st: Step) -> None:
     a = np.ascontiguousarray(np.broadcast_to(src(st, 0), (st.k, 64)).astype(U32))

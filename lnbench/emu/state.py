@@ -1,14 +1,16 @@
 """Per-wave state of a batch of workgroups, and operand access for the instruction being executed.
 
 All waves of a batch live in numpy arrays: S (waves, 128) uint32 indexed by the operand code
-(s0..s101, VCC 106/107, M0 124, EXEC 126/127), V (waves, vgprs, 64) uint32, SCC, PC. The scheduler
+(s0..s101, VCC 106/107, M0 124, EXEC 126/127), V (waves, vgprs, 64) uint32, SCC, PC. V is the unified
+register file of gfx90a and later: the accumulation registers (AGPRs) are its rows from `acc_base` (the
+kernel descriptor's accum_offset) on, so a[N] is V[:, acc_base + N]. The scheduler
 steps every wave that sits at the same PC together; `Step` is that group for one instruction.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from lnbench.emu.decode import Instr
+from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 
 WAVE = 64
@@ -41,11 +43,13 @@ class Waves:
     """Registers, LDS and scratch of every wave in one batch of workgroups."""
 
     def __init__(self, n_waves: int, n_vgprs: int, n_groups: int, lds_bytes: int, scratch_bytes: int,
-                 arch: str) -> None:
+                 arch: str, acc_base: int | None = None) -> None:
         self.arch = arch
         self.n = n_waves
         self.S = np.zeros((n_waves, 128), U32)
         self.V = np.zeros((n_waves, max(1, n_vgprs), WAVE), U32)
+        #: the row of V that holds a0 (accum_offset); at the end of the file (no AGPRs) unless given
+        self.acc_base = self.V.shape[1] if acc_base is None else acc_base
         self.SCC = np.zeros(n_waves, bool)
         self.PC = np.zeros(n_waves, np.int64)
         self.alive = np.ones(n_waves, bool)
@@ -158,23 +162,33 @@ class Step:
         self.set_s(code + 1, (values >> np.uint64(32)).astype(U32))
 
     # ------------------------------------------------------------ vector operands
+    def row(self, code: int, count: int = 1) -> int:
+        """The row of V holding VGPR or AGPR operand `code` (and the count - 1 after it); a fault past the file."""
+        if code < AGPR:
+            return code - 256
+        r = self.w.acc_base + code - AGPR
+        if r + count > self.w.V.shape[1]:
+            raise EmulatorFault(f"a{code - AGPR + count - 1} is beyond the {self.w.V.shape[1] - self.w.acc_base} "
+                                f"AGPRs the descriptor allocates (accum_offset {self.w.acc_base})")
+        return r
+
     def vval(self, code: int, kind: str = "b32") -> np.ndarray:
-        """A 32-bit vector operand: (k, 64) uint32 for a VGPR, (k, 1) for a scalar or constant."""
+        """A 32-bit vector operand: (k, 64) uint32 for a VGPR or AGPR, (k, 1) for a scalar or constant."""
         if code >= 256:
-            return self.w.V[self.sel, code - 256]
+            return self.w.V[self.sel, code - 256 if code < AGPR else self.row(code)]
         return self.sval(code, kind)[:, None]
 
     def vval64(self, code: int, kind: str = "b64") -> np.ndarray:
         """A 64-bit vector operand (VGPR pair, SGPR pair or constant): (k, 64) or (k, 1) uint64."""
         if code >= 256:
-            r = code - 256
+            r = code - 256 if code < AGPR else self.row(code, 2)
             V = self.w.V
             return V[self.sel, r].astype(np.uint64) | (V[self.sel, r + 1].astype(np.uint64) << np.uint64(32))
         return self.sval64(code, kind)[:, None]
 
     def set_v(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
-        """Write a VGPR in the active lanes (or under `mask`); other lanes keep their value."""
-        r = code - 256
+        """Write a VGPR or AGPR in the active lanes (or under `mask`); other lanes keep their value."""
+        r = code - 256 if code < AGPR else self.row(code)
         if r < 0:
             raise EmulatorFault(f"vector write to non-VGPR operand code {code}")
         if r >= self.w.V.shape[1]:
