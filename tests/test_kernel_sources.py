@@ -116,6 +116,66 @@ def test_entry_point_plugin_module_is_a_backend(monkeypatch):
     assert "lnbench_test_sources.pointer_ln" in sys.modules
 
 
+def install_plugin(tmp_path: Path, monkeypatch, name: str, target: str) -> None:
+    """Install a plugin the way pip would leave it: a dist-info folder with entry_points.txt on the import path
+    (this process's sys.path and $PYTHONPATH, so worker processes find it too), next to the test sources."""
+    site = tmp_path / "site"
+    info = site / "lnbench_team_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lnbench-team-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{backends.ENTRY_POINT_GROUP}]\n{name} = {target}\n")
+    for folder in (SOURCES, site):
+        monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(SOURCES), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setattr(backends, "_plugins", {})
+
+
+def test_entry_point_plugin_is_inspected_beside_lnbench_kernels(tmp_path, monkeypatch):
+    install_plugin(tmp_path, monkeypatch, "team-plugin", "lnbench_test_sources.pointer_ln")
+    assert backends.source_spec("team-plugin").module == "lnbench_test_sources.pointer_ln"
+    assert backends.runs_flydsl("team-plugin")
+    out = tmp_path / "i.csv"
+    result = invoke("inspect", "--backend", "team-plugin,flydsl", "--abi", "pointer", "--arch", "gfx942", "--op",
+                    "fwd", "--dtype", "f32", "--shapes", "2x128", "--execute", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    executed = frame[frame["part"] == "executed"]
+    assert set(executed["backend"]) == {"team-plugin", "flydsl"} and set(executed["status"]) == {"ok"}
+    mine = executed[executed["backend"] == "team-plugin"].iloc[0]
+    assert mine["kernel_name"].startswith("test_ln_fwd") and mine["exec_instructions"] > 0
+
+
+@pytest.mark.parametrize("other", ["flydsl-src", "module", "config"])
+def test_abi_compare_pairs_an_entry_point_plugin_with_every_source_kind(tmp_path, monkeypatch, other):
+    """--pair with a plugin on one side and each other kind of kernel source on the other: flydsl-src (pointed at a
+    project-written folder laid out like a FlyDSL checkout), module:PKG.MOD and a [backends.NAME] table."""
+    install_plugin(tmp_path, monkeypatch, "team-plugin", "lnbench_test_sources.pointer_ln")
+    extra: list[str] = ["--kernel-src", str(SOURCES)]
+    if other == "flydsl-src":
+        checkout = tmp_path / "checkout"
+        (checkout / "kernels" / "norm").mkdir(parents=True)
+        for part in ("kernels", "kernels/norm"):
+            (checkout / part / "__init__.py").write_text("")
+        (checkout / "kernels" / "norm" / "layernorm_kernel.py").write_text(
+            "from lnbench_test_sources.tensor_ln import *  # noqa: F401,F403\n"
+            "from lnbench_test_sources.tensor_ln import build_layernorm_module  # noqa: F401\n")
+        name, extra = "flydsl-src", ["--kernel-src", str(checkout)]
+    elif other == "module":
+        name = TENSOR
+    else:
+        config = tmp_path / "team.toml"
+        config.write_text(f'[backends.team-ln]\nmodule = "lnbench_test_sources.tensor_ln"\npath = "{SOURCES}"\n')
+        name, extra = "team-ln", ["--config", str(config)]
+    out = tmp_path / "a.csv"
+    result = invoke("abi-compare", "--pair", f"{name},team-plugin", *extra, "--static-only", "--arch", "gfx942",
+                    "--op", "fwd", "--dtype", "f32", "--shapes", "2x128", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    fwd = pd.read_csv(out).iloc[0]
+    assert fwd["status"] == "ok" and fwd["exec_status"] == "ok", fwd.to_dict()
+    assert fwd["kernarg_tensor"] > fwd["kernarg_pointer"]        # A: the Tensor-ABI source; B: the plugin
+    assert fwd["pointer_source"].startswith("lnbench_test_sources.pointer_ln@")
+
+
 def test_flydsl_src_without_a_checkout_is_a_usage_error():
     result = invoke("verify", "--backend", "flydsl-src", "--shapes", "2x8")
     assert result.exit_code == 2

@@ -64,7 +64,7 @@ def side_factory(name: str) -> Callable[..., Side]:
     backend = get_backend(name)
     if not hasattr(backend, "direct_forward_call"):
         raise ValueError(f"backend {name!r} is not a FlyDSL kernel backend (flydsl, flydsl-tensor, flydsl-atomic, "
-                         f"flydsl-src, a [backends.NAME] or module:PKG.MOD)")
+                         f"flydsl-src, a [backends.NAME], an lnbench.backends plugin or module:PKG.MOD)")
     return lambda *args: _source_side(backend, *args)
 
 

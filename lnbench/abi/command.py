@@ -469,7 +469,8 @@ def check_backend_pair(pair: str) -> tuple[str, str] | None:
     for name in both:
         if not runs_flydsl(name):
             raise LnbenchUsageError(f"--pair {pair}: {name} is not a FlyDSL kernel backend (flydsl, flydsl-tensor, "
-                                    f"flydsl-atomic, flydsl-src, a [backends.NAME] or module:PKG.MOD)")
+                                    f"flydsl-atomic, flydsl-src, a [backends.NAME], an lnbench.backends plugin "
+                                    f"or module:PKG.MOD)")
     if both[0] == both[1]:
         raise LnbenchUsageError(f"--pair {pair}: name two different backends")
     return both

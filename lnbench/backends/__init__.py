@@ -175,7 +175,12 @@ def source_spec(name: str):
                           description="FlyDSL's own LayerNorm (kernels/norm/layernorm_kernel.py of a checkout)")
     if name.startswith(MODULE_PREFIX) and len(name) > len(MODULE_PREFIX):
         return SourceSpec(name, name[len(MODULE_PREFIX):], kernel_src())
-    return _all_sources().get(name)
+    spec = _all_sources().get(name)
+    if spec is None and name not in _REGISTRY:
+        entry = _entry_points().get(name)
+        target = _plugin_target(name, entry) if entry is not None else None
+        spec = target if isinstance(target, SourceSpec) else None
+    return spec
 
 
 def get_backend(name: str) -> Backend:
@@ -189,27 +194,28 @@ def get_backend(name: str) -> Backend:
         if entry is None:
             raise LnbenchUsageError(
                 f"unknown backend {name!r}; choose from {', '.join(backend_names())}, or module:PKG.MOD")
-        return _plugin_backend(name, entry)
+        return _plugin_target(name, entry)()          # a Backend subclass (a kernel source has a spec)
     module_name, class_name = _REGISTRY[name].split(":")
     module = importlib.import_module(module_name)
     return getattr(module, class_name)()
 
 
-def _plugin_backend(name: str, entry: importlib.metadata.EntryPoint) -> Backend:
-    """An installed plugin: a Backend subclass, or a kernel-source module (builder contract). One that fails to
-    load is a source whose every case is an `error` row saying so."""
-    from lnbench.backends.source import SourceBackend
+def _plugin_target(name: str, entry: importlib.metadata.EntryPoint):
+    """What an installed plugin names: a Backend subclass, or a kernel source (a SourceSpec, or a module following
+    the builder contract: its spec). One that fails to load is a source whose every case is an `error` row saying
+    so. Resolved once per plugin and entry point."""
     from lnbench.flydsl.contract import SourceSpec
-    module_name = entry.value.split(":")[0].strip()
-    try:
-        target = entry.load()
-    except Exception:  # noqa: BLE001 - the source backend's import reports it in one line
-        return SourceBackend(SourceSpec(name, module_name))
-    if isinstance(target, type) and issubclass(target, Backend):
-        return target()
-    if isinstance(target, SourceSpec):
-        return SourceBackend(target)
-    return SourceBackend(SourceSpec(name, getattr(target, "__name__", module_name)))
+    key = (name, entry.value)
+    if key not in _plugins:
+        module_name = entry.value.split(":")[0].strip()
+        try:
+            target = entry.load()
+        except Exception:  # noqa: BLE001 - the source backend's import reports it in one line
+            target = SourceSpec(name, module_name)
+        if not (isinstance(target, SourceSpec) or (isinstance(target, type) and issubclass(target, Backend))):
+            target = SourceSpec(name, getattr(target, "__name__", module_name))
+        _plugins[key] = target
+    return _plugins[key]
 
 
 def probe_backend(name: str, device) -> tuple[Backend | None, Availability]:
@@ -231,6 +237,8 @@ def register_backend(name: str, target: str) -> None:
 
 
 _sources: dict[str, Any] = {}
+#: installed plugins resolved so far: (name, entry point value) -> SourceSpec or Backend subclass
+_plugins: dict[tuple[str, str], Any] = {}
 
 __all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
            "configure_sources", "set_kernel_src", "source_spec", "kernel_src", "is_backend_name", "OWN_FLYDSL",
