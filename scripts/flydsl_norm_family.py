@@ -3,6 +3,7 @@
     python scripts/flydsl_norm_family.py /path/to/FlyDSL               # every kernel x arch x dtype x N
     LNBENCH_KERNEL_SRC=/path/to/FlyDSL python scripts/flydsl_norm_family.py --arch gfx950 --n 7,4096
     python scripts/flydsl_norm_family.py SRC --compile-only            # static opcode survey, no execution
+    python scripts/flydsl_norm_family.py SRC --n large --rows 2        # only the long rows (16384..65536)
 
 Nothing of FlyDSL is copied: its builders are imported from the checkout (sys.path), built and compiled
 with FLYDSL_GPU_ARCH set to the case's arch (FlyDSL's builders and compiler both read it), and launched
@@ -31,7 +32,10 @@ DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 #: stored value (f32 outputs computed in f32 over rows of up to 8192 elements get a little more room)
 TOL = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
 EPS = 1e-5
-M_ROWS = 3                 # rows per case: enough for several workgroups, cheap to emulate
+M_ROWS = 3                 # rows per case (--rows): enough for several workgroups, cheap to emulate
+SMALL_N = (7, 256, 257, 1000, 4096, 4097, 8192)
+#: long rows: FlyDSL's fully unrolled paths keep values in AGPRs here (v_accvgpr_*; quant kernels from 32768)
+LARGE_N = (16384, 32768, 65536)
 TWO_STAGE_PROGRAMS = 2     # workgroups of the two-stage RMSNorm backward (each reduces a share of the rows)
 
 
@@ -216,10 +220,10 @@ def _arch_env(arch: str):
             os.environ["FLYDSL_GPU_ARCH"] = old
 
 
-def make_buffers(k: Kernel, n: int, dt: str, seed: int) -> dict[str, torch.Tensor]:
-    """Fresh seeded inputs (never zeros) and output buffers for kernel k."""
+def make_buffers(k: Kernel, n: int, dt: str, seed: int, m: int = M_ROWS) -> dict[str, torch.Tensor]:
+    """Fresh seeded inputs (never zeros) and output buffers of m rows for kernel k."""
     g = torch.Generator().manual_seed(seed)
-    tdt, m = DTYPES[dt], M_ROWS
+    tdt = DTYPES[dt]
     out: dict[str, torch.Tensor] = {}
     base = torch.randn(m, n, generator=g, dtype=torch.float64)
     for name, spec in k.args:
@@ -278,7 +282,7 @@ def compare(k: Kernel, dt: str, buffers: dict[str, torch.Tensor]) -> tuple[dict[
     return errors, bad
 
 
-def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool) -> Row:
+def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool, m: int = M_ROWS) -> Row:
     import flydsl.compiler as flyc
     import flydsl.expr as fx
     from lnbench.emu.codeobject import read_code_object
@@ -289,13 +293,13 @@ def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool) -> 
     from lnbench.flydsl.toolkit import compile_env
     row = Row(k.name, arch, dt, n)
     t0 = time.perf_counter()
-    buffers = make_buffers(k, n, dt, seed=1000 + n)
+    buffers = make_buffers(k, n, dt, seed=1000 + n, m=m)
     try:
         with _arch_env(arch):
             module = __import__(k.module, fromlist=[k.builder])
             builder = getattr(module, k.builder)
             if k.builder == "build_softmax_module":
-                launcher = builder(M_ROWS, n, dt)
+                launcher = builder(m, n, dt)
             else:
                 launcher = builder(n, dt, *k.positional(n, dt), **k.kwargs(n, dt))
             pointer = _is_pointer_abi(launcher)
@@ -308,7 +312,7 @@ def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool) -> 
                 cargs = tensors
             env = compile_env(arch)
             env.pop("COMPILE_ONLY", None)       # the callable is wanted back: it launches on the emulator
-            compiled = guarded_compile(flyc.compile, launcher, *cargs, M_ROWS, None, env=env)
+            compiled = guarded_compile(flyc.compile, launcher, *cargs, m, None, env=env)
         co = code_object_of(compiled)
         co_arch = read_code_object(co).arch
         if co_arch != arch:
@@ -329,7 +333,7 @@ def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool) -> 
     args = [t.data_ptr() for t in tensors] if pointer else tensors
     try:
         with runtime.launch_scope(buffers) as launches:
-            compiled(*args, M_ROWS, None)
+            compiled(*args, m, None)
         row.ledger = ledger(launches)
     except EmulatorFault as exc:
         row.status, row.detail = "fault", _first_line(exc)
@@ -337,7 +341,7 @@ def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool) -> 
             row.seconds = time.perf_counter() - t0
             return row
         try:
-            buffers = _rerun_without_race_check(compiled, pointer, k, n, dt)   # the values past the race
+            buffers = _rerun_without_race_check(compiled, pointer, k, n, dt, m)   # the values past the race
         except EmulatorFault as again:
             row.detail += f" | with the LDS race checker off: {_first_line(again)}"
             row.seconds = time.perf_counter() - t0
@@ -351,16 +355,17 @@ def run_case(k: Kernel, src: str, arch: str, dt: str, n: int, execute: bool) -> 
     return row
 
 
-def _rerun_without_race_check(compiled: Any, pointer: bool, k: Kernel, n: int, dt: str) -> dict[str, torch.Tensor]:
+def _rerun_without_race_check(compiled: Any, pointer: bool, k: Kernel, n: int, dt: str, m: int
+                              ) -> dict[str, torch.Tensor]:
     """Launch again on fresh buffers (same seed) with the LDS race checker off: the values the emulator's one
     wave order produces, to judge the arithmetic apart from the race."""
     from lnbench.emu import ops_memory, runtime
-    buffers = make_buffers(k, n, dt, seed=1000 + n)
+    buffers = make_buffers(k, n, dt, seed=1000 + n, m=m)
     tensors = [buffers[a] for a, _ in k.args]
     ops_memory.LDS_RACE_CHECK["on"] = False
     try:
         with runtime.launch_scope(buffers):
-            compiled(*([t.data_ptr() for t in tensors] if pointer else tensors), M_ROWS, None)
+            compiled(*([t.data_ptr() for t in tensors] if pointer else tensors), m, None)
     finally:
         ops_memory.LDS_RACE_CHECK["on"] = True
     return buffers
@@ -384,13 +389,24 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- the matrix
+def _row_lengths(text: str) -> list[int]:
+    """--n: numbers and the names small, large, all."""
+    named = {"small": SMALL_N, "large": LARGE_N, "all": SMALL_N + LARGE_N}
+    out: list[int] = []
+    for word in filter(None, (w.strip() for w in text.split(","))):
+        out += named[word] if word in named else [int(word)]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", nargs="?", default=os.environ.get("LNBENCH_KERNEL_SRC"),
                     help="FlyDSL checkout (default $LNBENCH_KERNEL_SRC)")
     ap.add_argument("--arch", default="gfx942,gfx950")
     ap.add_argument("--dtype", default="f32,f16,bf16")
-    ap.add_argument("--n", default="7,256,257,1000,4096,4097,8192")
+    ap.add_argument("--n", default="all", help="comma-separated row lengths, or small, large, all "
+                    f"(small: {','.join(map(str, SMALL_N))}; large: {','.join(map(str, LARGE_N))})")
+    ap.add_argument("--rows", type=int, default=M_ROWS, help=f"rows per case (default {M_ROWS})")
     ap.add_argument("--kernel", default="", help="comma-separated kernel names (default: the whole family)")
     ap.add_argument("--compile-only", action="store_true", help="build and survey opcodes, do not execute")
     ap.add_argument("--json", default="", help="write every row here")
@@ -409,8 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     for arch in arches:
         for k in family:
             for dt in a.dtype.split(","):
-                for n in (int(v) for v in a.n.split(",")):
-                    row = run_case(k, a.src, arch, dt, n, execute=not a.compile_only)
+                for n in _row_lengths(a.n):
+                    row = run_case(k, a.src, arch, dt, n, execute=not a.compile_only, m=a.rows)
                     rows.append(row)
                     miss = f" missing={','.join(row.missing)}" if row.missing else ""
                     errs = " ".join(f"{o}={e:.2g}" for o, e in row.errors.items())
