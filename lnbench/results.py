@@ -136,6 +136,9 @@ def _cols(*specs: tuple, required: Sequence[str] = ()) -> tuple[Col, ...]:
 #: other GPUs idle
 _GPU = (("gpu", STR, "--devices: the GPU the row ran on (cuda:N)"), ("gpu_model", STR, "--devices: its model"))
 _ALONE = (("timed_alone", BOOL, "--devices: timed with every other GPU idle (host-bound case)"),)
+#: perf: how much of a run the host's launches took, and why a --devices case ran alone
+_HOST = (("host_fraction", FLOAT, "share of an untimed run the host spent issuing its calls (1: host-bound)"),
+         ("alone_reason", STR, "--devices: size (bytes per call below alone_below_mib) or measured (host_fraction)"))
 #: a kernel source's provenance, on the rows of a `module:PKG.MOD` / flydsl-src backend (flydsl.contract)
 _SOURCE = (("source", STR, "kernel source backend name"), ("source_module", STR, "its Python module"),
            ("source_file", STR, "the module's file"), ("source_commit", STR, "git commit of the file's checkout"))
@@ -195,7 +198,7 @@ PERF = Kind("perf", "1.0", _cols(
     ("kernel_note", STR, "kernel timer remarks"), ("headline", STR, "stream or kernel: the time rates use"),
     ("worker_flag", STR, "why a worker stands out"), ("status", STR, "ok, partial, error, not run"),
     ("detail", STR, "why a row is not ok"), ("iters_range", STR, "min-max calls per run across workers"),
-    *_SOURCE, *_GPU, *_ALONE, required=("backend", "op", "dtype", "shape", "mode", "row_kind", "status")),
+    *_SOURCE, *_GPU, *_ALONE, *_HOST, required=("backend", "op", "dtype", "shape", "mode", "row_kind", "status")),
     frozenset({"row_kind", "run_us", "median_us", "backend", "mode"}))
 
 _SIDES = ("tensor", "pointer")
