@@ -68,6 +68,8 @@ case "$STEP" in
     step one-gpu "${PERF[@]}" --devices 0 --json "$OUT_DIR/one-gpu.json"
     step all-gpus "${PERF[@]}" --devices all --json "$OUT_DIR/all-gpus.json"
     step compare-gpus "$PY" -m lnbench.cli compare "$OUT_DIR/one-gpu.json" "$OUT_DIR/all-gpus.json" \
-      --json "$OUT_DIR/compare-gpus.json" ;;
+      --json "$OUT_DIR/compare-gpus.json"
+    step verify-gpus "$PY" -m lnbench.cli verify --devices all --backend torch --dtype bf16,f32 \
+      --shapes 64x256,3x257,4096x1024 -q --json "$OUT_DIR/verify-gpus.json" ;;
   *) echo "unknown STEP $STEP (shards, devices, gpus)"; exit 2 ;;
 esac
