@@ -199,3 +199,39 @@ def test_a_bad_file_among_good_ones_writes_no_png(files, tmp_path):
     assert not list(tmp_path.rglob("*.png")) and not list(tmp_path.rglob(".*.tmp"))
     result = CliRunner().invoke(plot_command, [*map(str, good), "--out", str(out)])
     assert result.exit_code == 0 and "3 PNG(s) written" in result.output, result.output
+
+
+def test_a_backend_keeps_its_colour_and_marker_in_every_panel(files):
+    """The H200 sweep bug: `compile` timed fwd only, so per-panel colouring gave liger compile's colour in the bwd
+    panel. Here liger and an unknown plugin (`zz-plugin`) run fwd and bwd, compile fwd only: every backend must
+    look the same in both panels, the colours must all differ, and the legend names every backend once."""
+    from dataclasses import replace
+
+    result = load_result(files["perf.json"])
+    torch_rows = result.rows[result.rows.backend == "torch"]
+    assert set(torch_rows.op) == {"fwd", "bwd"}
+    compile_rows = torch_rows[torch_rows.op == "fwd"].assign(backend="compile")
+    liger_rows = torch_rows.assign(backend="liger")
+    plugin_rows = torch_rows.assign(backend="zz-plugin")
+    rows = pd.concat([plugin_rows, liger_rows, torch_rows, compile_rows], ignore_index=True)   # torch not first
+    figures = dict(perf_figures(replace(result, rows=rows)))
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for fig in figures.values():
+        panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title() in ("fwd", "bwd")}
+        assert set(panels) == {"fwd", "bwd"}
+        drawn = {op: {c.get_label() for c in ax.containers} for op, ax in panels.items()}
+        assert drawn == {"fwd": {"torch", "compile", "liger", "zz-plugin"}, "bwd": {"torch", "liger", "zz-plugin"}}
+        for ax in panels.values():
+            for container in ax.containers:
+                line = container.lines[0]
+                seen.setdefault(container.get_label(), set()).add((line.get_color(), line.get_marker()))
+        legend = [t.get_text() for t in panels["fwd"].get_legend().get_texts()]
+        assert sorted(t for t in legend if not t.startswith("copy peak")) == ["compile", "liger", "torch", "zz-plugin"]
+    assert all(len(styles) == 1 for styles in seen.values()), seen          # one style per backend, every panel
+    colours = [next(iter(styles))[0] for styles in seen.values()]
+    assert len(set(colours)) == len(colours)                                 # no two backends share a colour
+    # built-in names keep fixed slots: torch first, compile second, liger third, whatever else is present
+    from lnbench.plot.styles import COLOURS, backend_styles
+    assert {name: next(iter(s))[0] for name, s in seen.items()} == {
+        name: style["color"] for name, style in backend_styles(seen).items()}
+    assert backend_styles(["liger"])["liger"]["color"] == COLOURS[2] == backend_styles(seen)["liger"]["color"]

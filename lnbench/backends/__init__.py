@@ -26,6 +26,8 @@ _REGISTRY: dict[str, str] = {
 MODULE_PREFIX = "module:"
 #: FlyDSL's own LayerNorm, from the checkout named by --kernel-src / $LNBENCH_KERNEL_SRC
 FLYDSL_SRC = "flydsl-src"
+#: the names lnbench itself provides, in a fixed order (plots give each its own colour by this order)
+BUILTIN_NAMES: tuple[str, ...] = (*_REGISTRY, FLYDSL_SRC)
 KERNEL_SRC_ENV = "LNBENCH_KERNEL_SRC"
 #: config-defined kernel sources ([backends.NAME]) as JSON, so perf/abi-compare workers see them too
 SOURCES_ENV = "LNBENCH_BACKEND_SOURCES"
@@ -110,7 +112,7 @@ def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
 def backend_names() -> list[str]:
     """Every backend name: built-in, flydsl-src, config-defined sources and installed plugins, in that order
     (plus any `module:PKG.MOD`, which is not listed)."""
-    names = [*_REGISTRY, FLYDSL_SRC]
+    names = list(BUILTIN_NAMES)
     names += [n for n in _all_sources() if n not in names]
     names += [n for n in _entry_points() if n not in names]
     return names

@@ -12,8 +12,7 @@ import pandas as pd
 
 from lnbench.compare.results import ResultFile, require_columns
 from lnbench.plot.figures import new_figure
-
-_MARKERS = "osD^vP*X"
+from lnbench.plot.styles import backend_order, backend_styles
 
 
 def _peak(result: ResultFile) -> float | None:
@@ -47,11 +46,21 @@ def _shape_order(frame: pd.DataFrame) -> list[str]:
     return list(shapes["shape"])
 
 
+def _legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
+    """Every panel's entries, each label once: a backend timed in a later panel only is in the legend too."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    return list(entries.values()), list(entries)
+
+
 def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
     """(name, Figure) per (dtype, mode) present in the result, named `<dtype>-<mode>`; [] when nothing was timed."""
     frame = timed_rows(result)
     peak = _peak(result)
     device = result.metadata.get("device_name") or result.metadata.get("device") or ""
+    styles = backend_styles(frame.backend)      # once for the whole set: a backend looks the same in every panel
     figures = []
     for (dtype, mode), group in frame.groupby(["dtype", "mode"], sort=False):
         ops = list(dict.fromkeys(group.op))
@@ -61,14 +70,15 @@ def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
                                squeeze=False)
         for ax, op in zip(axes[0], ops):
             sub = group[group.op == op]
-            for i, (backend, rows) in enumerate(sub.groupby("backend", sort=False)):
+            for backend in backend_order(sub.backend):
+                rows = sub[sub.backend == backend]
                 rows = rows.assign(x=rows["shape"].map(x_of)).sort_values("x")
                 low = rows.gbps * rows.median_us / rows.max_us      # slowest worker
                 high = rows.gbps * rows.median_us / rows.min_us     # fastest worker
                 # clipped at 0: gbps·median/max is gbps again, ± an ulp, where the slowest worker is the median
                 yerr = [(rows.gbps - low).clip(lower=0), (high - rows.gbps).clip(lower=0)]
-                ax.errorbar(rows.x, rows.gbps, yerr=yerr, marker=_MARKERS[i % 8],
-                            capsize=3, label=backend)
+                ax.errorbar(rows.x, rows.gbps, yerr=yerr, capsize=3, label=backend,
+                            **styles[backend])
             if peak:
                 ax.axhline(peak, linestyle="--", color="black", linewidth=1, label=f"copy peak {peak:.4g} GB/s")
                 right = ax.secondary_yaxis("right", functions=(lambda g: g / peak * 100, lambda p: p * peak / 100))
@@ -79,7 +89,7 @@ def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
             ax.grid(True, alpha=0.3)
             ax.set_ylim(bottom=0)
         axes[0][0].set_ylabel("GB/s (median of worker medians)")
-        axes[0][0].legend(fontsize=8, loc="best")
+        axes[0][0].legend(*_legend_entries(axes[0]), fontsize=8, loc="best")
         fig.suptitle(f"lnbench perf — {device}, {dtype}, {mode} mode\nbars: worker min–max"
                      + ("" if peak else "; no measured peak (run `lnbench peak`)"), fontsize=10)
         figures.append((f"{dtype}-{mode}", fig))
