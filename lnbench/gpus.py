@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import re
 import threading
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Callable, Generic, Sequence, TypeVar
 
 from lnbench.errors import LnbenchUsageError, one_line
-from lnbench.processes import Stopped
+from lnbench.processes import CPU_AFFINITY_VAR, Stopped, parse_cpu_list
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -36,6 +37,7 @@ class GpuSlot:
     unset: tuple[str, ...] = ()      # variables a worker must not inherit (the other alias under ROCm)
     device: str = ""                 # its device name in this process ("" = the label); tests: a stand-in
     worker_device: str = "cuda:0"    # its name in a worker, which sees only it
+    cpus: str = ""                   # the CPUs of its NUMA node ("0-15,32-47"; "" = unknown: not pinned)
 
     @property
     def label(self) -> str:
@@ -47,8 +49,11 @@ class GpuSlot:
         return self.device or self.label
 
     def env(self) -> dict[str, str | None]:
-        """A worker's environment additions: only this GPU visible (None unsets a variable)."""
-        return {self.variable: self.visible, **{name: None for name in self.unset}}
+        """A worker's environment additions: only this GPU visible (None unsets a variable), and the CPUs near
+        it to run on (lnbench.processes.pin_to_gpu_cpus): a launch to a GPU on another socket's PCIe root
+        costs the host more, which would make the same case slower on one GPU than on another."""
+        pin = {CPU_AFFINITY_VAR: self.cpus} if self.cpus else {}
+        return {self.variable: self.visible, **{name: None for name in self.unset}, **pin}
 
 
 def _visibility(environ: dict[str, str], hip: bool) -> tuple[str, list[str] | None, tuple[str, ...]]:
@@ -62,8 +67,25 @@ def _visibility(environ: dict[str, str], hip: bool) -> tuple[str, list[str] | No
     return variable, entries, unset
 
 
+def local_cpus(props: object, sysfs: Path = Path("/sys/bus/pci/devices")) -> str:
+    """The CPU list of a GPU's NUMA node from its PCI address (torch's device properties carry it), read from
+    sysfs; '' where either is unknown (older torch, a sandbox without sysfs) or the node spans every CPU."""
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is None:
+        return ""
+    address = (f"{int(getattr(props, 'pci_domain_id', 0) or 0):04x}:{int(bus):02x}:"
+               f"{int(getattr(props, 'pci_device_id', 0) or 0):02x}.0")
+    try:
+        text = (sysfs / address / "local_cpulist").read_text().strip()
+    except OSError:
+        return ""
+    cpus = parse_cpu_list(text)
+    every = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    return text if cpus and not every <= cpus else ""
+
+
 def host_gpus(environ: dict[str, str] | None = None) -> list[GpuSlot]:
-    """Every GPU torch sees in this process, in its numbering."""
+    """Every GPU torch sees in this process, in its numbering, with the CPUs near it."""
     import torch
 
     if not torch.cuda.is_available():
@@ -72,7 +94,8 @@ def host_gpus(environ: dict[str, str] | None = None) -> list[GpuSlot]:
                                            torch.version.hip is not None)
     count = torch.cuda.device_count()
     return [GpuSlot(i, torch.cuda.get_device_name(i), variable,
-                    entries[i] if entries is not None and i < len(entries) else str(i), unset) for i in range(count)]
+                    entries[i] if entries is not None and i < len(entries) else str(i), unset,
+                    cpus=local_cpus(torch.cuda.get_device_properties(i))) for i in range(count)]
 
 
 def parse_devices(text: str | None, force: bool = False, gpus: Sequence[GpuSlot] | None = None) -> list[GpuSlot] | None:
@@ -110,9 +133,19 @@ def parse_devices(text: str | None, force: bool = False, gpus: Sequence[GpuSlot]
     return chosen
 
 
-def deal(items: Sequence[T], count: int) -> list[list[T]]:
-    """Items dealt out in order over `count` lists (item i to list i mod count): balanced within one."""
-    return [list(items[k::count]) for k in range(count)]
+def deal(items: Sequence[T], count: int, family: Callable[[T], object] | None = None) -> list[list[T]]:
+    """Items dealt out in order over `count` lists (item i to list i mod count): balanced within one. With
+    `family`, items of one family (consecutive or not) stay together and the families are dealt out: a
+    shape's cold and hot cases then run on one GPU, and no GPU gets all of one mode."""
+    if family is None:
+        return [list(items[k::count]) for k in range(count)]
+    groups: dict[object, list[T]] = {}
+    for item in items:
+        groups.setdefault(family(item), []).append(item)
+    lists: list[list[T]] = [[] for _ in range(count)]
+    for k, members in enumerate(groups.values()):
+        lists[k % count].extend(members)
+    return lists
 
 
 @dataclass
@@ -199,7 +232,8 @@ def devices_metadata(slots: Sequence[GpuSlot] | None, alone_below_mib: float | N
     if not slots:
         return {}
     out: dict[str, object] = {"devices": ",".join(s.label for s in slots),
-                              "device_models": ",".join(sorted({s.model for s in slots}))}
+                              "device_models": ",".join(sorted({s.model for s in slots})),
+                              "device_cpus": ";".join(f"{s.label}={s.cpus or 'not pinned'}" for s in slots)}
     if alone_below_mib is not None:
         out["alone_below_mib"] = alone_below_mib
     return out

@@ -174,3 +174,29 @@ def die_with_parent() -> None:
         return
     if os.getppid() != int(expected):   # it died before prctl took effect
         os._exit(128 + int(signal.SIGTERM))
+
+
+#: a worker started for one GPU runs on the CPUs near that GPU (lnbench.gpus.GpuSlot.env): a "0-15,32-47" list
+CPU_AFFINITY_VAR = "LNBENCH_CPU_AFFINITY"
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """A Linux CPU list ("0-3,8,10-11") as a set of CPU numbers (empty when malformed)."""
+    cpus: set[int] = set()
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        return set()
+    return cpus
+
+
+def pin_to_gpu_cpus() -> None:
+    """Worker side: keep this process on the CPUs $LNBENCH_CPU_AFFINITY names (those of its GPU's NUMA node),
+    where the parent set it; a CPU set the process may not use is left as it is."""
+    cpus = parse_cpu_list(os.environ.get(CPU_AFFINITY_VAR, ""))
+    if cpus and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, cpus & os.sched_getaffinity(0) or cpus)
+

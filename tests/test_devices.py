@@ -73,6 +73,7 @@ def test_host_gpus_maps_torch_numbering_to_the_parents_visible_list(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: object())     # no PCI ids: not pinned
     monkeypatch.setattr(torch.version, "hip", None)
     slots = gpus.host_gpus({"CUDA_VISIBLE_DEVICES": "4,7"})
     assert [(s.label, s.env()) for s in slots] == [("cuda:0", {"CUDA_VISIBLE_DEVICES": "4"}),
@@ -96,6 +97,39 @@ def test_deal_is_balanced_disjoint_and_complete():
             parts = deal(list(range(size)), count)
             assert sorted(x for p in parts for x in p) == list(range(size))
             assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_deal_keeps_families_together():
+    items = [(shape, mode) for shape in "abcde" for mode in ("cold", "hot")]
+    parts = deal(items, 2, family=lambda item: item[0])
+    assert [sorted({s for s, _ in part}) for part in parts] == [["a", "c", "e"], ["b", "d"]]
+    assert sorted(x for part in parts for x in part) == sorted(items)
+
+
+def test_a_gpus_workers_run_on_the_cpus_of_its_numa_node(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from lnbench.processes import CPU_AFFINITY_VAR, child_environment, parse_cpu_list
+
+    assert parse_cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11} and parse_cpu_list("x-1") == set()
+    node = tmp_path / "0000:1b:00.0"
+    node.mkdir()
+    node.joinpath("local_cpulist").write_text("0\n")
+    props = SimpleNamespace(pci_bus_id=0x1B, pci_device_id=0, pci_domain_id=0)
+    many = len(os.sched_getaffinity(0)) > 1
+    assert gpus.local_cpus(props, tmp_path) == ("0" if many else "")       # all CPUs: nothing to pin
+    assert gpus.local_cpus(SimpleNamespace(), tmp_path) == ""                # torch without PCI ids
+    assert gpus.local_cpus(SimpleNamespace(pci_bus_id=2), tmp_path) == ""    # no such sysfs entry
+    slot = GpuSlot(1, "NVIDIA H200", "CUDA_VISIBLE_DEVICES", "1", cpus="0")
+    assert slot.env()[CPU_AFFINITY_VAR] == "0" and CPU_AFFINITY_VAR not in H200[0].env()
+    code = ("import os; from lnbench.processes import pin_to_gpu_cpus; pin_to_gpu_cpus(); "
+            "print(sorted(os.sched_getaffinity(0)))")
+    out = subprocess.run([sys.executable, "-c", code], env=child_environment(slot.env()), capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[0]"
 
 
 def test_run_spread_times_alone_groups_while_no_other_gpu_is_timing():
@@ -168,7 +202,12 @@ def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():
     assert all(host_bound(c, 64) == g.alone for g in groups for c in g.cases)
     assert [len(g.orders) for g in groups] == [3] * len(groups)
     per_gpu = [sum(len(g.cases) for g in groups if g.slot.index == i) for i in (0, 1)]
-    assert abs(per_gpu[0] - per_gpu[1]) <= 1
+    assert abs(per_gpu[0] - per_gpu[1]) <= 2                          # within one family (its cold and hot)
+    for gpu in (0, 1):                                                # each GPU times both modes of its shapes
+        mine = [c for g in groups if g.slot.index == gpu for c in g.cases]
+        assert {c.mode for c in mine} == {"cold", "hot"}
+        assert all(sum(o.shape == c.shape and o.backend == c.backend and o.op == c.op for o in mine) == 2
+                   for c in mine)
     plain = plan_groups(cases, ["torch", "liger"], 3, "cpu", None, 64.0)
     assert len(plain) == 1 and plain[0].gpu == "cpu" and not plain[0].alone and len(plain[0].cases) == len(runnable)
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from lnbench.processes import Stopped, child_environment, die_with_parent, kill_group
+from lnbench.processes import Stopped, child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
 _TAIL_CHARS = 2000
@@ -95,6 +95,7 @@ def read_spec(argv: list[str] | None = None) -> tuple[dict[str, Any], Path, Path
     """Worker side: (spec, result path, progress path) from the command line. Also makes this worker die with
     its parent (lnbench.processes.die_with_parent): every worker calls this first."""
     die_with_parent()
+    pin_to_gpu_cpus()
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:
         raise SystemExit("usage: python -m <worker module> SPEC_JSON RESULT_JSON [PROGRESS_TXT]")

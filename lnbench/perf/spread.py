@@ -61,7 +61,7 @@ def plan_groups(cases: list[PerfCase], backends: list[str], processes: int, devi
 
     if not slots:
         return [group(None, False, runnable)]
-    shares = deal(runnable, len(slots))
+    shares = deal(runnable, len(slots), lambda c: (c.backend, c.op, c.dtype, c.shape))
     side = [group(slot, False, [c for c in share if not host_bound(c, alone_below_mib)])
             for slot, share in zip(slots, shares)]
     alone = [group(slot, True, [c for c in share if host_bound(c, alone_below_mib)])

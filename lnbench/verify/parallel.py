@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from lnbench.gpus import GpuSlot
-from lnbench.processes import child_environment, die_with_parent, kill_group
+from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 from lnbench.verify.cases import Case
 from lnbench.verify.tolerance import Tolerance
 
@@ -201,6 +201,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
 def _worker_main(argv: list[str]) -> None:
     """Worker side: activate the device, then run each unit named on stdin and answer on the pipe."""
     die_with_parent()
+    pin_to_gpu_cpus()
     spec: VerifySpec = pickle.loads(Path(argv[0]).read_bytes())
     out = os.fdopen(int(argv[1]), "w")
     import torch
