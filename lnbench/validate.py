@@ -245,7 +245,7 @@ def terminal_width(text: str | None) -> int | None:
 def kernel_widths(widths: Iterable[int], dtypes: Iterable[str]) -> None:
     """Every row width N has a FlyDSL kernel plan (forward and backward) for every dtype: checked before any
     compile, so a width no kernel supports is one usage error, not a row of compile errors."""
-    from lnbench.flydsl.config import row_plan
+    from lnbench.flydsl.geometry import row_plan
 
     for n in dict.fromkeys(widths):
         for dtype in dict.fromkeys(dtypes):

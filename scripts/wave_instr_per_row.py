@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from lnbench.flydsl import config
+from lnbench.flydsl import geometry
 
 LDST = ("vmem_load", "vmem_store", "smem")
 
@@ -41,12 +41,12 @@ def _sum(launches, m: int) -> Count:
 def rows_for(op: str, n: int, dtype: str, arch: str) -> int:
     """M with several row groups per block/program (lnbench's backward: MIN_ROWS_PER_PROGRAM per program)."""
     kind = "fwd" if op == "fwd" else "bwd"
-    plan = config.row_plan(n, dtype, kind)
+    plan = geometry.row_plan(n, dtype, kind)
     if kind == "fwd":
         return max(4, 4 * plan.rows_per_block) if not plan.streaming else 2
     if plan.streaming:
         return 4 * plan.batch
-    return 4 * plan.rows_per_block * config.MIN_ROWS_PER_PROGRAM
+    return 4 * plan.rows_per_block * geometry.MIN_ROWS_PER_PROGRAM
 
 
 def lnbench_count(op: str, n: int, dtype: str, arch: str, m: int) -> Count:

@@ -7,7 +7,7 @@ import torch
 from lnbench.abi import checks
 from lnbench.abi.aggregate import aggregate
 from lnbench.abi.cases import PAIRS, PairCase, Side, build_cases
-from lnbench.abi.runtime import run_worker
+from lnbench.abi.pair_timing import run_worker
 from lnbench.measure.protocol import Protocol
 
 CPU = torch.device("cpu")

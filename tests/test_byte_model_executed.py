@@ -96,11 +96,11 @@ def test_backward_reads_x_and_dy_once(strategy):
 
 
 def test_forward_rereads_gamma_and_beta_per_row_which_the_model_does_not_count():
-    from lnbench.flydsl import config
+    from lnbench.flydsl import geometry
     from lnbench.flydsl.inspect import execute_variant
     m, n = 64, 1024
     (kernel,) = execute_variant("fwd", "bf16", m, n, "pointer", "gfx942", seed=3)
-    assert kernel.grid[0] == m // config.row_plan(n, "bf16").rows_per_block < m     # several rows per block
+    assert kernel.grid[0] == m // geometry.row_plan(n, "bf16").rows_per_block < m     # several rows per block
     for name in ("weight", "bias"):
         moved = kernel.buffers[name]
         assert moved["unique_loaded"] == n * 2                    # the model's term

@@ -18,7 +18,7 @@ import pytest
 
 from lnbench.emu import hip
 from lnbench.emu.errors import EmulatorUnavailable
-from lnbench.flydsl import config
+from lnbench.flydsl import geometry
 from lnbench.flydsl.toolkit import _zig_binary, flydsl_importable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ E2E = r"""
 import ctypes, json, os, struct
 from lnbench.emu import hip
 hip.load()                                   # before flydsl loads its runtime
-from lnbench.flydsl import config, launch, toolkit
+from lnbench.flydsl import geometry, launch, toolkit
 env = toolkit.compile_env("gfx942", compile_only=False)
 env.pop("COMPILE_ONLY", None)
 os.environ.update(env)
@@ -72,7 +72,7 @@ def handler(req):
 hip.set_launch_handler(handler)
 
 M, N = 64, 4096
-plan = config.row_plan(N, "bf16", "fwd")
+plan = geometry.row_plan(N, "bf16", "fwd")
 x = torch.randn(M, N, dtype=torch.bfloat16)
 w, b = torch.randn(N, dtype=torch.bfloat16), torch.randn(N, dtype=torch.bfloat16)
 y, mean, rstd = torch.empty_like(x), torch.empty(M), torch.empty(M)
@@ -132,7 +132,7 @@ def e2e() -> dict:
 def test_pointer_abi_kernarg(e2e):
     req = e2e["pointer"]
     assert req["kernel"] == "ln_fwd_bf16_n4096_pointer"
-    plan = config.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
+    plan = geometry.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
     assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
     assert req["lds"] == 0 and req["stream"] == 0 and req["elf"] == "7f454c46"
     seg = bytes.fromhex(req["kernarg"])
@@ -148,7 +148,7 @@ def test_pointer_abi_kernarg(e2e):
 def test_tensor_abi_kernarg(e2e):
     req = e2e["tensor"]
     assert req["kernel"] == "ln_fwd_bf16_n4096_tensor"
-    plan = config.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
+    plan = geometry.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
     assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
     seg = bytes.fromhex(req["kernarg"])
     assert len(seg) == req["kernarg_size"]

@@ -44,12 +44,12 @@ def test_checker_names_a_buffer_freed_before_its_launch():
     """The old pattern, by hand: pointers taken, the workspace tensor dropped, then the launch."""
     dev = resolve_device("emu")
     from lnbench.emu import runtime
-    from lnbench.flydsl import config, launch
+    from lnbench.flydsl import geometry, launch
     x, w, dy = _inputs()
     m, n = x.shape
     _, mean, rstd = launch.forward(x, w, torch.zeros_like(w), 1e-5)
-    plan = config.row_plan(n, x.dtype, "bwd")
-    p = config.bwd_programs(m, plan, dev.arch)
+    plan = geometry.row_plan(n, x.dtype, "bwd")
+    p = geometry.bwd_programs(m, plan, dev.arch)
     main_fn, _ = launch.bwd_compiled(plan, "deterministic", "pointer", dev, None, None)
     dx, acc = torch.empty_like(x), torch.zeros(n)
 

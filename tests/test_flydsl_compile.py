@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("flydsl")
 
-from lnbench.flydsl import config  # noqa: E402
+from lnbench.flydsl import geometry  # noqa: E402
 from lnbench.flydsl.guard import FlyDSLCompileError, guarded_compile  # noqa: E402
 from lnbench.flydsl.inspect import compile_facts, facts_to_rows  # noqa: E402
 from lnbench.flydsl.toolkit import toolkit_info  # noqa: E402
@@ -44,8 +44,8 @@ def _variants(arch, dtype, n):
 def test_compile_matrix(arch, dtype, n):
     v = _variants(arch, dtype, n)
     assert len(v[("pointer", "bwd-det")]) == 2 and len(v[("pointer", "bwd-atomic")]) == 1
-    fwd_plan = config.row_plan(n, dtype, "fwd")
-    bwd_plan = config.row_plan(n, dtype, "bwd")
+    fwd_plan = geometry.row_plan(n, dtype, "fwd")
+    bwd_plan = geometry.row_plan(n, dtype, "bwd")
     for (abi, variant), facts in v.items():
         for f in facts:
             where = f"{arch} {dtype} N={n} {abi} {variant} {f.kernel_name}"
@@ -90,7 +90,7 @@ def test_streaming_partial_tile_fits_the_registers(abi):
     measured."""
     for op, strategy, n in (("fwd", "deterministic", 65544), ("bwd", "deterministic", 32776),
                             ("bwd", "atomic", 32776)):
-        assert config.row_plan(n, "bf16", op).streaming
+        assert geometry.row_plan(n, "bf16", op).streaming
         for f in compile_facts(op, "bf16", n, abi, "gfx942", dgamma_strategy=strategy):
             assert f.vgpr_spills == f.sgpr_spills == f.scratch_bytes == 0, (op, strategy, f.kernel_name)
             assert f.loads_128bit and (f.stores_128bit or "reduce" in f.kernel_name)

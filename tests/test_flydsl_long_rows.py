@@ -1,4 +1,4 @@
-"""Rows too long for the register paths: the streaming forward and backward (lnbench.flydsl.config `streaming`),
+"""Rows too long for the register paths: the streaming forward and backward (lnbench.flydsl.geometry `streaming`),
 executed on a ROCm GPU or the emulated device (both arches), judged against an fp64 reference with the rule of
 tests/test_emu_matrix.py (|err| <= 2 |err_torch_same_dtype| + atol, x sqrt(M) for dγ/dβ), both ABIs bitwise
 equal, fwd-nostats equal to fwd, and the offset-row accuracy the centred sums exist for.
@@ -89,8 +89,8 @@ class Judge:
 
 
 def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None):
-    from lnbench.flydsl import config, launch
-    assert config.row_plan(n, dtype, "fwd").streaming
+    from lnbench.flydsl import geometry, launch
+    assert geometry.row_plan(n, dtype, "fwd").streaming
     x0, w, b, dy = _inputs(m, n, dtype, seed, offset)
     x = x0 if x is None else x.to(DTYPES[dtype])
     x, w, b, dy = (t.to(dev.torch_device) for t in (x, w, b, dy))
@@ -112,8 +112,8 @@ def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None):
 
 
 def _backward_case(dev, m, n, dtype, seed):
-    from lnbench.flydsl import config, launch
-    assert config.row_plan(n, dtype, "bwd").streaming
+    from lnbench.flydsl import geometry, launch
+    assert geometry.row_plan(n, dtype, "bwd").streaming
     x, w, b, dy = (t.to(dev.torch_device) for t in _inputs(m, n, dtype, seed))
     judge = Judge(f"{dev.name} {dtype} {m}x{n}", x.cpu(), w.cpu(), b.cpu(), dy.cpu())
     outs = {}

@@ -163,7 +163,7 @@ def test_pointer_compile_uses_null_placeholders(counting_compile):
     _compile_fwd(x, w, b, 1e-5)
     launcher, nargs, _ = counting_compile[0]
     assert nargs == 8                                           # 6 pointers + m + stream
-    from lnbench.flydsl.config import row_plan
+    from lnbench.flydsl.geometry import row_plan
     args = launch.fwd_compile_args(row_plan(128, "f32"), True, "pointer")
     assert all(not isinstance(a, torch.Tensor) for a in args)
     assert args[-2:] == [1, None]

@@ -13,7 +13,7 @@ from lnbench.abi.aggregate import HOST_ONLY_NULL, NOT_RUN_NULL_DEVICE_TIME, aggr
 from lnbench.abi.cases import PAIRS, PairCase, Side
 from lnbench.abi.checks import CheckResult
 from lnbench.abi.command import abi_compare_command, choose_device
-from lnbench.abi.runtime import run_worker
+from lnbench.abi.pair_timing import run_worker
 from lnbench.abi.worker_main import run_spec
 from lnbench.device import emulator_status, parse_device, resolve_device
 from lnbench.errors import LnbenchUsageError

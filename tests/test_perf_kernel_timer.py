@@ -507,7 +507,7 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
 
 def test_abi_kernel_pass_on_a_fake_gpu_and_na_on_the_cpu(fake_gpu_profiler):
     from lnbench.abi.cases import build_cases
-    from lnbench.abi.runtime import _kernel_pass
+    from lnbench.abi.pair_timing import _kernel_pass
     from lnbench.measure.protocol import Protocol
 
     cases = build_cases("torch-entry", ["fwd"], ["f32"], [(4, 32), (4, 64)], CPU, 1e-5, 1)

@@ -5,7 +5,7 @@ Modules, one job each:
     cases         Side / PairCase (what is timed) and the registry of pairs (flydsl, torch-entry, planted-slow)
     checks        before timing: both sides agree (bitwise for the forward), results match an fp32
                   reference, alternating shapes never returns a stale result
-    runtime       the timing core of one worker (direct, wrapper, device), generic over a pair of callables
+    pair_timing   the timing core of one worker (direct, wrapper, device), generic over a pair of callables
     aggregate     worker payloads -> rows (median of worker medians, min–max, ratio, CI, verdict)
     worker_main   the worker process entry (lnbench.measure.workers protocol)
     flydsl_pairs  the ROCm pair built from lnbench.flydsl.launch

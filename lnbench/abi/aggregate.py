@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lnbench.measure import stats
-from lnbench.abi.runtime import METRICS
+from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.schedule import SIDES
 from lnbench.measure import kernel_stats
 from lnbench.measure.stats import worker_flags

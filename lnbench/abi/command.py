@@ -1,7 +1,7 @@
 """The `lnbench abi-compare` command: config → cases → workers / compiles → rows → tables + CSV/JSON.
 
 Runtime part: P worker processes (lnbench.measure.workers) each check and time every case of the chosen
-pair (lnbench.abi.runtime); the parent aggregates (lnbench.abi.aggregate). On the null device (the default
+pair (lnbench.abi.pair_timing); the parent aggregates (lnbench.abi.aggregate). On the null device (the default
 for the flydsl pair without a ROCm GPU) the workers time the host side only (`direct`, `wrapper`) after
 checking outputs by execution on the emulated device (lnbench.abi.null_device). Static part: compile both
 ABIs for each arch and compare the compiled facts (lnbench.abi.static), plus the instructions each launch
@@ -25,7 +25,7 @@ from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_
 from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
 from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_kernel_src, source_metadata
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
-from lnbench.abi.runtime import METRICS
+from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed, static_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, guarded,
                                 kernel_source_option, md_option, nothing_ran, output_options, prepare_outputs)

@@ -3,7 +3,7 @@
 Spec keys: pair, ops, dtypes, shapes, probe_shapes, device, eps, seed, metrics, protocol (Protocol fields),
 pair_options; optional lnbench_device (an lnbench device name such as null:gfx942, activated here before
 FlyDSL loads its runtime) and check_elements (null device: element budget of the executed checks). The worker
-builds its cases once, then runs lnbench.abi.runtime.run_worker, writing the (possibly partial) payload after
+builds its cases once, then runs lnbench.abi.pair_timing.run_worker, writing the (possibly partial) payload after
 the checks and after every round. On the null device the cases are first checked by execution on the
 emulated device, in this process, and then timed on the null device (lnbench.abi.null_device).
 """
@@ -17,7 +17,7 @@ import torch
 from lnbench.abi import null_device
 from lnbench.abi.cases import build_cases
 from lnbench.abi.checks import run_checks
-from lnbench.abi.runtime import run_worker
+from lnbench.abi.pair_timing import run_worker
 from lnbench.device import activate, parse_device
 from lnbench.measure.protocol import Protocol
 from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lnbench.flydsl import config
+from lnbench.flydsl import geometry
 from lnbench.flydsl.kernels_fwd import build_fwd
 
 
@@ -19,9 +19,9 @@ def build_layernorm_module(N: int, dtype_str: str, store_stats: bool = False, ep
                            abi: str = "pointer", align: int | None = None) -> Any:
     """The @flyc.jit forward launcher (Input, Gamma, Beta, Output[, Mean, Rstd], m, stream) for rows of N;
     `align`: the element alignment every buffer shares (default: 16-byte aligned, as torch allocates)."""
-    return forward_launcher(config.row_plan(N, dtype_str, "fwd", align), eps, store_stats, abi)
+    return forward_launcher(geometry.row_plan(N, dtype_str, "fwd", align), eps, store_stats, abi)
 
 
-def forward_launcher(plan: config.RowPlan, eps: float, store_stats: bool, abi: str) -> Any:
+def forward_launcher(plan: geometry.RowPlan, eps: float, store_stats: bool, abi: str) -> Any:
     """The one place lnbench's forward launchers are built: for this builder and for lnbench.flydsl.launch."""
     return build_fwd(plan, eps, store_stats, abi)

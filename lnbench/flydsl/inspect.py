@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from lnbench.emu.semantics import CLASSES
-from lnbench.flydsl import config, launch
+from lnbench.flydsl import geometry, launch
 from lnbench.flydsl.guard import guarded_compile
 from lnbench.flydsl.toolkit import compile_env
 
@@ -110,7 +110,7 @@ def compile_dump(launcher: Callable, args: list, arch: str) -> list[tuple[str, d
         return found
 
 
-def _facts(op: str, arch: str, abi: str, plan: config.RowPlan, vectorized: bool, dump: tuple) -> KernelFacts:
+def _facts(op: str, arch: str, abi: str, plan: geometry.RowPlan, vectorized: bool, dump: tuple) -> KernelFacts:
     _, isa, slots = dump
     return KernelFacts(op=op, kernel_name=isa["name"], arch=arch, abi=abi, dtype=plan.dtype, n=plan.n,
                        kernarg_bytes=isa["kernarg_segment_size"], kernel_args=isa["args"], launcher_slots=slots,
@@ -128,20 +128,20 @@ def _compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float,
         raise ValueError(f"op must be one of {OPS}, got {op!r}")
     if abi not in launch.ABIS:
         raise ValueError(f"abi must be one of {launch.ABIS}, got {abi!r}")
-    dt = config.dtype_name(dtype)
+    dt = geometry.dtype_name(dtype)
     if op in ("fwd", "fwd-nostats"):
         stats = op == "fwd"
-        plan = config.row_plan(n, dt, "fwd")
+        plan = geometry.row_plan(n, dt, "fwd")
         dumps = compile_dump(launch.build_fwd_launcher(plan, eps, stats, abi),
                              launch.fwd_compile_args(plan, stats, abi), arch)
         return tuple(_facts(op, arch, abi, plan, plan.vectorized, d) for d in dumps)
     launch.check_strategy(strategy)
-    plan = config.row_plan(n, dt, "bwd")
+    plan = geometry.row_plan(n, dt, "bwd")
     main, red = launch.build_bwd_launchers(plan, strategy, abi)
     out = [_facts("bwd", arch, abi, plan, plan.vectorized, d)
            for d in compile_dump(main, launch.bwd_compile_args(plan, abi), arch)]
     if red is not None:
-        rp = config.reduce_plan(n)
+        rp = geometry.reduce_plan(n)
         out += [_facts("bwd", arch, abi, plan, rp.vec == 4, d)
                 for d in compile_dump(red, launch.reduce_compile_args(n, dt, abi), arch)]
     return tuple(out)
@@ -151,7 +151,7 @@ def compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float =
                   dgamma_strategy: str = "deterministic") -> list[KernelFacts]:
     """Compile one variant for `arch` (no GPU needed) and return the facts of every kernel it
     launches: one for fwd / fwd-nostats, main (+ partial-reduce for deterministic) for bwd."""
-    return list(_compile_facts(op, config.dtype_name(dtype), int(n), abi, arch, float(eps), dgamma_strategy))
+    return list(_compile_facts(op, geometry.dtype_name(dtype), int(n), abi, arch, float(eps), dgamma_strategy))
 
 
 def isa_file_name(f: KernelFacts) -> str:
@@ -258,7 +258,7 @@ def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, ep
 
     if op not in OPS:
         raise ValueError(f"op must be one of {OPS}, got {op!r}")
-    dt = config.dtype_name(dtype)
+    dt = geometry.dtype_name(dtype)
     activate(emu_device(arch))
     gen = torch.Generator().manual_seed(seed)
     make = lambda *shape: torch.randn(*shape, generator=gen).to(DTYPES[dt])  # noqa: E731
@@ -295,7 +295,7 @@ def source_facts(source: "SourceSpec", op: str, dtype: str, n: int, arch: str, e
     from lnbench.flydsl import contract
     if op not in OPS:
         raise ValueError(f"op must be one of {OPS}, got {op!r}")
-    dt = config.dtype_name(dtype)
+    dt = geometry.dtype_name(dtype)
     built = contract.build(source, "bwd" if op == "bwd" else "fwd", int(n), dt, arch, op == "fwd", float(eps),
                            fresh=True)
     if built is None:

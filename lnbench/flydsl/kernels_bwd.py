@@ -21,7 +21,7 @@ import flydsl.expr as fx
 from flydsl.expr import const_expr, range_constexpr
 
 from lnbench.flydsl import rowio
-from lnbench.flydsl.config import ReducePlan, RowPlan
+from lnbench.flydsl.geometry import ReducePlan, RowPlan
 from lnbench.flydsl.reduce import WAVE, RowReducer
 
 FAST = fx.FastMathFlags.fast

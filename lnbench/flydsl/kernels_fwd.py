@@ -13,7 +13,7 @@ import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import const_expr, range_constexpr
 
-from lnbench.flydsl.config import RowPlan
+from lnbench.flydsl.geometry import RowPlan
 from lnbench.flydsl.reduce import WAVE, RowReducer
 from lnbench.flydsl import rowio
 

@@ -16,7 +16,7 @@ import torch
 from lnbench.config import DTYPES
 from lnbench.device import Device, device_of
 from lnbench.errors import ContractError
-from lnbench.flydsl import config
+from lnbench.flydsl import geometry
 from lnbench.flydsl.toolkit import compile_env
 
 ABIS = ("pointer", "tensor")
@@ -140,7 +140,7 @@ def placeholders(dtypes: list[str]) -> list:
     return [flyc.from_c_void_p(table[d], None) for d in dtypes]
 
 
-def fwd_compile_args(plan: config.RowPlan, store_stats: bool, abi: str, tensors: list | None = None) -> list:
+def fwd_compile_args(plan: geometry.RowPlan, store_stats: bool, abi: str, tensors: list | None = None) -> list:
     """Launcher arguments for a forward compile (placeholders, or tensors for the Tensor ABI)."""
     dt = plan.dtype
     if abi == "pointer":
@@ -152,7 +152,7 @@ def fwd_compile_args(plan: config.RowPlan, store_stats: bool, abi: str, tensors:
     return list(tensors) + [1, None]
 
 
-def bwd_compile_args(plan: config.RowPlan, abi: str, tensors: list | None = None) -> list:
+def bwd_compile_args(plan: geometry.RowPlan, abi: str, tensors: list | None = None) -> list:
     dt = plan.dtype
     if abi == "pointer":
         return placeholders([dt, dt, dt, "f32", "f32", dt, "f32", "f32", "f32", "f32"]) + [1, 1, None]
@@ -176,16 +176,16 @@ def reduce_compile_args(n: int, wdtype: str, abi: str, tensors: list | None = No
     return list(tensors) + [1, None]
 
 
-def build_fwd_launcher(plan: config.RowPlan, eps: float, store_stats: bool, abi: str) -> Callable:
+def build_fwd_launcher(plan: geometry.RowPlan, eps: float, store_stats: bool, abi: str) -> Callable:
     """lnbench's forward launcher: the builder kernel sources' contract exposes it too (lnbench.flydsl.builders)."""
     from lnbench.flydsl.builders import forward_launcher
     return forward_launcher(plan, eps, store_stats, abi)
 
 
-def build_bwd_launchers(plan: config.RowPlan, strategy: str, abi: str) -> tuple[Callable, Callable | None]:
+def build_bwd_launchers(plan: geometry.RowPlan, strategy: str, abi: str) -> tuple[Callable, Callable | None]:
     from lnbench.flydsl.kernels_bwd import build_bwd, build_reduce
     main = build_bwd(plan, strategy, abi)
-    red = build_reduce(config.reduce_plan(plan.n), plan.dtype, abi) if strategy == "deterministic" else None
+    red = build_reduce(geometry.reduce_plan(plan.n), plan.dtype, abi) if strategy == "deterministic" else None
     return main, red
 
 
@@ -227,15 +227,15 @@ def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: li
 
 # ---------------------------------------------------------------- forward
 
-def _fwd_plan(x: torch.Tensor, out: list[torch.Tensor]) -> config.RowPlan:
+def _fwd_plan(x: torch.Tensor, out: list[torch.Tensor]) -> geometry.RowPlan:
     try:
-        return config.row_plan(x.shape[1], x.dtype, "fwd", align_elems(x, *out))
+        return geometry.row_plan(x.shape[1], x.dtype, "fwd", align_elems(x, *out))
     except ValueError as exc:
         raise ContractError(f"x: {exc}") from None
 
 
 def fwd_compiled(dev: Device, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, y: torch.Tensor,
-                 eps: float, store_stats: bool, abi: str, stats: list[torch.Tensor]) -> tuple[Any, config.RowPlan]:
+                 eps: float, store_stats: bool, abi: str, stats: list[torch.Tensor]) -> tuple[Any, geometry.RowPlan]:
     """The compiled forward for these tensors on `dev` (compiling on a miss)."""
     plan = _fwd_plan(x, [weight, bias, y])
     key = ("fwd", plan.n, plan.dtype, bool(store_stats), float(eps), abi, "", plan.vec, dev.arch, dev.index)
@@ -293,7 +293,7 @@ def direct_forward_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
 
 # ---------------------------------------------------------------- backward
 
-def bwd_compiled(plan: config.RowPlan, strategy: str, abi: str, dev: Device,
+def bwd_compiled(plan: geometry.RowPlan, strategy: str, abi: str, dev: Device,
                  tensors: list | None, red_tensors: list | None) -> tuple[Any, Any]:
     key = ("bwd", plan.n, plan.dtype, False, 0.0, abi, strategy, plan.vec, dev.arch, dev.index)
     main = _cached(key, lambda: (build_bwd_launchers(plan, strategy, abi)[0],
@@ -325,10 +325,10 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
         return None, (dx, torch.zeros_like(weight), torch.zeros_like(weight))
     dev = kernel_device(x)
     try:
-        plan = config.row_plan(n, x.dtype, "bwd", align_elems(x, dy, dx, weight))
+        plan = geometry.row_plan(n, x.dtype, "bwd", align_elems(x, dy, dx, weight))
     except ValueError as exc:
         raise ContractError(f"x: {exc}") from None
-    p = config.bwd_programs(m, plan, dev.arch)
+    p = geometry.bwd_programs(m, plan, dev.arch)
     f32 = dict(device=x.device, dtype=torch.float32)
     uses_ws = dgamma_strategy == "deterministic" or not plan.acc_in_registers
     ws_rows = p * plan.rows_per_block if uses_ws else 1

@@ -17,7 +17,7 @@ same; cache hits make measured GB/s rise above this model (and above the copy pe
 dx, dweight, dbias); `op_bytes` is its sum plus the workspace.
 
 Workspace of lnbench's FlyDSL backward (`flydsl_bwd_workspace`), with P·R partial rows (P programs of the
-persistent grid × R rows per block, lnbench.flydsl.config) and fp32 partials/accumulators:
+persistent grid × R rows per block, lnbench.flydsl.geometry) and fp32 partials/accumulators:
     deterministic  dγ and dβ partials [P·R, N]: written by the main kernel, read by the reduce kernel
                    = 2 · 2·P·R·N·4; rows wider than the register budget also read their partial row back
                    in the main kernel (read-modify-write per row): + 2·P·R·N·4
@@ -83,14 +83,14 @@ def op_bytes(op: str, m: int, n: int, elem_bytes: int, *, param_bytes: int | Non
 def flydsl_bwd_workspace(m: int, n: int, dtype: object, strategy: str, arch: str = "gfx942") -> Traffic:
     """Workspace traffic of lnbench's FlyDSL backward per buffer (wsg, wsb: partial rows; acc_g, acc_b:
     atomic accumulators), for 16-byte aligned tensors; see the module docstring."""
-    from lnbench.flydsl import config
+    from lnbench.flydsl import geometry
 
     if strategy not in ("deterministic", "atomic"):
         raise LnbenchUsageError(f"unknown dγ/dβ strategy {strategy!r}; choose deterministic or atomic")
     if m < 1:
         return {}
-    plan = config.row_plan(n, dtype, "bwd")
-    rows = config.bwd_programs(m, plan, arch) * plan.rows_per_block
+    plan = geometry.row_plan(n, dtype, "bwd")
+    rows = geometry.bwd_programs(m, plan, arch) * plan.rows_per_block
     partial = rows * n * ACCUM_BYTES
     out: Traffic = {}
     if strategy == "deterministic":
