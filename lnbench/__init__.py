@@ -15,7 +15,7 @@ def layernorm(x: "torch.Tensor", weight: "torch.Tensor", bias: "torch.Tensor", e
 
     Imported lazily so that `import lnbench` works where FlyDSL is not installed.
     """
-    from lnbench.flydsl.autograd import layernorm as _layernorm
+    from lnbench.backends.flydsl_backend import layernorm as _layernorm
 
     return _layernorm(x, weight, bias, eps=eps, abi=abi)
 

@@ -14,16 +14,11 @@ from typing import Any, Iterable
 import torch
 
 from lnbench import validate
+from lnbench.backend_table import check_source_table
+from lnbench.constants import DTYPE_ALIASES, DTYPES
 from lnbench.errors import LnbenchUsageError
 from lnbench.validate import listed, split_list  # noqa: F401 - re-exported: one list rule everywhere
 
-#: canonical dtype name -> torch dtype
-DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-_DTYPE_ALIASES = {
-    "f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
-    "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
-    "bf16": "bf16", "bfloat16": "bf16",
-}
 #: MxN with ASCII digits only (int() would also read other scripts' digits, e.g. '٤x٨' as 4x8)
 _SHAPE = re.compile(r"[ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*")
 #: largest M or N (far beyond any memory; a bound keeps absurd digit strings out of int())
@@ -50,7 +45,7 @@ def parse_dtypes(values: Iterable[str] | str | None, default: Iterable[str] | No
     names, order kept, no repeats. An empty list is a usage error."""
     out: list[str] = []
     for item in listed(values, "dtype", default):
-        canonical = _DTYPE_ALIASES.get(item.lower())
+        canonical = DTYPE_ALIASES.get(item.lower())
         if canonical is None:
             raise LnbenchUsageError(f"unknown dtype {item!r}; choose from {', '.join(DTYPES)}")
         if canonical not in out:
@@ -117,7 +112,6 @@ def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = ""
                 if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
                     raise LnbenchUsageError(f"config {table} {key!r} must be a list of MxN strings, got {value!r}")
             elif where == "backends":             # [backends.NAME]: a kernel source a team names
-                from lnbench.backends import check_source_table
                 check_source_table(key, value)
             elif key in optional:
                 if isinstance(value, bool) or not isinstance(value, optional[key]):

@@ -16,13 +16,14 @@ from typing import ContextManager, Mapping
 
 import torch
 
-from lnbench.emu import SUPPORTED_ARCHES, EmulatorUnavailable
+from lnbench.constants import ARCHES
+from lnbench.emu import EmulatorUnavailable
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.install import install_hint
 
 EMU = "emu"
 NULL = "null"
-DEFAULT_EMU_ARCH = SUPPORTED_ARCHES[0]
+DEFAULT_EMU_ARCH = ARCHES[0]
 EMU_INSTALL_HINT = install_hint("emu")
 KINDS: tuple[str, ...] = ("cpu", "cuda", "rocm", "emu", "null")
 
@@ -116,16 +117,21 @@ class Device:
 
 def emu_device(arch: str = DEFAULT_EMU_ARCH) -> Device:
     """The emulated device for `arch` (not activated: see resolve_device)."""
-    if arch not in SUPPORTED_ARCHES:
-        raise LnbenchUsageError(f"unsupported emulated arch {arch!r}; the emulator runs {', '.join(SUPPORTED_ARCHES)}")
+    if arch not in ARCHES:
+        raise LnbenchUsageError(f"unsupported emulated arch {arch!r}; the emulator runs {', '.join(ARCHES)}")
     return Device(f"{EMU}:{arch}", EMU, torch.device("cpu"), arch)
 
 
 def null_device(arch: str = DEFAULT_EMU_ARCH) -> Device:
     """The null device for `arch` (not activated: see resolve_device)."""
-    if arch not in SUPPORTED_ARCHES:
-        raise LnbenchUsageError(f"unsupported null-device arch {arch!r}; choose from {', '.join(SUPPORTED_ARCHES)}")
+    if arch not in ARCHES:
+        raise LnbenchUsageError(f"unsupported null-device arch {arch!r}; choose from {', '.join(ARCHES)}")
     return Device(f"{NULL}:{arch}", NULL, torch.device("cpu"), arch)
+
+
+def compile_device(arches: list[str]) -> Device:
+    """The device compile-only rows describe (inspect, abi-compare's static part): the target arch(es), on this host."""
+    return Device("compile-only", "cpu", torch.device("cpu"), ",".join(arches))
 
 
 def torch_device_info(device: torch.device) -> Device:

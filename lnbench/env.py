@@ -8,8 +8,8 @@ import torch
 
 import lnbench
 from lnbench.backends import backend_names, probe_backend
+from lnbench.constants import ARCHES
 from lnbench.device import Device, emu_device, emulator_status, torch_device_info
-from lnbench.emu import SUPPORTED_ARCHES
 from lnbench.metadata import gpu_runtime, package_version
 from lnbench.rocm import has_rocm_gpu
 
@@ -24,7 +24,7 @@ def device_facts() -> list[dict[str, Any]]:
     if torch.cuda.is_available():
         rows += [_device_row(torch_device_info(torch.device("cuda", i))) for i in range(torch.cuda.device_count())]
     if emulator_status()[0]:
-        rows += [_device_row(emu_device(arch)) for arch in SUPPORTED_ARCHES]
+        rows += [_device_row(emu_device(arch)) for arch in ARCHES]
     return rows
 
 
@@ -58,7 +58,7 @@ def emulator_fact() -> str:
         from lnbench.emu import runtime
         return runtime.describe()
     except Exception:  # noqa: BLE001 - the description is a nicety; availability is what matters
-        return f"available: {', '.join('emu:' + a for a in SUPPORTED_ARCHES)}"
+        return f"available: {', '.join('emu:' + a for a in ARCHES)}"
 
 
 def software_facts() -> dict[str, str]:

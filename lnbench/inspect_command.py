@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import click
-import torch
 from rich.markup import escape
 
 from lnbench import config as cfg
@@ -16,26 +15,23 @@ from lnbench.backends import (OWN_FLYDSL, configure_sources, requested_names, ru
                               source_metadata)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,
                                 guarded, kernel_source_option, md_option, output_options, prepare_outputs)
-from lnbench.device import Device, emulator_status
+from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
+from lnbench.device import compile_device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
+from lnbench.flydsl import preflight
 from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version, run_metadata
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
 from lnbench.results import INSPECT
 from lnbench.report import Column, render_table, silent_console, styled_status
 from lnbench import validate
-from lnbench.validate import ARCHES, choices as _choices
+from lnbench.validate import choices as _choices
 
 
-def compile_device(arches: list[str]) -> Device:
-    """The device the inspect rows describe: compile-only for the target arch(es), on this host."""
-    return Device("compile-only", "cpu", torch.device("cpu"), ",".join(arches))
 ABIS = ("pointer", "tensor")
 #: memory estimate per element of an --execute shape (inputs, outputs and workspace in host memory, the emulator's
 #: copies of them)
 EXECUTE_BYTES_PER_ELEMENT = 64
-OPS = ("fwd", "fwd-nostats", "bwd")
-STRATEGIES = ("deterministic", "atomic")
 
 COLUMNS = [
     Column("backend", "backend", justify="left"), Column("arch", "arch", justify="left"),
@@ -132,8 +128,7 @@ def _static_facts(variant: dict[str, Any], isa_dir: Path | None = None) -> list[
 
 
 def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
-    from lnbench.abi.static import kernel_role
-    from lnbench.flydsl.inspect import execute_variant
+    from lnbench.flydsl.inspect import execute_variant, kernel_role
 
     spec = _source(variant)
     if spec is not None and variant["op"] == "bwd" and _missing(spec):
@@ -232,7 +227,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
         raise LnbenchUsageError(f"inspect reads compiled FlyDSL kernels: {', '.join(flydsl_free)} has none")
     arch_list = _choices(arches, ARCHES, "arch")
     abi_list = _choices(abis, ABIS, "ABI")
-    op_list = _choices(ops, OPS, "op")
+    op_list = _choices(ops, KERNEL_OPS, "op")
     if strategy is not None and "bwd" not in op_list:
         raise LnbenchUsageError(f"--dgamma does nothing with --op {','.join(op_list)}: the dγ strategy exists "
                                 f"only for bwd")
@@ -241,10 +236,10 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
     shape_list = cfg.parse_shapes(shapes)
     widths = list(dict.fromkeys(n for _, n in shape_list))
     if any(n in OWN_FLYDSL for n in backend_list):
-        validate.kernel_widths(widths, dtype_list)        # known limits of lnbench's kernels, before any compile
+        preflight.kernel_widths(widths, dtype_list)        # known limits of lnbench's kernels, before any compile
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
-    validate.toolkit()
+    preflight.toolkit()
     if emu_checks is not None and not execute:
         raise LnbenchUsageError("--emu-checks applies to emulated launches: add --execute")
     checks_line = None

@@ -77,10 +77,7 @@ def driver_version(device: Device) -> str:
     """The GPU driver's version as the vendor tool reports it (amd-smi, nvidia-smi), or `n/a (no GPU)`."""
     if device.torch_device.type != "cuda":
         return "n/a (no GPU)"
-    try:
-        from lnbench.measure import clocks                  # type: ignore[attr-defined]
-    except ImportError:
-        from lnbench.perf import clocks
+    from lnbench import clocks
     return str(clocks.gpu_facts(device.torch_device).get("driver", ""))
 
 

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lnbench.emu.semantics import CLASSES
+from lnbench.constants import INSTRUCTION_CLASSES as CLASSES
 from lnbench.errors import LnbenchUsageError
 
 #: metadata key (and CSV column) naming a result's kind and schema version: "verify/1.0"
@@ -167,7 +167,7 @@ SELFTEST = Kind("selftest", "1.0", _cols(
     required=("planted_bug", "case", "dtype", "shape", "tensor", "status")),
     frozenset({"planted_bug", "tensor", "max_abs_err", "allowed"}))
 
-#: kernel-timer columns (perf.kernel_stats.row_columns), with their prefix
+#: kernel-timer columns (measure.kernel_stats.row_columns), with their prefix
 def _kernel(prefix: str = "", who: str = "") -> tuple[tuple[str, str, str], ...]:
     return ((f"{prefix}kernel_status", STR, f"{who}kernel timer: ok, n/a (why), error (why), partial"),
             (f"{prefix}kernel_us", FLOAT, f"{who}median GPU kernel time per call, µs"),

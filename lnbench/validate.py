@@ -13,10 +13,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import click
 
+from lnbench.constants import ARCHES, STRATEGIES
 from lnbench.errors import LnbenchUsageError
 
-#: FlyDSL targets `inspect` and `abi-compare` compile for
-ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 #: seeds go to torch.manual_seed / numpy default_rng, with small offsets added per case
 SEED_MAX = 2**63 - 1
 
@@ -242,40 +241,11 @@ def terminal_width(text: str | None) -> int | None:
     return width if TERMINAL_WIDTH.contains(width) else None
 
 
-def kernel_widths(widths: Iterable[int], dtypes: Iterable[str]) -> None:
-    """Every row width N has a FlyDSL kernel plan (forward and backward) for every dtype: checked before any
-    compile, so a width no kernel supports is one usage error, not a row of compile errors."""
-    from lnbench.flydsl.geometry import row_plan
-
-    for n in dict.fromkeys(widths):
-        for dtype in dict.fromkeys(dtypes):
-            for kind in ("fwd", "bwd"):
-                try:
-                    row_plan(n, dtype, kind)
-                except ValueError as exc:
-                    raise LnbenchUsageError(f"unsupported N for the FlyDSL kernels: {exc}") from None
-
-
 def dgamma_strategy(value: Any, where: str) -> str:
     """A dγ/dβ strategy of the FlyDSL backward (deterministic, atomic)."""
-    from lnbench.flydsl.launch import STRATEGIES
-
     if value not in STRATEGIES:
         raise LnbenchUsageError(f"{where} must be one of {', '.join(STRATEGIES)}, got {value!r}")
     return str(value)
-
-
-def toolkit() -> None:
-    """The linker toolkit FlyDSL compiles with can be found or set up (its folder is made on first use): an
-    environment error (exit 2) when LNBENCH_TOOLKIT_DIR or XDG_CACHE_HOME leads somewhere it cannot be made."""
-    from lnbench.flydsl.toolkit import cache_toolkit_dir, toolkit_info
-
-    try:
-        toolkit_info()
-    except OSError as exc:
-        raise LnbenchUsageError(f"cannot set up the FlyDSL toolkit folder {cache_toolkit_dir()}: "
-                                f"{exc.strerror or exc} (point LNBENCH_TOOLKIT_DIR or XDG_CACHE_HOME at a "
-                                f"writable folder)") from None
 
 
 def _char_device(path: Path) -> bool:

@@ -15,7 +15,8 @@ import time
 
 import torch
 
-from lnbench.config import DTYPES, parse_shape
+from lnbench.config import parse_shape
+from lnbench.constants import DTYPES
 from lnbench.device import resolve_device
 from lnbench.emu import runtime
 

@@ -16,8 +16,8 @@ os.environ["COLUMNS"] = "200"
 
 import pytest  # noqa: E402
 
+from lnbench.constants import ARCHES  # noqa: E402
 from lnbench.device import Device, emulator_status, resolve_device  # noqa: E402
-from lnbench.emu import SUPPORTED_ARCHES  # noqa: E402
 from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu  # noqa: E402
 
 
@@ -25,7 +25,7 @@ def kernel_device_names() -> list[str]:
     """--device names the `rocm` tests run on: the ROCm GPU, else every emulated arch ([] if neither)."""
     if has_rocm_gpu():
         return ["cuda"]
-    return [f"emu:{arch}" for arch in SUPPORTED_ARCHES] if emulator_status()[0] else []
+    return [f"emu:{arch}" for arch in ARCHES] if emulator_status()[0] else []
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.cli import main
+from lnbench.flydsl import preflight
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
@@ -31,8 +32,8 @@ def test_each_config_loads_and_config_show_accepts_it(path):
         assert cfg.shape_set(merged, table)
         for shapes in merged[table]["shape_sets"].values():
             assert cfg.parse_shapes(shapes)
-    validate.kernel_widths({n for _, n in cfg.shape_set(merged, "verify")}, merged["verify"]["dtypes"])
-    validate.kernel_widths({n for _, n in cfg.shape_set(merged, "perf")}, merged["perf"]["dtypes"])
+    preflight.kernel_widths({n for _, n in cfg.shape_set(merged, "verify")}, merged["verify"]["dtypes"])
+    preflight.kernel_widths({n for _, n in cfg.shape_set(merged, "perf")}, merged["perf"]["dtypes"])
     result = CliRunner().invoke(main, ["config", "show", "--config", str(path)])
     assert result.exit_code == 0, result.output
     assert f"packaged defaults + {path}" in result.output or path.name in result.output

@@ -288,7 +288,7 @@ def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path, by_size_
 def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monkeypatch):
     from lnbench.verify.cases import build_cases as verify_cases
     from lnbench.verify.parallel import SLOT_DEATHS, VerifySpec, run_units
-    from lnbench.verify.tolerance import Tolerance
+    from lnbench.tolerance import Tolerance
     from lnbench import config as cfg
 
     tol = Tolerance.from_config(cfg.section(cfg.load_config(None), "verify"))

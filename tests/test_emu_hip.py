@@ -19,13 +19,14 @@ import pytest
 from lnbench.emu import hip
 from lnbench.emu.errors import EmulatorUnavailable
 from lnbench.flydsl import geometry
-from lnbench.flydsl.toolkit import _zig_binary, flydsl_importable
+from lnbench.flydsl.toolkit import flydsl_importable
+from lnbench.zig import zig_binary
 
 REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux" or platform.machine() != "x86_64", reason="Linux x86_64 only"),
-    pytest.mark.skipif(_zig_binary() is None, reason="needs ziglang (pip install ziglang)"),
+    pytest.mark.skipif(zig_binary() is None, reason="needs ziglang (pip install ziglang)"),
 ]
 
 
@@ -273,7 +274,7 @@ def test_build_reuses_cache(tmp_path, monkeypatch):
         dyn = subprocess.check_output(["readelf", "-dW", str(first)], text=True)
         assert "Library soname: [libamdhip64.so.7]" in dyn
     stat = first.stat()
-    monkeypatch.setattr("lnbench.flydsl.toolkit._zig_binary", lambda: None)   # a rebuild would raise
+    monkeypatch.setattr("lnbench.emu.hip.zig_binary", lambda: None)   # a rebuild would raise
     again = hip.library_path()
     assert again == first and again.stat().st_ino == stat.st_ino and again.stat().st_mtime_ns == stat.st_mtime_ns
 
@@ -289,7 +290,7 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path):
 
 def test_missing_zig_names_the_package(monkeypatch, tmp_path):
     monkeypatch.setenv("LNBENCH_EMU_DIR", str(tmp_path))
-    monkeypatch.setattr("lnbench.flydsl.toolkit._zig_binary", lambda: None)
+    monkeypatch.setattr("lnbench.emu.hip.zig_binary", lambda: None)
     with pytest.raises(EmulatorUnavailable, match="pip install ziglang"):
         hip.library_path()
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lnbench.device import emulator_status, resolve_device
-from lnbench.emu import SUPPORTED_ARCHES
+from lnbench.constants import ARCHES
 
 pytestmark = pytest.mark.skipif(not emulator_status()[0], reason=f"emulator unavailable: {emulator_status()[1]}")
 
@@ -43,7 +43,7 @@ def _err(got, ref):
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("arch", SUPPORTED_ARCHES)
+@pytest.mark.parametrize("arch", ARCHES)
 def test_kernel_matrix_executes_correctly(arch, dtype):
     resolve_device(f"emu:{arch}")
     from lnbench.flydsl import launch
@@ -89,7 +89,7 @@ def test_kernel_matrix_executes_correctly(arch, dtype):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("arch", SUPPORTED_ARCHES)
+@pytest.mark.parametrize("arch", ARCHES)
 def test_every_compiled_opcode_has_a_handler(arch):
     """Static coverage: decode every kernel compiled for these widths (spill paths included), all variants."""
     resolve_device(f"emu:{arch}")

@@ -1,6 +1,7 @@
 """Launch-geometry choices (pure Python, no compile)."""
 import pytest
 
+from lnbench.constants import ELEM_BYTES
 from lnbench.flydsl import geometry
 
 
@@ -9,7 +10,7 @@ def test_vector_width_is_16_bytes_when_n_allows(dtype, vec):
     for n in (64, 1000, 2048, 4096, 5120, 8192, 12288, 16384):
         p = geometry.row_plan(n, dtype)
         assert p.vec == vec and p.vectorized, (n, p)
-        assert p.vec * geometry.ELEM_BYTES[dtype] == 16
+        assert p.vec * ELEM_BYTES[dtype] == 16
 
 
 @pytest.mark.parametrize("n,vec", [(1, 1), (7, 1), (257, 1), (6, 2), (12, 4), (1002, 2)])

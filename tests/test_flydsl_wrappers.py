@@ -11,7 +11,7 @@ from lnbench.emu import runtime
 from lnbench.emu.errors import EmulatorFault
 from lnbench.errors import ContractError
 from lnbench.flydsl import launch
-from lnbench.flydsl.autograd import from_2d, to_2d
+from lnbench.backends.autograd import from_2d, to_2d
 
 
 def _fwd_args(m=4, n=64, dtype=torch.float32):

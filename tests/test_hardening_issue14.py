@@ -349,7 +349,7 @@ def test_backend_without_backward_has_not_run_backward_rows():
     from lnbench.device import parse_device
     from lnbench.verify.cases import build_cases
     from lnbench.verify.runner import verify_backend
-    from lnbench.verify.tolerance import Tolerance
+    from lnbench.tolerance import Tolerance
 
     tol = Tolerance.from_config(cfg.section(cfg.default_config(), "verify"))
 

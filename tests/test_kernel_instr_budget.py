@@ -64,7 +64,7 @@ def test_lean_forward_keeps_offset_row_accuracy(kernel_device, dtype, m, n):
     by ~1e-2 here), y within twice torch's same-dtype error plus atol."""
     import torch
 
-    from lnbench.config import DTYPES
+    from lnbench.constants import DTYPES
     from lnbench.flydsl import launch
 
     gen = torch.Generator().manual_seed(m * 31 + n)

@@ -11,7 +11,7 @@ from lnbench.verify.cases import KINDS, build_cases, make_inputs
 from lnbench.verify.planted import BUGS, PlantedBackend
 from lnbench.verify.runner import failed, max_errors, verify_backend
 from lnbench.verify.selftest import run_self_test
-from lnbench.verify.tolerance import Conditioning, Tolerance
+from lnbench.tolerance import Conditioning, Tolerance
 
 CPU = resolve_device("cpu")
 

@@ -16,7 +16,7 @@ from lnbench.verify.runner import verify_backend
 from lnbench.verify.selftest import run_self_test
 
 UNDETECTABLE = "not detectable"   # the summary status (lnbench.verify.selftest.UNDETECTABLE)
-from lnbench.verify.tolerance import Tolerance
+from lnbench.tolerance import Tolerance
 
 CPU = resolve_kernel_device("cpu")
 EPS = [1e-5, 1e-2]

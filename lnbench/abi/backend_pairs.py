@@ -17,6 +17,7 @@ import torch
 
 from lnbench.abi.cases import PairCase, Side
 from lnbench.abi.flydsl_pairs import _not_none, _reference, case_inputs, launch_counter
+from lnbench.constants import FORWARD_OPS
 
 SIDES = ("tensor", "pointer")
 #: lnbench's own kernels: backend name -> (launch ABI, dγ/dβ strategy)
@@ -24,16 +25,10 @@ OWN: dict[str, tuple[str, str]] = {"flydsl": ("pointer", "deterministic"), "flyd
                                    "flydsl-atomic": ("pointer", "atomic")}
 
 
-def split_pair(pair: str) -> tuple[str, str] | None:
-    """("A", "B") of a backend pair name `A,B`, else None."""
-    parts = [p.strip() for p in pair.split(",")]
-    return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
-
-
 def _own_side(name: str, op: str, x, w, b, dy, eps: float, stats) -> Side:
     from lnbench.flydsl import launch
     abi, strategy = OWN[name]
-    if op in ("fwd", "fwd-nostats"):
+    if op in FORWARD_OPS:
         keep = op == "fwd"
         call = launch.direct_forward_call(x, w, b, eps, keep, abi)
         return Side(direct=call, wrapper=lambda: _not_none(launch.forward(x, w, b, eps, keep, abi)),
@@ -45,7 +40,7 @@ def _own_side(name: str, op: str, x, w, b, dy, eps: float, stats) -> Side:
 
 
 def _source_side(backend: Any, op: str, x, w, b, dy, eps: float, stats) -> Side:
-    if op in ("fwd", "fwd-nostats"):
+    if op in FORWARD_OPS:
         keep = op == "fwd"
         call = backend.direct_forward_call(x, w, b, eps, keep)
         return Side(direct=call, wrapper=lambda: _not_none(backend.forward(x, w, b, eps, keep)),

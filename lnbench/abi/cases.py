@@ -93,12 +93,17 @@ PAIRS: dict[str, PairInfo] = {
 }
 
 
+def split_pair(pair: str) -> tuple[str, str] | None:
+    """("A", "B") of a backend pair name `A,B`, else None."""
+    parts = [p.strip() for p in pair.split(",")]
+    return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
+
+
 def pair_info(name: str) -> PairInfo:
     """Registry entry of a pair, or of a backend pair `A,B` (lnbench.abi.backend_pairs); an unknown name is a
     usage error."""
     if name in PAIRS:
         return PAIRS[name]
-    from lnbench.abi.backend_pairs import split_pair
     both = split_pair(name)
     if both is None:
         raise LnbenchUsageError(f"unknown pair {name!r}; choose from {', '.join(PAIRS)}, or A,B: two FlyDSL kernel "
@@ -111,7 +116,6 @@ def pair_info(name: str) -> PairInfo:
 
 def flydsl_pair(name: str) -> bool:
     """Does the pair launch FlyDSL kernels (the flydsl pair, or a backend pair A,B)?"""
-    from lnbench.abi.backend_pairs import split_pair
     return name == "flydsl" or split_pair(name) is not None
 
 

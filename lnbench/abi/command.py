@@ -19,10 +19,9 @@ from rich.markup import escape
 
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
-from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
+from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info, split_pair
 from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_kernel_src, source_metadata
 from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
 from lnbench.abi.pair_timing import METRICS
@@ -31,18 +30,19 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err
                                 kernel_source_option, md_option, nothing_ran, output_options, prepare_outputs)
 from lnbench.result_sink import ResultSink
 from lnbench.results import ABI
-from lnbench.device import Device, emulator_status, null_device, parse_device
+from lnbench.constants import DTYPES, KERNEL_OPS
+from lnbench.device import Device, compile_device, emulator_status, null_device, parse_device
 from lnbench.errors import LnbenchUsageError
+from lnbench.flydsl import preflight
 from lnbench.gpus import GpuSlot, deal, devices_metadata, devices_options, parse_devices
-from lnbench.inspect_command import compile_device
-from lnbench.metadata import run_metadata
+from lnbench.measure import stats
 from lnbench.measure.protocol import Protocol, protocol_options
+from lnbench.metadata import run_metadata
 from lnbench.progress import CommandProgress
 from lnbench.report import Column, plain_number, render_table, silent_console, styled_status, time_unit
 from lnbench.rocm import has_rocm_gpu
 from lnbench.shard import parse_shard, shard_metadata, shard_option
 
-OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
 WORKER_MODULE = "lnbench.abi.worker_main"
 TABLE = "abi_compare"
 
@@ -336,7 +336,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
         raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
                                 f"each other")
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
-    op_list = _choose(ops, table, "ops", OPS, "op")
+    op_list = _choose(ops, table, "ops", KERNEL_OPS, "op")
     metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
@@ -355,7 +355,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
     seed_value = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, TABLE),
                                "--seed" if seed is not None else f"config [{TABLE}] seed")
     if not static_only and dev.torch_device.type in ("cpu", "cuda"):
-        validate.shapes_fit(shape_list, ABI_TENSORS * max(cfg.DTYPES[d].itemsize for d in dtype_list), dev,
+        validate.shapes_fit(shape_list, ABI_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
                             "abi-compare (both sides' tensors)")
     protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
                                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
@@ -364,9 +364,9 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                                         f"config [{TABLE}] dgamma_strategy")
     if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile
         if backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair):
-            validate.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
+            preflight.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
         if flydsl_installed():
-            validate.toolkit()
+            preflight.toolkit()
     pair_options: dict[str, Any] = {}
     if pair == "flydsl":
         pair_options["dgamma_strategy"] = strategy
@@ -461,7 +461,6 @@ def _source_name(name: str, sources: dict[str, dict[str, str]]) -> str:
 
 def check_backend_pair(pair: str) -> tuple[str, str] | None:
     """Check --pair (pair_info); for a backend pair A,B, both must be FlyDSL kernel backends: (A, B), else None."""
-    from lnbench.abi.backend_pairs import split_pair
     pair_info(pair)
     both = split_pair(pair) if pair not in PAIRS else None
     if both is None:

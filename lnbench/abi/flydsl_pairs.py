@@ -17,7 +17,7 @@ import torch
 
 from lnbench import validate
 from lnbench.abi.cases import PairCase, Side
-from lnbench.config import DTYPES
+from lnbench.constants import DTYPES, FORWARD_OPS
 from lnbench.device import device_of
 from lnbench.rocm import NEEDS_ROCM
 
@@ -49,7 +49,7 @@ def _sides(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dy: torch
     from lnbench.flydsl import launch
 
     sides: dict[str, Side] = {}
-    if op in ("fwd", "fwd-nostats"):
+    if op in FORWARD_OPS:
         stats = op == "fwd"
         for abi in ABIS:
             call = launch.direct_forward_call(x, w, b, eps, stats, abi)

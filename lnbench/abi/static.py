@@ -9,14 +9,13 @@ executed (total, per input row, by class) and their Pointer/Tensor ratio.
 from __future__ import annotations
 
 import importlib.util
-import re
 from typing import Any, Callable, Sequence
 
+from lnbench.constants import ARCHES
 from lnbench.device import Device
-from lnbench.emu.semantics import CLASSES
+from lnbench.emu.registry import CLASSES
 from lnbench.errors import one_line
 
-DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 #: KernelFacts field -> row key prefix
 FIELDS: dict[str, str] = {
     "kernarg_bytes": "kernarg", "launcher_slots": "slots", "vgpr": "vgpr", "sgpr": "sgpr",
@@ -36,12 +35,7 @@ def flydsl_installed() -> bool:
 
 def default_arches(device: Device) -> list[str]:
     """The arch of a device that executes FlyDSL kernels (a ROCm GPU, the emulator), else gfx942 and gfx950."""
-    return [device.arch] if device.executes_flydsl else list(DEFAULT_ARCHES)
-
-
-def kernel_role(name: str) -> str:
-    """Kernel name without its ABI, dtype and width tokens (columns of their own): ln_fwd_bf16_n1024_pointer -> ln_fwd."""
-    return re.sub(r"_(pointer|tensor|f32|f16|bf16|n\d+)(?=_|$)", "", name)
+    return [device.arch] if device.executes_flydsl else list(ARCHES)
 
 
 def _ratio(pointer: float, tensor: float) -> float | None:
@@ -50,6 +44,8 @@ def _ratio(pointer: float, tensor: float) -> float | None:
 
 def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> list[dict[str, Any]]:
     """Side-by-side rows for the kernels of one variant (matched by position: main, then reduce)."""
+    from lnbench.flydsl.inspect import kernel_role
+
     if len(tensor_facts) != len(pointer_facts):
         raise ValueError(f"Tensor ABI launches {len(tensor_facts)} kernel(s), Pointer ABI {len(pointer_facts)}")
     rows = []

@@ -8,34 +8,17 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from lnbench.backends.base import ALL_OPS, Availability, Backend
+from lnbench.backend_table import FLYDSL_SRC, MODULE_PREFIX, REGISTRY as _REGISTRY, check_source_table
+from lnbench.backends.base import Availability, Backend
 from lnbench.errors import LnbenchUsageError
 
-#: name -> "module:ClassName"; modules import only when the backend is asked for.
-_REGISTRY: dict[str, str] = {
-    "torch": "lnbench.backends.torch_native:TorchBackend",
-    "compile": "lnbench.backends.torch_compile:TorchCompileBackend",
-    "liger": "lnbench.backends.liger:LigerBackend",
-    "flydsl": "lnbench.backends.flydsl_backend:FlyDSLBackend",
-    "flydsl-tensor": "lnbench.backends.flydsl_backend:FlyDSLTensorABIBackend",
-    "flydsl-atomic": "lnbench.backends.flydsl_backend:FlyDSLAtomicBackend",
-}
-
-
-#: `--backend module:PKG.MOD`: any module following the builder contract (lnbench.flydsl.contract)
-MODULE_PREFIX = "module:"
-#: FlyDSL's own LayerNorm, from the checkout named by --kernel-src / $LNBENCH_KERNEL_SRC
-FLYDSL_SRC = "flydsl-src"
 #: the names lnbench itself provides, in a fixed order (plots give each its own colour by this order)
 BUILTIN_NAMES: tuple[str, ...] = (*_REGISTRY, FLYDSL_SRC)
+
 KERNEL_SRC_ENV = "LNBENCH_KERNEL_SRC"
 #: config-defined kernel sources ([backends.NAME]) as JSON, so perf/abi-compare workers see them too
 SOURCES_ENV = "LNBENCH_BACKEND_SOURCES"
 ENTRY_POINT_GROUP = "lnbench.backends"
-#: keys of a [backends.NAME] table -> the type its value must have
-SOURCE_KEYS: dict[str, type | tuple[type, ...]] = {
-    "module": str, "path": str, "fwd_builder": str, "bwd_builder": str, "description": str,
-    "deterministic": bool, "builder_kwargs": dict}
 
 
 def kernel_src() -> str | None:
@@ -52,24 +35,6 @@ def set_kernel_src(path: str | os.PathLike | None) -> None:
         raise LnbenchUsageError(f"--kernel-src {path}: not a folder (give a FlyDSL checkout or a folder of "
                                 f"kernel-source modules)")
     os.environ[KERNEL_SRC_ENV] = str(folder.resolve())
-
-
-def check_source_table(name: str, table: Any) -> dict[str, Any]:
-    """A config [backends.NAME] table, checked: a usage error names the bad key."""
-    if not isinstance(table, dict):
-        raise LnbenchUsageError(f"config [backends.{name}] must be a table (module = \"pkg.mod\", ...)")
-    if name in _REGISTRY or name == FLYDSL_SRC or name.startswith(MODULE_PREFIX) or name == "auto":
-        raise LnbenchUsageError(f"config [backends.{name}]: {name!r} is a built-in backend name; choose another")
-    for key, value in table.items():
-        want = SOURCE_KEYS.get(key)
-        if want is None:
-            raise LnbenchUsageError(f"config [backends.{name}]: unknown key {key!r}; known keys: "
-                                    f"{', '.join(SOURCE_KEYS)}")
-        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
-            raise LnbenchUsageError(f"config [backends.{name}] {key!r} must be a {want.__name__}, got {value!r}")
-    if not table.get("module"):
-        raise LnbenchUsageError(f"config [backends.{name}] needs module = \"package.module\"")
-    return table
 
 
 def configure_sources(config: Mapping[str, Any]) -> None:
@@ -122,7 +87,7 @@ def is_backend_name(name: str) -> bool:
     return name in backend_names() or (name.startswith(MODULE_PREFIX) and len(name) > len(MODULE_PREFIX))
 
 
-#: lnbench's own FlyDSL kernels (their width limits are lnbench's: validate.kernel_widths)
+#: lnbench's own FlyDSL kernels (their width limits are lnbench's: lnbench.flydsl.preflight.kernel_widths)
 OWN_FLYDSL: tuple[str, ...] = ("flydsl", "flydsl-tensor", "flydsl-atomic")
 
 
@@ -242,6 +207,6 @@ _sources: dict[str, Any] = {}
 #: installed plugins resolved so far: (name, entry point value) -> SourceSpec or Backend subclass
 _plugins: dict[tuple[str, str], Any] = {}
 
-__all__ = ["ALL_OPS", "Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
+__all__ = ["Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
            "configure_sources", "set_kernel_src", "source_spec", "kernel_src", "is_backend_name", "OWN_FLYDSL",
            "requested_names", "source_metadata", "runs_flydsl"]

@@ -7,9 +7,9 @@ from typing import ClassVar
 
 import torch
 
+from lnbench.constants import OPS
 from lnbench.device import Device
 
-ALL_OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd", "fwd+bwd")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Backend(abc.ABC):
     #: dγ/dβ bitwise reproducible run to run (False for backends that document atomics).
     deterministic: ClassVar[bool] = True
     #: ops `perf` may time; verify needs fwd and bwd.
-    ops: ClassVar[tuple[str, ...]] = ALL_OPS
+    ops: ClassVar[tuple[str, ...]] = OPS
 
     @abc.abstractmethod
     def availability(self, device: Device) -> Availability:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from lnbench.backends.autograd import BackendLayerNormFn
 from lnbench.backends.base import Availability, Backend
+from lnbench.constants import ARCHES, KERNEL_OPS
 from lnbench.device import Device
 from lnbench.flydsl import toolkit
 from lnbench.install import install_hint
 
-DEFAULT_ARCHES = toolkit.DEFAULT_ARCHES
 
 
 def flydsl_availability(device: Device) -> Availability:
@@ -48,16 +49,15 @@ class FlyDSLBackend(Backend):
         return launch.backward(dy, x, weight, mean, rstd, abi=self.abi, dgamma_strategy=self.dgamma_strategy)
 
     def layernorm(self, x, weight, bias, eps):
-        from lnbench.flydsl.autograd import layernorm
         return layernorm(x, weight, bias, eps=eps, abi=self.abi)
 
     def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:
         """Compile fwd (with and without stats) and bwd for gfx942 and gfx950; one-line summary."""
         from lnbench.flydsl.inspect import compile_facts
         parts = []
-        for arch in DEFAULT_ARCHES:
+        for arch in ARCHES:
             facts = []
-            for op in ("fwd", "fwd-nostats", "bwd"):
+            for op in KERNEL_OPS:
                 facts += compile_facts(op, dtype, n, self.abi, arch, eps=eps, dgamma_strategy=self.dgamma_strategy)
             vmax = max(f.vgpr for f in facts)
             spills = sum(f.vgpr_spills + f.sgpr_spills for f in facts)
@@ -84,3 +84,10 @@ class FlyDSLAtomicBackend(FlyDSLBackend):
 
     def __init__(self) -> None:
         super().__init__(dgamma_strategy="atomic")
+
+
+def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
+              abi: str = "pointer") -> torch.Tensor:
+    """LayerNorm over the last dimension (autograd-aware), any leading dimensions, through lnbench's FlyDSL
+    kernels; the backward runs the deterministic dγ/dβ strategy."""
+    return BackendLayerNormFn.apply(x, weight, bias, float(eps), FlyDSLBackend(abi))

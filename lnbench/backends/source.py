@@ -11,13 +11,12 @@ from typing import Any
 
 import torch
 
-from lnbench.backends.base import ALL_OPS, Availability, Backend
+from lnbench.backends.base import Availability, Backend
 from lnbench.backends.flydsl_backend import flydsl_availability
+from lnbench.constants import ARCHES, FORWARD_OPS, KERNEL_OPS, OPS
 from lnbench.device import Device
-from lnbench.flydsl import toolkit
 from lnbench.flydsl.contract import SourceSpec
 
-FORWARD_OPS: tuple[str, ...] = ("fwd", "fwd-nostats")
 
 
 class SourceBackend(Backend):
@@ -39,7 +38,7 @@ class SourceBackend(Backend):
 
     @property
     def ops(self) -> tuple[str, ...]:  # type: ignore[override]
-        return FORWARD_OPS if self.missing_backward else ALL_OPS
+        return FORWARD_OPS if self.missing_backward else OPS
 
     def availability(self, device: Device) -> Availability:
         return flydsl_availability(device)
@@ -78,7 +77,7 @@ class SourceBackend(Backend):
         return call
 
     def layernorm(self, x, weight, bias, eps):
-        from lnbench.flydsl.autograd import backend_layernorm
+        from lnbench.backends.autograd import backend_layernorm
         return backend_layernorm(self, x, weight, bias, eps)
 
     def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:
@@ -86,8 +85,8 @@ class SourceBackend(Backend):
         from lnbench.flydsl.inspect import source_facts
         from lnbench.config import dtype_name
         parts = []
-        for arch in toolkit.DEFAULT_ARCHES:
-            facts = [f for op in self.ops if op in ("fwd", "fwd-nostats", "bwd")
+        for arch in ARCHES:
+            facts = [f for op in self.ops if op in KERNEL_OPS
                      for f in source_facts(self.spec, op, dtype_name(dtype), n, arch, eps)]
             vmax = max(f.vgpr for f in facts)
             spills = sum(f.vgpr_spills + f.sgpr_spills for f in facts)

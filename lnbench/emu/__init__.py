@@ -6,6 +6,7 @@ Layout (one job per module):
   decode      machine code -> pre-decoded instructions (tinygrad's CDNA decoder)
   state       per-wave registers, LDS, scratch
   ops_*       the semantics, one handler per opcode family, by instruction class
+  registry    the opcode registry the ops_* modules fill; semantics binds decoded instructions to it
   memory      host memory seen by kernels, the allocation map and the memory checker
   machine     the scheduler: workgroups, waves in lockstep, barriers
   hip         the stand-in libamdhip64.so.7 (C source, built with ziglang), its loader and callback
@@ -13,6 +14,4 @@ Layout (one job per module):
 """
 from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
 
-SUPPORTED_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
-
-__all__ = ["SUPPORTED_ARCHES", "EmulatorFault", "EmulatorUnavailable"]
+__all__ = ["EmulatorFault", "EmulatorUnavailable"]

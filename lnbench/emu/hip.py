@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from lnbench.emu.errors import EmulatorUnavailable
+from lnbench.zig import zig_binary
 
 if TYPE_CHECKING:
     from lnbench.emu.codeobject import CodeObject
@@ -108,8 +109,7 @@ def library_path() -> Path:
     out = emu_dir() / _build_key() / SONAME
     if out.exists():
         return out
-    from lnbench.flydsl.toolkit import _zig_binary
-    zig = _zig_binary()
+    zig = zig_binary()
     if zig is None:
         raise EmulatorUnavailable("the emulated device builds its HIP stand-in with zig: pip install ziglang")
     tag = f"{os.getpid()}.{threading.get_ident()}"

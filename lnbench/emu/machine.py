@@ -21,7 +21,8 @@ from lnbench.emu.decode import Program
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.hazards import Access, WaitcntChecker, access_of
 from lnbench.emu.memory import BufferTraffic, Memory
-from lnbench.emu.semantics import CLASSES, OP_CLASS, bind
+from lnbench.emu.registry import CLASSES, OP_CLASS
+from lnbench.emu.semantics import bind
 from lnbench.emu.state import EXEC, WAVE, RecordingStep, Step, Waves
 from lnbench.processes import check_stop
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lnbench.emu.semantics import op
+from lnbench.emu.registry import op
 from lnbench.emu.state import VCC, Step
 
 

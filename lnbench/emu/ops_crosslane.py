@@ -5,7 +5,7 @@ import numpy as np
 
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.ops_vector import out, src, src_codes
-from lnbench.emu.semantics import op
+from lnbench.emu.registry import op
 from lnbench.emu.state import WAVE, Step
 
 U32, U64 = np.uint32, np.uint64

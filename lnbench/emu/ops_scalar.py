@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lnbench.emu.semantics import op
+from lnbench.emu.registry import op
 from lnbench.emu.state import EXEC, Step
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64

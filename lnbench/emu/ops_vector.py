@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from lnbench.emu.errors import EmulatorFault
-from lnbench.emu.semantics import DPP_CTRL, FLOAT_MODS, SDWA_INT, VALU_FORMS, op
+from lnbench.emu.registry import DPP_CTRL, FLOAT_MODS, SDWA_INT, VALU_FORMS, op
 from lnbench.emu.state import VCC, EXEC, WAVE, Step, lanes_to_mask, mask_to_lanes
 
 U32, U64, I64, F32 = np.uint32, np.uint64, np.int64, np.float32

@@ -30,7 +30,8 @@ from typing import Iterator, Mapping
 import numpy as np
 import torch
 
-from lnbench.emu import SUPPORTED_ARCHES, checks as emu_checks
+from lnbench.constants import ARCHES
+from lnbench.emu import checks as emu_checks
 from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
 from lnbench.emu.machine import LaunchProfile, run_kernel
 from lnbench.emu.memory import Memory
@@ -77,7 +78,7 @@ def describe() -> str:
     ok, why = availability()
     if not ok:
         return f"unavailable ({why})"
-    return (f"available: {', '.join('emu:' + a for a in SUPPORTED_ARCHES)} (FlyDSL's launch path on a stand-in "
+    return (f"available: {', '.join('emu:' + a for a in ARCHES)} (FlyDSL's launch path on a stand-in "
             f"HIP library + a wave64 ISA emulator of the code object; executes, does not time)")
 
 
@@ -94,8 +95,8 @@ def activate_null(arch: str) -> None:
 
 def _activate(arch: str, null: bool) -> None:
     global _active_arch, _null
-    if arch not in SUPPORTED_ARCHES:
-        raise EmulatorUnavailable(f"no emulated device for {arch!r}; supported: {', '.join(SUPPORTED_ARCHES)}")
+    if arch not in ARCHES:
+        raise EmulatorUnavailable(f"no emulated device for {arch!r}; supported: {', '.join(ARCHES)}")
     ok, why = availability()
     if not ok:
         raise EmulatorUnavailable(why)

@@ -4,4 +4,4 @@ Submodules import FlyDSL lazily where they can, so `import lnbench.flydsl` is ch
 """
 from __future__ import annotations
 
-__all__ = ["autograd", "geometry", "inspect", "kernels_bwd", "kernels_fwd", "launch", "reduce", "rowio", "toolkit"]
+__all__ = ["geometry", "inspect", "kernels_bwd", "kernels_fwd", "launch", "preflight", "reduce", "rowio", "toolkit"]

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import torch
 
-from lnbench.config import DTYPES
+from lnbench.constants import DTYPE_NAMES, DTYPES
 from lnbench.device import Device
 from lnbench.errors import one_line
 from lnbench.flydsl import launch
@@ -315,4 +315,3 @@ def backward_call(spec: SourceSpec, dy: torch.Tensor, x: torch.Tensor, weight: t
     return run
 
 
-DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}

@@ -22,12 +22,12 @@ import math
 from dataclasses import dataclass
 
 from lnbench.config import parse_dtypes
+from lnbench.constants import ELEM_BYTES
 from lnbench.errors import LnbenchUsageError
 
 WAVE = 64
 MAX_BLOCK = 1024
 SMALL_ROW_BLOCK = 256            # block size when several rows share a block
-ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 #: compute units per arch, for the persistent backward grid
 CU_COUNT = {"gfx942": 304, "gfx950": 256}
 #: fp32 elements a thread keeps per row (x, and dy in the backward); above this the row streams.

@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from lnbench.emu.semantics import CLASSES
+from lnbench.constants import DTYPES, KERNEL_OPS
+from lnbench.emu.registry import CLASSES
 from lnbench.flydsl import geometry, launch
 from lnbench.flydsl.guard import guarded_compile
 from lnbench.flydsl.toolkit import compile_env
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from lnbench.emu.machine import LaunchProfile
     from lnbench.flydsl.contract import SourceSpec
 
-OPS = ("fwd", "fwd-nostats", "bwd")
 _KEYS = ("kernarg_segment_size", "sgpr_count", "vgpr_count", "agpr_count", "sgpr_spill_count",
          "vgpr_spill_count", "group_segment_fixed_size", "private_segment_fixed_size")
 _INSTR = re.compile(r"^\s+(?:s|v|ds|buffer|global|flat|scratch)_\w+", re.MULTILINE)
@@ -124,8 +124,8 @@ def _facts(op: str, arch: str, abi: str, plan: geometry.RowPlan, vectorized: boo
 @functools.lru_cache(maxsize=None)
 def _compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float,
                    strategy: str) -> tuple[KernelFacts, ...]:
-    if op not in OPS:
-        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    if op not in KERNEL_OPS:
+        raise ValueError(f"op must be one of {KERNEL_OPS}, got {op!r}")
     if abi not in launch.ABIS:
         raise ValueError(f"abi must be one of {launch.ABIS}, got {abi!r}")
     dt = geometry.dtype_name(dtype)
@@ -152,6 +152,11 @@ def compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float =
     """Compile one variant for `arch` (no GPU needed) and return the facts of every kernel it
     launches: one for fwd / fwd-nostats, main (+ partial-reduce for deterministic) for bwd."""
     return list(_compile_facts(op, geometry.dtype_name(dtype), int(n), abi, arch, float(eps), dgamma_strategy))
+
+
+def kernel_role(name: str) -> str:
+    """Kernel name without its ABI, dtype and width tokens (columns of their own): ln_fwd_bf16_n1024_pointer -> ln_fwd."""
+    return re.sub(r"_(pointer|tensor|f32|f16|bf16|n\d+)(?=_|$)", "", name)
 
 
 def isa_file_name(f: KernelFacts) -> str:
@@ -252,12 +257,11 @@ def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, ep
     (its ABI read from the launcher, `abi` ignored)."""
     import torch
 
-    from lnbench.config import DTYPES
     from lnbench.device import activate, emu_device
     from lnbench.emu import runtime
 
-    if op not in OPS:
-        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    if op not in KERNEL_OPS:
+        raise ValueError(f"op must be one of {KERNEL_OPS}, got {op!r}")
     dt = geometry.dtype_name(dtype)
     activate(emu_device(arch))
     gen = torch.Generator().manual_seed(seed)
@@ -293,8 +297,8 @@ def source_facts(source: "SourceSpec", op: str, dtype: str, n: int, arch: str, e
     """Compile-only facts of a kernel source's launcher for `op` (lnbench.flydsl.contract); [] when the source
     has no backward builder and op is bwd."""
     from lnbench.flydsl import contract
-    if op not in OPS:
-        raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    if op not in KERNEL_OPS:
+        raise ValueError(f"op must be one of {KERNEL_OPS}, got {op!r}")
     dt = geometry.dtype_name(dtype)
     built = contract.build(source, "bwd" if op == "bwd" else "fwd", int(n), dt, arch, op == "fwd", float(eps),
                            fresh=True)

@@ -20,12 +20,12 @@ import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import const_expr, range_constexpr
 
+from lnbench.constants import ELEM_BYTES, STRATEGIES
 from lnbench.flydsl import rowio
 from lnbench.flydsl.geometry import ReducePlan, RowPlan
 from lnbench.flydsl.reduce import WAVE, RowReducer
 
 FAST = fx.FastMathFlags.fast
-STRATEGIES = ("deterministic", "atomic")
 
 
 def _f32_parts(vec: int) -> tuple[int, int]:
@@ -69,7 +69,7 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes
     # keep only the loaded x and dy (tensor dtype) live across the reduction; x̂ and wdy are
     # recomputed afterwards, and γ is re-read (L1/L2-resident) when it is not kept in registers
     atom_w = rowio.copy_atom(vec, dt)
-    wv = rowio.chunked(gammas, n, vec, n * rowio.ELEM_BYTES[dt]) if not isinstance(gammas, list) else None
+    wv = rowio.chunked(gammas, n, vec, n * ELEM_BYTES[dt]) if not isinstance(gammas, list) else None
 
     def gamma(t):
         if isinstance(gammas, list):
@@ -125,7 +125,7 @@ def load_gammas(plan: RowPlan, w_ptr, lane):
     if not plan.acc_in_registers:
         return w_ptr
     atom = rowio.copy_atom(plan.vec, plan.dtype)
-    wv = rowio.chunked(w_ptr, plan.n, plan.vec, plan.n * rowio.ELEM_BYTES[plan.dtype])
+    wv = rowio.chunked(w_ptr, plan.n, plan.vec, plan.n * ELEM_BYTES[plan.dtype])
     return [rowio.load_f32(atom, wv, lane + t * plan.lanes, plan.vec, plan.dtype) for t in range_constexpr(plan.tiles)]
 
 
@@ -237,7 +237,7 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
     row_ptrs(row) -> (x, dy, dx) typed pointers of that row; ws_row: this program's (dγ, dβ) row pointers.
     """
     n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
-    esize = rowio.ELEM_BYTES[dt]
+    esize = ELEM_BYTES[dt]
     atom = rowio.copy_atom(vec, dt)
     rows = []
     for k in range_constexpr(plan.batch):
@@ -310,7 +310,7 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
     G = plan.batch if plan.streaming else R            # rows per group of the persistent loop
     floats = RowReducer.lds_floats(plan.lanes, values=2 * plan.batch, slots=1)
     kname = name or f"ln_bwd_{plan.dtype}_n{n}_{abi}_{strategy[:3]}"
-    full = n * rowio.ELEM_BYTES[plan.dtype]
+    full = n * ELEM_BYTES[plan.dtype]
     uses_ws = strategy == "deterministic" or not plan.acc_in_registers
 
     if floats:
@@ -424,7 +424,7 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
     and writing dγ/dβ in the weight dtype. Launcher args: (WSg, WSb, DG, DB, rows, stream)."""
     n, vec, BLOCK = rp.n, rp.vec, rp.block
     kname = name or f"ln_bwd_reduce_{wdtype}_n{n}_{abi}"
-    out_nb = n * rowio.ELEM_BYTES[wdtype]
+    out_nb = n * ELEM_BYTES[wdtype]
 
     def body(gp, bp, dgp, dbp, rows):
         col = fx.Int32(fx.block_idx.x) * BLOCK + fx.thread_idx.x            # chunk of `vec` columns

@@ -13,6 +13,7 @@ import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import const_expr, range_constexpr
 
+from lnbench.constants import ELEM_BYTES
 from lnbench.flydsl.geometry import RowPlan
 from lnbench.flydsl.reduce import WAVE, RowReducer
 from lnbench.flydsl import rowio
@@ -53,11 +54,11 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
     cancellation.
     """
     n, vec, lanes, dt, R = plan.n, plan.vec, plan.lanes, plan.dtype, plan.rows_per_block
-    full = n * rowio.ELEM_BYTES[dt]
+    full = n * ELEM_BYTES[dt]
     atom = rowio.copy_atom(vec, dt)
     stream = plan.streaming
     if const_expr(stream):
-        tile_bytes = lanes * vec * rowio.ELEM_BYTES[dt]
+        tile_bytes = lanes * vec * ELEM_BYTES[dt]
         if not isinstance(rows_nbytes, int) or rows_nbytes != full:
             raise ValueError("the streaming forward runs one (real) row per block")
         ptrs = {"x": x_ptr, "y": y_ptr, "w": w_ptr, "b": b_ptr}
@@ -165,7 +166,7 @@ def _geometry(plan: RowPlan):
 
 def _masks(plan: RowPlan, first_row, m):
     """(x/y byte count, stats byte count) of the block's rows inside M: uniform across the block."""
-    full = plan.n * rowio.ELEM_BYTES[plan.dtype]
+    full = plan.n * ELEM_BYTES[plan.dtype]
     R = plan.rows_per_block
     if R == 1:                                     # grid == M: every row is real
         return full, 4

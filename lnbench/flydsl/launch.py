@@ -13,14 +13,13 @@ from typing import Any, Callable, Collection
 
 import torch
 
-from lnbench.config import DTYPES
+from lnbench.constants import DTYPES, STRATEGIES
 from lnbench.device import Device, device_of
 from lnbench.errors import ContractError
 from lnbench.flydsl import geometry
 from lnbench.flydsl.toolkit import compile_env
 
 ABIS = ("pointer", "tensor")
-STRATEGIES = ("deterministic", "atomic")
 
 _cache: dict[tuple, Any] = {}
 

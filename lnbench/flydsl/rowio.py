@@ -11,12 +11,13 @@ import os
 from typing import Callable
 
 import flydsl.expr as fx
+
+from lnbench.constants import ELEM_BYTES
 # FlyDSL 0.5's builder behind a rewritten `for i in range(...)` (scf.for with loop-carried values). Module-level
 # helpers are not AST-rewritten (primer pitfall 6), so the streaming loop calls it directly.
 from flydsl.compiler.ast_rewriter import InsertEmptyYieldForSCFFor as _ScfFor
 
 DTYPES = {"f32": fx.Float32, "f16": fx.Float16, "bf16": fx.BFloat16}
-ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
 def dsl_dtype(name: str):

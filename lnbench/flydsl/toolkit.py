@@ -16,9 +16,9 @@ from pathlib import Path
 from lnbench.cache_dirs import lnbench_cache_dir, usable_home_folder
 from lnbench.install import install_hint
 from lnbench.rocm import has_rocm_gpu  # the one project-wide check, re-exported here
+from lnbench.zig import zig_binary
 
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
-DEFAULT_ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 
 
 @dataclass(frozen=True)
@@ -57,18 +57,9 @@ def cache_toolkit_dir() -> Path:
     return lnbench_cache_dir() / "toolkit"
 
 
-def _zig_binary() -> Path | None:
-    try:
-        import ziglang  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    zig = Path(ziglang.__file__).parent / ("zig.exe" if os.name == "nt" else "zig")
-    return zig if zig.exists() else None
-
-
 def ensure_ziglang_toolkit(root: Path | None = None) -> Path | None:
     """Create (idempotently) the ziglang-backed toolkit folder; None when ziglang is missing."""
-    zig = _zig_binary()
+    zig = zig_binary()
     if zig is None:
         return None
     root = root or cache_toolkit_dir()

@@ -7,7 +7,6 @@ Modules, one job each:
     worker_main  the worker process entry (`python -m lnbench.perf.worker_main SPEC RESULT`)
     aggregate    median of worker medians, min–max across workers, GB/s, % of peak, speed-up
     peak         `lnbench peak`: measured device-to-device copy bandwidth, cached under results/
-    clocks       read-only nvidia-smi / amd-smi queries (driver, clocks), "unavailable" when absent
     command      the click commands `perf_command` ("perf") and `peak_command` ("peak")
 
 Timing, worker processes, kernel timer and statistics live in lnbench.measure (shared with abi-compare).

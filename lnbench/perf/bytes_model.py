@@ -30,9 +30,9 @@ per buffer equal these terms.
 """
 from __future__ import annotations
 
+from lnbench.constants import OPS, STRATEGIES
 from lnbench.errors import LnbenchUsageError
 
-OPS = ("fwd", "fwd-nostats", "bwd", "fwd+bwd")
 #: fp32 partials and accumulators
 ACCUM_BYTES = 4
 
@@ -85,7 +85,7 @@ def flydsl_bwd_workspace(m: int, n: int, dtype: object, strategy: str, arch: str
     atomic accumulators), for 16-byte aligned tensors; see the module docstring."""
     from lnbench.flydsl import geometry
 
-    if strategy not in ("deterministic", "atomic"):
+    if strategy not in STRATEGIES:
         raise LnbenchUsageError(f"unknown dγ/dβ strategy {strategy!r}; choose deterministic or atomic")
     if m < 1:
         return {}

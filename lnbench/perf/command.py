@@ -15,15 +15,17 @@ from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
                               runs_flydsl, set_kernel_src, source_metadata)
+from lnbench.clocks import gpu_facts
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, console, err_console, guarded,
                                 kernel_source_option, md_option, nothing_ran, output_options, prepare_outputs)
+from lnbench.constants import DTYPES
 from lnbench.device import Device, parse_device
 from lnbench.errors import LnbenchUsageError
+from lnbench.flydsl import preflight
 from lnbench.gpus import devices_metadata, devices_options, parse_devices
 from lnbench.metadata import run_metadata
 from lnbench.perf.aggregate import HEADLINES, failed
 from lnbench.perf.cases import backend_skips, build_cases
-from lnbench.perf.clocks import gpu_facts
 from lnbench.measure import load
 from lnbench.measure.kernel_timer import unavailable_reason
 from lnbench.perf.peak import (PEAK_MIN_LLC_FACTOR, cache_problem, copy_size, default_peak_path, load_peak,
@@ -286,14 +288,14 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
     dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
     shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
     if any(runs_flydsl(name) for name in backend_list) and dev.executes_flydsl:
-        validate.toolkit()                                 # FlyDSL kernels (lnbench's or a kernel source's)
+        preflight.toolkit()                                 # FlyDSL kernels (lnbench's or a kernel source's)
     if any(name in OWN_FLYDSL for name in backend_list) and dev.executes_flydsl:
-        validate.kernel_widths([n for _, n in shape_list], dtype_list)   # lnbench's limits, before any worker starts
+        preflight.kernel_widths([n for _, n in shape_list], dtype_list)   # lnbench's limits, before any worker starts
     eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), "perf"),
                              "--eps" if eps is not None else "config [perf] eps")
     base_seed = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, "perf"),
                               "--seed" if seed is not None else "config [perf] seed")
-    validate.shapes_fit(shape_list, PERF_TENSORS * max(cfg.DTYPES[d].itemsize for d in dtype_list), dev,
+    validate.shapes_fit(shape_list, PERF_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
                         "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
                         1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
     peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
@@ -377,7 +379,7 @@ def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, proc
 
 
 def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
-    """Driver and clocks of every device the run uses (lnbench.perf.clocks), by the name its rows give it."""
+    """Driver and clocks of every device the run uses (lnbench.clocks), by the name its rows give it."""
     import torch
 
     return ({g.gpu: gpu_facts(torch.device(g.slot.process_device) if g.slot else dev.torch_device) for g in groups}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lnbench.backends.base import ALL_OPS
+from lnbench.constants import OPS
 from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
 
@@ -41,10 +41,10 @@ class PerfProtocol(Protocol):
             if mode not in MODES:
                 raise LnbenchUsageError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
         if not self.ops:
-            raise LnbenchUsageError("no op given; choose from " + ", ".join(ALL_OPS))
+            raise LnbenchUsageError("no op given; choose from " + ", ".join(OPS))
         for op in self.ops:
-            if op not in ALL_OPS:
-                raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(ALL_OPS)}")
+            if op not in OPS:
+                raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
 
     def to_dict(self) -> dict[str, Any]:
         out = super().to_dict()

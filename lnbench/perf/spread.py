@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from lnbench.config import DTYPES
+from lnbench.constants import DTYPES
 from lnbench.gpus import GpuSlot, SlotRun, deal, run_spread
 from lnbench.perf.aggregate import add_speedups, build_rows
 from lnbench.perf.bytes_model import op_bytes

@@ -57,7 +57,7 @@ def _workload(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backe
               ) -> tuple[Any, str]:
     """(workload, '') for a case, or (None, why the backend cannot run here)."""
     from lnbench.backends import get_backend
-    from lnbench.config import DTYPES
+    from lnbench.constants import DTYPES
     from lnbench.perf.workloads import build_workload
 
     name = case["backend"]

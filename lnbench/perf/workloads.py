@@ -32,6 +32,7 @@ from typing import Any, Callable
 import torch
 
 from lnbench.backends.base import Backend
+from lnbench.constants import FORWARD_OPS
 from lnbench.measure.cache import free_memory, llc_bytes
 from lnbench.perf.bytes_model import op_bytes
 
@@ -134,7 +135,7 @@ def build_workload(backend: Backend, op: str, mode: str, m: int, n: int, dtype: 
     xs, dys = data["x"], data["dy"]
     w, b = data["weight"], data["bias"]
 
-    if op in ("fwd", "fwd-nostats"):
+    if op in FORWARD_OPS:
         keep = op == "fwd"
         call = lambda i: backend.forward(xs[i], w, b, eps, store_stats=keep)  # noqa: E731
     elif op == "bwd":

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from lnbench import validate
-from lnbench.config import DTYPES
+from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
 
 #: kinds of input rows; every kind runs on every requested shape

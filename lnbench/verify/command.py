@@ -20,11 +20,13 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_i
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.emu.ledger import rows_summary
 from lnbench.errors import LnbenchUsageError
+from lnbench.flydsl import preflight
 from lnbench.metadata import run_metadata
 from lnbench.progress import CommandProgress
 from lnbench.report import Column, fmt_duration, fmt_float, render_table, silent_console, styled_status
 from lnbench.result_sink import ResultSink
 from lnbench.results import SELFTEST, VERIFY, stamp
+from lnbench.tolerance import Tolerance
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
 from lnbench.gpus import devices_metadata, devices_options, parse_devices
@@ -33,7 +35,6 @@ from lnbench.verify.parallel import VerifySpec, run_units
 from lnbench.verify.runner import backend_case_rows, case_label, failed
 from lnbench.verify.summary import EXECUTED, SUMMARY_COLUMNS, status_word, summary_rows, worth_a_look
 from lnbench.verify.selftest import CONTROL, UNDETECTABLE, run_self_test
-from lnbench.verify.tolerance import Tolerance
 
 RESULT_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("case", "case", justify="left"),
@@ -197,9 +198,9 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     names, banner = choose_backends(requested, dev)
     explicit = [name for name in requested if name != "auto"]
     if any(runs_flydsl(name) for name in names):    # FlyDSL kernels, lnbench's or a kernel source's
-        validate.toolkit()
+        preflight.toolkit()
     if any(name in OWN_FLYDSL for name in names):   # known limits of lnbench's kernels, before any compile
-        validate.kernel_widths([n for _, n in shape_list], dtype_list)
+        preflight.kernel_widths([n for _, n in shape_list], dtype_list)
     metadata.update(source_metadata(names))
     if banner:
         console.print(f"[bold yellow]{banner}[/bold yellow]")

@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 from lnbench.gpus import GpuSlot
 from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+from lnbench.tolerance import Tolerance
 from lnbench.verify.cases import Case
-from lnbench.verify.tolerance import Tolerance
 
 #: characters of a dead worker's stderr kept for its error row
 _TAIL_CHARS = 2000

@@ -10,13 +10,13 @@ import torch
 from lnbench.backends import Backend
 from lnbench.backends.base import Availability
 from lnbench.backends.torch_native import TorchBackend
-from lnbench.config import DTYPES
+from lnbench.constants import DTYPES
 from lnbench.device import Device
 from lnbench.emu.ledger import recording, row_columns
 from lnbench.errors import one_line
 from lnbench.reference import TENSORS, reference
+from lnbench.tolerance import Conditioning, Tolerance
 from lnbench.verify.cases import Case, Inputs, make_inputs
-from lnbench.verify.tolerance import Conditioning, Tolerance
 
 AUTOGRAD_TENSORS = ("y", "dx", "dweight", "dbias")
 BACKWARD_TENSORS = ("dx", "dweight", "dbias")

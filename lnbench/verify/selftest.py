@@ -25,10 +25,10 @@ import torch
 
 from lnbench.device import Device
 from lnbench.errors import one_line
+from lnbench.tolerance import Tolerance
 from lnbench.verify.cases import Case
 from lnbench.verify.planted import BUGS, PlantedBackend
 from lnbench.verify.runner import Outputs, judge_case, set_up_case, status_rows
-from lnbench.verify.tolerance import Tolerance
 
 CONTROL = "none"
 #: summary statuses: "ok" (control passes / bug caught), "FAIL", and UNDETECTABLE (the bug changes no output)

@@ -1,4 +1,5 @@
-"""torch.autograd glue: layernorm() over any leading dimensions through the FlyDSL kernels."""
+"""torch.autograd glue over any backend (lnbench's FlyDSL kernels, a kernel source): LayerNorm over any leading
+dimensions, its backward through the backend's own."""
 from __future__ import annotations
 
 from typing import Any
@@ -18,14 +19,6 @@ def to_2d(x: torch.Tensor) -> tuple[torch.Tensor, torch.Size]:
 
 def from_2d(y: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return y.reshape(shape)
-
-
-def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5,
-              abi: str = "pointer") -> torch.Tensor:
-    """LayerNorm over the last dimension (autograd-aware), any leading dimensions; the backward runs the
-    deterministic dγ/dβ strategy."""
-    from lnbench.backends.flydsl_backend import FlyDSLBackend
-    return BackendLayerNormFn.apply(x, weight, bias, float(eps), FlyDSLBackend(abi))
 
 
 class BackendLayerNormFn(torch.autograd.Function):

@@ -1,0 +1,35 @@
+"""The names lnbench is built around, each defined once and imported everywhere else: the target arches, the
+dtypes, the ops and the FlyDSL backward's dγ/dβ strategies."""
+from __future__ import annotations
+
+import torch
+
+#: AMD Instinct targets: MI300X/MI325X (gfx942) and MI350X/MI355X (gfx950); the emulator runs both
+ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
+
+#: canonical dtype name -> torch dtype
+DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+#: torch dtype -> canonical name
+DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
+#: bytes per element, by canonical name
+ELEM_BYTES: dict[str, int] = {name: dtype.itemsize for name, dtype in DTYPES.items()}
+#: every spelling a user may give -> canonical name
+DTYPE_ALIASES: dict[str, str] = {
+    "f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",
+    "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16",
+    "bf16": "bf16", "bfloat16": "bf16",
+}
+
+#: what a LayerNorm backend can run, as perf times it
+OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd", "fwd+bwd")
+#: the ops that are one kernel launch path each (inspect, abi-compare); fwd+bwd is the autograd composite
+KERNEL_OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
+#: the forward ops (with and without saved stats)
+FORWARD_OPS: tuple[str, ...] = ("fwd", "fwd-nostats")
+
+#: dγ/dβ strategies of the FlyDSL backward: a second reduce kernel (bitwise reproducible) or fp32 atomics
+STRATEGIES: tuple[str, ...] = ("deterministic", "atomic")
+
+#: instruction classes of an executed kernel's profile (the emulator counts each executed instruction in one)
+INSTRUCTION_CLASSES: tuple[str, ...] = ("salu", "valu", "vmem_load", "vmem_store", "smem", "lds", "cross_lane",
+                                        "branch", "sync")

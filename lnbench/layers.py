@@ -1,0 +1,73 @@
+"""lnbench's layering: each package or module in a numbered layer; a module may import its own layer or lower
+ones, never a higher one (tests/test_layering.py checks every import, top level and inside functions).
+
+    0  leaf utilities     errors, constants, validate, results (the result model), report, markdown, processes, ...
+    1  configuration      config: the packaged defaults, a user file, shapes and dtypes
+    2  emulator           emu: the emulated CDNA device
+    3  device             device (the Device value commands ask questions of), metadata
+    4  kernels            flydsl: kernel math, launch geometry, launch/ABI, inspection, pre-flight checks
+    5  backends           backends (the registry and every backend), reference, tolerance
+    6  measurement        measure: protocol, timing, worker processes, kernel timer, statistics
+    7  command plumbing   cli_common, result_sink, env, gpus (--devices), shard (--shard)
+    8  commands           perf, verify, abi, compare, plot, merge, inspect, config, env: side by side, none importing
+                          another's internals (COMMANDS, SHARED)
+    9  entry point        cli
+"""
+from __future__ import annotations
+
+#: package or module -> layer; the longest matching prefix of a module's dotted name decides
+LAYERS: dict[str, int] = {
+    "lnbench": 0, "lnbench.layers": 0, "lnbench.errors": 0, "lnbench.constants": 0, "lnbench.validate": 0,
+    "lnbench.report": 0, "lnbench.progress": 0, "lnbench.processes": 0, "lnbench.cache_dirs": 0,
+    "lnbench.install": 0, "lnbench.rocm": 0, "lnbench.zig": 0, "lnbench.fast_help": 0, "lnbench.backend_table": 0,
+    "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0,
+    "lnbench.config": 1,
+    "lnbench.emu": 2,
+    "lnbench.device": 3, "lnbench.metadata": 3,
+    "lnbench.flydsl": 4,
+    "lnbench.backends": 5, "lnbench.reference": 5, "lnbench.tolerance": 5,
+    "lnbench.measure": 6,
+    "lnbench.cli_common": 7, "lnbench.result_sink": 7, "lnbench.env": 7, "lnbench.gpus": 7, "lnbench.shard": 7,
+    "lnbench.perf": 8, "lnbench.verify": 8, "lnbench.abi": 8, "lnbench.compare": 8, "lnbench.plot": 8,
+    "lnbench.merge": 8, "lnbench.inspect_command": 8, "lnbench.config_command": 8, "lnbench.env_command": 8,
+    "lnbench.cli": 9,
+}
+
+#: the commands of layer 8: none imports another's modules (what they share lives in a lower layer)
+COMMANDS: tuple[str, ...] = ("lnbench.perf", "lnbench.verify", "lnbench.abi", "lnbench.compare", "lnbench.plot",
+                             "lnbench.merge", "lnbench.inspect_command", "lnbench.config_command",
+                             "lnbench.env_command")
+
+#: (importer prefix, imported module) -> why one command may use that module of another
+SHARED: dict[tuple[str, str], str] = {
+    ("lnbench.plot", "lnbench.compare.results"):
+        "the result-file reader (load_result, ResultFile, column checks) that plot and compare both use",
+    ("lnbench.merge", "lnbench.compare.results"): "the same result-file reader",
+    ("lnbench.merge", "lnbench.compare.match"):
+        "what makes two result files comparable (device_name, protocol), the rule compare matches runs by",
+}
+
+#: (module, imported module) -> why an upward import is allowed
+EXEMPT: dict[tuple[str, str], str] = {
+    ("lnbench", "lnbench.backends.flydsl_backend"):
+        "the package's public `lnbench.layernorm`, imported lazily inside that function, so `import lnbench` "
+        "(which every module's import runs, and which modules read __version__ and __file__ from) stays a leaf",
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a dotted lnbench module name (None when no prefix of it below the package is declared: the
+    package's own entry, `lnbench`, is its __init__ alone)."""
+    if module == "lnbench":
+        return LAYERS[module]
+    name = module
+    while "." in name:
+        if name in LAYERS:
+            return LAYERS[name]
+        name = name.rpartition(".")[0]
+    return None
+
+
+def command_of(module: str) -> str | None:
+    """The command package or module `module` belongs to, else None."""
+    return next((c for c in COMMANDS if module == c or module.startswith(c + ".")), None)

@@ -1,0 +1,169 @@
+"""lnbench's import structure: no import circle among its modules, and no module importing one that stands in a
+higher layer (lnbench.layers.LAYERS), and no command importing another command's modules. Every import counts: top level and inside functions, `import lnbench.x`,
+`from lnbench.x import y` and relative imports. Parsed with `ast`, so nothing is imported to check it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from lnbench.layers import EXEMPT, SHARED, command_of, layer_of
+
+PACKAGE = Path(__file__).resolve().parent.parent / "lnbench"
+
+
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the lnbench package."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = module_files()
+
+
+def _owner(name: str) -> str:
+    """The lnbench module that `name` (a module, or a name inside one) lives in."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports_in(source: str, module: str, is_package: bool = False) -> list[tuple[str, int]]:
+    """(imported lnbench module, line) for every import statement in `source`, the text of `module`, wherever
+    the statement stands (module level, function, class, `if`)."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(_owner(a.name), node.lineno) for a in node.names if a.name.split(".")[0] == "lnbench"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:                   # relative: `from . import x`, `from ..perf import y`
+                parts = package.split(".")
+                base = parts[: len(parts) - (node.level - 1)]
+                source_module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source_module = node.module or ""
+            if source_module.split(".")[0] != "lnbench":
+                continue
+            for alias in node.names:         # `from lnbench.x import y`: y may be a submodule
+                name = f"{source_module}.{alias.name}"
+                found.append((name if name in MODULES else _owner(source_module), node.lineno))
+    return sorted({(target, line) for target, line in found if target != module}, key=lambda e: (e[1], e[0]))
+
+
+def imports_of(module: str) -> list[tuple[str, int]]:
+    path = MODULES[module]
+    return imports_in(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def test_the_import_parser_sees_every_kind_of_import():
+    edges = {target for target, _ in GRAPH["lnbench.perf.command"]}
+    assert "lnbench.measure.protocol" in edges                 # from lnbench.measure.protocol import ...
+    assert "lnbench.measure.load" in edges                     # from lnbench.measure import load (a submodule)
+    assert "lnbench.flydsl.launch" in {t for t, _ in GRAPH["lnbench.backends.flydsl_backend"]}   # in a function
+    assert "lnbench.emu.ops_vector" in {t for t, _ in GRAPH["lnbench.emu.semantics"]}            # in a function
+
+
+def test_the_import_parser_resolves_relative_and_nested_imports():
+    source = """
+import os
+import lnbench.measure.timing
+from . import workers
+from .. import errors
+from ..perf.protocol import PerfProtocol
+from lnbench.measure import stats, cache
+def f():
+    from lnbench.report import plain_number
+    import lnbench
+"""
+    found = imports_in(source, "lnbench.measure.load")
+    assert [t for t, _ in found] == ["lnbench.measure.timing", "lnbench.measure.workers", "lnbench.errors",
+                                     "lnbench.perf.protocol", "lnbench.measure.cache", "lnbench.measure.stats",
+                                     "lnbench.report", "lnbench"]
+    assert [t for t, _ in imports_in("from . import timing", "lnbench.measure", is_package=True)] == \
+        ["lnbench.measure.timing"]
+
+
+def _cycle() -> list[str] | None:
+    """One import circle among lnbench's modules (its modules in order, first repeated at the end), or None."""
+    adjacency = {m: sorted({t for t, _ in GRAPH[m] if (m, t) not in EXEMPT}) for m in GRAPH}
+    state: dict[str, int] = {}            # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in adjacency[node]:
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for module in sorted(adjacency):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_no_import_circle():
+    cycle = _cycle()
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if layer_of(m) is None] == []
+    assert layer_of("lnbench.undeclared_module") is None        # the package's own layer covers only its __init__
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = [f"{m} (layer {layer_of(m)}) imports {t} (layer {layer_of(t)}) at line {line}"
+              for m in GRAPH for t, line in GRAPH[m]
+              if (m, t) not in EXEMPT and layer_of(t) > layer_of(m)]
+    assert not upward, "\n".join(upward)
+
+
+def _cross_command() -> list[str]:
+    out = []
+    for module in GRAPH:
+        for target, line in GRAPH[module]:
+            mine, theirs = command_of(module), command_of(target)
+            if mine and theirs and mine != theirs and (mine, target) not in SHARED:
+                out.append(f"{module} imports {target} (another command's module) at line {line}")
+    return out
+
+
+def test_no_command_imports_another_commands_modules():
+    crossing = _cross_command()
+    assert not crossing, "\n".join(crossing)
+
+
+@pytest.mark.parametrize("edge", sorted(EXEMPT) + sorted(SHARED))
+def test_each_exemption_is_still_needed(edge):
+    importer, target = edge
+    users = [m for m in GRAPH if m == importer or m.startswith(importer + ".")]
+    assert any(target in {t for t, _ in GRAPH[m]} for m in users), f"{importer} no longer imports {target}: drop it"
+
+
+def test_the_checks_catch_an_upward_import_a_circle_and_a_cross_command_import(monkeypatch):
+    """The rules fail where they should: a measurement module importing a command, a two-module circle, and
+    abi importing perf's worker entry."""
+    monkeypatch.setitem(GRAPH, "lnbench.measure.stats", [*GRAPH["lnbench.measure.stats"], ("lnbench.perf.command", 1)])
+    with pytest.raises(AssertionError, match="lnbench.measure.stats .layer 6. imports lnbench.perf.command"):
+        test_no_module_imports_a_higher_layer()
+    monkeypatch.setitem(GRAPH, "lnbench.errors", [("lnbench.report", 1)])       # report imports errors
+    assert set(_cycle() or []) == {"lnbench.errors", "lnbench.report"}
+    monkeypatch.setitem(GRAPH, "lnbench.abi.command", [*GRAPH["lnbench.abi.command"], ("lnbench.perf.worker_main", 1)])
+    assert _cross_command() == ["lnbench.abi.command imports lnbench.perf.worker_main (another command's module) "
+                                "at line 1"]
