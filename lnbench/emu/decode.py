@@ -63,11 +63,28 @@ def _dpp_fields(word: int) -> dict[str, int]:
             "src1_abs": (word >> 23) & 1, "bank_mask": (word >> 24) & 0xF, "row_mask": (word >> 28) & 0xF}
 
 
+#: decoded instructions by the bytes the decoder saw (the 16 from the PC on, and how many of them are code):
+#: kernels compiled from one source share most instructions, and tinygrad's decoder is slow (~0.1 ms each)
+_decoded: dict[tuple[bytes, int], tuple[int, str, str, dict[str, int], dict[str, int], int | None]] = {}
+
+
 def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
     """Decode the instruction at byte offset `pc` of `code`."""
-    from tinygrad.renderer.amd import decode_inst  # imported lazily: only the emulator needs tinygrad
     if pc < 0 or pc + 4 > len(code):
         raise EmulatorFault(f"{kernel}: PC 0x{pc:x} is outside the kernel's code", kernel=kernel, pc=pc)
+    key = (bytes(code[pc:pc + 16]), min(16, len(code) - pc))
+    hit = _decoded.get(key)
+    if hit is None:
+        if len(_decoded) >= 1 << 18:                       # bounded: a long-lived process decoding many kernels
+            _decoded.clear()
+        hit = _decoded[key] = _decode(code, pc, kernel)
+    size, name, fmt, fields, widths, literal = hit
+    return Instr(pc=pc, size=size, name=name, fmt=fmt, f=dict(fields), widths=dict(widths), literal=literal)
+
+
+def _decode(code: bytes, pc: int, kernel: str) -> tuple[int, str, str, dict[str, int], dict[str, int], int | None]:
+    """(size, name, format, fields, widths, literal) of the instruction at `pc`, from tinygrad's decoder."""
+    from tinygrad.renderer.amd import decode_inst  # imported lazily: only the emulator needs tinygrad
     try:
         raw = decode_inst(bytes(code[pc:pc + 16]).ljust(16, b"\0"), "cdna")
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a fault at this PC
@@ -100,8 +117,7 @@ def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
         else:
             raise EmulatorFault(f"{kernel}: {name} at PC 0x{pc:x}: its {'SDWA' if fields['src0'] == _SDWA else 'DPP'} "
                                 f"word is not decoded", kernel=kernel, pc=pc)
-    return Instr(pc=pc, size=size, name=name, fmt=fmt, f=fields, widths=widths,
-                 literal=None if lit is None else int(lit) & 0xFFFFFFFF)
+    return size, name, fmt, fields, widths, None if lit is None else int(lit) & 0xFFFFFFFF
 
 
 def _mark_agprs(raw: Any, name: str, fields: dict[str, int], pc: int, kernel: str) -> None:

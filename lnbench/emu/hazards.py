@@ -58,6 +58,10 @@ class Access:
     kind: int = -1               # VM, LDS, SMEM for a memory instruction, else -1
     loads: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # where the operation's data lands
     lds_store: bool = False
+    #: reads, writes and loads as bit masks over the unified indices (a cheap first test per instruction)
+    read_bits: int = 0
+    write_bits: int = 0
+    load_bits: int = 0
 
 
 def _code_regs(code: int, width: int, acc_base: int) -> list[int]:
@@ -136,7 +140,16 @@ def access_of(ins: Instr, recorded_reads: list[tuple[int, int]], recorded_writes
         reads += direct
         writes = [r for r in writes if r not in loads]        # the handler's immediate write is the late one
     arr = lambda xs: np.asarray(sorted(set(xs)), np.int64)    # noqa: E731
-    return Access(arr(reads), arr(writes), kind, arr(loads), ins.name.startswith("ds_write"))
+    return Access(arr(reads), arr(writes), kind, arr(loads), ins.name.startswith("ds_write"),
+                  _bits(reads), _bits(writes), _bits(loads))
+
+
+def _bits(regs: list[int]) -> int:
+    """A bit mask with bit r set for every unified register index r."""
+    mask = 0
+    for r in regs:
+        mask |= 1 << r
+    return mask
 
 
 def waitcnt_fields(simm16: int) -> tuple[int, int, int]:
@@ -170,6 +183,7 @@ class WaitcntChecker:
         self.op_name: dict[int, str] = {}                    # producer PC -> opcode
         self.live = False                                    # some wave may have an operation outstanding
         self.maybe = np.zeros(regs, bool)                    # registers some wave may still be waiting for
+        self.maybe_bits = 0                                  # the same as a bit mask
 
     # ------------------------------------------------------------ per instruction
     def check(self, ins: Instr, acc: Access, sel: slice | np.ndarray) -> None:
@@ -181,11 +195,12 @@ class WaitcntChecker:
             if acc.kind >= 0:
                 self._issue(ins, acc, sel)
             return
-        if acc.reads.size:
+        maybe = self.maybe_bits
+        if maybe & acc.read_bits:
             self._check_regs(ins, acc.reads, sel, "reads")
-        if acc.writes.size:
+        if maybe & acc.write_bits:
             self._check_regs(ins, acc.writes, sel, "overwrites")
-        if acc.loads.size:
+        if maybe & acc.load_bits:
             self._check_regs(ins, acc.loads, sel, "loads into", same_kind_ok=acc.kind)
         if ins.name == "s_barrier":
             self._check_barrier(ins, sel)
@@ -200,8 +215,7 @@ class WaitcntChecker:
 
     def _check_regs(self, ins: Instr, regs: np.ndarray, sel: slice | np.ndarray, verb: str,
                     same_kind_ok: int = -1) -> None:
-        if not self.maybe[regs].any():
-            return
+        regs = regs[self.maybe[regs]]                      # only registers some wave may still wait for
         bad, score, kind = self._pending(regs, sel)
         if same_kind_ok in IN_ORDER:
             bad &= kind != same_kind_ok                    # in-order loads of one kind land in issue order
@@ -246,6 +260,7 @@ class WaitcntChecker:
             self.kind[rows, acc.loads[None, :]] = k
             self.pc[rows, acc.loads[None, :]] = ins.pc
             self.maybe[acc.loads] = True
+            self.maybe_bits |= acc.load_bits
         if acc.lds_store:
             self.lds_store[sel] = self.issued[sel, LDS]
             self.lds_store_pc[sel] = ins.pc
@@ -264,3 +279,4 @@ class WaitcntChecker:
         regs = np.flatnonzero(self.maybe)
         if regs.size:                                        # drop the registers no wave waits for any more
             self.maybe[regs] = self._pending(regs, slice(None))[0].any(axis=0)
+            self.maybe_bits = _bits(np.flatnonzero(self.maybe).tolist())

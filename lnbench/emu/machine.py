@@ -202,20 +202,29 @@ def _configure(w: Waves, on: tuple[str, ...]) -> None:
 def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[int, Access],
                hz: WaitcntChecker | None = None) -> None:
     counts = profile.wave_instructions
+    opcodes = profile.opcodes
     n = w.n
+    #: (pc, sel, k) while every runnable wave sits at one PC: the next step needs no search. Only s_barrier and
+    #: s_endpgm change which waves are runnable, and a branch that sends the waves apart ends it.
+    together: tuple[int, slice | np.ndarray, int] | None = None
     for _ in range(MAX_STEPS):
         check_stop()            # a stop signal swallowed by the launch callback raises again here (processes.py)
-        runnable = w.alive & ~w.waiting
-        if not runnable.any():
-            if w.alive.any():
-                raise EmulatorFault(f"{prog.kernel}: deadlock: waves wait at s_barrier for waves that never arrive",
-                                    kernel=prog.kernel)
-            return
-        pcs = np.where(runnable, w.PC, _NO_PC)
-        pc = int(pcs.min())
-        here = pcs == pc
-        k = int(here.sum())
-        sel: slice | np.ndarray = slice(None) if k == n else np.flatnonzero(here)
+        if together is None:
+            runnable = w.alive & ~w.waiting
+            if not runnable.any():
+                if w.alive.any():
+                    raise EmulatorFault(f"{prog.kernel}: deadlock: waves wait at s_barrier for waves that never "
+                                        f"arrive", kernel=prog.kernel)
+                return
+            pcs = np.where(runnable, w.PC, _NO_PC)
+            pc = int(pcs.min())
+            here = pcs == pc
+            k = int(here.sum())
+            sel: slice | np.ndarray = slice(None) if k == n else np.flatnonzero(here)
+            all_runnable = k == int(runnable.sum())
+        else:
+            pc, sel, k = together
+            all_runnable = True
         try:
             ins = prog.at(pc)
             acc = accesses.get(pc)
@@ -232,12 +241,24 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[i
             raise _located(exc, prog.kernel, pc, prog) from None
         except Exception as exc:  # noqa: BLE001 - a handler bug is still a fault at this PC, not a crash
             raise _located(EmulatorFault(f"{type(exc).__name__}: {exc}"), prog.kernel, pc, prog) from exc
-        w.PC[sel] = pc + ins.size if st.next_pc is None else st.next_pc
-        counts[OP_CLASS[ins.name]] += k
-        profile.opcodes[ins.name] += k
+        name = ins.name
+        nxt = st.next_pc
+        if nxt is None:
+            nxt = pc + ins.size
+        elif not isinstance(nxt, int):
+            first = int(nxt[0])
+            if not (nxt == first).all():                      # the waves branch apart
+                all_runnable = False
+            nxt = first if all_runnable else nxt
+        w.PC[sel] = nxt
+        counts[OP_CLASS[name]] += k
+        opcodes[name] += k
         profile.steps += 1
-        if ins.name in ("s_barrier", "s_endpgm"):
+        if name == "s_barrier" or name == "s_endpgm":
             _release_barriers(w, w.group[sel])
+            together = None
+        else:
+            together = (nxt, sel, k) if all_runnable else None
     raise EmulatorFault(f"{prog.kernel}: more than {MAX_STEPS} steps (an endless loop?)", kernel=prog.kernel)
 
 

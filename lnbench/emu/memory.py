@@ -74,6 +74,8 @@ class RaceShadow:
     def __init__(self, size: int) -> None:
         self.modifier = np.full(size, NONE, np.int32)
         self.reader = np.full(size, NONE, np.int32)
+        self.modified = False       # some byte has a modifier (skip the modifier test while none has)
+        self.read = False           # some byte has a reader
 
 
 @dataclass
@@ -311,50 +313,57 @@ class Memory:
 
     def _race(self, reg: Region, where: np.ndarray, groups: np.ndarray | None, idx: np.ndarray, what: str,
               mode: str) -> None:
-        """The cross-workgroup race checker for one access to `reg` (mode: load, store or atomic)."""
+        """The cross-workgroup race checker for one access to `reg` (mode: load, store or atomic); `where`: the
+        byte offsets, one row per lane."""
         if groups is None:
             raise EmulatorFault(f"{what}: the race checker needs the workgroup of each access (handler bug)")
         shadow = self._shadows.get(id(reg))
         if shadow is None:
             shadow = self._shadows[id(reg)] = RaceShadow(reg.size)
-        g = np.broadcast_to(groups[idx].astype(np.int32)[:, None], where.shape)
-        flat, gf = where.reshape(-1), g.reshape(-1)
-        m = shadow.modifier[flat]
-        own_atomic = -3 - gf
-        if mode == "atomic":
-            bad_m = (m >= 0) & (m != gf)                  # another workgroup's plain store
-        else:
-            bad_m = (m != NONE) & (m != gf) & (m != own_atomic)
-        self._race_fault(bad_m, m, flat, gf, reg, what, modifier=True)
-        if mode != "load":
-            r = shadow.reader[flat]
-            self._race_fault((r != NONE) & (r != gf), r, flat, gf, reg, what, modifier=False)
+        where = where.reshape(where.shape[0], -1)
+        g = groups[idx].astype(np.int32)[:, None]         # each lane's workgroup, broadcast over its bytes
+        if shadow.modified:                                # (a buffer no one modified yet has nothing to clash with)
+            m = shadow.modifier[where]
+            if mode == "atomic":
+                bad_m = (m >= 0) & (m != g)                   # another workgroup's plain store
+            else:
+                bad_m = (m != NONE) & (m != g) & (m != -3 - g)
+            self._race_fault(bad_m, m, where, g, reg, what, modifier=True)
+        if mode != "load" and shadow.read:
+            r = shadow.reader[where]
+            self._race_fault((r != NONE) & (r != g), r, where, g, reg, what, modifier=False)
         if mode == "store":
-            shadow.modifier[flat] = gf
-            back = shadow.modifier[flat]           # two workgroups storing one byte in this very access
-            clash = back != gf
+            shadow.modified = True
+            shadow.modifier[where] = np.broadcast_to(g, where.shape)
+            back = shadow.modifier[where]          # two workgroups storing one byte in this very access
+            clash = back != g
             if clash.any():
-                i = int(np.flatnonzero(clash)[0])
-                raise GlobalRace(f"global race: workgroups {self.group_name(int(gf[i]))} and "
-                                 f"{self.group_name(int(back[i]))} both {what} byte offset {int(flat[i])} of "
+                i, j = (int(v) for v in np.argwhere(clash)[0])
+                raise GlobalRace(f"global race: workgroups {self.group_name(int(g[i, 0]))} and "
+                                 f"{self.group_name(int(back[i, j]))} both {what} byte offset {int(where[i, j])} of "
                                  f"'{reg.name}' in this launch (no atomics order them)")
         elif mode == "atomic":
-            mine = (m == NONE) | (m == gf) | (m == own_atomic)
-            shadow.modifier[flat] = np.where(mine, own_atomic, SEVERAL)
+            m = shadow.modifier[where]
+            own_atomic = -3 - g
+            mine = (m == NONE) | (m == g) | (m == own_atomic)
+            shadow.modified = True
+            shadow.modifier[where] = np.where(mine, own_atomic, SEVERAL)
         else:
-            r = shadow.reader[flat]
-            shadow.reader[flat] = np.where((r == NONE) | (r == gf), gf, SEVERAL)
+            shadow.read = True
+            r = shadow.reader[where]
+            shadow.reader[where] = np.where((r == NONE) | (r == g), g, SEVERAL)
 
-    def _race_fault(self, bad: np.ndarray, prev_of: np.ndarray, flat: np.ndarray, gf: np.ndarray, reg: Region,
+    def _race_fault(self, bad: np.ndarray, prev_of: np.ndarray, where: np.ndarray, g: np.ndarray, reg: Region,
                     what: str, modifier: bool) -> None:
         if not bad.any():
             return
-        i = int(np.flatnonzero(bad)[0])
-        prev = int(prev_of[i])
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        prev = int(prev_of[i, j])
         if prev == SEVERAL:
             by = "several other workgroups"
         else:
             by = f"workgroup {self.group_name(prev if prev >= 0 else -3 - prev)}"
         verb = ("stored" if prev >= 0 else "added to atomically") if modifier else "loaded"
-        raise GlobalRace(f"global race: workgroup {self.group_name(int(gf[i]))} {what}s byte offset "
-                         f"{int(flat[i])} of '{reg.name}', which {by} {verb} in this launch (no atomics order them)")
+        raise GlobalRace(f"global race: workgroup {self.group_name(int(g[i, 0]))} {what}s byte offset "
+                         f"{int(where[i, j])} of '{reg.name}', which {by} {verb} in this launch (no atomics order "
+                         f"them)")

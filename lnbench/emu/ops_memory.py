@@ -299,62 +299,69 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
     A write that stores the value the dword already holds (several waves writing the same value, as some
     kernels do on purpose) cannot change what any wave reads, whatever the order: it is benign, counted
     in the profile (`lds_benign_writes`), not a fault. `values`: the dwords a write stores, (n, parts*ndw).
+
+    Every wave of a workgroup has the workgroup's epoch (barrier releases raise them together) and a key is
+    never from a later epoch, so "another wave, this epoch" is key >= epoch << 32 and key != this wave's key.
     """
     if not LDS_RACE_CHECK["on"]:
         return
     w = st.w
+    n_dw = w.lds_wkey.shape[1]
     d = (addrs[:, :, None] // 4 + np.arange(ndw)).reshape(addrs.shape[0], -1)   # (n, parts*ndw) dwords
-    g = groups[:, None]                                                          # broadcast over d's columns
-    who = w.wave_id[wave_rows][:, None]
-    ep = w.epoch[wave_rows][:, None]
-    mine = (ep << 32) | who
-    last_w = w.lds_wkey[g, d]
-    other_w = ((last_w >> 32) == ep) & ((last_w & _LOW) != who)        # written by another wave this epoch
+    flat = d + (groups * n_dw)[:, None]                                         # into the (groups, n_dw) keys
+    who = w.wave_id[wave_rows]
+    lo = (w.epoch[wave_rows] << 32)[:, None]                                    # this epoch's smallest key
+    mine = lo | who[:, None]
+    wkeys, rkeys = w.lds_wkey.reshape(-1), w.lds_rkey.reshape(-1)
+    last_w = wkeys[flat]
+    other_w = (last_w >= lo) & (last_w != mine)                        # written by another wave this epoch
     if not write:
         if other_w.any():
             i, j = (int(v) for v in np.argwhere(other_w)[0])
-            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i, 0]))} reads LDS dword {int(d[i, j])} written "
+            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} reads LDS dword {int(d[i, j])} written "
                                 f"by {_wave_name(w, int(last_w[i, j] & _LOW))} with no s_barrier between them")
-        prev = w.lds_rkey[g, d]
-        several = ((prev >> 32) == ep) & ((prev & _LOW) != who)
-        w.lds_rkey[g, d] = np.where(several, (ep << 32) | SEVERAL_READERS, mine)
+        prev = rkeys[flat]
+        several = (prev >= lo) & (prev != mine)
+        rkeys[flat] = np.where(several, lo | SEVERAL_READERS, mine)
         return
     new = np.asarray(values).reshape(d.shape).astype(np.uint32)
-    lds32 = w.lds.view("<u4") if w.lds.shape[1] % 4 == 0 else None
+    lds32 = w.lds.view("<u4").reshape(-1) if w.lds.shape[1] % 4 == 0 else None
     if lds32 is not None:
-        held = lds32[g, d]
+        held = lds32[flat]
     else:
+        g = groups[:, None]
         held = w.lds[g[:, :, None], 4 * d[:, :, None] + np.arange(4)].copy().view("<u4")[..., 0]
-    last_r = w.lds_rkey[g, d]
-    other_r = ((last_r >> 32) == ep) & ((last_r & _LOW) != who)
+    last_r = rkeys[flat]
+    other_r = (last_r >= lo) & (last_r != mine)
     changes = new != held
-    clash = (other_w | other_r) & changes
+    touched = other_w | other_r
+    clash = touched & changes
     if clash.any():
         i, j = (int(v) for v in np.argwhere(clash)[0])
         after_write = bool(other_w[i, j])
         other = int((last_w if after_write else last_r)[i, j] & _LOW)
         other_name = "several waves" if other == SEVERAL_READERS else _wave_name(w, other)
-        raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i, 0]))} writes LDS dword {int(d[i, j])} (value "
+        raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} writes LDS dword {int(d[i, j])} (value "
                             f"0x{int(new[i, j]):08x}, was 0x{int(held[i, j]):08x}) that {other_name} "
                             f"{'wrote' if after_write else 'read'} with no s_barrier between them")
-    benign = int(((other_w | other_r) & ~changes).sum())
-    w.lds_wkey[g, d] = mine
-    dup = w.lds_wkey[g, d] != mine                 # two waves of one step writing the same dword: one lost
+    benign = int(np.count_nonzero(touched))        # no clash: every touched dword keeps its value
+    mine_all = np.broadcast_to(mine, flat.shape)
+    wkeys[flat] = mine_all
+    winners = wkeys[flat]
+    dup = winners != mine_all                      # two waves of one step writing the same dword: one lost
     if dup.any():
-        winners = w.lds_wkey[g, d]
         if lds32 is not None:                      # the values that won: store them now (ds_write stores them again)
-            lds32[g, d] = new
-            won = lds32[g, d]
+            lds32[flat] = new
+            won = lds32[flat]
         else:
             won = np.zeros(d.shape, np.uint32)
-            flat = (np.broadcast_to(g, d.shape) * w.lds_wkey.shape[1] + d).ravel()
-            last = {int(f): int(v) for f, v in zip(flat, new.ravel())}
-            won.ravel()[:] = [last[int(f)] for f in flat]
+            last = {int(f): int(v) for f, v in zip(flat.ravel(), new.ravel())}
+            won.ravel()[:] = [last[int(f)] for f in flat.ravel()]
         step_clash = dup & (won != new)
         if step_clash.any():
             i, j = (int(v) for v in np.argwhere(step_clash)[0])
-            a, b = sorted((int(who[i, 0]), int(winners[i, j] & _LOW)))
-            va, vb = (int(new[i, j]), int(won[i, j])) if a == int(who[i, 0]) else (int(won[i, j]), int(new[i, j]))
+            a, b = sorted((int(who[i]), int(winners[i, j] & _LOW)))
+            va, vb = (int(new[i, j]), int(won[i, j])) if a == int(who[i]) else (int(won[i, j]), int(new[i, j]))
             raise EmulatorFault(f"LDS race: {_wave_name(w, a)} and {_wave_name(w, b)} write different values "
                                 f"(0x{va:08x}, 0x{vb:08x}) to LDS dword {int(d[i, j])} in one step with no s_barrier "
                                 f"between them")
@@ -396,12 +403,14 @@ def _lds_initcheck(st: Step, groups: np.ndarray, addrs: np.ndarray, nbytes: int,
     """initcheck for LDS: a read of bytes no wave of the workgroup has written is a fault."""
     written = st.w.lds_written
     if written.shape[1] % 4 == 0 and nbytes % 4 == 0 and not (addrs & 3).any():   # whole dwords: 4 flags at once
-        where = (addrs[:, :, None] // 4 + np.arange(nbytes // 4)).reshape(addrs.shape[0], -1)
         flags, full = written.view("<u4"), np.uint32(0x01010101)
+        where = (addrs[:, :, None] // 4 + np.arange(nbytes // 4)).reshape(addrs.shape[0], -1)
+        where += (groups * flags.shape[1])[:, None]
+        flags = flags.reshape(-1)
         if write:
-            flags[groups[:, None], where] = full
+            flags[where] = full
             return
-        if (flags[groups[:, None], where] == full).all():
+        if (flags[where] == full).all():
             return
     where = (addrs[:, :, None] + np.arange(nbytes)).reshape(addrs.shape[0], -1)
     g = groups[:, None]
@@ -422,7 +431,7 @@ def ds_read(st: Step) -> None:
     lds32 = _lds_dwords(st, addrs)
     if lds32 is not None:                      # dword-aligned: gather dwords, not bytes
         dw = (addrs[:, :, None] // 4 + np.arange(count)).reshape(rows.size, -1)
-        values = lds32[groups[:, None], dw]
+        values = lds32.reshape(-1)[dw + (groups * lds32.shape[1])[:, None]]
     else:
         parts = [st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] for i in range(addrs.shape[1])]
         values = np.ascontiguousarray(np.concatenate(parts, axis=1)).view("<u4").reshape(rows.size, -1)

@@ -493,7 +493,9 @@ def _pk_src(st: Step, i: int) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) float32 lanes of a packed-f32 source after op_sel/op_sel_hi and neg/neg_hi."""
     f = st.ins.f
     code = [f["src0"], f["src1"], f["src2"]][i]
-    if code >= 256 or code < 128:
+    if code >= 256:                                # a VGPR pair: its two registers as they are
+        d0, d1 = st.vval(code), st.vval(code + 1)
+    elif code < 128:
         pair = st.vval64(code)
         d0 = (pair & U64(M32)).astype(U32)
         d1 = (pair >> U64(32)).astype(U32)
