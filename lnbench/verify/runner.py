@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -84,21 +85,30 @@ def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     return Outputs({"y": y.detach(), "dx": x.grad, "dweight": w.grad, "dbias": b.grad}, problems)
 
 
-def max_errors(got: torch.Tensor | None, ref: torch.Tensor) -> tuple[float, float]:
+def max_errors(got: torch.Tensor | None, ref: torch.Tensor,
+               scale: torch.Tensor | None = None) -> tuple[float, float]:
     """(max abs error, max rel error) against the fp64 reference; NaN/Inf or a shape mismatch is inf.
 
-    Relative error divides by max(|ref|, 1e-3 * max|ref|) so that near-zero elements do not dominate.
+    Relative error divides by max(|ref|, 1e-3 * max|ref|) so that near-zero elements do not dominate
+    (`scale`: that divisor, when the caller keeps it for several tensors judged against one reference).
     """
     if got is None or got.numel() != ref.numel():
         return math.inf, math.inf
     if ref.numel() == 0:
         return 0.0, 0.0
-    diff = (got.detach().double().reshape(ref.shape) - ref).abs()
-    if not bool(torch.isfinite(diff).all()):
+    diff = got.detach().double().reshape(ref.shape) - ref
+    diff.abs_()
+    worst = float(diff.max())              # NaN anywhere makes the max NaN, an Inf makes it Inf
+    if not math.isfinite(worst):
         return math.inf, math.inf
-    floor = max(float(ref.abs().max()) * 1e-3, 1e-30)
-    rel = diff / ref.abs().clamp_min(floor)
-    return float(diff.max()), float(rel.max())
+    return worst, float(diff.div_(relative_scale(ref) if scale is None else scale).max())
+
+
+def relative_scale(ref: torch.Tensor) -> torch.Tensor:
+    """max(|ref|, 1e-3 * max|ref|) elementwise (never below 1e-30): what max_errors divides by."""
+    magnitude = ref.abs()
+    floor = max(float(magnitude.max()) * 1e-3, 1e-30)
+    return magnitude.clamp_min_(floor)
 
 
 def conditioning(case: Case, inp: Inputs, ref: dict[str, torch.Tensor]) -> Conditioning:
@@ -115,16 +125,22 @@ def conditioning(case: Case, inp: Inputs, ref: dict[str, torch.Tensor]) -> Condi
 
 
 def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Tensor],
-               tol: Tolerance, deterministic: bool, cond: Conditioning | None = None) -> list[dict[str, Any]]:
-    """One row per tensor: errors, allowed error under the pass rule, margin and status."""
+               tol: Tolerance, deterministic: bool, cond: Conditioning | None = None,
+               memo: dict[tuple[str, str], Any] | None = None) -> list[dict[str, Any]]:
+    """One row per tensor: errors, allowed error under the pass rule, margin and status. `memo` (a dict kept
+    with the case's set-up) keeps what does not depend on the backend judged: torch's errors, the divisors."""
     rows = []
     names = AUTOGRAD_TENSORS if case.kind == "autograd-3d" else TENSORS
+    memo = {} if memo is None else memo
     for name in names:
         if name in got.not_run:
             rows.extend({**row, "tensor": name} for row in status_rows(case, "not run", got.not_run[name]))
             continue
-        err, rel = max_errors(got.tensors.get(name), ref[name])
-        torch_err, _ = max_errors(base.tensors.get(name), ref[name])
+        if ("scale", name) not in memo:
+            memo[("scale", name)] = relative_scale(ref[name]) if ref[name].numel() else None
+            memo[("torch_err", name)] = max_errors(base.tensors.get(name), ref[name], memo[("scale", name)])[0]
+        err, rel = max_errors(got.tensors.get(name), ref[name], memo[("scale", name)])
+        torch_err = memo[("torch_err", name)]
         allowed = tol.allowed(name, case.dtype, case.rows, torch_err if math.isfinite(torch_err) else 0.0, cond)
         detail = got.problems.get(name, "")
         status = "PASS" if err <= allowed and not detail else "FAIL"
@@ -153,13 +169,20 @@ def status_rows(case: Case, status: str, detail: str) -> list[dict[str, Any]]:
 @dataclass
 class CaseSetup:
     """What judging any backend on one case needs: its inputs, the fp64 reference, the torch baseline's outputs
-    on the same inputs, the case's conditioning, and how the case is run (2-D or autograd-3d)."""
+    on the same inputs, the case's conditioning, and how the case is run (2-D or autograd-3d). `memo`: what
+    judge_case keeps for the next backend judged on the same case."""
 
     inp: Inputs
     ref: dict[str, torch.Tensor]
     base: Outputs
     cond: Conditioning
     run: Callable[[Backend, Inputs, float], Outputs]
+    memo: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def fresh(self) -> "CaseSetup":
+        """The same set-up with its own copy of the inputs (a backend may write into what it is given)."""
+        inp = Inputs(*(t.clone() for t in (self.inp.x, self.inp.weight, self.inp.bias, self.inp.dy)))
+        return CaseSetup(inp, self.ref, self.base, self.cond, self.run, self.memo)
 
 
 def set_up_case(case: Case, device: Device, baseline: Backend | None = None) -> CaseSetup:
@@ -171,14 +194,40 @@ def set_up_case(case: Case, device: Device, baseline: Backend | None = None) -> 
     return CaseSetup(inp, ref, run(baseline or TorchBackend(), inp, case.eps), conditioning(case, inp, ref), run)
 
 
+#: set-ups of recent cases, shared by the backends verified on them in this process (the same seeded inputs,
+#: reference and torch baseline: computing them again gives the same values). Bounded by elements of x; a case
+#: above SETUP_SHARE_ELEMENTS is not kept (memory as verify budgets it: validate.shapes_fit).
+_setups: "OrderedDict[tuple[Case, str], CaseSetup]" = OrderedDict()
+SETUP_CACHE_ELEMENTS = 6 << 20
+SETUP_SHARE_ELEMENTS = 2 << 20
+
+
+def shared_setup(case: Case, device: Device) -> CaseSetup:
+    """set_up_case with the torch baseline, kept for the next backend on the same case (a fresh copy of the
+    inputs each time)."""
+    key = (case, str(device.torch_device))
+    setup = _setups.get(key)
+    if setup is None:
+        setup = set_up_case(case, device)
+        size = setup.inp.x.numel()
+        if size > SETUP_SHARE_ELEMENTS:
+            return setup
+        while _setups and sum(s.inp.x.numel() for s in _setups.values()) + size > SETUP_CACHE_ELEMENTS:
+            _setups.popitem(last=False)
+        _setups[key] = setup
+    else:
+        _setups.move_to_end(key)
+    return setup.fresh()
+
+
 def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
                 baseline: Backend | None = None) -> list[dict[str, Any]]:
     """All rows of one case; an exception inside the case (an emulator fault included) becomes an `error` row."""
     try:
         with recording(device) as launches:          # the emulator's fidelity ledger of this case
-            setup = set_up_case(case, device, baseline)
+            setup = set_up_case(case, device, baseline) if baseline is not None else shared_setup(case, device)
             got = setup.run(backend, setup.inp, case.eps)
-        rows = judge_case(case, got, setup.base, setup.ref, tol, backend.deterministic, setup.cond)
+        rows = judge_case(case, got, setup.base, setup.ref, tol, backend.deterministic, setup.cond, setup.memo)
         return [{**row, **row_columns(launches)} for row in rows]
     except Exception as exc:  # one broken case must not lose the others
         return status_rows(case, "error", one_line(exc))
