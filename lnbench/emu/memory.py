@@ -202,10 +202,8 @@ class Memory:
         return None
 
     def describe_miss(self, addr: int, nbytes: int) -> str:
-        """The nearest buffer to a bad address, for the fault message."""
-        for r in reversed(self.freed):
-            if r.base <= addr < r.end:
-                return f"inside buffer '{r.name}' [0x{r.base:x}, +{r.size}) which was freed before the launch ran"
+        """The nearest live buffer to a bad address, for the fault message; first, when the address lies in a
+        buffer freed before the launch, that one (both: where memory is reused, either may be the cause)."""
         best, dist = None, None
         for r in self._regions:
             d = addr - r.end if addr >= r.end else r.base - (addr + nbytes)
@@ -214,10 +212,16 @@ class Memory:
             if dist is None or abs(d) < abs(dist):
                 best, dist = r, d
         if best is None:
-            return "no buffer is registered"
-        where = (f"{addr + nbytes - best.end} byte(s) past its end" if addr + nbytes > best.end
-                 else f"{best.base - addr} byte(s) before its start")
-        return f"nearest buffer '{best.name}' [0x{best.base:x}, +{best.size}), {where}"
+            live = "no buffer is registered"
+        else:
+            where = (f"{addr + nbytes - best.end} byte(s) past its end" if addr + nbytes > best.end
+                     else f"{best.base - addr} byte(s) before its start")
+            live = f"nearest buffer '{best.name}' [0x{best.base:x}, +{best.size}), {where}"
+        for r in reversed(self.freed):
+            if r.base <= addr < r.end:
+                return (f"inside buffer '{r.name}' [0x{r.base:x}, +{r.size}) which was freed before the launch ran "
+                        f"({live})")
+        return live
 
     def _resolve(self, addrs: np.ndarray, nbytes: int, what: str, lanes: np.ndarray | None
                  ) -> list[tuple[Region, np.ndarray]]:
