@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lnbench.emu.decode import AGPR
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.registry import DPP_CTRL, FLOAT_MODS, SDWA_INT, VALU_FORMS, op
 from lnbench.emu.state import VCC, EXEC, WAVE, Step, lanes_to_mask, mask_to_lanes
@@ -493,9 +494,9 @@ def _pk_src(st: Step, i: int) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) float32 lanes of a packed-f32 source after op_sel/op_sel_hi and neg/neg_hi."""
     f = st.ins.f
     code = [f["src0"], f["src1"], f["src2"]][i]
-    if code >= 256:                                # a VGPR pair: its two registers as they are
+    if 256 <= code < AGPR - 1:                     # a VGPR pair: its two registers as they are
         d0, d1 = st.vval(code), st.vval(code + 1)
-    elif code < 128:
+    elif code >= 256 or code < 128:
         pair = st.vval64(code)
         d0 = (pair & U64(M32)).astype(U32)
         d1 = (pair >> U64(32)).astype(U32)
