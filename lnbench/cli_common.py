@@ -16,8 +16,9 @@ from lnbench import config as cfg
 from lnbench import fast_help, markdown, validate
 from lnbench.errors import ContractError, LnbenchUsageError
 from lnbench.processes import Terminated, terminate_on_signals
-from lnbench.report import (SHOWN, Writer, atomic_write_all, check_writable, csv_writer, default_output_path,
-                            release_outputs, result_json_writer)
+from lnbench.outputs import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path,
+                             release_outputs, result_json_writer)
+from lnbench.tables import SHOWN
 from lnbench.results import kind_of_metadata
 
 

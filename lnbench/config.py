@@ -9,7 +9,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -187,6 +187,15 @@ def require(table: dict[str, Any], key: str, kind: type | tuple[type, ...], wher
         raise LnbenchUsageError(f"config [{where}] {key!r} must be {getattr(kind, '__name__', kind)}, got {value!r}")
     return value
 
+
+
+def option_or_config(value: Any, table: dict[str, Any], key: str, label: str, kind: type | tuple[type, ...],
+                     where: str, check: Callable[[Any, str], Any] | None = None) -> Any:
+    """A command-line option's value when given, else the config table's `key` (type-checked); `check(value,
+    source)` then validates it, its message naming the option (`label`) or the config key it came from."""
+    if value is None:
+        value, label = require(table, key, kind, where), f"config [{where}] {key}"
+    return check(value, label) if check is not None else value
 
 def chosen_shapes(config: dict[str, Any], table: str, shapes: Any, name: str | None) -> list[tuple[int, int]]:
     """--shapes, or else the shape set --shape-set names (or the table's default set); both at once is an error."""

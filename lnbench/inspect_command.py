@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -23,7 +24,7 @@ from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
 from lnbench.results import INSPECT
-from lnbench.report import Column, render_table, silent_console, styled_status
+from lnbench.tables import Column, render_table, silent_console, styled_status
 from lnbench import validate
 from lnbench.validate import choices as _choices
 
@@ -219,6 +220,34 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
                     isa_dir, emu_checks, md_path, csv_path, json_path, quiet) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
+    plan = build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
+                      isa_dir, emu_checks, md_path, csv_path, json_path)
+    return run(plan, quiet)
+
+
+@dataclass
+class InspectPlan:
+    """An inspect run after its checks: the variants to compile (and execute), the outputs, the metadata."""
+    backends: list[str]
+    arches: list[str]
+    abis: list[str]
+    ops: list[str]
+    dtypes: list[str]
+    shapes: list[tuple[int, int]]
+    widths: list[int]
+    strategy: str
+    execute: bool
+    checks_line: str | None
+    isa_dir: Path | None
+    outputs: tuple[Path | None, Path | None, Path | None]
+    total: int
+    executed_total: int
+    metadata: dict[str, Any]
+
+
+def build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src, isa_dir,
+               emu_checks, md_path, csv_path, json_path) -> InspectPlan:
+    """Check the options and the toolkit once (exit 2 on bad input), reserve the outputs."""
     set_kernel_src(kernel_src)
     configure_sources(cfg.load_config(config_path))
     backend_list = requested_names(backends, ["flydsl"])
@@ -254,7 +283,7 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
             isa_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LnbenchUsageError(f"--isa {isa_dir}: cannot create the folder: {exc.strerror or exc}") from None
-    csv_final, json_final, md_final = prepare_outputs("inspect", csv_path, json_path, md_path=md_path)
+    outputs = prepare_outputs("inspect", csv_path, json_path, md_path=md_path)
     families = backend_variants(backend_list, abi_list, strategy)
     total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
     executed_total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(shape_list)
@@ -264,19 +293,28 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
                 "toolkit": describe(),
                 "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
                 "emu_checks": emu_checks_in_effect() if execute else None, **source_metadata(backend_list)}
-    with ResultSink(csv_final, json_final, metadata, total + (executed_total if execute else 0), "variants") as sink:
-        with CommandProgress(err_console, "compiling", total, quiet) as progress:
-            rows = inspect_rows(arch_list, abi_list, op_list, dtype_list, widths, strategy, progress, backend_list,
-                                sink, isa_dir)
+    return InspectPlan(backend_list, arch_list, abi_list, op_list, dtype_list, shape_list, widths, strategy, execute,
+                       checks_line, isa_dir, outputs, total, executed_total, metadata)
+
+
+def run(plan: InspectPlan, quiet: bool) -> int:
+    """Compile (and with --execute run) every variant, print the tables, write the rows; exit 1 on any error."""
+    p = plan
+    csv_final, json_final, md_final = p.outputs
+    with ResultSink(csv_final, json_final, p.metadata, p.total + (p.executed_total if p.execute else 0),
+                    "variants") as sink:
+        with CommandProgress(err_console, "compiling", p.total, quiet) as progress:
+            rows = inspect_rows(p.arches, p.abis, p.ops, p.dtypes, p.widths, p.strategy, progress, p.backends,
+                                sink, p.isa_dir)
         render_table(console if not quiet else silent_console(),
                      "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
         executed: list[dict] = []
-        if execute:
+        if p.execute:
             if not quiet:
-                console.print(checks_line)
-            with CommandProgress(err_console, "executing", executed_total, quiet) as progress:
-                executed = executed_rows(arch_list, abi_list, op_list, dtype_list, shape_list, strategy, progress,
-                                         backend_list, sink)
+                console.print(p.checks_line)
+            with CommandProgress(err_console, "executing", p.executed_total, quiet) as progress:
+                executed = executed_rows(p.arches, p.abis, p.ops, p.dtypes, p.shapes, p.strategy, progress,
+                                         p.backends, sink)
             render_table(console if not quiet else silent_console(),
                          "lnbench inspect --execute: what each launch executed on the emulated device (wave-instructions "
                          "by class; global bytes = instruction bytes, distinct = compulsory; not a timing)",
@@ -290,11 +328,10 @@ def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backen
             if spec is not None:
                 from lnbench.flydsl.contract import provenance
                 row.update(provenance(spec))
-        summary, errors = _summary(rows, executed if execute else None, total, isa_dir)
+        summary, errors = _summary(rows, executed if p.execute else None, p.total, p.isa_dir)
         sink.finish([{"part": "static", **r} for r in rows] + executed, md_path=md_final, summary=summary)
     console.print(summary)
     return EXIT_FAILED if errors else EXIT_OK
-
 
 def _summary(rows: list[dict], executed: list[dict] | None, total: int, isa_dir: Path | None) -> tuple[str, int]:
     """The summary line and the count of compile and execution errors (`executed`: None without --execute)."""

@@ -14,7 +14,8 @@ from typing import Any, Iterable, Sequence
 
 from rich.text import Text
 
-from lnbench.report import Column, atomic_write, styled_status
+from lnbench.tables import Column, styled_status
+from lnbench.outputs import atomic_write
 
 #: GitHub Actions' step summary file (appended to, in Markdown)
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

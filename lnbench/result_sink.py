@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
 from lnbench.processes import Terminated
-from lnbench.report import Writer, check_writable, renamable
+from lnbench.outputs import Writer, check_writable, renamable
 
 #: at most one checkpoint rewrite per this many seconds (the final and the incomplete write are never held back)
 CHECKPOINT_S = 1.0
@@ -147,4 +147,4 @@ class ResultSink:
             if path not in self._placed:
                 self._placed.append(path)
             if not last:
-                check_writable(path)             # the next write's temporary file, made now (report.py)
+                check_writable(path)             # the next write's temporary file, made now (outputs.py)

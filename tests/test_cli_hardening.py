@@ -17,7 +17,7 @@ from lnbench import config as cfg
 from lnbench import validate
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import default_output_path, write_csv, write_json
+from lnbench.outputs import default_output_path, write_csv, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 

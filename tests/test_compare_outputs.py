@@ -12,7 +12,7 @@ import lnbench.cli_common as cli_common
 from lnbench.compare.command import compare_command
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.command import perf_command
-from lnbench.report import release_outputs
+from lnbench.outputs import release_outputs
 
 ENV = {"OMP_NUM_THREADS": "1"}
 

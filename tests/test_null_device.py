@@ -12,7 +12,8 @@ from lnbench.abi import null_device as null_pair
 from lnbench.abi.aggregate import HOST_ONLY_NULL, NOT_RUN_NULL_DEVICE_TIME, aggregate
 from lnbench.abi.cases import PAIRS, PairCase, Side
 from lnbench.abi.checks import CheckResult
-from lnbench.abi.command import abi_compare_command, choose_device
+from lnbench.abi.command import abi_compare_command
+from lnbench.abi.plan import choose_device
 from lnbench.abi.pair_timing import run_worker
 from lnbench.abi.worker_main import run_spec
 from lnbench.device import emulator_status, parse_device, resolve_device

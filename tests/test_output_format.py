@@ -8,17 +8,18 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from lnbench.abi import command as abi_command
+from lnbench.abi import tables as abi_tables
 from lnbench.abi.aggregate import aggregate
-from lnbench.compare.command import TABLE_COLUMNS as COMPARE_COLUMNS
+from lnbench.compare.tables import TABLE_COLUMNS as COMPARE_COLUMNS
 from lnbench.compare.markdown import _line as markdown_line
 from lnbench.measure.stats import worker_flags
 from lnbench.perf.aggregate import build_rows
 from lnbench.perf.cases import PerfCase
-from lnbench.perf.command import _CELLS, NOTE_COLUMN, TABLE_COLUMNS
+from lnbench.perf.tables import _CELLS, NOTE_COLUMN, TABLE_COLUMNS
 from lnbench.measure.workers import WorkerResult
-from lnbench.report import fmt_number, fmt_time_range_us, fmt_time_us, render_table
-from lnbench.verify.command import bar_used, verify_command
+from lnbench.tables import fmt_number, fmt_time_range_us, fmt_time_us, render_table
+from lnbench.verify.command import verify_command
+from lnbench.verify.tables import bar_used
 
 EXPONENT = re.compile(r"\d[eE][+-]?\d")
 
@@ -110,8 +111,8 @@ def test_abi_compare_table_times_and_worker_flag(monkeypatch):
     rows = aggregate("torch-entry", {"tensor": "T", "pointer": "P"}, payloads, ["direct"], n_boot=200)
     assert rows[0]["worker_flag"].startswith("Tensor: worker 1 noisy")
     console = Console(record=True, width=400, highlight=False)
-    monkeypatch.setattr(abi_command, "console", console)
-    abi_command._render_runtime(rows, "t")
+    monkeypatch.setattr(abi_tables, "console", console)
+    abi_tables.render_runtime(rows, "t")
     text = console.export_text()
     assert "8.344 ms [8.342–8.345]" in text and "Tensor: worker 1 noisy" in text
     assert not EXPONENT.search(text)
@@ -157,7 +158,7 @@ def test_verify_help_explains_margin():
 
 def test_csv_keeps_integer_columns_with_gaps_integer(tmp_path):
     """A column of integers with gaps (perf's worker `order`, empty in aggregate rows) is written 0, 6, not 0.0."""
-    from lnbench.report import csv_writer
+    from lnbench.outputs import csv_writer
     out = tmp_path / "o.csv"
     csv_writer([{"order": 0, "x": 1.5}, {"order": None, "x": 2.0}, {"order": 6, "x": 3.0}])(out)
     assert out.read_text().splitlines() == ["order,x", "0,1.5", ",2.0", "6,3.0"]

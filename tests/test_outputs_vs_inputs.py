@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import atomic_write_all, check_writable, release_outputs
+from lnbench.outputs import atomic_write_all, check_writable, release_outputs
 
 ENV = {"OMP_NUM_THREADS": "1"}
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]

@@ -330,7 +330,7 @@ def _meta(**more) -> dict:
 
 
 def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:
-    from lnbench.report import check_writable
+    from lnbench.outputs import check_writable
 
     return check_writable(tmp_path / "r.csv"), check_writable(tmp_path / "r.json")
 

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from lnbench.compare.results import load_result
 from lnbench.plot.verify import verify_figures
-from lnbench.verify.command import bar_used, verify_command
+from lnbench.verify.command import verify_command
+from lnbench.verify.tables import bar_used
 
 STRICT = """[verify.tolerance]
 k = 0.0

@@ -11,156 +11,31 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from lnbench import config as cfg
 from lnbench import validate
+from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
-from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info, split_pair
-from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_kernel_src, source_metadata
-from lnbench.abi.null_device import CHECK_ELEMENTS, check_rows
-from lnbench.abi.pair_timing import METRICS
-from lnbench.abi.static import default_arches, flydsl_installed, static_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_input, console, err_console, guarded,
-                                kernel_source_option, md_option, nothing_ran, output_options, prepare_outputs)
+from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
+from lnbench.abi.null_device import check_rows
+from lnbench.abi.plan import TABLE, AbiPlan, build_plan, check_elements
+from lnbench.abi.static import flydsl_installed, static_rows
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guarded, kernel_source_option, md_option,
+                                nothing_ran, output_options)
 from lnbench.result_sink import ResultSink
-from lnbench.results import ABI
-from lnbench.constants import DTYPES, KERNEL_OPS
-from lnbench.device import Device, compile_device, emulator_status, null_device, parse_device
-from lnbench.errors import LnbenchUsageError
-from lnbench.flydsl import preflight
-from lnbench.gpus import GpuSlot, deal, devices_metadata, devices_options, parse_devices
-from lnbench.measure import stats
+from lnbench.device import Device
+from lnbench.gpus import GpuSlot, deal, devices_options
 from lnbench.measure.protocol import Protocol, protocol_options
-from lnbench.metadata import run_metadata
 from lnbench.progress import CommandProgress
-from lnbench.report import Column, plain_number, render_table, silent_console, styled_status, time_unit
-from lnbench.rocm import has_rocm_gpu
-from lnbench.shard import parse_shard, shard_metadata, shard_option
+from lnbench.abi.tables import render_runtime, render_static
+from lnbench.tables import silent_console
+from lnbench.shard import shard_option
 
 WORKER_MODULE = "lnbench.abi.worker_main"
-TABLE = "abi_compare"
-
-
-def _timing_cell(side: str) -> Callable[[dict[str, Any]], str]:
-    """`8.343 ms [8.301–8.412]`: the median and the min–max across workers, all in the median's unit."""
-    def fmt(row: dict[str, Any]) -> str:
-        med = row.get(f"{side}_us")
-        if med is None:
-            return ""
-        name, scale = time_unit(med)
-        lo, hi = (plain_number(row[f"{side}_{k}_us"] / scale) for k in ("min", "max"))
-        return f"{plain_number(med / scale)} {name} [{lo}–{hi}]"
-    return fmt
-
-
-def _calls_cell(side: str):
-    def fmt(row: dict[str, Any]) -> str:
-        value = row.get(f"{side}_calls_per_s")
-        return f"{value:,.0f}" if value and row.get("metric") == "direct" else ""
-    return fmt
-
-
-def _ratio_cell(row: dict[str, Any]) -> str:
-    if row.get("speedup") is None:
-        return ""
-    return f"{row['speedup']:.3f}× [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-
-
-def _verdict_cell(row: dict[str, Any]) -> str:
-    return styled_status(escape(str(row.get("verdict") if row.get("status") == "ok" else row.get("status"))))
-
-
-def _render_runtime(rows: list[dict[str, Any]], title: str, out: Console | None = None) -> None:
-    display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
-                "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
-                "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
-                "tensor_cps": _calls_cell("tensor")(r), "pointer_cps": _calls_cell("pointer")(r),
-                "ratio": _ratio_cell(r), "verdict": _verdict_cell(r), "note": r.get("worker_flag", "")} for r in rows]
-    scope = [Column("scope", "scope", justify="left")] if any(d["scope"] for d in display) else []
-    columns = [Column("op", "op", justify="left"), Column("dtype", "dtype", justify="left"), Column("shape", "shape"),
-               Column("metric", "measurement", justify="left"), *scope,
-               Column("tensor", "Tensor time/call [min–max]"), Column("pointer", "Pointer time/call [min–max]"),
-               Column("tensor_cps", "Tensor calls/s"), Column("pointer_cps", "Pointer calls/s"),
-               Column("ratio", "speed-up P vs T [CI]"), Column("verdict", "verdict", justify="left", markup=True)]
-    if any(d["note"] for d in display):
-        columns.append(Column("note", "note", justify="left"))
-    render_table(out or console, title, columns, display)
-
-
-def _pair_cell(key: str, ratio: bool = False):
-    def fmt(row: dict[str, Any]) -> str:
-        if row.get("status") != "ok":
-            return ""
-        text = f"{row[f'{key}_tensor']} → {row[f'{key}_pointer']}"
-        value = row.get(f"{key}_ratio")
-        return f"{text} ({value:.2f})" if ratio and value is not None else text
-    return fmt
-
-
-def _executed_cell(row: dict[str, Any]) -> str:
-    """Executed wave-instructions per input row, Tensor → Pointer (P/T), or why there are none."""
-    status = row.get("exec_status")
-    if status is None or row.get("status") != "ok":
-        return ""
-    if status != "ok":
-        return status
-    t, p = row["exec_per_row_tensor"], row["exec_per_row_pointer"]
-    return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
-
-
-def _render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None,
-                   out: Console | None = None) -> None:
-    """The static table; `labels` names a backend pair's sides (else Tensor ABI → Pointer ABI)."""
-    display = []
-    for r in rows:
-        d = {k: r.get(k, "") for k in ("arch", "op", "dtype", "N", "kernel")}
-        for key, ratio in (("kernarg", True), ("args", True), ("slots", True), ("vgpr", False), ("sgpr", False),
-                           ("spills", False), ("lds", False), ("scratch", False), ("instr", True)):
-            d[key] = _pair_cell(key, ratio)(r)
-        d["executed"] = _executed_cell(r)
-        d["status"] = styled_status(escape(r["status"] if r["status"] not in ("error", "not run")
-                                           else f"{r['status']}: {r.get('detail', '')}"))
-        display.append(d)
-    executed = [Column("executed", "executed wave-instrs/row T→P (P/T) @M", justify="right")] \
-        if any(d["executed"] for d in display) else []
-    columns = [Column("arch", "arch", justify="left"), Column("op", "op", justify="left"),
-               Column("dtype", "dtype", justify="left"), Column("N", "N"), Column("kernel", "kernel", justify="left"),
-               Column("kernarg", "kernarg B T→P (P/T)"), Column("args", "kernel args"), Column("slots", "launcher slots"),
-               Column("vgpr", "VGPR"), Column("sgpr", "SGPR"), Column("spills", "spills"), Column("lds", "LDS B"),
-               Column("scratch", "scratch B"), Column("instr", "ISA instrs"), *executed,
-               Column("status", "status", justify="left", markup=True)]
-    title = "abi-compare static: " + (f"{labels['tensor']} → {labels['pointer']} (T = {labels['tensor']}, "
-                                      f"P = {labels['pointer']}; compile-only" if labels else
-                                      "Tensor ABI → Pointer ABI (compile-only")
-    title += "; executed on the emulated device, M rows)" if executed else ")"
-    render_table(out or console, title, columns, display)
-
-
-def _choose(values: Sequence[str], table: dict[str, Any], key: str, allowed: Sequence[str], what: str) -> list[str]:
-    """A list option's items (else the config's `key` list), each one of `allowed`; empty is a usage error."""
-    return validate.choices(values, allowed, what, cfg.require(table, key, list, TABLE))
-
-
-def choose_device(name: str | None, pair: str) -> Device:
-    """--device, checked. Left out (or `auto`) for the flydsl pair where there is no ROCm GPU: the null device
-    (host cost of both ABIs) where it can run here, else the default device (FlyDSL rows `not run`)."""
-    if name not in (None, "auto") or not flydsl_pair(pair) or has_rocm_gpu() or not emulator_status()[0]:
-        return parse_device(name)
-    return null_device()
-
-
-def check_elements(table: dict[str, Any]) -> int:
-    """`[abi_compare] check_elements`: element budget of what runs on the emulated device (executed checks of
-    the null device, executed columns of the static part); optional, an integer >= 1."""
-    return validate.number(table.get("check_elements", CHECK_ELEMENTS), "check_elements",
-                           f"config [{TABLE}] check_elements")
-
 
 def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int]:
     """N -> rows the static part executes for that width: the smallest M of the shapes, within the budget."""
@@ -273,9 +148,6 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     return payloads, problems
 
 
-#: tensors of M×N a runtime case holds (inputs and outputs of both call paths), each in the case dtype
-ABI_TENSORS = 8
-
 @click.command("abi-compare")
 @click.option("--pair", help="Call-path pair (default: config, flydsl): " + ", ".join(PAIRS) + ", or A,B: two FlyDSL "
                              "kernel backends side by side, e.g. flydsl-src,flydsl (FlyDSL's LayerNorm vs lnbench's; "
@@ -313,87 +185,22 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                         worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
                         shard, kernel_src, md_path, csv_path, json_path, quiet) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
-    if static_only and runtime_only:
-        raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
-    if fail_pct is not None:
-        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
-    if planted_delay_us is not None:       # whatever the pair (config numbers are checked when the file is loaded)
-        validate.number(planted_delay_us, "planted_delay_us", "--planted-delay-us")
-    config = cfg.load_config(config_path)
-    table = cfg.section(config, TABLE)
-    pair = pair or str(cfg.require(table, "pair", str, TABLE))
-    set_kernel_src(kernel_src)
-    configure_sources(config)
-    backend_pair = check_backend_pair(pair)
-    refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
-    every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
-    part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
-    shape_list = part.select(every_shape)
-    if not shape_list:
-        raise LnbenchUsageError(f"--shard {part}: {len(every_shape)} shape(s) make fewer than {part.count} parts")
-    slots = parse_devices(devices, force) if devices is not None else None
-    if slots and (device is not None or in_process):
-        raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
-                                f"each other")
-    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
-    op_list = _choose(ops, table, "ops", KERNEL_OPS, "op")
-    metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
-    # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
-    # and the static part activates the emulated device only to execute its variants
-    dev = choose_device(slots[0].process_device if slots else device, pair)
-    if dev.is_null:
-        if not flydsl_pair(pair):
-            raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
-                                    f"(--pair {pair} runs on cpu or a GPU)")
-        ok, why = emulator_status()
-        if not ok:
-            raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
-    arch_list = validate.arches(arches, default_arches(dev))
-    check_elements(table)      # bootstrap, confidence, stats_seed: checked with every number when the config loaded
-    eps_value = validate.eps(eps if eps is not None else cfg.require(table, "eps", (int, float), TABLE),
-                             "--eps" if eps is not None else f"config [{TABLE}] eps")
-    seed_value = validate.seed(seed if seed is not None else cfg.require(table, "seed", int, TABLE),
-                               "--seed" if seed is not None else f"config [{TABLE}] seed")
-    if not static_only and dev.torch_device.type in ("cpu", "cuda"):
-        validate.shapes_fit(shape_list, ABI_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
-                            "abi-compare (both sides' tensors)")
-    protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
-                                   min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
-                                   min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s)
-    strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
-                                        f"config [{TABLE}] dgamma_strategy")
-    if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile
-        if backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair):
-            preflight.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
-        if flydsl_installed():
-            preflight.toolkit()
-    pair_options: dict[str, Any] = {}
-    if pair == "flydsl":
-        pair_options["dgamma_strategy"] = strategy
-    elif backend_pair is not None:
-        pair_options["backends"] = list(backend_pair)
-    elif pair == "planted-slow":
-        delay = planted_delay_us if planted_delay_us is not None else cfg.require(
-            table, "planted_delay_us", (int, float), TABLE)
-        pair_options["delay_us"] = float(delay)
-    csv_final, json_final, md_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path),
-                                                      md_path)
-    run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
-    executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
-    # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
-    metadata = {"schema": ABI.schema, "lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
-                **shard_metadata(part, len(every_shape)), **devices_metadata(slots),
-                "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
-                "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on,
-                **source_metadata(list(backend_pair or ()))}
-    if static_only:       # nothing timed: the device is the compiler (and the emulated device that executed)
-        metadata = {**run_metadata(compile_device(arch_list)), **metadata}
-    else:
-        metadata = {**run_metadata(dev), **metadata, "processes": protocol.processes, "runs": protocol.runs,
-                    "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
-                    "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "seed": seed_value,
-                    "confidence": table.get("confidence"), "bootstrap": table.get("bootstrap")}
+    plan = build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+                      processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
+                      worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
+                      shard, kernel_src, md_path, csv_path, json_path)
+    return run(plan, quiet)
 
+
+def run(plan: AbiPlan, quiet: bool) -> int:
+    """The runtime part in workers, the static part compiled (and executed), tables printed, rows written."""
+    (pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev, arch_list,
+     eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table) = (
+        plan.pair, plan.backend_pair, plan.every_shape, plan.part, plan.shapes, plan.slots, plan.dtypes, plan.ops,
+        plan.metrics, plan.dev, plan.arches, plan.eps, plan.seed, plan.protocol, plan.strategy, plan.pair_options,
+        plan.run_them, plan.metadata, plan.table)
+    static_only, runtime_only, in_process, fail_pct = plan.static_only, plan.runtime_only, plan.in_process, plan.fail_pct
+    csv_final, json_final, md_final = plan.outputs
     runtime_rows: list[dict[str, Any]] = []
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
@@ -404,7 +211,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
             runtime_rows, payloads, problems = _run_runtime(
                 pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
                 pair_options, in_process, quiet, slots)
-            _render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
+            render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
                                           f"(median of {protocol.processes} worker medians × {protocol.runs} runs)",
                             console if not quiet else silent_console())
             if not quiet:
@@ -431,7 +238,7 @@ def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only,
                     pair_fns = {"facts_fn": pair_facts_fn(backend_pair), "execute_fn": pair_execute_fn(backend_pair)}
                 static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
                                      on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
-            _render_static(static, pair_info(pair).labels if backend_pair else None,
+            render_static(static, pair_info(pair).labels if backend_pair else None,
                            console if not quiet else silent_console())
 
         if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
@@ -457,38 +264,6 @@ def _source_name(name: str, sources: dict[str, dict[str, str]]) -> str:
         return f"{sources[name]['source_module']}@{sources[name]['source_commit'] or '?'}"
     from lnbench.metadata import git_commit
     return f"lnbench {name}@{git_commit() or '?'}"
-
-
-def check_backend_pair(pair: str) -> tuple[str, str] | None:
-    """Check --pair (pair_info); for a backend pair A,B, both must be FlyDSL kernel backends: (A, B), else None."""
-    pair_info(pair)
-    both = split_pair(pair) if pair not in PAIRS else None
-    if both is None:
-        return None
-    for name in both:
-        if not runs_flydsl(name):
-            raise LnbenchUsageError(f"--pair {pair}: {name} is not a FlyDSL kernel backend (flydsl, flydsl-tensor, "
-                                    f"flydsl-atomic, flydsl-src, a [backends.NAME], an lnbench.backends plugin "
-                                    f"or module:PKG.MOD)")
-    if both[0] == both[1]:
-        raise LnbenchUsageError(f"--pair {pair}: name two different backends")
-    return both
-
-
-def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches: Sequence[str],
-                        fail_pct: float | None, planted_delay_us: float | None) -> None:
-    """A usage error for an option given on the command line that the chosen run would ignore (config values
-    never count: an option left out is None, or empty for --arch)."""
-    if static_only and fail_pct is not None:
-        raise LnbenchUsageError("--fail-if-slower does nothing with --static-only: it judges the runtime part")
-    if static_only and planted_delay_us is not None:
-        raise LnbenchUsageError("--planted-delay-us does nothing with --static-only: it slows the runtime part")
-    if planted_delay_us is not None and pair != "planted-slow":
-        raise LnbenchUsageError(f"--planted-delay-us does nothing with --pair {pair}: it applies only to "
-                                f"--pair planted-slow")
-    if runtime_only and arches:
-        raise LnbenchUsageError("--arch does nothing with --runtime-only: it picks the static part's arches "
-                                "(the runtime part runs on --device, e.g. null:gfx950)")
 
 
 def _bad(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> list[dict[str, Any]]:

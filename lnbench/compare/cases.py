@@ -14,7 +14,7 @@ from typing import Any
 
 from lnbench.compare.results import ABI, PERF, ResultFile, require_columns
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import CSV_LIST_SEPARATOR
+from lnbench.outputs import CSV_LIST_SEPARATOR
 
 KEY_FIELDS: tuple[str, ...] = ("backend", "op", "dtype", "shape", "mode")
 CaseKey = tuple[str, str, str, str, str]

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from lnbench.compare.verdict import FASTER, SAME, SLOWER
 from lnbench.markdown import cell
-from lnbench.report import fmt_float, fmt_time_us
+from lnbench.tables import fmt_float, fmt_time_us
 
 _ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"

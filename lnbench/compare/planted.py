@@ -19,7 +19,7 @@ from lnbench.cli_common import console, guarded
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
 from lnbench.compare.results import PERF, load_result, rows_of
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import write_json
+from lnbench.outputs import write_json
 
 _TIMES = ("median_us", "min_us", "max_us")
 _RATES = ("gbps", "pct_peak")

@@ -35,10 +35,9 @@ class Settings:
     @classmethod
     def from_config(cls, config: dict[str, Any], threshold_pct: float | None = None) -> "Settings":
         table = cfg.section(config, TABLE)
-        threshold = threshold_pct if threshold_pct is not None else cfg.require(
-            table, "threshold_pct", (int, float), TABLE)
-        label = "--threshold" if threshold_pct is not None else f"config [{TABLE}] threshold_pct"
-        return cls(float(validate.number(threshold, "threshold_pct", label)),
+        threshold = cfg.option_or_config(threshold_pct, table, "threshold_pct", "--threshold", (int, float), TABLE,
+                                         lambda value, label: validate.number(value, "threshold_pct", label))
+        return cls(float(threshold),
                    float(validate.number(cfg.require(table, "confidence", (int, float), TABLE), "confidence",
                                          f"config [{TABLE}] confidence")))
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lnbench.report import plain_number
+from lnbench.tables import plain_number
 
 SAME, FASTER, SLOWER = "same", "faster", "slower"
 #: too few runs for any difference to be significant at the confidence level (see smallest_p)

@@ -21,7 +21,7 @@ from lnbench.measure.timing import measure
 from lnbench.perf import workloads
 from lnbench import validate
 from lnbench.errors import LnbenchUsageError
-from lnbench.report import check_writable, default_results_dir, write_json
+from lnbench.outputs import check_writable, default_results_dir, write_json
 
 MIB = 1 << 20
 PEAK_FILE = "peak.json"

@@ -15,7 +15,7 @@ from lnbench.plot.figures import png_writer
 from lnbench.plot.perf import perf_figures
 from lnbench.plot.ratios import abi_figures, compare_figures
 from lnbench.plot.verify import verify_figures
-from lnbench.report import atomic_write_all
+from lnbench.outputs import atomic_write_all
 
 PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures}
 WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with intervals",

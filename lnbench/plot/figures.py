@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import LnbenchUsageError
 from lnbench.install import install_hint
-from lnbench.report import Writer
+from lnbench.outputs import Writer
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure

@@ -1,4 +1,4 @@
-"""Renderers: rich tables on the terminal, CSV (pandas) and JSON files written atomically."""
+"""Result files: default paths, writability checks made before the work, CSV/JSON writers, atomic writes."""
 from __future__ import annotations
 
 import atexit
@@ -14,136 +14,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from lnbench.errors import LnbenchUsageError
 from lnbench.results import SCHEMA_KEY, Kind, kind_of_metadata, ordered_columns, typed
-
-STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
-                 "compiled, not executed": "cyan", "ok": "green", "same": "dim", "faster": "green",
-                 "slower": "red", "too few runs": "yellow"}
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column: the row key it shows, its header, and how a value is printed."""
-
-    key: str
-    header: str
-    fmt: Callable[[Any], str] = str
-    justify: str = "right"
-    markup: bool = False  # True when fmt returns rich markup (status colours); other text is escaped
-
-
-def fmt_float(digits: int = 3) -> Callable[[Any], str]:
-    """Formatter for numbers in general format; blanks for missing values."""
-    def _fmt(value: Any) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return ""
-        if isinstance(value, (int, float)):
-            return f"{value:.{digits}g}"
-        return str(value)
-    return _fmt
-
-
-def _missing(value: Any) -> bool:
-    return value is None or not isinstance(value, (int, float)) or not math.isfinite(value)
-
-
-def plain_number(value: float, digits: int = 4) -> str:
-    """`value` with `digits` significant digits, never in exponent notation: 0.0123, 14.4, 1,149, 12,346."""
-    if value == 0:
-        return "0"
-    magnitude = math.floor(math.log10(abs(float(f"{value:.{digits}g}"))))
-    text = f"{value:,.{max(digits - 1 - magnitude, 0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-#: display units of a time held in µs: (unit, µs per unit), smallest first
-TIME_UNITS: tuple[tuple[str, float], ...] = (("ns", 1e-3), ("µs", 1.0), ("ms", 1e3), ("s", 1e6))
-
-
-def time_unit(us: float, digits: int = 4) -> tuple[str, float]:
-    """The unit a time of `us` µs reads best in: the largest one it is >= 1 of, after rounding to `digits`."""
-    rounded = abs(float(f"{us:.{digits}g}"))
-    unit = TIME_UNITS[1] if rounded == 0 else TIME_UNITS[0]
-    for name, scale in TIME_UNITS:
-        if rounded >= scale:
-            unit = (name, scale)
-    return unit
-
-
-def fmt_time_us(value: Any, digits: int = 4) -> str:
-    """A time held in µs, with its unit and `digits` significant digits: 532 ns, 32.01 µs, 1.149 ms, 14.4 ms,
-    1.2 s; blank for a missing value. Every table shows times through this (the CSV keeps raw µs)."""
-    if _missing(value):
-        return ""
-    name, scale = time_unit(value, digits)
-    return f"{plain_number(value / scale, digits)} {name}"
-
-
-def fmt_time_range_us(low: Any, high: Any, digits: int = 4) -> str:
-    """A min–max pair of times in µs, in the unit of the larger: `1.149–1.201 ms`; blank when either is missing."""
-    if _missing(low) or _missing(high):
-        return ""
-    name, scale = time_unit(max(abs(low), abs(high)), digits)
-    return f"{plain_number(low / scale, digits)}–{plain_number(high / scale, digits)} {name}"
-
-
-def fmt_duration(seconds: float) -> str:
-    """A duration for people: 45 s, 3 min, 1 h 05 min."""
-    seconds = max(0.0, seconds)
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60:02d} min"
-
-
-def fmt_number(digits: int = 4, suffix: str = "") -> Callable[[Any], str]:
-    """Formatter of plain numbers (GB/s, ratios): `digits` significant digits, no exponent; blank when missing."""
-    def _fmt(value: Any) -> str:
-        return "" if _missing(value) else plain_number(value, digits) + suffix
-    return _fmt
-
-
-def styled_status(value: Any) -> str:
-    """Status text with its colour (PASS green, FAIL red, ...)."""
-    text = "" if value is None else str(value)
-    for prefix, style in STATUS_STYLES.items():
-        if text.startswith(prefix):
-            return f"[{style}]{text}[/{style}]"
-    return text
-
-
-#: the tables this command has shown (title, columns, rows), in order: its Markdown summary (lnbench.markdown)
-SHOWN: list[tuple[str, list[Column], list[dict[str, Any]]]] = []
-
-
-def silent_console() -> Console:
-    """A console that shows nothing: render_table into it records the table (SHOWN, for the Markdown) under
-    --quiet without printing it."""
-    import io
-    return Console(file=io.StringIO(), width=200)
-
-
-def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[dict[str, Any]]) -> None:
-    """Print rows as one rich table (and keep it in SHOWN for the command's Markdown)."""
-    rows = list(rows)
-    SHOWN.append((title, list(columns), rows))
-    table = Table(title=title, header_style="bold", show_lines=False)
-    for col in columns:
-        table.add_column(col.header, justify=col.justify, overflow="fold")
-    for row in rows:
-        table.add_row(*[col.fmt(row.get(col.key)) if (col.markup or col.fmt is styled_status)
-                        else escape(col.fmt(row.get(col.key))) for col in columns])
-    console.print(table)
 
 
 def default_output_path(command: str, suffix: str, results_dir: Path | None = None) -> Path:

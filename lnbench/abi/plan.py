@@ -1,0 +1,200 @@
+"""The plan of one `lnbench abi-compare`: options and config checked once, the pair, device, shapes, protocol."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from lnbench import config as cfg
+from lnbench import validate
+from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info, split_pair
+from lnbench.abi.null_device import CHECK_ELEMENTS
+from lnbench.abi.pair_timing import METRICS
+from lnbench.abi.static import default_arches, flydsl_installed
+from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_kernel_src, source_metadata
+from lnbench.cli_common import config_input, prepare_outputs
+from lnbench.device import Device, compile_device, emulator_status, null_device, parse_device
+from lnbench.constants import DTYPES, KERNEL_OPS
+from lnbench.errors import LnbenchUsageError
+from lnbench.flydsl import preflight
+from lnbench.gpus import devices_metadata, parse_devices
+from lnbench.measure.protocol import Protocol
+from lnbench.metadata import run_metadata
+from lnbench.results import ABI
+from lnbench.rocm import has_rocm_gpu
+from lnbench.shard import Shard, parse_shard, shard_metadata
+
+TABLE = "abi_compare"
+
+
+def _choose(values: Sequence[str], table: dict[str, Any], key: str, allowed: Sequence[str], what: str) -> list[str]:
+    """A list option's items (else the config's `key` list), each one of `allowed`; empty is a usage error."""
+    return validate.choices(values, allowed, what, cfg.require(table, key, list, TABLE))
+
+
+def choose_device(name: str | None, pair: str) -> Device:
+    """--device, checked. Left out (or `auto`) for the flydsl pair where there is no ROCm GPU: the null device
+    (host cost of both ABIs) where it can run here, else the default device (FlyDSL rows `not run`)."""
+    if name not in (None, "auto") or not flydsl_pair(pair) or has_rocm_gpu() or not emulator_status()[0]:
+        return parse_device(name)
+    return null_device()
+
+
+def check_elements(table: dict[str, Any]) -> int:
+    """`[abi_compare] check_elements`: element budget of what runs on the emulated device (executed checks of
+    the null device, executed columns of the static part); optional, an integer >= 1."""
+    return validate.number(table.get("check_elements", CHECK_ELEMENTS), "check_elements",
+                           f"config [{TABLE}] check_elements")
+
+
+def check_backend_pair(pair: str) -> tuple[str, str] | None:
+    """Check --pair (pair_info); for a backend pair A,B, both must be FlyDSL kernel backends: (A, B), else None."""
+    pair_info(pair)
+    both = split_pair(pair) if pair not in PAIRS else None
+    if both is None:
+        return None
+    for name in both:
+        if not runs_flydsl(name):
+            raise LnbenchUsageError(f"--pair {pair}: {name} is not a FlyDSL kernel backend (flydsl, flydsl-tensor, "
+                                    f"flydsl-atomic, flydsl-src, a [backends.NAME], an lnbench.backends plugin "
+                                    f"or module:PKG.MOD)")
+    if both[0] == both[1]:
+        raise LnbenchUsageError(f"--pair {pair}: name two different backends")
+    return both
+
+
+def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches: Sequence[str],
+                        fail_pct: float | None, planted_delay_us: float | None) -> None:
+    """A usage error for an option given on the command line that the chosen run would ignore (config values
+    never count: an option left out is None, or empty for --arch)."""
+    if static_only and fail_pct is not None:
+        raise LnbenchUsageError("--fail-if-slower does nothing with --static-only: it judges the runtime part")
+    if static_only and planted_delay_us is not None:
+        raise LnbenchUsageError("--planted-delay-us does nothing with --static-only: it slows the runtime part")
+    if planted_delay_us is not None and pair != "planted-slow":
+        raise LnbenchUsageError(f"--planted-delay-us does nothing with --pair {pair}: it applies only to "
+                                f"--pair planted-slow")
+    if runtime_only and arches:
+        raise LnbenchUsageError("--arch does nothing with --runtime-only: it picks the static part's arches "
+                                "(the runtime part runs on --device, e.g. null:gfx950)")
+
+
+#: tensors of M×N a runtime case holds (inputs and outputs of both call paths), each in the case dtype
+ABI_TENSORS = 8
+
+@dataclass
+class AbiPlan:
+    """An abi-compare run after its checks: the pair and its options, where and what it measures, the outputs."""
+    pair: str
+    backend_pair: tuple[str, str] | None
+    every_shape: list[tuple[int, int]]
+    part: Shard
+    shapes: list[tuple[int, int]]
+    slots: list[Any] | None
+    dtypes: list[str]
+    ops: list[str]
+    metrics: list[str]
+    dev: Device
+    arches: list[str]
+    eps: float
+    seed: int
+    protocol: Protocol
+    strategy: str
+    pair_options: dict[str, Any]
+    run_them: bool
+    metadata: dict[str, Any]
+    table: dict[str, Any]
+    static_only: bool
+    runtime_only: bool
+    in_process: bool
+    fail_pct: float | None
+    outputs: tuple[Path | None, Path | None, Path | None]
+
+
+def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+               processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
+               worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
+               shard, kernel_src, md_path, csv_path, json_path) -> AbiPlan:
+    """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
+    if static_only and runtime_only:
+        raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
+    if fail_pct is not None:
+        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
+    if planted_delay_us is not None:       # whatever the pair (config numbers are checked when the file is loaded)
+        validate.number(planted_delay_us, "planted_delay_us", "--planted-delay-us")
+    config = cfg.load_config(config_path)
+    table = cfg.section(config, TABLE)
+    pair = str(cfg.option_or_config(pair or None, table, "pair", "--pair", str, TABLE))
+    set_kernel_src(kernel_src)
+    configure_sources(config)
+    backend_pair = check_backend_pair(pair)
+    refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
+    every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
+    part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
+    shape_list = part.select(every_shape)
+    if not shape_list:
+        raise LnbenchUsageError(f"--shard {part}: {len(every_shape)} shape(s) make fewer than {part.count} parts")
+    slots = parse_devices(devices, force) if devices is not None else None
+    if slots and (device is not None or in_process):
+        raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
+                                f"each other")
+    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
+    op_list = _choose(ops, table, "ops", KERNEL_OPS, "op")
+    metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
+    # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
+    # and the static part activates the emulated device only to execute its variants
+    dev = choose_device(slots[0].process_device if slots else device, pair)
+    if dev.is_null:
+        if not flydsl_pair(pair):
+            raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
+                                    f"(--pair {pair} runs on cpu or a GPU)")
+        ok, why = emulator_status()
+        if not ok:
+            raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
+    arch_list = validate.arches(arches, default_arches(dev))
+    check_elements(table)      # bootstrap, confidence, stats_seed: checked with every number when the config loaded
+    eps_value = cfg.option_or_config(eps, table, "eps", "--eps", (int, float), TABLE, validate.eps)
+    seed_value = cfg.option_or_config(seed, table, "seed", "--seed", int, TABLE, validate.seed)
+    if not static_only and dev.torch_device.type in ("cpu", "cuda"):
+        validate.shapes_fit(shape_list, ABI_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
+                            "abi-compare (both sides' tensors)")
+    protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
+                                   min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
+                                   min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s)
+    strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
+                                        f"config [{TABLE}] dgamma_strategy")
+    if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile
+        if backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair):
+            preflight.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
+        if flydsl_installed():
+            preflight.toolkit()
+    pair_options: dict[str, Any] = {}
+    if pair == "flydsl":
+        pair_options["dgamma_strategy"] = strategy
+    elif backend_pair is not None:
+        pair_options["backends"] = list(backend_pair)
+    elif pair == "planted-slow":
+        delay = cfg.option_or_config(planted_delay_us, table, "planted_delay_us", "--planted-delay-us",
+                                     (int, float), TABLE)
+        pair_options["delay_us"] = float(delay)
+    csv_final, json_final, md_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path),
+                                                      md_path)
+    run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
+    executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
+    # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
+    metadata = {"schema": ABI.schema, "lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
+                **shard_metadata(part, len(every_shape)), **devices_metadata(slots),
+                "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
+                "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on,
+                **source_metadata(list(backend_pair or ()))}
+    if static_only:       # nothing timed: the device is the compiler (and the emulated device that executed)
+        metadata = {**run_metadata(compile_device(arch_list)), **metadata}
+    else:
+        metadata = {**run_metadata(dev), **metadata, "processes": protocol.processes, "runs": protocol.runs,
+                    "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
+                    "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "seed": seed_value,
+                    "confidence": table.get("confidence"), "bootstrap": table.get("bootstrap")}
+
+    return AbiPlan(pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev,
+                   arch_list, eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table,
+                   static_only, runtime_only, in_process, fail_pct, (csv_final, json_final, md_final))

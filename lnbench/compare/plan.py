@@ -1,0 +1,75 @@
+"""The plan of one `lnbench compare`: options and config checked once, both results loaded and matched."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lnbench
+from lnbench import config as cfg
+from lnbench import validate
+from lnbench.cli_common import config_input, reserve_outputs
+from lnbench.compare.cases import timed_cases
+from lnbench.compare.match import mismatches, require_overlap, same_command
+from lnbench.compare.results import ABI, PERF, load_result
+from lnbench.compare.verdict import Settings
+from lnbench.errors import LnbenchUsageError
+from lnbench.metadata import command_line, git_commit, timestamp
+from lnbench.results import COMPARE
+
+
+@dataclass
+class ComparePlan:
+    """Everything `compare` needs after its checks: the loaded results, their cases, the settings, outputs."""
+    base: Any
+    new: Any
+    base_cases: Any
+    new_cases: Any
+    settings: Settings
+    fail_pct: float | None
+    problems: list[str]
+    outputs: dict[str, Path]
+
+
+def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None,
+               force: bool, md_path: Path | None, config_path: Path | None, csv_path: Path | None,
+               json_path: Path | None) -> ComparePlan:
+    """Check the options, load and match BASE and NEW (exit 2 when they are not comparable), reserve outputs."""
+    if base is None or new is None:
+        raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
+    if fail_pct is not None:
+        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
+    settings = Settings.from_config(cfg.load_config(config_path), threshold_pct)
+    what = "the JSON of lnbench perf or abi-compare"
+    base_result = load_result(base, (PERF, ABI), what=what)
+    new_result = load_result(new, (PERF, ABI), what=what)
+    same_command(base_result, new_result)
+    base_cases, new_cases = timed_cases(base_result), timed_cases(new_result)
+    problems = mismatches(base_result, new_result, base_cases, new_cases)
+    problems += [f"{result.path} holds an incomplete run ({result.incomplete}): only its finished cases"
+                 for result in (base_result, new_result) if result.incomplete]
+    if problems and not force:
+        raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
+    require_overlap(base_cases, new_cases, base_result, new_result)
+    outputs = reserve_outputs("compare", {"--csv": csv_path, "--json": json_path, "--md": md_path},
+                              {"BASE": base, "NEW": new, **config_input(config_path)})
+    return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs)
+
+
+def context(plan: ComparePlan) -> dict[str, Any]:
+    """Flat metadata of the comparison (CSV columns, JSON metadata, Markdown header)."""
+    base, new, settings = plan.base, plan.new, plan.settings
+    out: dict[str, Any] = {"schema": COMPARE.schema, "command": "compare", "source_command": base.kind,
+                           "command_line": command_line(), "lnbench_version": lnbench.__version__,
+                           "git_commit": git_commit(), "timestamp": timestamp(), "base": str(base.path),
+                           "new": str(new.path)}
+    for side, result in (("base", base), ("new", new)):
+        meta = result.metadata
+        out[f"{side}_device"] = meta.get("device_name") or meta.get("device")
+        out[f"{side}_commit"] = meta.get("git_commit") or ""
+        out[f"{side}_timestamp"] = meta.get("timestamp") or ""
+        out[f"{side}_lnbench_version"] = meta.get("lnbench_version") or ""
+    out.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
+               interval="paired t over worker medians", fail_if_slower_pct=plan.fail_pct,
+               forced="; ".join(plan.problems))
+    return out

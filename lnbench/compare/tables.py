@@ -1,0 +1,78 @@
+"""What `lnbench compare` prints: the per-case table, the summary line, the gate and warning lines."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+from lnbench.cli_common import console, err_console
+from lnbench.compare.markdown import ratio_text
+from lnbench.compare.verdict import FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, SAME, SLOWER, TOO_FEW, Settings
+from lnbench.measure import stats
+from lnbench.tables import Column, fmt_float, fmt_time_us, render_table
+
+_STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
+           NOT_COMPARED: "yellow", TOO_FEW: "yellow"}
+TABLE_COLUMNS = [
+    Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
+    Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
+    Column("base_us", "base time", fmt_time_us), Column("new_us", "new time", fmt_time_us),
+    Column("_ratio", "new/base [CI] (change)"), Column("p", "p (t)", fmt_float(2)),
+    Column("_verdict", "verdict", justify="left", markup=True), Column("detail", "detail", justify="left"),
+]
+
+
+def _verdict_cell(verdict: str) -> str:
+    style = _STYLES.get(verdict, "")
+    return f"[{style}]{escape(verdict)}[/{style}]" if style else escape(verdict)
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """One line counting the verdicts."""
+    counts = {v: sum(r["verdict"] == v for r in rows)
+              for v in (SLOWER, FASTER, SAME, TOO_FEW, ONLY_BASE, ONLY_NEW, NOT_COMPARED)}
+    compared = counts[SLOWER] + counts[FASTER] + counts[SAME] + counts[TOO_FEW]
+    text = f"{compared} cases compared: {counts[SLOWER]} SLOWER, {counts[FASTER]} FASTER, {counts[SAME]} SAME"
+    if counts[TOO_FEW]:
+        text += f", {counts[TOO_FEW]} with {TOO_FEW}"
+    listed = [f"{counts[v]} {v}" for v in (ONLY_BASE, ONLY_NEW, NOT_COMPARED) if counts[v]]
+    return text + (f"; {', '.join(listed)}" if listed else "")
+
+
+def gate_text(fail_pct: float | None, hits: list[dict[str, Any]]) -> str:
+    """The --fail-if-slower verdict line of the Markdown summary ('' without the gate)."""
+    if fail_pct is None:
+        return ""
+    return (f"--fail-if-slower {fail_pct:g}: FAILED ({len(hits)} case(s) slower by more than {fail_pct:g}%)"
+            if hits else f"--fail-if-slower {fail_pct:g}: passed")
+
+
+def _gate_line(pct: float, row: dict[str, Any]) -> str:
+    return (f"--fail-if-slower {pct:g}: {row['backend']} {row['op']} {row['dtype']} {row['shape']} {row['mode']} "
+            f"is {row['change_pct']:.1f}% slower (new/base {ratio_text(row)})")
+
+
+def print_table(rows: list[dict[str, Any]], title: str, settings: Settings, problems: list[str]) -> None:
+    """The --force notes, the per-case table and its legend."""
+    for problem in problems:
+        console.print(f"[yellow]--force: {escape(problem)}[/yellow]", soft_wrap=True)
+    shown = [{**r, "_ratio": ratio_text(r), "_verdict": _verdict_cell(r["verdict"])} for r in rows]
+    render_table(console, title, TABLE_COLUMNS, shown)
+    console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
+                  f"worker medians; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
+                  f"{TOO_FEW} with fewer than 2 paired workers")
+
+
+def print_notes(rows: list[dict[str, Any]], results: dict[str, Any], settings: Settings,
+                fail_pct: float | None, hits: list[dict[str, Any]]) -> None:
+    """Busy-machine and too-few-runs warnings, then one line per case the gate failed on."""
+    for side, result in results.items():
+        if result.metadata.get("load_flag"):
+            err_console.print(f"[yellow]lnbench: warning: {side} was timed on a busy machine "
+                              f"({escape(str(result.metadata['load_flag']))}): its changes may be the other work's"
+                              f"[/yellow]", soft_wrap=True)
+    warning = stats.too_few_warning(sum(r["verdict"] == TOO_FEW for r in rows), "case", settings.confidence)
+    if warning:
+        err_console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
+    for row in hits:
+        console.print(f"[bold red]{escape(_gate_line(fail_pct, row))}[/bold red]", soft_wrap=True)

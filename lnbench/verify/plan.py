@@ -1,0 +1,140 @@
+"""The plan of one `lnbench verify`: options and config checked once, the device, backends and cases chosen."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lnbench import config as cfg
+from lnbench import validate
+from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, probe_backend, requested_names,
+                              runs_flydsl, set_kernel_src, source_metadata)
+from lnbench.cli_common import apply_emu_checks, config_input, prepare_outputs
+from lnbench.device import Device, resolve_kernel_device
+from lnbench.errors import LnbenchUsageError
+from lnbench.flydsl import preflight
+from lnbench.gpus import devices_metadata, parse_devices
+from lnbench.metadata import run_metadata
+from lnbench.results import SELFTEST, VERIFY, stamp
+from lnbench.shard import parse_shard, shard_metadata
+from lnbench.verify.cases import build_cases, check_eps_values
+from lnbench.tolerance import Tolerance
+
+#: memory estimate per element of a verify shape: x, dy and every output in up to 4 bytes, and the fp64 autograd
+#: reference (x, dy, y, x-hat, dx and temporaries in 8 bytes)
+VERIFY_BYTES_PER_ELEMENT = 96
+
+#: what `auto` verifies on the emulated device: every FlyDSL variant, and torch on the same inputs
+EMULATED_AUTO: tuple[str, ...] = ("flydsl", "flydsl-tensor", "flydsl-atomic", "torch")
+
+
+def choose_backends(requested: list[str], device: Device) -> tuple[list[str], str]:
+    """Backend names to verify (`auto` expanded where it stands, repeats dropped) and a banner (non-empty when
+    `auto` had to fall back or runs emulated). `requested` is already checked (validate.choices)."""
+    out: list[str] = []
+    banner = ""
+    for name in requested:
+        expanded = [name]
+        if name == "auto":
+            expanded, banner = _auto_backends(device)
+        out.extend(item for item in expanded if item not in out)
+    return out, banner
+
+
+def _auto_backends(device: Device) -> tuple[list[str], str]:
+    """What `auto` verifies on `device`, and the banner saying so where that is not the FlyDSL kernels alone."""
+    if device.emulated:
+        return list(EMULATED_AUTO), (f"Emulated device {device.name}: the FlyDSL kernels run on an instruction-set "
+                               f"emulator on the CPU; results check correctness only.")
+    if device.executes_flydsl:
+        return ["flydsl"], ""
+    runnable = []
+    for name in backend_names():
+        backend, avail = probe_backend(name, device)
+        if backend is not None and avail.runnable and {"fwd", "bwd"} <= set(backend.ops):
+            runnable.append(name)
+    banner = (f"No ROCm GPU: the FlyDSL kernels cannot execute here, so `auto` verifies every runnable "
+              f"backend instead ({', '.join(runnable)}). `--backend flydsl` compiles its kernels without running "
+              f"them; `--device emu` runs them on the emulator.")
+    return runnable, banner
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+
+@dataclass
+class VerifyPlan:
+    """A verify run after its checks: what runs where, with which bar, and where its rows go."""
+    self_test: bool
+    tol: Tolerance
+    shapes: list[tuple[int, int]]
+    cases: list[Any]
+    dev: Device
+    slots: list[Any] | None
+    job_count: int
+    checks_line: str | None
+    outputs: tuple[Path | None, Path | None, Path | None]
+    metadata: dict[str, Any]
+    names: list[str]
+    explicit: list[str]
+    banner: str
+
+
+def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
+               devices, force, shard, emu_checks, md_path, csv_path, json_path) -> VerifyPlan:
+    """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
+    config = cfg.load_config(config_path)
+    table = cfg.section(config, "verify")
+    tol = Tolerance.from_config(table)
+    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "verify"))
+    shape_list = cfg.chosen_shapes(config, "verify", shapes, shape_set)
+    set_kernel_src(kernel_src)
+    configure_sources(config)
+    requested = requested_names(backends, ["auto"])
+    if self_test and click.get_current_context().get_parameter_source("backends") != click.core.ParameterSource.DEFAULT:
+        raise LnbenchUsageError("--self-test checks planted bugs in a copy of the reference math, not a backend: "
+                                "drop --backend")
+    eps_values = [validate.eps(e, "config [verify] eps") for e in cfg.require(table, "eps", list, "verify")]
+    check_eps_values(eps_values)   # before any output is prepared
+    base_seed = cfg.option_or_config(seed, table, "seed", "--seed", int, "verify", validate.seed)
+    job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
+    part = parse_shard(shard)
+    slots = parse_devices(devices, force) if devices is not None else None
+    if slots and device is not None:
+        raise LnbenchUsageError("--device and --devices both choose where to run: give one")
+    if slots and jobs is not None:
+        raise LnbenchUsageError("--jobs sets the emulated device's workers; with --devices each GPU has one")
+    dev = resolve_kernel_device(slots[0].process_device if slots else device)
+    checks_line = apply_emu_checks(emu_checks) if dev.emulated else None
+    if emu_checks is not None and not dev.emulated:
+        raise LnbenchUsageError(f"--emu-checks applies to the emulated device; this run is on {dev.name}")
+    if dev.is_null:
+        raise LnbenchUsageError(f"verify checks values, and the null device {dev.name} executes nothing: use "
+                                f"--device emu (or emu:gfx950) for the FlyDSL kernels")
+    validate.shapes_fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
+    csv_final, json_final, md_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
+                                                      config_input(config_path), md_path)
+    every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
+    cases = part.select(every_case)
+    metadata = stamp({**run_metadata(dev), "seed": base_seed, **shard_metadata(part, len(every_case)),
+                      **devices_metadata(slots)}, SELFTEST if self_test else VERIFY)
+    names, banner, explicit = [], "", []
+    if not self_test:
+        names, banner = choose_backends(requested, dev)
+        explicit = [name for name in requested if name != "auto"]
+        if any(runs_flydsl(name) for name in names):    # FlyDSL kernels, lnbench's or a kernel source's
+            preflight.toolkit()
+        if any(name in OWN_FLYDSL for name in names):   # known limits of lnbench's kernels, before any compile
+            preflight.kernel_widths([n for _, n in shape_list], dtype_list)
+        metadata.update(source_metadata(names))
+    return VerifyPlan(self_test, tol, shape_list, cases, dev, slots, job_count, checks_line,
+                      (csv_final, json_final, md_final), metadata, names, explicit, banner)

@@ -1,0 +1,77 @@
+"""What `lnbench verify` prints: the result and self-test columns, the rows worth a look, the summary line."""
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+
+from lnbench.cli_common import err_console
+from lnbench.tables import Column, fmt_duration, fmt_float, render_table, styled_status
+from lnbench.verify.estimate import Estimate
+from lnbench.verify.plan import usable_cores
+from lnbench.verify.summary import SUMMARY_COLUMNS, summary_rows, worth_a_look
+
+RESULT_COLUMNS = [
+    Column("backend", "backend", justify="left"), Column("case", "case", justify="left"),
+    Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("eps", "eps", fmt_float(2)),
+    Column("tensor", "tensor", justify="left"), Column("max_abs_err", "max abs err", fmt_float()),
+    Column("allowed", "allowed", fmt_float()), Column("margin", "margin", fmt_float()),
+    Column("_used", "err/allowed", fmt_float(2)), Column("determinism", "dγ/dβ repeat", justify="left"),
+    Column("status", "status", styled_status, justify="left", markup=True),
+]
+SELFTEST_COLUMNS = [
+    Column("bug", "planted bug", justify="left"), Column("meaning", "what it does", justify="left"),
+    Column("outcome", "outcome", justify="left"), Column("status", "status", styled_status, justify="left", markup=True),
+]
+
+
+def bar_used(row: dict) -> float | None:
+    """max abs err / allowed: the fraction of the pass bar a tensor uses (< 1 is within it), or None.
+
+    The table shows this instead of the CSV's max_rel_err: the pass rule is absolute, and an element-wise
+    relative error blows up to ~1e24 wherever the reference is near zero (dx of constant rows, a mean of ~0)."""
+    err, allowed = row.get("max_abs_err"), row.get("allowed")
+    if err is None or allowed is None or err != err or not allowed >= 0:
+        return None
+    if allowed == 0:                       # a bar of zero (a config with k = atol = fp32_ulps = 0)
+        return math.inf if err > 0 else 0.0
+    return err / allowed
+
+
+def summary_line(rows: list[dict]) -> str:
+    """`N rows: k FAIL, m PASS, ...` (statuses without their parenthesised reasons)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = row["status"].split(" (")[0]
+        counts[key] = counts.get(key, 0) + 1
+    parts = [f"{n} {k}" for k, n in sorted(counts.items())]
+    return f"{len(rows)} rows: " + ", ".join(parts)
+
+
+def warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]]) -> None:
+    """Say before a long emulated run how long it will take, and how to make it shorter."""
+    cores = usable_cores()
+    faster = (f"more --jobs (this machine has {cores} usable cores)" if jobs < cores else
+              "a machine with more cores (--jobs)")
+    largest = max(shapes, key=lambda s: s[0] * s[1])
+    err_console.print(f"[yellow]lnbench: this run is estimated to take ~{fmt_duration(estimate.wall_s)} on the "
+                      f"emulated device ({len(estimate.costs)} cases, {jobs} job{'s' if jobs > 1 else ''}; the "
+                      f"largest shape {largest[0]}x{largest[1]}): for a quicker check use smaller shapes (e.g. "
+                      f"--shape-set quick) or {faster}[/yellow]", soft_wrap=True)
+
+
+def print_rows(rows: list[dict], device_name: str, details: bool, out: Console) -> None:
+    """The summary table and the rows worth a look (every row with --details), then why each FAIL/error."""
+    shown = [{**row, "_used": bar_used(row)} for row in rows]
+    if details:
+        render_table(out, f"lnbench verify on {device_name}", RESULT_COLUMNS, shown)
+    else:
+        render_table(out, f"lnbench verify on {device_name}: summary (every row: --details)", SUMMARY_COLUMNS,
+                     summary_rows(shown))
+        look = [row for row in shown if worth_a_look(row)]
+        if look:
+            render_table(out, "FAIL and error rows, and rows within 10% of their bar", RESULT_COLUMNS, look)
+    for row in rows:
+        if row["detail"] and row["status"] in ("FAIL", "error"):
+            out.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
+                          f"{row['tensor']}:[/red] {row['detail']}")
