@@ -162,7 +162,11 @@ def test_verify_auto_on_the_emulator_labels_rows_and_isolates_a_fault(fake_emula
 
 def test_abi_compare_on_the_emulator_is_static_for_its_arch(monkeypatch, tmp_path, results_dir):
     monkeypatch.setattr(runtime, "activate", lambda arch: pytest.fail("abi-compare activated the emulator"))
-    monkeypatch.setattr(static, "flydsl_installed", lambda: False)   # keep the static part instant
+    # keep the static part instant: patched wherever it is named, after the command's modules are imported (a
+    # module first imported while the patch is in place would keep the stand-in for every later test)
+    from lnbench.abi import command, plan
+    for module in (static, command, plan):
+        monkeypatch.setattr(module, "flydsl_installed", lambda: False)
     out = tmp_path / "abi.csv"
     result = CliRunner().invoke(main, ["abi-compare", "--device", "emu:gfx950", "--shapes", "32x1024,64x512",
                                        "--op", "fwd", "--csv", str(out)])
