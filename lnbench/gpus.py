@@ -203,8 +203,6 @@ def run_spread(slots: Sequence[GpuSlot], side_by_side: Sequence[Sequence[T]], al
             if items:
                 record = SlotRun(slot, True)
                 one(record, list(items))
-                if record.error and stop.is_set():
-                    break
                 report(record)
     except BaseException:
         stop.set()                                  # every group stops its workers, keeping what they finished

@@ -41,9 +41,6 @@ COMMANDS: tuple[str, ...] = ("lnbench.perf", "lnbench.verify", "lnbench.abi", "l
 
 #: (importer prefix, imported module) -> why one command may use that module of another
 SHARED: dict[tuple[str, str], str] = {
-    ("lnbench.plot", "lnbench.compare.results"):
-        "the result-file reader (load_result, ResultFile, column checks) that plot and compare both use",
-    ("lnbench.merge", "lnbench.compare.results"): "the same result-file reader",
     ("lnbench.merge", "lnbench.compare.match"):
         "what makes two result files comparable (device_name, protocol), the rule compare matches runs by",
 }

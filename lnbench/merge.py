@@ -18,9 +18,9 @@ from rich.markup import escape
 
 from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options, prepare_outputs
 from lnbench.compare.match import device_name, protocol
-from lnbench.compare.results import ABI, PERF, VERIFY, ResultFile, load_result
 from lnbench.errors import LnbenchUsageError
-from lnbench.results import KINDS, SCHEMA_KEY, ordered_columns
+from lnbench.results import (ABI_KIND as ABI, KINDS, PERF_KIND as PERF, SCHEMA_KEY, VERIFY_KIND as VERIFY, ResultFile,
+                             load_result, ordered_columns)
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {

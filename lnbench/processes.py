@@ -197,6 +197,8 @@ def pin_to_gpu_cpus() -> None:
     where the parent set it; a CPU set the process may not use is left as it is."""
     cpus = parse_cpu_list(os.environ.get(CPU_AFFINITY_VAR, ""))
     if cpus and hasattr(os, "sched_setaffinity"):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, cpus & os.sched_getaffinity(0) or cpus)
+        allowed = cpus & os.sched_getaffinity(0)
+        if allowed:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, allowed)
 

@@ -19,7 +19,7 @@ complete files (`complete = true`). If the command is stopped before that:
 * killed hard (SIGKILL, the machine going down): the last checkpoint stays, `complete = false`.
 
 FIFOs, character devices and standard output/error get the final content once, never checkpoints.
-`lnbench compare` refuses an incomplete file without --force and `lnbench plot` warns (compare.results).
+`lnbench compare` refuses an incomplete file without --force and `lnbench plot` warns (lnbench.results).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lnbench import config as cfg
 from lnbench.compare.cases import timed_cases
-from lnbench.compare.results import PERF, load_result
+from lnbench.results import PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import FASTER, SLOWER, Settings, compare_all
 from lnbench.errors import LnbenchUsageError
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from lnbench.compare.command import compare_command
 from lnbench.compare.planted import plant_slowdown
-from lnbench.compare.results import load_result
+from lnbench.results import load_result
 from lnbench.metadata import device_name
 from lnbench.perf.command import perf_command
 from lnbench.plot.command import plot_command

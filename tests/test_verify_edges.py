@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from lnbench.compare.results import load_result
+from lnbench.results import load_result
 from lnbench.plot.verify import verify_figures
 from lnbench.verify.command import verify_command
 from lnbench.verify.tables import bar_used

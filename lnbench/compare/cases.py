@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench.compare.results import ABI, PERF, ResultFile, require_columns
+from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, ResultFile, require_columns
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import CSV_LIST_SEPARATOR
 

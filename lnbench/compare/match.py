@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from lnbench.compare.cases import CaseKey, TimedCase
-from lnbench.compare.results import PERF, ResultFile
+from lnbench.results import PERF_KIND as PERF, ResultFile
 from lnbench.errors import LnbenchUsageError
 
 #: perf protocol keys that change what a measurement means (modes/ops select cases; the timeout changes nothing)

@@ -11,7 +11,7 @@ from lnbench import validate
 from lnbench.cli_common import config_input, reserve_outputs
 from lnbench.compare.cases import timed_cases
 from lnbench.compare.match import mismatches, require_overlap, same_command
-from lnbench.compare.results import ABI, PERF, load_result
+from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import command_line, git_commit, timestamp

@@ -17,7 +17,7 @@ import click
 from lnbench import validate
 from lnbench.cli_common import console, guarded
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
-from lnbench.compare.results import PERF, load_result, rows_of
+from lnbench.results import PERF_KIND as PERF, load_result, rows_of
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import write_json
 

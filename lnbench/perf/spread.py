@@ -109,7 +109,8 @@ def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event 
     run_spread(slots, side, [[] for _ in slots], run, done)
     for slot in slots:                       # what the side-by-side groups deferred joins its GPU's alone group
         side_group = by_slot.get((slot.index, False))
-        later = [c for c in side_group.cases if c.id in deferred_ids(side_group)] if side_group else []
+        deferred = deferred_ids(side_group) if side_group else set()
+        later = [c for c in side_group.cases if c.id in deferred] if deferred else []
         if not later:
             continue
         alone = by_slot.get((slot.index, True))

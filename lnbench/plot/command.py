@@ -9,7 +9,8 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.cli_common import EXIT_OK, console, err_console, guarded
-from lnbench.compare.results import ABI, COMPARE, PERF, VERIFY, ResultFile, load_result
+from lnbench.results import (ABI_KIND as ABI, COMPARE_KIND as COMPARE, PERF_KIND as PERF, VERIFY_KIND as VERIFY,
+                             ResultFile, load_result)
 from lnbench.errors import LnbenchUsageError
 from lnbench.plot.figures import png_writer
 from lnbench.plot.perf import perf_figures

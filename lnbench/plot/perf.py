@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from lnbench.compare.results import ResultFile, require_columns
+from lnbench.results import ResultFile, require_columns
 from lnbench.plot.figures import new_figure
 from lnbench.plot.styles import backend_order, backend_styles
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from lnbench.compare.results import ResultFile, require_columns
+from lnbench.results import ResultFile, require_columns
 from lnbench.plot.figures import VERDICT_COLOURS, new_figure
 
 

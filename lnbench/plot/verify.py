@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lnbench.compare.results import ResultFile, require_columns
+from lnbench.results import ResultFile, require_columns
 from lnbench.plot.figures import new_figure
 
 TENSORS = ("y", "mean", "rstd", "dx", "dweight", "dbias")
