@@ -15,6 +15,7 @@ from typing import Callable, Sequence, TypeVar
 import click
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.gpus import deal
 
 T = TypeVar("T")
 _FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -30,13 +31,9 @@ class Shard:
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
-    def holds(self, position: int) -> bool:
-        """Whether the case at `position` (0-based, in the full case list) belongs to this part."""
-        return position % self.count == self.index - 1
-
     def select(self, items: Sequence[T]) -> list[T]:
-        """This part's items, in their order."""
-        return [item for position, item in enumerate(items) if self.holds(position)]
+        """This part's items, in their order: item i belongs to part (i mod N) + 1 (lnbench.gpus.deal)."""
+        return deal(items, self.count)[self.index - 1]
 
 
 WHOLE = Shard(1, 1)
