@@ -1,4 +1,5 @@
-"""`--devices`: GPU parsing and visibility (lnbench.gpus), the two-stage scheduler (side by side, then alone),
+"""`--devices`: GPU parsing and visibility (lnbench.gpus), the scheduler (every GPU at once, host-bound cases
+timed alone under the host lock: lnbench.measure.host_lock),
 and perf / verify spread over several "GPUs" on the CPU. The stand-in GPUs are CPU slots whose worker
 environment carries a marker instead of CUDA_VISIBLE_DEVICES; the real two-GPU run is
 test_two_gpus_on_this_host (skipped without two GPUs)."""
@@ -16,7 +17,7 @@ from lnbench import gpus
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import GpuSlot, deal, parse_devices, run_spread
 from lnbench.perf.cases import build_cases
-from lnbench.perf.spread import host_bound, plan_groups
+from lnbench.perf.spread import group_spec, host_bound, plan_groups
 
 H200 = [GpuSlot(i, "NVIDIA H200", "CUDA_VISIBLE_DEVICES", str(i)) for i in range(3)]
 
@@ -200,8 +201,8 @@ def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():
     groups = plan_groups(cases, ["torch", "liger"], 3, "cuda:0", H200[:2], 64.0)
     runnable = [c for c in cases if not c.skip]
     assert sorted(c.id for g in groups for c in g.cases) == sorted(c.id for c in runnable)
-    assert all(host_bound(c, 64) == g.alone for g in groups for c in g.cases)
-    assert [len(g.orders) for g in groups] == [3] * len(groups)
+    assert all(host_bound(c, 64) == (c.id in g.alone_ids) for g in groups for c in g.cases)
+    assert any(g.alone_ids for g in groups) and [len(g.orders) for g in groups] == [3, 3]
     per_gpu = [sum(len(g.cases) for g in groups if g.slot.index == i) for i in (0, 1)]
     assert abs(per_gpu[0] - per_gpu[1]) <= 2                          # within one family (its cold and hot)
     for gpu in (0, 1):                                                # each GPU times both modes of its shapes
@@ -210,12 +211,17 @@ def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():
         assert all(sum(o.shape == c.shape and o.backend == c.backend and o.op == c.op for o in mine) == 2
                    for c in mine)
     plain = plan_groups(cases, ["torch", "liger"], 3, "cpu", None, 64.0)
-    assert len(plain) == 1 and plain[0].gpu == "cpu" and not plain[0].alone and len(plain[0].cases) == len(runnable)
+    assert len(plain) == 1 and plain[0].gpu == "cpu" and not plain[0].alone_ids and len(plain[0].cases) == len(runnable)
+    specs = [c for spec in group_spec(groups[0], "cuda:0", {}, 1, 0.7) for c in spec["cases"]]
+    assert {c["id"] for c in specs if c.get("alone")} == groups[0].alone_ids
+    assert group_spec(groups[0], "cuda:0", {}, 1, 0.7)[0]["protocol"] == {"alone_host_fraction": 0.7}
+    assert all("alone" not in c and spec["protocol"] == {} for spec in group_spec(plain[0], "cpu", {}, 1, 0.7)
+               for c in spec["cases"])
 
 
 @pytest.fixture
 def by_size_only(tmp_path) -> list[str]:
-    """A config where no case is deferred by measurement (on the CPU every call is host-bound: host_fraction 1)."""
+    """A config where no case is host-bound by measurement (on the CPU every call is host-bound: host_fraction 1)."""
     path = tmp_path / "by-size.toml"
     path.write_text("[perf]\nalone_host_fraction = 1.5\n")
     return ["--config", str(path)]
@@ -248,9 +254,9 @@ def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_case
     assert meta["devices"] == "cuda:0,cuda:1" and meta["alone_below_mib"] == 1
 
 
-def test_perf_defers_cases_measured_host_bound_and_times_them_alone(monkeypatch, tmp_path):
-    """On the CPU every call is synchronous (host_fraction 1): with the bar at 1 every side-by-side case is
-    deferred by its worker and timed again alone; above 1 none is."""
+def test_perf_times_cases_measured_host_bound_alone(monkeypatch, tmp_path):
+    """On the CPU every call is synchronous (host_fraction 1): with the bar at 1 every case is measured
+    host-bound and its runs timed holding the host lock exclusive (after a re-warm); above 1 none is."""
     from lnbench.perf.command import perf_command
 
     monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
@@ -262,12 +268,15 @@ def test_perf_defers_cases_measured_host_bound_and_times_them_alone(monkeypatch,
                                                    "--config", str(config), "--json", str(out), "-q"],
                                     env={"OMP_NUM_THREADS": "1"})
         assert result.exit_code == 0, result.output
-        agg = pd.read_json(out, orient="table").query("row_kind == 'aggregate'")
+        frame = pd.read_json(out, orient="table")
+        agg = frame.query("row_kind == 'aggregate'")
         assert list(agg["timed_alone"]) == alone and set(agg["status"]) == {"ok"}
         assert (agg["host_fraction"] == 1).all()
+        assert list(agg["alone_reason"].fillna("")) == ["measured" if a else "" for a in alone]
         assert f"{sum(alone)} of 3 cases timed alone (host-bound: 0 by size, {sum(alone)} measured)" in result.output
-        workers = pd.read_json(out, orient="table").query("row_kind == 'worker'")
-        assert len(workers) == 3 * 2                           # the deferred side-by-side rows are gone
+        workers = frame.query("row_kind == 'worker'")
+        assert len(workers) == 3 * 2 and list(workers["timed_alone"]) == [a for a in alone for _ in range(2)]
+        assert "host-lock waits" in result.output
 
 
 def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path, by_size_only):

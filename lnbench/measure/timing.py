@@ -65,6 +65,9 @@ class Measurement:
         return out
 
 
+#: a re-warm before timed runs that had to wait (the GPU may have idled meanwhile): as long as this, and calls
+REWARM_S, REWARM_CALLS = 0.05, 10
+
 #: default longest run: min_iters gives way before a run of slow calls lasts longer than this
 MAX_RUN_S = 0.1
 
@@ -195,8 +198,8 @@ def held_run(fn: Callable[[], object], device: torch.device, iters: int, hold: S
 
 def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, warmup_s: float,
             min_warmup_calls: int, target_run_s: float, min_iters: int, max_iters: int,
-            max_run_s: float = MAX_RUN_S, timer: str = "device", defer_host_bound: float | None = None
-            ) -> Measurement:
+            max_run_s: float = MAX_RUN_S, timer: str = "device",
+            before_runs: Callable[[float], bool] | None = None) -> Measurement:
     """Warm up, pick I from the warm-up's per-call time, then time `runs` runs of I calls each.
 
     fn: zero-argument callable doing one call of the work (it may rotate buffers itself).
@@ -204,9 +207,9 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
     timer: "device" (events on GPU / perf_counter_ns on CPU), "held" (device time with the stream held
     while enqueueing, I capped at HELD_MAX_ITERS) or "wall" (host time, synced per run).
     On a GPU one untimed run first measures the host's share of a run (host_fraction, kept in extra; 1 on
-    the CPU, where every call is synchronous). With
-    `defer_host_bound`, a case whose share reaches it is not timed: the Measurement has no runs and
-    extra["deferred"] (perf times it again while no other GPU is timing: lnbench.gpus).
+    the CPU, where every call is synchronous). `before_runs(host_fraction)` is called between that run and the
+    timed ones (perf on several GPUs: lnbench.measure.host_lock.Section); when it returns True it has waited
+    for the host to itself, and a short re-warm (REWARM_S, REWARM_CALLS; extra["rewarm_calls"]) comes first.
     """
     if timer not in TIMERS:
         raise ValueError(f"timer must be one of {TIMERS}, got {timer!r}")
@@ -217,8 +220,8 @@ def measure(fn: Callable[[], object], device: torch.device | str, *, runs: int, 
     iters = choose_iters(per_call, target_run_s, min_iters, max_iters, max_run_s)
     label = "wall" if timer == "wall" else ("cuda-event" if device.type == "cuda" else "perf_counter_ns")
     share = {"host_fraction": round(host_fraction(fn, device, iters), 4)}    # no run on the CPU: 1
-    if defer_host_bound is not None and share["host_fraction"] >= defer_host_bound:
-        return Measurement(iters, [], calls, seconds, label, per_call * 1e6, {**share, "deferred": True})
+    if before_runs is not None and before_runs(share["host_fraction"]):
+        share["rewarm_calls"] = warm_up(fn, device, REWARM_S, REWARM_CALLS)[0]
     hold = StreamHold(device)
     if timer == "held" and hold.available:
         iters = min(iters, max(min_iters, HELD_MAX_ITERS))

@@ -161,7 +161,7 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool) -> int:
                                        protocol.worker_timeout_s, env={**_worker_env(), **group.env()},
                                        on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
 
-                run_groups(groups, run_group, backend_list)
+                run_groups(groups, run_group)
         load_meta = load.metadata(load_before, load.check(lock))
         lock.release()
         rows = _finish(sink, dev, protocol, cases, groups, peak, peak_gbps, base_name, headline,
@@ -214,7 +214,7 @@ def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups
              f"{protocol.max_run_s:g} s); GB/s from {headline} time; "
              f"gap = median − kernel")
     print_rows(rows, groups, results, title, base_name, backend_list, quiet)
-    workers_json = [{"gpu": g.gpu, "timed_alone": g.alone, "index": r.index, "ok": r.ok, "exit_code": r.exit_code,
+    workers_json = [{"gpu": g.gpu, "index": r.index, "ok": r.ok, "exit_code": r.exit_code,
                      "timed_out": r.timed_out, "duration_s": round(r.duration_s, 3), "problem": r.problem(),
                      "stderr_tail": r.stderr_tail, "order": [c.id for c in g.orders[r.index]],
                      **{k: round(float((r.payload or {}).get(k, math.nan)), 3) for k in PHASES}}

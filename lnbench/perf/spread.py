@@ -1,25 +1,31 @@
-"""perf's cases on one device or spread over several GPUs (lnbench.gpus): which cases run where and when,
-the worker specs of each group, and the rows of every group joined into one run's rows.
+"""perf's cases on one device or spread over several GPUs (lnbench.gpus): which cases run where, the worker
+specs of each GPU's group, and the rows of every group joined into one run's rows.
 
 One device: one group, every case, the protocol as always. Several GPUs: the runnable cases are dealt out over
-the GPUs in case order (lnbench.gpus.deal); on each GPU one group of P workers times the cases the GPU sets the
-time of, side by side with the other GPUs, then a second group the host-bound ones (`alone`: fewer bytes per
-call than [perf] alone_below_mib), one GPU at a time. Every row names its GPU (`gpu`, `gpu_model`) and
-whether it was timed alone (`timed_alone`, with `alone_reason`: "size" when its bytes per call were below the
-threshold, "measured" when its side-by-side worker measured it host-bound and deferred it).
+the GPUs in case order (lnbench.gpus.deal, a shape's cold and hot cases together); every GPU runs its group of P
+workers at the same time as the others, and the workers of all GPUs share one host lock
+(lnbench.measure.host_lock): a case's timed runs hold it shared while the GPU sets their time, exclusive when
+the host does (`alone`: fewer bytes per call than [perf] alone_below_mib, "size"; or a host share of at least
+[perf] alone_host_fraction in the untimed run before them, "measured"), so a host-bound case is timed while no
+other GPU is timing. Every row names its GPU (`gpu`, `gpu_model`) and whether it was timed alone
+(`timed_alone`, `alone_reason`).
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from lnbench.constants import DTYPES
 from lnbench.gpus import GpuSlot, SlotRun, deal, run_spread
+from lnbench.measure.host_lock import LOCK_VAR
 from lnbench.perf.aggregate import add_speedups, build_rows
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase, worker_order
-from lnbench.measure.workers import WorkerResult, run_workers
+from lnbench.measure.workers import WorkerResult
 
 MIB = 1 << 20
 
@@ -31,16 +37,16 @@ def host_bound(case: PerfCase, alone_below_mib: float) -> bool:
 
 @dataclass
 class Group:
-    """One run_workers call: the cases of one GPU (or of the one device), side by side or alone."""
+    """One run_workers call: the cases of one GPU (or of the one device)."""
 
     slot: GpuSlot | None               # None: the one device of a plain run
-    alone: bool
     cases: list[PerfCase]
     orders: list[list[PerfCase]]       # per worker
     device: str = ""                   # the one device's name (a plain run)
+    alone_ids: set[int] = field(default_factory=set)    # cases host-bound by size (timed alone)
+    lock_path: str = ""                # the host lock every GPU's workers share (several GPUs)
     results: list[WorkerResult] = field(default_factory=list)
     error: str = ""
-    measured: set[int] = field(default_factory=set)     # alone: cases deferred by their host_fraction
 
     @property
     def gpu(self) -> str:
@@ -48,102 +54,95 @@ class Group:
         return self.slot.label if self.slot else self.device
 
     def env(self) -> dict[str, str | None]:
-        return self.slot.env() if self.slot else {}
+        lock = {LOCK_VAR: self.lock_path} if self.lock_path else {}
+        return {**self.slot.env(), **lock} if self.slot else {}
 
 
 def plan_groups(cases: list[PerfCase], backends: list[str], processes: int, device: str,
                 slots: list[GpuSlot] | None, alone_below_mib: float) -> list[Group]:
-    """The groups of a run, side-by-side ones first (module docstring); `device` names a plain run's device."""
+    """The groups of a run, one per GPU (module docstring); `device` names a plain run's device."""
     runnable = [c for c in cases if not c.skip]
 
-    def group(slot: GpuSlot | None, alone: bool, chosen: list[PerfCase]) -> Group:
-        return Group(slot, alone, chosen, [worker_order(chosen, backends, w) for w in range(processes)], device)
+    def group(slot: GpuSlot | None, chosen: list[PerfCase]) -> Group:
+        alone = {c.id for c in chosen if host_bound(c, alone_below_mib)} if slot else set()
+        return Group(slot, chosen, [worker_order(chosen, backends, w) for w in range(processes)], device, alone)
 
     if not slots:
-        return [group(None, False, runnable)]
+        return [group(None, runnable)]
     shares = deal(runnable, len(slots), lambda c: (c.backend, c.op, c.dtype, c.shape))
-    side = [group(slot, False, [c for c in share if not host_bound(c, alone_below_mib)])
-            for slot, share in zip(slots, shares)]
-    alone = [group(slot, True, [c for c in share if host_bound(c, alone_below_mib)])
-             for slot, share in zip(slots, shares)]
-    return [g for g in side + alone if g.cases]
+    return [group(slot, share) for slot, share in zip(slots, shares) if share]
 
 
 def group_spec(group: Group, device: str, protocol: dict[str, Any], phases: int,
-               defer_host_bound: float | None = None) -> list[dict[str, Any]]:
-    """The worker specs of a group; a GPU's workers see only that GPU (as cuda:0). In a side-by-side group
-    on several GPUs, a case measured host-bound (host_fraction >= defer_host_bound) is deferred, not timed."""
+               alone_host_fraction: float | None = None) -> list[dict[str, Any]]:
+    """The worker specs of a group; a GPU's workers see only that GPU (as cuda:0). On several GPUs a case says
+    whether it is host-bound by size (`alone`), and the protocol the host share that makes one host-bound."""
     where = group.slot.worker_device if group.slot else device
-    if group.slot and not group.alone and defer_host_bound is not None:
-        protocol = {**protocol, "defer_host_bound": defer_host_bound}
-    return [{"device": where, "protocol": protocol, "phases": phases, "cases": [c.to_spec() for c in order]}
+    if group.slot and alone_host_fraction is not None:
+        protocol = {**protocol, "alone_host_fraction": alone_host_fraction}
+    return [{"device": where, "protocol": protocol, "phases": phases,
+             "cases": [{**c.to_spec(), **({"alone": True} if c.id in group.alone_ids else {})} for c in order]}
             for order in group.orders]
 
 
-def deferred_ids(group: Group) -> set[int]:
-    """Cases some worker of a side-by-side group measured host-bound and did not time."""
-    return {int(e["id"]) for r in group.results for e in (r.payload or {}).get("cases", [])
-            if isinstance(e, dict) and e.get("status") == "deferred"}
-
-
-def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event | None], list[WorkerResult]],
-               backends: list[str] | None = None) -> None:
-    """Run every group: one device in this thread; several GPUs through lnbench.gpus.run_spread, the
-    side-by-side groups first, then, one GPU at a time, the alone groups, each with the cases its GPU's
-    side-by-side group deferred (a new alone group where there was none; appended to `groups`). Each group's
-    results, or the error that ended it, are stored in the group."""
+def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event | None], list[WorkerResult]]
+               ) -> None:
+    """Run every group: one device in this thread; several GPUs all at once through lnbench.gpus.run_spread,
+    their workers sharing one host lock. Each group's results, or the error that ended it, are stored in it."""
     if len(groups) == 1 and groups[0].slot is None:
         groups[0].results = run_group(groups[0], None)
         return
-    by_slot: dict[tuple[int, bool], Group] = {(g.slot.index, g.alone): g for g in groups if g.slot}
-    slots = sorted({g.slot for g in groups if g.slot}, key=lambda s: s.index)
-
-    def run(slot: GpuSlot, items: list[Group], stop: threading.Event) -> list[WorkerResult]:
-        return run_group(items[0], stop)
+    folder = Path(tempfile.mkdtemp(prefix="lnbench-host-lock-"))
+    by_slot = {g.slot.index: g for g in groups if g.slot}
+    slots = sorted((g.slot for g in groups if g.slot), key=lambda s: s.index)
+    for group in groups:
+        group.lock_path = str(folder / "host.lock")
 
     def done(record: SlotRun[list[WorkerResult]]) -> None:
-        group = by_slot[(record.slot.index, record.alone)]
+        group = by_slot[record.slot.index]
         group.results, group.error = record.result or group.results, record.error
 
-    side = [[by_slot[(s.index, False)]] if (s.index, False) in by_slot else [] for s in slots]
-    run_spread(slots, side, [[] for _ in slots], run, done)
-    for slot in slots:                       # what the side-by-side groups deferred joins its GPU's alone group
-        side_group = by_slot.get((slot.index, False))
-        deferred = deferred_ids(side_group) if side_group else set()
-        later = [c for c in side_group.cases if c.id in deferred] if deferred else []
-        if not later:
-            continue
-        alone = by_slot.get((slot.index, True))
-        if alone is None:
-            alone = by_slot[(slot.index, True)] = Group(slot, True, [], [], side_group.device)
-            groups.append(alone)
-        alone.cases = sorted(alone.cases + later, key=lambda c: c.id)
-        alone.measured |= {c.id for c in later}
-        alone.orders = [worker_order(alone.cases, backends or sorted({c.backend for c in alone.cases}), w)
-                        for w in range(len(side_group.orders))]
-    alone_lists = [[by_slot[(s.index, True)]] if (s.index, True) in by_slot else [] for s in slots]
-    run_spread(slots, [[] for _ in slots], alone_lists, run, done)
+    try:
+        run_spread(slots, [[by_slot[s.index]] for s in slots], [[] for _ in slots],
+                   lambda slot, items, stop: run_group(items[0], stop), done)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def alone_reason(entries: list[dict[str, Any]]) -> str:
+    """A case's reason to have been timed alone from its workers' entries: "size", "measured", "measured k/P"
+    when only some workers measured it host-bound, "" when none timed it alone."""
+    reasons = [e.get("alone", "") for e in entries if e.get("status") == "ok"]
+    alone = [r for r in reasons if r]
+    if not alone:
+        return ""
+    if "size" in alone or len(alone) == len(reasons):
+        return alone[0]
+    return f"measured {len(alone)}/{len(reasons)}"
 
 
 def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: str) -> dict[int, list[dict[str, Any]]]:
-    """Case id -> its rows from this group's results, each naming the GPU and whether it ran alone (a case the
-    group deferred has none here: its rows come from its GPU's alone group)."""
+    """Case id -> its rows from this group's results, each naming the GPU and whether it was timed alone."""
     results = group.results or []
     if group.error and not results:
         results = [WorkerResult(i, False, None, False, None, group.error, 0.0) for i in range(len(group.orders))]
     rows = build_rows(group.cases, group.orders, results, peak_gbps, baseline, headline)
+    entries = {(w, int(e["id"])): e for w, r in enumerate(results) for e in (r.payload or {}).get("cases", [])
+               if isinstance(e, dict) and "id" in e}
     out: dict[int, list[dict[str, Any]]] = {}
     cases = iter(group.cases)
     case = next(cases, None)
     for row in rows:
-        why = ("measured" if case.id in group.measured else "size") if group.alone else ""
-        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=group.alone,
+        if row["row_kind"] == "aggregate":
+            mine = [entries[(w, case.id)] for w in range(len(results)) if (w, case.id) in entries]
+            why = alone_reason(mine)
+        else:
+            why = alone_reason([entries.get((row["worker"], case.id), {})])
+        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=bool(why),
                    alone_reason=why)
         out.setdefault(case.id, []).append(row)
         if row["row_kind"] == "aggregate":
             case = next(cases, None)
-    for case_id in deferred_ids(group) if not group.alone else ():
-        out.pop(case_id, None)
     return out
 
 
@@ -157,7 +156,7 @@ def joined_rows(cases: list[PerfCase], groups: list[Group], peak_gbps: float | N
             by_case.update(group_rows(group, peak_gbps, baseline, headline))
     skipped = [c for c in cases if c.skip]
     plain = next((g.device for g in groups if g.slot is None), "")
-    for case_id, rows in group_rows(Group(None, False, skipped, [], plain), peak_gbps, baseline, headline).items():
+    for case_id, rows in group_rows(Group(None, skipped, [], plain), peak_gbps, baseline, headline).items():
         by_case[case_id] = rows
     if finished_only:
         reported = {int(e["id"]) for g in groups for r in g.results for e in (r.payload or {}).get("cases", [])

@@ -14,7 +14,7 @@ from lnbench.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fm
                             silent_console, styled_status)
 
 #: where a worker's time went (its payload): start-up (side by side with the others), then its turn
-PHASES = ("startup_s", "stream_s", "kernel_s")
+PHASES = ("startup_s", "stream_s", "kernel_s", "lock_wait_s")
 
 
 def _minmax(row: dict[str, Any]) -> str:
@@ -105,7 +105,7 @@ def summary_line(rows: list[dict[str, Any]], results: list[WorkerResult], second
     parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     workers = f"{len(results)} worker(s)" + (f", {bad} failed" if bad else "")
     phases = []
-    for key, name in zip(PHASES, ("start-up", "stream pass", "kernel pass")):
+    for key, name in zip(PHASES, ("start-up", "stream pass", "kernel pass", "host-lock waits")):
         values = [float(r.payload[key]) for r in results if r.payload and isinstance(r.payload.get(key), (int, float))]
         if values and (key != "kernel_s" or max(values) >= 0.05):
             phases.append(f"{name} {statistics.median(values):.1f} s")
@@ -114,7 +114,7 @@ def summary_line(rows: list[dict[str, Any]], results: list[WorkerResult], second
     where = ""
     if len(gpus) > 1:
         alone = [r for r in agg if r.get("timed_alone")]
-        measured = sum(1 for r in alone if r.get("alone_reason") == "measured")
+        measured = sum(1 for r in alone if str(r.get("alone_reason", "")).startswith("measured"))
         where = (f"; on {len(gpus)} GPUs ({', '.join(gpus)}), {len(alone)} of {len(agg)} cases timed alone "
                  f"(host-bound: {len(alone) - measured} by size, {measured} measured)")
     elif gpus:

@@ -14,7 +14,7 @@ pass runs (no progress lines either).
 
 Spec: {"device": "cuda:0", "protocol": {timing + cold settings + kernel_timer}, "phases": 1 or 3, "cases":
 [{"id", "backend", "op", "mode", "dtype", "m", "n", "eps", "seed"}, ...]}.
-Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run" | "deferred",
+Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run", "alone",
 "detail", "measurement": Measurement.to_dict(), "nbytes", "sets", "working_set_bytes", "llc_bytes",
 "note", "seconds", "kernel": kernel_stats worker summary (cases that ran)}, ...]}.
 
@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import one_line
+from lnbench.measure.host_lock import Section, host_lock_from_env
 from lnbench.measure.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,8 +86,9 @@ def _release(device: Any) -> None:
 
 def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backends: dict[str, Any]
              ) -> dict[str, Any]:
-    """Time one case on `dev` (stream time); exceptions become an `error` entry."""
-    from lnbench.measure.timing import measure
+    """Time one case on `dev` (stream time); exceptions become an `error` entry. On several GPUs its warm-up
+    and runs hold the host lock (lnbench.measure.host_lock): entry["alone"] says why it was timed alone."""
+    from lnbench.measure.timing import measure, synchronize
 
     out: dict[str, Any] = {"id": case["id"], "status": "ok", "detail": ""}
     device = dev.torch_device
@@ -99,15 +101,15 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
             return out
         timing = {k: protocol[k] for k in ("runs", "warmup_s", "min_warmup_calls", "target_run_s",
                                            "min_iters", "max_iters", "max_run_s") if k in protocol}
-        result = measure(workload.fn, device, timer=workload.timer, **timing,
-                         defer_host_bound=protocol.get("defer_host_bound"))
-        if result.extra.get("deferred"):        # host-bound: perf times it again while no other GPU times
-            out.update(status="deferred", detail=f"host-bound (host {result.extra['host_fraction']:.0%} of a run): "
-                                                 f"timed alone")
-            return out
+        lock = host_lock_from_env()
+        if lock is not None:            # first use (a JIT compile) before taking the lock: other GPUs need not wait
+            workload.fn()
+            synchronize(device)
+        with Section(lock, bool(case.get("alone")), protocol.get("alone_host_fraction")) as held:
+            result = measure(workload.fn, device, timer=workload.timer, **timing, before_runs=held.before_runs)
         out.update(measurement=result.to_dict(), nbytes=workload.nbytes, sets=workload.sets,
                    working_set_bytes=workload.working_set_bytes, llc_bytes=workload.llc_bytes,
-                   note=workload.note)
+                   note=workload.note, alone=held.alone)
     except Exception as exc:  # one broken case must not lose the others
         out.update(status="error", detail=one_line(exc, 500))
     finally:
@@ -123,10 +125,6 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
 KERNEL_PHASES = (SEQUENTIAL, PARALLEL, SEQUENTIAL)
 STREAM_PHASES = (SEQUENTIAL,)
 
-#: the kernel pass re-warms a case the process has already compiled and timed: a short warm-up suffices
-KERNEL_WARMUP_S, KERNEL_WARMUP_CALLS = 0.05, 10
-
-
 def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, protocol: dict[str, Any],
                     backends: dict[str, Any], timer: Any) -> dict[str, Any]:
     """Kernel time of a case that was stream-timed: the workload built again, briefly re-warmed, then R
@@ -134,18 +132,19 @@ def run_kernel_case(case: dict[str, Any], entry: dict[str, Any], dev: Device, pr
     Returns the kernel_stats summary; exceptions become an "error" summary."""
     from lnbench.measure import kernel_stats
     from lnbench.measure.kernel_timer import measure_kernels
-    from lnbench.measure.timing import warm_up
+    from lnbench.measure.timing import REWARM_CALLS, REWARM_S, warm_up
 
     workload = None
     try:
         workload, why_not = _workload(case, dev, protocol, backends)
         if workload is None:
             return kernel_stats.not_available(why_not)
-        per_call = warm_up(workload.fn, dev.torch_device, min(float(protocol["warmup_s"]), KERNEL_WARMUP_S),
-                           KERNEL_WARMUP_CALLS)[2]
-        return measure_kernels(workload.fn, dev.torch_device, iters=int(entry["measurement"]["iters_per_run"]),
-                               runs=int(protocol["runs"]), clean=workload.sets > 1,
-                               host_us_per_call=per_call * 1e6, timer=timer)
+        with Section(host_lock_from_env(), False, None):      # device time: other GPUs may time meanwhile
+            per_call = warm_up(workload.fn, dev.torch_device, min(float(protocol["warmup_s"]), REWARM_S),
+                               REWARM_CALLS)[2]     # a case this process already compiled and timed
+            return measure_kernels(workload.fn, dev.torch_device, iters=int(entry["measurement"]["iters_per_run"]),
+                                   runs=int(protocol["runs"]), clean=workload.sets > 1,
+                                   host_us_per_call=per_call * 1e6, timer=timer)
     except Exception as exc:  # noqa: BLE001 - the stream-time result stands
         return kernel_stats.not_available(one_line(exc, 500), "error")
     finally:
@@ -224,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         report_progress(progress_path, f"{case['id']} {entry['status']}")
         _fault(index, len(payload["cases"]))
     payload["stream_s"] = time.monotonic() - turn
+    lock = host_lock_from_env()
+    if lock is not None:
+        payload["lock_wait_s"] = round(lock.waited_s, 3)
     write_result(result_path, payload)
     if spec.get("phases", 1) == len(KERNEL_PHASES):
         wait_turn()                                       # every worker's stream pass is over: side by side,
