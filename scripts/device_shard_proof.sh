@@ -8,7 +8,9 @@
 #                 compared with it: which cases the host moves, by bytes per call (the alone threshold)
 #   STEP=host     one idle run (each case's host_fraction), then the host-loaded run compared with it
 #   STEP=gpus     on a host with two or more GPUs: the set on one GPU vs on all (--devices all), wall time and
-#                 compare (issue 21's two-GPU proof)
+#                 compare (issue 21's two-GPU proof; SHAPES defaults to the `sweep` set plus two launch-bound
+#                 shapes there). STEP=gpus-one and STEP=gpus-all run its two halves in separate calls
+#                 (compare the two JSON files afterwards: lnbench compare one-gpu.json all-gpus.json)
 # Run from the repository root:  STEP=shards bash scripts/device_shard_proof.sh   (OUT: the output folder)
 # STEP=devices and STEP=gpus compare with $BASE (default: $OUT/whole.json from STEP=shards).
 set -uo pipefail
@@ -27,6 +29,7 @@ BACKENDS=torch
 if "$PY" -c "import liger_kernel" 2>/dev/null; then BACKENDS=torch,liger; fi
 # launch-bound (64x256, 37x1000, 256x4096: 2^14..2^20 elements) and M·N = 2^24 sweep shapes across the widths
 SHAPES="${SHAPES:-64x256,37x1000,256x4096,65536x256,16384x1024,4096x4096,1024x16384,256x65536,21845x768}"
+case "$STEP" in gpus*) SHAPES="${GPU_SHAPES:-64x256,37x1000,65536x256,32768x512,16384x1024,8192x2048,4096x4096,2048x8192,1024x16384,512x32768,256x65536,21845x768,16777x1000,3277x5120,1365x12288}" ;; esac
 PERF=("$PY" -m lnbench.cli perf --backend "$BACKENDS" --dtype bf16 --op fwd,bwd --mode cold,hot --shapes "$SHAPES" -q)
 BASE="${BASE:-$OUT_DIR/whole.json}"
 
@@ -64,12 +67,14 @@ case "$STEP" in
     step loaded "${PERF[@]}" --json "$OUT_DIR/loaded.json" --if-loaded warn
     kill $(jobs -p) 2>/dev/null; wait 2>/dev/null
     step compare-loaded "$PY" -m lnbench.cli compare "$BASE" "$OUT_DIR/loaded.json" --json "$OUT_DIR/compare-loaded.json" ;;
-  gpus)
-    step one-gpu "${PERF[@]}" --devices 0 --json "$OUT_DIR/one-gpu.json"
-    step all-gpus "${PERF[@]}" --devices all --json "$OUT_DIR/all-gpus.json"
-    step compare-gpus "$PY" -m lnbench.cli compare "$OUT_DIR/one-gpu.json" "$OUT_DIR/all-gpus.json" \
-      --json "$OUT_DIR/compare-gpus.json"
-    step verify-gpus "$PY" -m lnbench.cli verify --devices all --backend torch --dtype bf16,f32 \
-      --shapes 64x256,3x257,4096x1024 -q --json "$OUT_DIR/verify-gpus.json" ;;
+  gpus|gpus-one|gpus-all)
+    [ "$STEP" != gpus-all ] && step one-gpu "${PERF[@]}" --devices 0 --json "$OUT_DIR/one-gpu.json"
+    [ "$STEP" != gpus-one ] && step all-gpus "${PERF[@]}" --devices all --json "$OUT_DIR/all-gpus.json"
+    if [ "$STEP" = gpus ]; then
+      step compare-gpus "$PY" -m lnbench.cli compare "$OUT_DIR/one-gpu.json" "$OUT_DIR/all-gpus.json" \
+        --json "$OUT_DIR/compare-gpus.json"
+      step verify-gpus "$PY" -m lnbench.cli verify --devices all --backend torch --dtype bf16,f32 \
+        --shapes 64x256,3x257,4096x1024 -q --json "$OUT_DIR/verify-gpus.json"
+    fi ;;
   *) echo "unknown STEP $STEP (shards, devices, gpus)"; exit 2 ;;
 esac
