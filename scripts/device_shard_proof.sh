@@ -10,7 +10,8 @@
 #   STEP=gpus     on a host with two or more GPUs: the set on one GPU vs on all (--devices all), wall time and
 #                 compare (issue 21's two-GPU proof; SHAPES defaults to the `sweep` set plus two launch-bound
 #                 shapes there). STEP=gpus-one and STEP=gpus-all run its two halves in separate calls
-#                 (compare the two JSON files afterwards: lnbench compare one-gpu.json all-gpus.json)
+#                 (compare the two JSON files afterwards: lnbench compare one-gpu.json all-gpus.json); a second
+#                 gpus-one with NAME=one-gpu-2 is the A/A control (how often two one-GPU runs differ)
 # Run from the repository root:  STEP=shards bash scripts/device_shard_proof.sh   (OUT: the output folder)
 # STEP=devices and STEP=gpus compare with $BASE (default: $OUT/whole.json from STEP=shards).
 set -uo pipefail
@@ -68,7 +69,7 @@ case "$STEP" in
     kill $(jobs -p) 2>/dev/null; wait 2>/dev/null
     step compare-loaded "$PY" -m lnbench.cli compare "$BASE" "$OUT_DIR/loaded.json" --json "$OUT_DIR/compare-loaded.json" ;;
   gpus|gpus-one|gpus-all)
-    [ "$STEP" != gpus-all ] && step one-gpu "${PERF[@]}" --devices 0 --json "$OUT_DIR/one-gpu.json"
+    [ "$STEP" != gpus-all ] && step one-gpu "${PERF[@]}" --devices 0 --json "$OUT_DIR/${NAME:-one-gpu}.json"
     [ "$STEP" != gpus-one ] && step all-gpus "${PERF[@]}" --devices all --json "$OUT_DIR/all-gpus.json"
     if [ "$STEP" = gpus ]; then
       step compare-gpus "$PY" -m lnbench.cli compare "$OUT_DIR/one-gpu.json" "$OUT_DIR/all-gpus.json" \
