@@ -279,6 +279,41 @@ def test_perf_times_cases_measured_host_bound_alone(monkeypatch, tmp_path):
         assert "host-lock waits" in result.output
 
 
+def test_no_other_gpu_times_while_a_host_bound_case_is_timed():
+    """Real perf workers on two stand-in GPUs, all at once, sharing one host lock: every exclusive span (the
+    timed runs of a case host-bound by size) overlaps no span of the other GPU, the two GPUs' timing windows
+    overlap (they run side by side, not one after the other), and each case says why it was timed alone."""
+    from lnbench.measure.workers import run_workers
+    from lnbench.perf.protocol import PerfProtocol
+    from lnbench.perf.spread import run_groups
+
+    shapes = [(8, 64), (512, 512), (3, 100), (640, 512), (16, 32), (768, 512), (9, 40), (512, 640)]
+    cases = build_cases(["torch"], ["fwd"], ["f32"], shapes, ["hot"], 1e-5, 1, {"torch": ("", ("fwd",))})
+    groups = plan_groups(cases, ["torch"], 2, "cpu", cpu_slots(2), 0.05)        # < 50 KiB a call: alone
+    protocol = PerfProtocol(processes=2, runs=3, warmup_s=0.1, min_warmup_calls=2, target_run_s=0.01,
+                            min_iters=2, max_iters=50, llc_mib=0.05).to_dict()
+
+    def run_group(group, stop):
+        return run_workers("lnbench.perf.worker_main", group_spec(group, "cpu", protocol, 1, 1.5), 300,
+                           env={"OMP_NUM_THREADS": "1", **group.env()}, stop=stop)
+
+    run_groups(groups, run_group)
+    spans = []
+    for group in groups:
+        assert [r.ok for r in group.results] == [True, True], [r.problem() for r in group.results]
+        for result in group.results:
+            for entry in result.payload["cases"]:
+                assert entry["alone"] == ("size" if entry["id"] in group.alone_ids else "")
+                spans += [(group.gpu, mode, start, end) for mode, start, end in entry["lock_spans"]]
+    assert {mode for _, mode, _, _ in spans} == {"shared", "exclusive"}
+    for gpu, mode, start, end in spans:
+        if mode == "exclusive":
+            assert all(e <= start or s >= end for g, _, s, e in spans if g != gpu), (gpu, start, end)
+    windows = [(min(s for g, _, s, _ in spans if g == gpu), max(e for g, _, _, e in spans if g == gpu))
+               for gpu in ("cuda:0", "cuda:1")]
+    assert windows[0][0] < windows[1][1] and windows[1][0] < windows[0][1]    # the GPUs timed at the same time
+
+
 def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path, by_size_only):
     from lnbench.perf.command import perf_command
 

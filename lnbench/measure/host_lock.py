@@ -79,10 +79,20 @@ class Section:
         self.by_size = alone_by_size
         self.threshold = alone_host_fraction
         self.alone = ""
+        self.spans: list[tuple[str, float, float]] = []    # (shared | exclusive, start, end), time.monotonic()
+
+    def _take(self, exclusive: bool) -> None:
+        self.lock.acquire(exclusive)
+        self.spans.append((self.lock.held, time.monotonic(), float("nan")))
+
+    def _give(self) -> None:
+        mode, start, _ = self.spans[-1]
+        self.spans[-1] = (mode, start, time.monotonic())
+        self.lock.release()
 
     def __enter__(self) -> "Section":
         if self.lock is not None:
-            self.lock.acquire(exclusive=False)
+            self._take(exclusive=False)
         return self
 
     def before_runs(self, host_fraction: float) -> bool:
@@ -96,10 +106,10 @@ class Section:
             self.alone = "measured"
         else:
             return False
-        self.lock.release()
-        self.lock.acquire(exclusive=True)
+        self._give()
+        self._take(exclusive=True)
         return True
 
     def __exit__(self, *exc: object) -> None:
         if self.lock is not None:
-            self.lock.release()
+            self._give()

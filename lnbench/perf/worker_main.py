@@ -16,7 +16,7 @@ Spec: {"device": "cuda:0", "protocol": {timing + cold settings + kernel_timer}, 
 [{"id", "backend", "op", "mode", "dtype", "m", "n", "eps", "seed"}, ...]}.
 Result: {"worker", "pid", "device", "complete", "cases": [{"id", "status": "ok" | "error" | "not run", "alone",
 "detail", "measurement": Measurement.to_dict(), "nbytes", "sets", "working_set_bytes", "llc_bytes",
-"note", "seconds", "kernel": kernel_stats worker summary (cases that ran)}, ...]}.
+"note", "seconds", "alone", "lock_spans", "kernel": kernel_stats worker summary (cases that ran)}, ...]}.
 
 Test hook: LNBENCH_PERF_FAULT="<worker index>:<crash|hang>[:<after N cases>][,...]" makes that worker exit
 with status 3 (after a line on stderr) or sleep forever once N cases are done. It exists for the unit tests.
@@ -109,7 +109,7 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
             result = measure(workload.fn, device, timer=workload.timer, **timing, before_runs=held.before_runs)
         out.update(measurement=result.to_dict(), nbytes=workload.nbytes, sets=workload.sets,
                    working_set_bytes=workload.working_set_bytes, llc_bytes=workload.llc_bytes,
-                   note=workload.note, alone=held.alone)
+                   note=workload.note, alone=held.alone, lock_spans=held.spans)
     except Exception as exc:  # one broken case must not lose the others
         out.update(status="error", detail=one_line(exc, 500))
     finally:
