@@ -104,77 +104,83 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool) -> int:
     """Time every group of cases in worker processes, print the tables, write the rows; the exit code."""
     import time
 
-    (dev, slots, protocol, headline, kernel_pass, no_kernel_time, backend_list, base_name, host_share, spread,
-     run_extra, cases, groups, peak, table) = (plan.dev, plan.slots, plan.protocol, plan.headline, plan.kernel_pass,
-                                              plan.no_kernel_time, plan.backends, plan.baseline, plan.host_share,
-                                              plan.spread, plan.run_extra, plan.cases, plan.groups, plan.peak,
-                                              plan.table)
-    peak_file = plan.peak_file
-    csv_final, json_final, md_final = plan.outputs
-    peak_gbps = float(peak["gbps"]) if peak else None
-    if peak is None and not quiet:
-        cache = Path(peak_file or default_peak_path())
-        broken = cache_problem(cache)
-        console.print(escape(f"peak file {cache} is not an lnbench peak cache ({broken}): % peak left blank "
-                             f"(remove it, then run `lnbench peak`)" if broken else
-                             f"no measured peak for {run_metadata(dev)['device_name']} in {cache}: % peak left "
-                             f"blank (run `lnbench peak` once)"), style="yellow")
+    peak_gbps = float(plan.peak["gbps"]) if plan.peak else None
+    if plan.peak is None and not quiet:
+        _say_no_peak(plan)
     lock = load.hold("perf")
     load_before = load.check(lock)
-    load.refuse_if_loaded(load_before, loaded_policy(if_loaded, table))
-    before = _facts(groups, dev)
-    phases = KERNEL_PHASES if kernel_pass else STREAM_PHASES
+    load.refuse_if_loaded(load_before, loaded_policy(if_loaded, plan.table))
+    groups = plan.groups
+    before = _facts(groups, plan.dev)
     start = time.monotonic()
-    early = stamp({**run_metadata(dev), "lnbench_command": "perf", "P": protocol.processes, "R": protocol.runs,
-                   "baseline": base_name, "headline": headline, **run_extra}, PERF)
-    workers_total = sum(len(g.orders) for g in groups)
-    with ResultSink(csv_final, json_final, early, workers_total, "workers") as sink:
+    early = stamp({**run_metadata(plan.dev), "lnbench_command": "perf", "P": plan.protocol.processes,
+                   "R": plan.protocol.runs, "baseline": plan.baseline, "headline": plan.headline, **plan.run_extra},
+                  PERF)
+    csv_final, json_final, md_final = plan.outputs
+    with ResultSink(csv_final, json_final, early, sum(len(g.orders) for g in groups), "workers") as sink:
         if any(g.cases for g in groups):
-            each = 2 if kernel_pass else 1               # the kernel pass reports each case again
-            done_units: dict[tuple[int, int], int] = {}
-            total = sum(len(o) * each for g in groups for o in g.orders)
-            guard = threading.Lock()
-            with CommandProgress(err_console, "timing", total, quiet) as progress:
-
-                def run_group(group: Group, stop: threading.Event | None) -> list[WorkerResult]:
-                    number = groups.index(group)
-
-                    def on_progress(index: int, done: int, label: str) -> None:
-                        order = group.orders[index]
-                        case = order[(done - 1) % len(order)] if order and done else None
-                        what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
-                                f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
-                        where = f"{group.gpu} " if slots else ""
-                        with guard:
-                            done_units[(number, index)] = done
-                            progress.update(sum(done_units.values()), what,
-                                            f"{where}worker {index + 1}/{protocol.processes}")
-
-                    def on_done(result: WorkerResult) -> None:   # what the workers finished so far, as result rows
-                        with guard:
-                            group.results.append(result)
-                            sink.replace(joined_rows(cases, groups, peak_gbps, base_name, headline, True),
-                                         sum(r.ok for g in groups for r in g.results))
-
-                    return run_workers(WORKER_MODULE, group_spec(group, str(dev.torch_device), protocol.to_dict(),
-                                                                 len(phases), host_share if spread else None),
-                                       protocol.worker_timeout_s, env={**_worker_env(), **group.env()},
-                                       on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
-
-                run_groups(groups, run_group)
+            _time_groups(plan, sink, peak_gbps, quiet)
         load_meta = load.metadata(load_before, load.check(lock))
         lock.release()
-        rows = _finish(sink, dev, protocol, cases, groups, peak, peak_gbps, base_name, headline,
-                       kernel_pass, no_kernel_time, before, time.monotonic() - start, backend_list, quiet,
-                       {**run_extra, **load_meta}, md_final)
+        rows = _finish(sink, plan.dev, plan.protocol, plan.cases, groups, plan.peak, peak_gbps, plan.baseline,
+                       plan.headline, plan.kernel_pass, plan.no_kernel_time, before, time.monotonic() - start,
+                       plan.backends, quiet, {**plan.run_extra, **load_meta}, md_final)
     results = [r for g in groups for r in g.results]
     console.print(summary_line(rows, results, time.monotonic() - start, groups))
     if load.warning(load_meta):
         err_console.print(f"[yellow]{escape(load.warning(load_meta))}[/yellow]", soft_wrap=True)
     if not any(g.cases for g in groups):
-        reasons = {str(c.skip) for c in cases if c.skip}
+        reasons = {str(c.skip) for c in plan.cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
     return EXIT_FAILED if failed(rows, results) or any(g.error for g in groups) else EXIT_OK
+
+
+def _say_no_peak(plan: PerfPlan) -> None:
+    """Why % peak stays blank: no measured peak for this device, or a peak file that is not lnbench's."""
+    cache = Path(plan.peak_file or default_peak_path())
+    broken = cache_problem(cache)
+    console.print(escape(f"peak file {cache} is not an lnbench peak cache ({broken}): % peak left blank "
+                         f"(remove it, then run `lnbench peak`)" if broken else
+                         f"no measured peak for {run_metadata(plan.dev)['device_name']} in {cache}: % peak left "
+                         f"blank (run `lnbench peak` once)"), style="yellow")
+
+
+def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quiet: bool) -> None:
+    """Run every group's workers (lnbench.perf.spread.run_groups) with one progress bar; each finished worker's
+    results go to the sink at once, as rows, so an interrupt keeps them."""
+    groups, cases, protocol = plan.groups, plan.cases, plan.protocol
+    phases = KERNEL_PHASES if plan.kernel_pass else STREAM_PHASES
+    each = 2 if plan.kernel_pass else 1               # the kernel pass reports each case again
+    done_units: dict[tuple[int, int], int] = {}
+    total = sum(len(o) * each for g in groups for o in g.orders)
+    guard = threading.Lock()
+    with CommandProgress(err_console, "timing", total, quiet) as progress:
+
+        def run_group(group: Group, stop: threading.Event | None) -> list[WorkerResult]:
+            number = groups.index(group)
+
+            def on_progress(index: int, done: int, label: str) -> None:
+                order = group.orders[index]
+                case = order[(done - 1) % len(order)] if order and done else None
+                what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
+                        f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
+                where = f"{group.gpu} " if plan.slots else ""
+                with guard:
+                    done_units[(number, index)] = done
+                    progress.update(sum(done_units.values()), what, f"{where}worker {index + 1}/{protocol.processes}")
+
+            def on_done(result: WorkerResult) -> None:   # what the workers finished so far, as result rows
+                with guard:
+                    group.results.append(result)
+                    sink.replace(joined_rows(cases, groups, peak_gbps, plan.baseline, plan.headline, True),
+                                 sum(r.ok for g in groups for r in g.results))
+
+            specs = group_spec(group, str(plan.dev.torch_device), protocol.to_dict(), len(phases),
+                               plan.host_share if plan.spread else None)
+            return run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env={**_worker_env(), **group.env()},
+                               on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
+
+        run_groups(groups, run_group)
 
 
 def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
