@@ -105,3 +105,46 @@ def test_without_a_lock_a_section_does_nothing(monkeypatch):
     assert host_lock_from_env() is None
     with Section(None, True, 0.0) as section:
         assert section.before_runs(1.0) is False and section.alone == ""
+
+
+LOCK_PROBE = """
+import time
+from lnbench.measure.host_lock import host_lock_from_env
+from lnbench.measure.workers import read_spec, wait_turn, write_result
+spec, out, prog = read_spec()
+lock = host_lock_from_env()
+wait_turn()
+time.sleep(spec["before_s"])
+lock.acquire(exclusive=spec["exclusive"])
+got = time.monotonic()
+time.sleep(spec["hold_s"])          # the hung one holds it far past its timeout
+lock.release()
+write_result(out, {"got": got, "waited_s": lock.waited_s})
+"""
+
+
+def test_a_worker_waiting_for_the_lock_outlives_a_hung_holder(tmp_path):
+    """Two 'GPUs' (two run_workers calls at once, one lock): the first worker takes the lock exclusive and
+    hangs; it is killed at its turn timeout (3 s). The second waits for the lock longer than that timeout, is
+    not killed for it (waiting does not count), gets the lock when the hung one dies, and finishes."""
+    import os
+    import threading
+
+    from lnbench.measure.host_lock import LOCK_VAR
+    from lnbench.measure.workers import run_workers
+
+    (tmp_path / "lock_probe.py").write_text(LOCK_PROBE)
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           LOCK_VAR: str(tmp_path / "host.lock")}
+    results = {}
+
+    def gpu(name, spec):
+        results[name] = run_workers("lock_probe", [spec], 3.0, env=env)[0]
+
+    hung = threading.Thread(target=gpu, args=("hung", {"before_s": 0.0, "exclusive": True, "hold_s": 60}))
+    patient = threading.Thread(target=gpu, args=("patient", {"before_s": 1.0, "exclusive": False, "hold_s": 1.5}))
+    hung.start(); patient.start()
+    hung.join(60); patient.join(60)
+    assert results["hung"].timed_out and not results["hung"].ok
+    assert results["patient"].ok, results["patient"].problem()
+    assert results["patient"].payload["waited_s"] > 1.0         # it waited for the hung worker's death

@@ -8,7 +8,9 @@ are one at a time.
 
 It is a reader/writer lock between processes made of two `flock`ed files: every taker first passes a turnstile
 (held exclusive for a moment), so a waiting exclusive taker, which holds the turnstile while it waits, is not
-starved by a stream of shared ones. The lock file is named by LNBENCH_HOST_LOCK in a worker's environment; with
+starved by a stream of shared ones. Time spent waiting for it does not count against a worker's turn timeout
+(lnbench.measure.workers.report_waiting): a worker held up behind another GPU's hung worker outlasts it. The
+lock file is named by LNBENCH_HOST_LOCK in a worker's environment; with
 no such variable (one device) `Section` does nothing and no case is marked alone.
 """
 from __future__ import annotations
@@ -18,6 +20,8 @@ import os
 import time
 from pathlib import Path
 from typing import IO
+
+from lnbench.measure.workers import report_waiting
 
 LOCK_VAR = "LNBENCH_HOST_LOCK"
 
@@ -36,12 +40,14 @@ class HostLock:
         if self.held:
             raise RuntimeError(f"host lock already held {self.held}")
         start = time.monotonic()
+        report_waiting(start, self.waited_s)        # a wait is not counted against this worker's turn timeout
         fcntl.flock(self._turnstile, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
         self.waited_s += time.monotonic() - start
+        report_waiting(None, self.waited_s)
         self.held = "exclusive" if exclusive else "shared"
 
     def release(self) -> None:

@@ -28,7 +28,9 @@ phase all of them at once (work that must happen after every timed turn of a pha
 measurement, such as a profiler's set-up). A phase begins only when every worker of the batch is waiting
 for it (or has exited). So no timed work ever overlaps another worker's start-up or timed work, and each
 worker still is its own process with its own caches. A module that never calls `wait_turn` simply runs
-when started. `timeout_s` counts per turn (and per start-up or parallel phase).
+when started. `timeout_s` counts per turn (and per start-up or parallel phase), less the time the worker
+said it spent waiting for another process (`report_waiting`: perf's host lock on several GPUs), so a worker
+held up behind another GPU's hung worker is not killed with it.
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ _POLL_S = 0.05
 #: at most this many workers are started (and held in memory) at once
 MAX_TOGETHER = 8
 _READY_VAR = "LNBENCH_WORKER_READY_FILE"
+_WAITING_VAR = "LNBENCH_WORKER_WAITING_FILE"
 
 
 @dataclass
@@ -116,6 +119,26 @@ def report_progress(path: Path | None, label: str = "") -> None:
     if path is not None:
         with open(path, "a") as handle:
             handle.write(label.replace("\n", " ") + "\n")
+
+
+def report_waiting(since: float | None, total_s: float) -> None:
+    """Worker side: this worker waits for another process since `since` (time.monotonic(); None: not waiting
+    now), after `total_s` seconds of such waits before; the parent does not count waiting against a turn's
+    timeout. A no-op outside run_workers."""
+    path = os.environ.get(_WAITING_VAR)
+    if path:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        Path(tmp).write_text(f"{'' if since is None else since} {total_s}")
+        os.replace(tmp, path)
+
+
+def _waited(path: Path, now: float) -> float:
+    """Seconds a worker has spent waiting for another process, up to `now` (its report_waiting file)."""
+    try:
+        since, total = path.read_text().split(" ")
+    except (OSError, ValueError):
+        return 0.0
+    return float(total) + (now - float(since) if since else 0.0)
 
 
 def _tail(path: Path, limit: int = _TAIL_CHARS) -> str:
@@ -189,6 +212,9 @@ class _Live:
     def exited(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
 
+    def waited(self, now: float) -> float:
+        return _waited(self.root / "waiting", now)
+
     def ready(self, phase: int) -> bool:
         """Waiting at the start of `phase` (or gone)."""
         return self.exited() or (self.root / f"ready.{phase}").exists()
@@ -203,6 +229,7 @@ def _start(module: str, spec: dict[str, Any], index: int, count: int, env: dict[
     cmd = [sys.executable, "-m", module, str(root / "spec.json"), str(root / "result.json"), str(root / "progress.txt")]
     child = _child_env(index, count, root, env)
     child[_READY_VAR] = str(root / "ready")
+    child[_WAITING_VAR] = str(root / "waiting")
     with open(root / "stderr.txt", "wb") as err, open(root / "stdout.txt", "wb") as out:
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=child,
@@ -226,20 +253,22 @@ def _go(live: _Live, last: bool) -> None:
 def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: float,
                 on_progress: Callable[[int, int, str], None] | None,
                 stop: threading.Event | None = None) -> list[_Live]:
-    """Poll until done(live) for each of `lives`; one still running after timeout_s is killed (returned).
-    Raises Stopped as soon as `stop` is set."""
+    """Poll until done(live) for each of `lives`; one still running after timeout_s (less the time it reported
+    waiting for another process meanwhile) is killed (returned). Raises Stopped as soon as `stop` is set."""
     start, killed = time.monotonic(), []
+    waited_before = {id(live): live.waited(start) for live in lives}
     try:
         while not all(done(live) or live.exited() for live in lives):
             if stop is not None and stop.is_set():
                 raise Stopped()
-            if time.monotonic() - start > timeout_s:
-                for live in lives:
-                    if not (done(live) or live.exited()):
-                        live.timed_out = True
-                        killed.append(live)
-                        kill_group(live.proc)
-                break
+            now = time.monotonic()
+            for live in lives:
+                if live in killed or done(live) or live.exited():
+                    continue
+                if now - start - (live.waited(now) - waited_before[id(live)]) > timeout_s:
+                    live.timed_out = True
+                    killed.append(live)
+                    kill_group(live.proc)
             _report(lives, on_progress)
             time.sleep(_POLL_S)
     finally:
