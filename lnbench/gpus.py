@@ -5,9 +5,9 @@ reads (CUDA_VISIBLE_DEVICES, or HIP_VISIBLE_DEVICES under ROCm) is set to the on
 that names it, so the worker's `cuda:0` is that GPU and no other device's stream can be reached.
 
 How the cases run (run_spread): on each GPU one group of workers at a time, as on one GPU (the protocol is
-unchanged); the GPUs side by side, and groups marked `alone` one GPU after another while no other GPU runs
-(abi-compare). perf runs every GPU's group side by side and keeps host-bound timed runs apart with a host lock
-(lnbench.measure.host_lock, lnbench.perf.spread). A GPU whose run raises loses only its own cases: the others'
+unchanged); the GPUs side by side, and groups marked `alone` one GPU after another while no other GPU runs.
+perf and abi-compare run every GPU's group side by side and keep host-bound timed runs apart with a host lock
+(lnbench.measure.host_lock; lnbench.perf.spread). A GPU whose run raises loses only its own cases: the others'
 results are kept. An interrupt stops every GPU's workers (lnbench.measure.workers: `stop`).
 """
 from __future__ import annotations

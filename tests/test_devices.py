@@ -375,3 +375,22 @@ def test_two_gpus_on_this_host(tmp_path):
     agg = pd.read_json(out, orient="table").query("row_kind == 'aggregate'")
     assert set(agg["gpu"]) == {"cuda:0", "cuda:1"} and set(agg["status"]) == {"ok"}
     assert list(agg["timed_alone"]) == [True, False, False]
+
+
+def test_abi_compare_on_two_stand_in_gpus_starts_them_together_and_times_one_at_a_time(monkeypatch, tmp_path):
+    """abi-compare --devices: the shapes dealt over the GPUs, every GPU's workers started at once, each worker's
+    timed turn holding the host lock exclusive; every row names its GPU and says it was timed alone."""
+    from lnbench.abi.command import abi_compare_command
+
+    monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
+    out = tmp_path / "a.json"
+    result = CliRunner().invoke(abi_compare_command, [
+        "--pair", "torch-entry", "--runtime-only", "--devices", "all", "-P", "2", "--shapes", "8x64,16x128,32x256",
+        "--op", "fwd", "--metric", "direct,wrapper", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "3",
+        "--target-run-s", "0.002", "--min-iters", "5", "--max-iters", "40", "--json", str(out)],
+        env={"OMP_NUM_THREADS": "1"})
+    assert result.exit_code == 0, result.output
+    frame = pd.read_json(out, orient="table")
+    assert set(frame["status"]) == {"ok"} and len(frame) == 3 * 2
+    assert dict(zip(frame["shape"], frame["gpu"])) == {"8x64": "cuda:0", "16x128": "cuda:1", "32x256": "cuda:0"}
+    assert frame["timed_alone"].all()

@@ -10,8 +10,10 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 """
 from __future__ import annotations
 
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -28,7 +30,8 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guar
                                 nothing_ran, output_options)
 from lnbench.result_sink import ResultSink
 from lnbench.device import Device
-from lnbench.gpus import GpuSlot, deal, devices_options
+from lnbench.gpus import GpuSlot, deal, devices_options, run_spread
+from lnbench.measure.host_lock import LOCK_VAR
 from lnbench.measure.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
 from lnbench.abi.tables import render_runtime, render_static
@@ -82,33 +85,64 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     """(rows, worker payloads, worker problems) of the runtime part: the workers time the metrics that can run
     here, every other metric gets `not run (reason)` rows (see not_run_status).
 
-    slots (--devices): the shapes are dealt out over the GPUs, and each GPU's workers time its share while no
-    other GPU is timing: what abi-compare measures is the host's cost of a launch, which any other timing on the
-    host would move. Rows name their GPU."""
+    slots (--devices): the shapes are dealt out over the GPUs, and every GPU's workers start at once; each
+    worker's timed turn holds the host lock exclusive (lnbench.measure.host_lock), so it times while no other
+    GPU is timing: what abi-compare measures is the host's cost of a launch, which any other timing on the host
+    would move. Rows name their GPU."""
     labels = pair_info(pair).labels
     not_run = {metric: not_run_status(pair, device, metric) for metric in metrics}
     measured = [metric for metric in metrics if not not_run[metric]]
     rows = [row for metric in metrics if not_run[metric]
             for row in not_run_rows(pair, labels, ops, dtypes, shapes, not_run[metric], [metric])]
+    shares = [(slot, share) for slot, share in (zip(slots, deal(shapes, len(slots))) if slots else [(None, shapes)])
+              if share] if measured else []
+    if not shares:
+        return _in_order(rows, ops, dtypes, shapes, metrics), [], []
+    total = sum(len(share) * len(ops) * len(dtypes) + protocol.runs for _, share in shares) * protocol.processes
+    done: dict[tuple[int, int], int] = {}
+    guard = threading.Lock()
+    got: dict[int, tuple[list[dict[str, Any]], list[str]]] = {}
+    with CommandProgress(err_console, f"abi-compare {pair}", total, quiet) as progress:
+
+        def on_progress(number: int, worker: int, count: int, label: str) -> None:
+            with guard:
+                done[(number, worker)] = count
+                where = f"{shares[number][0].label} " if shares[number][0] else ""
+                progress.update(sum(done.values()), label, f"abi-compare {pair} {where}worker {worker + 1}/"
+                                                           f"{protocol.processes}")
+
+        def run_share(number: int, stop: threading.Event | None, lock: str = "") -> None:
+            slot, share = shares[number]
+            env = {**slot.env(), **({LOCK_VAR: lock} if lock else {})} if slot else None
+            where = slot.worker_device if slot else str(device.torch_device)
+            got[number] = _run_workers(pair, ops, dtypes, share, measured, device, protocol, table, eps, seed,
+                                       pair_options, in_process, where, env, lambda *a: on_progress(number, *a), stop)
+
+        if slots:
+            with tempfile.TemporaryDirectory(prefix="lnbench-host-lock-") as folder:
+                numbers = {slot.index: k for k, (slot, _) in enumerate(shares)}
+                run_spread([slot for slot, _ in shares], [[slot.index] for slot, _ in shares],
+                           [[] for _ in shares], lambda slot, items, stop: run_share(numbers[slot.index], stop,
+                                                                                      f"{folder}/host.lock"),
+                           lambda record: got.setdefault(numbers[record.slot.index],
+                                                         ([], [record.error] if record.error else [])))
+        else:
+            run_share(0, None)
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
-    shares = list(zip(slots, deal(shapes, len(slots)))) if slots else [(None, shapes)]
-    for slot, share in shares if measured else []:
-        if not share:
-            continue
-        got, trouble = _run_workers(pair, ops, dtypes, share, measured, device, protocol, table, eps, seed,
-                                    pair_options, in_process, quiet, slot)
-        timed = aggregate(pair, labels, got, measured, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
+    for number, (slot, share) in enumerate(shares):
+        mine, trouble = got.get(number, ([], ["no result"]))
+        timed = aggregate(pair, labels, mine, measured, n_boot=int(cfg.require(table, "bootstrap", int, TABLE)),
                           confidence=float(cfg.require(table, "confidence", (int, float), TABLE)),
                           seed=int(cfg.require(table, "stats_seed", int, TABLE)))
-        if not got:
+        if not mine:
             timed = not_run_rows(pair, labels, ops, dtypes, share, "error (no worker returned results)", measured)
         for row in timed:
             if not device.times_are_real:                        # the null device: host work only
                 row["scope"] = HOST_ONLY_NULL
             if slot is not None:
                 row.update(gpu=slot.label, gpu_model=slot.model, timed_alone=True)
-        payloads += got
+        payloads += mine
         problems += [f"{slot.label}: {p}" if slot else p for p in trouble]
         rows += timed
     return _in_order(rows, ops, dtypes, shapes, metrics), payloads, problems
@@ -116,35 +150,38 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 
 def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
-                 quiet: bool, slot: GpuSlot | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """(payloads, problems) of P workers timing `metrics` of every case (in this process with in_process); on
-    `slot`'s GPU alone when given (the workers see only it, as cuda:0)."""
+                 where: str, env: dict[str, str | None] | None, on_progress: Callable[[int, int, str], None],
+                 stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """(payloads, problems) of P workers timing `metrics` of every case on `where` (in this process with
+    in_process), with `env` added to theirs (a GPU's visibility and the host lock, --devices).
+    on_progress(worker, units done, label)."""
     spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
             "probe_shapes": [list(s) for s in probe_shapes(shapes)],
-            "device": slot.worker_device if slot else str(device.torch_device), "eps": eps,
+            "device": where, "eps": eps,
             "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
     if device.is_null:                          # each worker activates it (and checks by execution on the emulator)
         spec.update(lnbench_device=device.name, check_elements=check_elements(table))
     specs = [{**spec, "worker_index": i} for i in range(protocol.processes)]
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
-    per_worker = len(ops) * len(dtypes) * len(shapes) + protocol.runs
-    with CommandProgress(err_console, f"abi-compare {pair}", per_worker * len(specs), quiet) as progress:
-        if in_process:
-            from lnbench.abi.worker_main import run_spec
-            for i, one in enumerate(specs):
-                payloads.append(run_spec(one, on_progress=lambda label, i=i: progress.advance(
-                    label, f"abi-compare {pair} worker {i + 1}/{len(specs)}")))
-        else:
-            from lnbench.measure.workers import run_workers
-            results = run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=slot.env() if slot else None,
-                                  on_progress=lambda i, done, label: progress.update(
-                                      i * per_worker + done, label, f"abi-compare {pair} worker {i + 1}/{len(specs)}"))
-            for result in results:
-                if result.payload:
-                    payloads.append(result.payload)
-                if not result.ok:
-                    problems.append(result.problem())
+    if in_process:
+        from lnbench.abi.worker_main import run_spec
+        for i, one in enumerate(specs):
+            count = [0]
+
+            def advance(label: str, i: int = i, count: list[int] = count) -> None:
+                count[0] += 1
+                on_progress(i, count[0], label)
+
+            payloads.append(run_spec(one, on_progress=advance))
+        return payloads, problems
+    from lnbench.measure.workers import run_workers
+    for result in run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=env, on_progress=on_progress,
+                              stop=stop):
+        if result.payload:
+            payloads.append(result.payload)
+        if not result.ok:
+            problems.append(result.problem())
     return payloads, problems
 
 

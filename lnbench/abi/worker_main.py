@@ -20,6 +20,7 @@ from lnbench.abi.checks import run_checks
 from lnbench.abi.pair_timing import run_worker
 from lnbench.device import activate, parse_device
 from lnbench.measure.protocol import Protocol
+from lnbench.measure.host_lock import host_lock_from_env
 from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
 
 
@@ -65,8 +66,15 @@ def main() -> None:
     if torch.device(spec.get("device", "cpu")).type == "cuda":
         torch.empty(1, device=spec["device"])          # start-up: the context, with no kernel launched
     wait_turn()
-    run_spec(spec, on_update=lambda payload: write_result(result_path, payload),
-             on_progress=lambda label: report_progress(progress_path, label))
+    lock = host_lock_from_env()          # --devices: no other GPU times while this worker does (its whole turn)
+    if lock is not None:
+        lock.acquire(exclusive=True)
+    try:
+        run_spec(spec, on_update=lambda payload: write_result(result_path, payload),
+                 on_progress=lambda label: report_progress(progress_path, label))
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == "__main__":
