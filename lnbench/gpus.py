@@ -4,11 +4,10 @@ Each GPU gets its own worker processes, and each worker sees only its GPU: the v
 reads (CUDA_VISIBLE_DEVICES, or HIP_VISIBLE_DEVICES under ROCm) is set to the one entry of the parent's list
 that names it, so the worker's `cuda:0` is that GPU and no other device's stream can be reached.
 
-How the cases run (run_spread): on each GPU one group of workers at a time, as on one GPU (the protocol is
-unchanged); the GPUs side by side, and groups marked `alone` one GPU after another while no other GPU runs.
-perf and abi-compare run every GPU's group side by side and keep host-bound timed runs apart with a host lock
-(lnbench.measure.host_lock; lnbench.perf.spread). A GPU whose run raises loses only its own cases: the others'
-results are kept. An interrupt stops every GPU's workers (lnbench.measure.workers: `stop`).
+How the cases run (run_spread): every GPU's group of workers at once, one thread each; on each GPU one group
+of workers, as on one GPU (the protocol is unchanged). perf and abi-compare keep host-bound timed runs apart with
+a host lock (lnbench.measure.host_lock; lnbench.perf.spread). A GPU whose run raises loses only its own cases:
+the others' results are kept. An interrupt stops every GPU's workers (lnbench.measure.workers: `stop`).
 """
 from __future__ import annotations
 
@@ -151,31 +150,30 @@ def deal(items: Sequence[T], count: int, family: Callable[[T], object] | None = 
 
 @dataclass
 class SlotRun(Generic[R]):
-    """What one group (a GPU, side by side or alone) gave back: its result, or the error that stopped it."""
+    """What one GPU's run gave back: its result, or the error that stopped it."""
 
     slot: GpuSlot
-    alone: bool
     result: R | None = None
     error: str = ""
     seconds: float = 0.0
 
 
-def run_spread(slots: Sequence[GpuSlot], side_by_side: Sequence[Sequence[T]], alone: Sequence[Sequence[T]],
+def run_spread(slots: Sequence[GpuSlot], items: Sequence[Sequence[T]],
                run: Callable[[GpuSlot, list[T], threading.Event], R],
                on_finished: Callable[[SlotRun[R]], None] | None = None) -> list[SlotRun[R]]:
-    """run(slot, items, stop) for each slot's `side_by_side` items, all slots at once (one thread each), then for
-    each slot's `alone` items, one slot after another. An exception in one slot's run is recorded in its SlotRun
-    (its cases are lost, no other's); an interrupt of this thread sets `stop` for every running group, waits for
-    them to stop, and goes on. `on_finished` is called in this thread as each group ends."""
+    """run(slot, its items, stop) for every slot with items, all at once (one thread each). An exception in one
+    slot's run is recorded in its SlotRun (its cases are lost, no other's); an interrupt of this thread sets
+    `stop` for every running slot, waits for them to stop, and goes on. `on_finished` is called in this thread
+    as each slot's run ends. Who may time while another GPU times is the runs' business (the host lock)."""
     import time
 
     stop = threading.Event()
     finished: list[SlotRun[R]] = []
 
-    def one(record: SlotRun[R], items: list[T]) -> None:
+    def one(record: SlotRun[R], chosen: list[T]) -> None:
         start = time.monotonic()
         try:
-            record.result = run(record.slot, items, stop)
+            record.result = run(record.slot, chosen, stop)
         except (Exception, Stopped) as exc:  # noqa: BLE001 - a GPU that fails loses only its cases
             record.error = one_line(exc) or type(exc).__name__
         record.seconds = time.monotonic() - start
@@ -187,10 +185,10 @@ def run_spread(slots: Sequence[GpuSlot], side_by_side: Sequence[Sequence[T]], al
 
     threads: list[tuple[threading.Thread, SlotRun[R]]] = []
     try:
-        for slot, items in zip(slots, side_by_side):
-            if items:
-                record = SlotRun(slot, False)
-                thread = threading.Thread(target=one, args=(record, list(items)), name=f"lnbench-{slot.label}")
+        for slot, chosen in zip(slots, items):
+            if chosen:
+                record = SlotRun(slot)
+                thread = threading.Thread(target=one, args=(record, list(chosen)), name=f"lnbench-{slot.label}")
                 thread.start()
                 threads.append((thread, record))
         pending = list(threads)
@@ -200,13 +198,8 @@ def run_spread(slots: Sequence[GpuSlot], side_by_side: Sequence[Sequence[T]], al
                 if not thread.is_alive():
                     pending.remove((thread, record))
                     report(record)
-        for slot, items in zip(slots, alone):
-            if items:
-                record = SlotRun(slot, True)
-                one(record, list(items))
-                report(record)
     except BaseException:
-        stop.set()                                  # every group stops its workers, keeping what they finished
+        stop.set()                                  # every slot stops its workers, keeping what they finished
         for thread, record in threads:
             thread.join()
             if record not in finished:

@@ -134,26 +134,20 @@ def test_a_gpus_workers_run_on_the_cpus_of_its_numa_node(tmp_path, monkeypatch):
     assert out.strip() == f"[{cpu}]"
 
 
-def test_run_spread_times_alone_groups_while_no_other_gpu_is_timing():
-    spans: list[tuple[str, bool, float, float]] = []
+def test_run_spread_runs_every_gpu_at_once():
+    spans: list[tuple[str, float, float]] = []
     lock = threading.Lock()
 
     def run(slot, items, stop):
         start = time.monotonic()
         time.sleep(1.0)                                  # long enough to overlap on a loaded host
         with lock:
-            spans.append((slot.label, items[0] == "alone", start, time.monotonic()))
+            spans.append((slot.label, start, time.monotonic()))
         return items
 
-    slots = H200[:3]
-    records = run_spread(slots, [["side"]] * 3, [["alone"]] * 3, run)
-    assert [(r.slot.label, r.alone, r.result) for r in records][-3:] == [
-        ("cuda:0", True, ["alone"]), ("cuda:1", True, ["alone"]), ("cuda:2", True, ["alone"])]
-    side = [s for s in spans if not s[1]]
-    assert max(s[2] for s in side) < min(s[3] for s in side)            # the GPUs ran side by side
-    for label, alone, start, end in spans:
-        if alone:                                                       # nothing else ran meanwhile
-            assert all(e <= start or s >= end for other, a, s, e in spans if (other, a) != (label, alone))
+    records = run_spread(H200[:3], [["a"], [], ["c"]], run)
+    assert sorted((r.slot.label, r.result) for r in records) == [("cuda:0", ["a"]), ("cuda:2", ["c"])]
+    assert max(s[1] for s in spans) < min(s[2] for s in spans)            # the GPUs ran side by side
 
 
 def test_a_gpu_that_fails_loses_only_its_own_cases():
@@ -162,11 +156,9 @@ def test_a_gpu_that_fails_loses_only_its_own_cases():
             raise RuntimeError("CUDA error: an illegal memory access")
         return items
 
-    records = run_spread(H200[:2], [["a"], ["b"]], [["c"], ["d"]], run)
-    by = {(r.slot.index, r.alone): r for r in records}
-    assert by[(0, False)].result == ["a"] and by[(0, True)].result == ["c"]
-    assert by[(1, False)].result is None and "illegal memory access" in by[(1, False)].error
-    assert "illegal memory access" in by[(1, True)].error
+    by = {r.slot.index: r for r in run_spread(H200[:2], [["a"], ["b"]], run)}
+    assert by[0].result == ["a"] and not by[0].error
+    assert by[1].result is None and "illegal memory access" in by[1].error
 
 
 def test_an_interrupt_stops_every_gpus_run_at_once():
@@ -189,9 +181,9 @@ def test_an_interrupt_stops_every_gpus_run_at_once():
     seen: list = []
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        run_spread(H200[:2], [["a"], ["b"]], [["c"], ["d"]], run, interrupted)
+        run_spread(H200[:2], [["a"], ["b"]], run, interrupted)
     assert time.monotonic() - start < 10
-    assert [(r.slot.index, r.alone, r.error) for r in seen] == [(0, False, ""), (1, False, "Stopped")]
+    assert [(r.slot.index, r.error) for r in seen] == [(0, ""), (1, "Stopped")]
 
 
 def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():

@@ -122,7 +122,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
             with tempfile.TemporaryDirectory(prefix="lnbench-host-lock-") as folder:
                 numbers = {slot.index: k for k, (slot, _) in enumerate(shares)}
                 run_spread([slot for slot, _ in shares], [[slot.index] for slot, _ in shares],
-                           [[] for _ in shares], lambda slot, items, stop: run_share(numbers[slot.index], stop,
+                           lambda slot, items, stop: run_share(numbers[slot.index], stop,
                                                                                       f"{folder}/host.lock"),
                            lambda record: got.setdefault(numbers[record.slot.index],
                                                          ([], [record.error] if record.error else [])))

@@ -103,8 +103,8 @@ def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event 
         group.results, group.error = record.result or group.results, record.error
 
     try:
-        run_spread(slots, [[by_slot[s.index]] for s in slots], [[] for _ in slots],
-                   lambda slot, items, stop: run_group(items[0], stop), done)
+        run_spread(slots, [[by_slot[s.index]] for s in slots], lambda slot, items, stop: run_group(items[0], stop),
+                   done)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
