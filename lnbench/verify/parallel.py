@@ -2,11 +2,12 @@
 
 A unit is one case on one backend (index = backend position × number of cases + case position). The parent
 starts N workers (`python -m lnbench.verify.parallel SPEC FD`), hands each one unit at a time on its stdin
-(longest first, by the estimate) and reads back one JSON line per unit on a pipe of its own: the unit's rows
-and how long it took. Rows are built by the same code as in one process (runner.backend_case_rows), on the same
-seeded inputs, with torch on as many threads as the parent uses (torch's CPU reductions split work by thread
-count), and JSON keeps every float exactly: the files are bitwise those of --jobs 1, whatever order units
-finish in (lnbench.result_sink orders them by index).
+(longest first, by the estimate, each worker keeping to the kernels it has: lnbench.verify.affinity) and reads
+back one JSON line per unit on a pipe of its own: the unit's rows and how long it took. Rows are built by the
+same code as in one process (runner.backend_case_rows), on the same seeded inputs, with torch on as many threads
+as the parent uses (torch's CPU reductions split work by thread count), and JSON keeps every float exactly: the
+files are bitwise those of --jobs 1, whatever worker runs a unit and whatever order units finish in
+(lnbench.result_sink orders them by index).
 
 A worker that dies (a segfault, the OOM killer) costs only the unit it was running: that unit gets an `error`
 row naming the exit status and the last line of the worker's stderr, and a fresh worker takes over. On any
@@ -24,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 from lnbench.gpus import GpuSlot
 from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 from lnbench.tolerance import Tolerance
+from lnbench.verify.affinity import AffinityQueue
 from lnbench.verify.cases import Case
 
 #: characters of a dead worker's stderr kept for its error row
@@ -56,6 +57,11 @@ class VerifySpec:
         """(backend name, case) of unit `index`."""
         return self.backends[index // len(self.cases)], self.cases[index % len(self.cases)]
 
+    def group(self, index: int) -> tuple[str, int]:
+        """Units that share compiled kernels and case set-ups in a worker: one row width in one dtype."""
+        case = self.cases[index % len(self.cases)]
+        return case.dtype, case.n
+
 
 OnDone = Callable[[int, list[dict[str, Any]], float], None]
 
@@ -65,6 +71,7 @@ class _Worker:
     proc: subprocess.Popen
     fd: int
     stderr: Path
+    number: int
     slot: GpuSlot | None = None
     unit: int | None = None
     started: float = 0.0
@@ -98,7 +105,7 @@ def _start(spec_path: Path, root: Path, number: int, slot: GpuSlot | None) -> _W
         raise
     finally:
         os.close(write_fd)
-    return _Worker(proc, read_fd, stderr, slot)
+    return _Worker(proc, read_fd, stderr, number, slot)
 
 
 def _give(worker: _Worker, unit: int) -> None:
@@ -133,7 +140,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
     slots: GPUs (--devices): one worker per GPU, which sees only that GPU (jobs is ignored); a unit's rows name
     the GPU. A GPU whose workers die SLOT_DEATHS times in a row without finishing a unit is given no more units:
     the others take them (its lost units have their error rows)."""
-    pending = deque(order)
+    pending = AffinityQueue(order, spec.group)
     root = Path(tempfile.mkdtemp(prefix="lnbench-verify-"))
     workers: dict[int, _Worker] = {}
     selector = selectors.DefaultSelector()
@@ -149,7 +156,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
             started += 1
             workers[worker.fd] = worker
             selector.register(worker.fd, selectors.EVENT_READ)
-            _give(worker, pending.popleft())
+            _give(worker, pending.take(worker.number))
 
         for number in range(min(len(slots) or jobs, len(pending))):
             launch(slots[number] if slots else None)
@@ -162,6 +169,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                     os.close(key.fd)
                     del workers[key.fd]
                     worker.proc.wait()
+                    pending.release(worker.number)
                     if worker.unit is not None:
                         on_done(worker.unit, _named(_crash_rows(spec, worker.unit, worker), worker.slot),
                                 time.monotonic() - worker.started)
@@ -180,7 +188,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                     worker.finished += 1
                     on_done(unit, _named(message["rows"], worker.slot), float(message["seconds"]))
                     if pending:
-                        _give(worker, pending.popleft())
+                        _give(worker, pending.take(worker.number))
                     else:
                         worker.proc.stdin.close()              # no more work: it exits, EOF follows
         from lnbench.verify.runner import status_rows
@@ -226,3 +234,6 @@ def _worker_main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     _worker_main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)     # every answer is written: skip the interpreter's teardown (torch, MLIR: ~1 s the parent waits)
