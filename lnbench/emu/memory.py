@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -72,10 +73,18 @@ class RaceShadow:
     loaded it. A modifier g >= 0 stored plainly; -3 - g added atomically; SEVERAL: atomics of several."""
 
     def __init__(self, size: int) -> None:
-        self.modifier = np.full(size, NONE, np.int32)
-        self.reader = np.full(size, NONE, np.int32)
+        self.size = size
         self.modified = False       # some byte has a modifier (skip the modifier test while none has)
         self.read = False           # some byte has a reader
+
+    # allocated on first use: most buffers are only loaded (no modifier) or only stored (no reader)
+    @cached_property
+    def modifier(self) -> np.ndarray:
+        return np.full(self.size, NONE, np.int32)
+
+    @cached_property
+    def reader(self) -> np.ndarray:
+        return np.full(self.size, NONE, np.int32)
 
 
 @dataclass

@@ -21,10 +21,9 @@ def _sdst(st: Step) -> int:
 @op("v_readfirstlane_b32", cls="cross_lane")
 def v_readfirstlane_b32(st: Step) -> None:
     """The lowest active lane (lane 0 when EXEC is 0) into an SGPR."""
-    ex = st.exec_mask
-    lane = np.where(ex.any(axis=1), ex.argmax(axis=1), 0)
-    vals = np.broadcast_to(src(st, 0), (st.k, WAVE))[np.arange(st.k), lane]
-    st.set_s(_sdst(st), vals.astype(U32))
+    lane = st.exec_mask.argmax(axis=1)              # the first True; 0 when a row has none
+    vals = src(st, 0)
+    st.set_s(_sdst(st), vals[np.arange(st.k), lane] if vals.shape[1] == WAVE else vals[:, 0])
 
 
 @op("v_readlane_b32", cls="cross_lane")

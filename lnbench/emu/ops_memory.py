@@ -112,20 +112,23 @@ def buffer_load(st: Step) -> None:
     result = np.zeros((rows.size, count), U32)
     for j in range(count):
         ok = _in_range(offset + j * size, idx, nrec, stride, (j + 1) * size - j * size)
-        if ok.any():
-            addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
-            raw = _memory(st).load(addr, size, "buffer load", lanes[ok], _groups(st, rows[ok]))
-            if size == 4:
-                val = raw.view("<u4")[:, 0]
-            elif size == 2:
-                val = raw.view("<u2")[:, 0].astype(U32)
-                if st.ins.name == "buffer_load_sshort":
-                    val = val.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
-            else:
-                val = raw[:, 0].astype(U32)
-                if st.ins.name == "buffer_load_sbyte":
-                    val = val.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
-            result[ok, j] = val
+        if ok.size and ok.all():
+            ok = slice(None)                       # every lane in range: views, no copies
+        elif not ok.any():
+            continue
+        addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
+        raw = _memory(st).load(addr, size, "buffer load", lanes[ok], _groups(st, rows[ok]))
+        if size == 4:
+            val = raw.view("<u4")[:, 0]
+        elif size == 2:
+            val = raw.view("<u2")[:, 0].astype(U32)
+            if st.ins.name == "buffer_load_sshort":
+                val = val.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
+        else:
+            val = raw[:, 0].astype(U32)
+            if st.ins.name == "buffer_load_sbyte":
+                val = val.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
+        result[ok, j] = val
     _write_lanes(st, st.ins.f["vdata"], rows, lanes, result)
 
 
@@ -163,10 +166,13 @@ def buffer_store(st: Step) -> None:
         return
     for j in range(count):
         ok = _in_range(offset + j * size, idx, nrec, stride, size)
-        if ok.any():
-            addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
-            payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
-            _memory(st).store(addr, np.ascontiguousarray(payload), "buffer store", lanes[ok], _groups(st, rows[ok]))
+        if ok.size and ok.all():
+            ok = slice(None)                       # every lane in range: views, no copies
+        elif not ok.any():
+            continue
+        addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
+        payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
+        _memory(st).store(addr, np.ascontiguousarray(payload), "buffer store", lanes[ok], _groups(st, rows[ok]))
 
 
 # ---------------------------------------------------------------- GLOBAL

@@ -132,7 +132,9 @@ class Step:
 
     def sval64(self, code: int, kind: str = "b64") -> np.ndarray:
         """A 64-bit scalar operand (register pair or constant): (k,) uint64."""
-        if code < 128:
+        if code < 127:                   # the pair's two dwords, low first: one uint64 each (x86-64: little-endian)
+            return self.w.S[self.sel, code:code + 2].copy().view(np.uint64)[:, 0]
+        if code == 127:
             S = self.w.S
             return S[self.sel, code].astype(np.uint64) | (S[self.sel, code + 1].astype(np.uint64) << np.uint64(32))
         return np.full(self.k, self.const64(code, kind), np.uint64)
@@ -158,8 +160,15 @@ class Step:
 
     def set_s64(self, code: int, values: np.ndarray) -> None:
         values = np.asarray(values, np.uint64)
-        self.set_s(code, (values & np.uint64(0xFFFFFFFF)).astype(U32))
-        self.set_s(code + 1, (values >> np.uint64(32)).astype(U32))
+        if code >= 127:                  # not a pair of SGPRs: set_s faults
+            self.set_s(code, (values & np.uint64(0xFFFFFFFF)).astype(U32))
+            self.set_s(code + 1, (values >> np.uint64(32)).astype(U32))
+            return
+        pairs = np.ascontiguousarray(np.broadcast_to(values, (self.k,))).view(U32).reshape(self.k, 2)
+        self.w.S[self.sel, code:code + 2] = pairs        # low dword first (x86-64: little-endian)
+        if EXEC - 1 <= code <= EXEC + 1:
+            self._exec = None
+            self.w.exec_valid[self.sel] = False
 
     # ------------------------------------------------------------ vector operands
     def row(self, code: int, count: int = 1) -> int:
@@ -246,6 +255,11 @@ class RecordingStep(Step):
     def set_s(self, code: int, values: np.ndarray | int) -> None:
         self.writes.append((code, 1))
         super().set_s(code, values)
+
+    def set_s64(self, code: int, values: np.ndarray) -> None:
+        if code < 127:                   # (from 127 on, set_s64 calls set_s, which notes them)
+            self.writes.extend([(code, 1), (code + 1, 1)])
+        super().set_s64(code, values)
 
     def set_v(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         self.writes.append((code, 1))
