@@ -468,7 +468,7 @@ def v_cmp(st: Step) -> None:
         if typ == "i32":
             a, b = a.astype(U32).view(np.int32), b.astype(U32).view(np.int32)
         res = _ICMP[cond](a, b)
-    res = np.broadcast_to(res, (st.k, 64)) & st.exec_mask
+    res = res & st.exec_mask                        # (k, 1) or (k, 64) & (k, 64): (k, 64)
     if _is_dpp(st):                                # active lanes the DPP masks do not write keep their old bit
         written = dpp_write_mask(st)
         keep = st.exec_mask & ~written & mask_to_lanes(st.sval64(EXEC if parts[1] == "cmpx" else VCC))

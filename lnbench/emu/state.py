@@ -164,7 +164,9 @@ class Step:
             self.set_s(code, (values & np.uint64(0xFFFFFFFF)).astype(U32))
             self.set_s(code + 1, (values >> np.uint64(32)).astype(U32))
             return
-        pairs = np.ascontiguousarray(np.broadcast_to(values, (self.k,))).view(U32).reshape(self.k, 2)
+        if values.shape != (self.k,):
+            values = np.broadcast_to(values, (self.k,))
+        pairs = np.ascontiguousarray(values).view(U32).reshape(self.k, 2)
         self.w.S[self.sel, code:code + 2] = pairs        # low dword first (x86-64: little-endian)
         if EXEC - 1 <= code <= EXEC + 1:
             self._exec = None
