@@ -16,6 +16,7 @@ folder removed; a worker also dies with the parent when the parent is killed har
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
@@ -223,6 +224,7 @@ def _worker_main(argv: list[str]) -> None:
     backends = {name: get_backend(name) for name in spec.backends}
     avail = {name: backend.availability(device) for name, backend in backends.items()}
     compiled: dict[str, dict[tuple[int, str, float], str]] = {name: {} for name in backends}
+    gc.freeze()     # the modules live as long as the worker: the collections while it runs need not scan them
     for line in sys.stdin:
         unit = int(line)
         name, case = spec.unit(unit)
