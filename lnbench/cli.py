@@ -96,6 +96,10 @@ class OneLineUsageErrors(click.Group):
         if name not in COMMANDS:
             return None
         module, attribute, _ = COMMANDS[name]
+        if name == "verify" and COMMAND_LINE and ctx.resilient_parsing is False:
+            from lnbench.verify.prestart import prestart
+
+            prestart(sys.argv[sys.argv.index("verify") + 1:] if "verify" in sys.argv else [])
         return getattr(importlib.import_module(module), attribute)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

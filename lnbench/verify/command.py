@@ -20,6 +20,7 @@ from lnbench.result_sink import ResultSink
 from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
 from lnbench.gpus import devices_options
 from lnbench.shard import shard_option
+from lnbench.verify import prestart
 from lnbench.verify.parallel import VerifySpec, run_units
 from lnbench.verify.runner import backend_case_rows, case_label, failed
 from lnbench.verify.summary import EXECUTED, status_word
@@ -110,6 +111,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         if parallel:
             run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or ())
         else:
+            prestart.discard()
             _run_inline(spec, dev, done)
         rows = sink.rows
         print_rows(rows, metadata["device_name"], details, console if not quiet else silent_console())

@@ -28,20 +28,21 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from lnbench.gpus import GpuSlot
 from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 from lnbench.tolerance import Tolerance
+from lnbench.verify import prestart
 from lnbench.verify.affinity import AffinityQueue
 from lnbench.verify.cases import Case
 
 #: characters of a dead worker's stderr kept for its error row
 _TAIL_CHARS = 2000
-#: OpenMP threads that sleep when idle instead of spinning: torch's threads in one worker would otherwise burn
-#: the core another worker's emulation needs (the main job: ~30 s less CPU on 2 cores); values are unchanged.
-#: A value the user set wins.
-_WORKER_ENV = {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
+#: what a worker started by lnbench.verify.prestart imports while it waits for its spec (the emulated device's
+#: path: FlyDSL, the emulator), so that those imports too overlap the parent's
+_EARLY_IMPORTS = ("lnbench.verify.runner", "lnbench.backends.flydsl_backend", "lnbench.flydsl.launch",
+                  "lnbench.emu.machine", "flydsl.compiler")
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ OnDone = Callable[[int, list[dict[str, Any]], float], None]
 class _Worker:
     proc: subprocess.Popen
     fd: int
-    stderr: Path
+    stderr: Path | IO[bytes]
     number: int
     slot: GpuSlot | None = None
     unit: int | None = None
@@ -84,29 +85,34 @@ class _Worker:
 SLOT_DEATHS = 2
 
 
-def _tail(path: Path) -> str:
+def _tail(stderr: Path | IO[bytes]) -> str:
+    """The last non-empty line a worker wrote to its stderr (a file, or the unnamed file of an early worker)."""
     try:
-        text = path.read_bytes()[-_TAIL_CHARS:].decode("utf-8", "replace")
-    except OSError:
+        if isinstance(stderr, Path):
+            data = stderr.read_bytes()[-_TAIL_CHARS:]
+        else:
+            data = os.pread(stderr.fileno(), _TAIL_CHARS, max(0, os.fstat(stderr.fileno()).st_size - _TAIL_CHARS))
+        text = data.decode("utf-8", "replace")
+    except (OSError, ValueError):
         return ""
     return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
 
 
 def _start(spec_path: Path, root: Path, number: int, slot: GpuSlot | None) -> _Worker:
-    read_fd, write_fd = os.pipe()
+    """A worker for `slot` (None: the emulated device), adopted from lnbench.verify.prestart where one waits."""
+    early = prestart.take() if slot is None else None
+    if early is not None:
+        env = child_environment(prestart.WORKER_ENV)      # what the parent set since (--emu-checks, ...)
+        try:
+            early.proc.stdin.write(f"{spec_path}\n{json.dumps(env)}\n".encode())
+            early.proc.stdin.flush()
+        except (OSError, ValueError):   # it died already: its EOF makes a fresh one
+            pass
+        return _Worker(early.proc, early.fd, early.stderr, number, slot)
     stderr = root / f"worker{number}.err"
-    env = {**_WORKER_ENV, **(slot.env() if slot else {})}
-    try:
-        with open(stderr, "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "lnbench.verify.parallel", str(spec_path), str(write_fd)],
-                                    stdin=subprocess.PIPE, stdout=err, stderr=err, env=child_environment(env),
-                                    pass_fds=(write_fd,), start_new_session=True)
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)
-    return _Worker(proc, read_fd, stderr, number, slot)
+    with open(stderr, "wb") as err:
+        proc, fd = prestart.start_worker(err, slot.env() if slot else {}, spec_path)
+    return _Worker(proc, fd, stderr, number, slot)
 
 
 def _give(worker: _Worker, unit: int) -> None:
@@ -161,6 +167,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
 
         for number in range(min(len(slots) or jobs, len(pending))):
             launch(slots[number] if slots else None)
+        prestart.discard()                                     # early workers this run has no unit for
         while workers:
             for key, _ in selector.select(timeout=0.5):
                 worker = workers[key.fd]
@@ -208,10 +215,27 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
 
 
 def _worker_main(argv: list[str]) -> None:
-    """Worker side: activate the device, then run each unit named on stdin and answer on the pipe."""
+    """Worker side: activate the device, then run each unit named on stdin and answer on the pipe. SPEC `-`
+    (lnbench.verify.prestart): import first, then read the spec's path from stdin."""
     die_with_parent()
     pin_to_gpu_cpus()
-    spec: VerifySpec = pickle.loads(Path(argv[0]).read_bytes())
+    if argv[0] == "-":
+        import importlib
+
+        for module in _EARLY_IMPORTS:
+            try:
+                importlib.import_module(module)
+            except ImportError:          # (a missing FlyDSL is reported where the run needs it)
+                pass
+        spec_path = sys.stdin.readline().strip()
+        if not spec_path:                # stopped before a run adopted it
+            return
+        env = json.loads(sys.stdin.readline())
+        os.environ.clear()               # the environment a worker started now would get
+        os.environ.update(env)
+    else:
+        spec_path = argv[0]
+    spec: VerifySpec = pickle.loads(Path(spec_path).read_bytes())
     out = os.fdopen(int(argv[1]), "w")
     import torch
 

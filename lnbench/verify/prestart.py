@@ -1,0 +1,127 @@
+"""`verify` workers started before the command's own imports: their imports (torch, FlyDSL, the emulator:
+~1.5 s each) overlap the parent's (torch: ~1.5 s) instead of following them.
+
+The command line calls `prestart(argv)` before it imports the verify command (stdlib only here). It starts
+workers only where the run will most likely hand cases to workers: the emulated device (no --device other
+than emu, no GPU device node), no --jobs 1, --devices or --self-test. A worker started here imports, then
+waits for the spec's path and the environment a worker started now would get (what the parent set since:
+--emu-checks, kernel sources) on stdin (lnbench.verify.parallel). run_units adopts them with `take`; any not
+adopted are stopped (`discard`: when the run needs none, when it needs fewer, at exit), and each dies with
+the parent (processes.die_with_parent). Their stderr goes to unnamed files: nothing is left behind.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from lnbench.processes import child_environment, kill_group
+
+#: OpenMP threads that sleep when idle instead of spinning: torch's threads in one worker would otherwise burn
+#: the core another worker's emulation needs (the main job: ~30 s less CPU on 2 cores); values are unchanged.
+#: A value the user set wins.
+WORKER_ENV = {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
+#: device nodes of a GPU torch may see: with one, verify's default device is that GPU (no workers)
+_GPU_NODES = ("/dev/kfd", "/dev/nvidia0")
+
+
+@dataclass
+class Started:
+    """A worker process: its answer pipe's read end and where its stderr goes (a file, or an unnamed one)."""
+
+    proc: subprocess.Popen
+    fd: int
+    stderr: Path | IO[bytes]
+
+
+_pool: list[Started] = []
+_started = False
+
+
+def start_worker(err: IO[bytes], env: dict[str, str | None],
+                 spec_path: Path | None = None) -> tuple[subprocess.Popen, int]:
+    """One worker (`python -m lnbench.verify.parallel SPEC|- FD`, stdout and stderr to `err`; SPEC `-`: it
+    reads the spec's path from stdin) and its answer pipe's read end."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "lnbench.verify.parallel",
+                                 str(spec_path) if spec_path else "-", str(write_fd)],
+                                stdin=subprocess.PIPE, stdout=err, stderr=err,
+                                env=child_environment({**WORKER_ENV, **env}), pass_fds=(write_fd,),
+                                start_new_session=True)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return proc, read_fd
+
+
+def _wanted(argv: list[str]) -> int:
+    """How many workers to start early for `verify ARGV` (0: none; module docstring)."""
+    words = set(argv)
+    if words & {"-h", "--help", "--self-test", "--devices"} or any(a.startswith("--devices=") for a in argv):
+        return 0
+    jobs = _value(argv, "--jobs", "-j")
+    device = _value(argv, "--device", None)
+    if device is not None and not device.startswith("emu"):
+        return 0
+    if device is None and any(os.path.exists(node) for node in _GPU_NODES):
+        return 0
+    if jobs is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return 0
+        return cores if cores > 1 else 0
+    return int(jobs) if jobs.isdigit() and 1 < int(jobs) <= 8 else 0
+
+
+def _value(argv: list[str], long: str, short: str | None) -> str | None:
+    """The value of an option (`--x V`, `--x=V`, `-x V`, `-xV`), the last one given; None when absent."""
+    found = None
+    for i, word in enumerate(argv):
+        if word in (long, short) and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith(long + "="):
+            found = word[len(long) + 1:]
+        elif short and word.startswith(short) and len(word) > len(short) and not word.startswith("--"):
+            found = word[len(short):]
+    return found
+
+
+def prestart(argv: list[str]) -> None:
+    """Start the workers `verify ARGV` will most likely use (none where it likely runs in one process)."""
+    global _started
+    count = 0 if _started else _wanted(argv)
+    _started = True
+    if not count:
+        return
+    atexit.register(discard)
+    try:
+        for _ in range(count):
+            err = tempfile.TemporaryFile()        # unnamed: nothing is left behind, however the parent ends
+            proc, fd = start_worker(err, {})
+            _pool.append(Started(proc, fd, err))
+    except Exception:      # (no early workers: the run starts its own, and reports what stops them)
+        discard()
+
+
+def take() -> Started | None:
+    """A started worker for run_units (None when none is left)."""
+    return _pool.pop(0) if _pool else None
+
+
+def discard() -> None:
+    """Stop the started workers nothing adopted."""
+    while _pool:
+        worker = _pool.pop()
+        if worker.proc.poll() is None:
+            kill_group(worker.proc)
+        os.close(worker.fd)
+        worker.stderr.close()
