@@ -1,0 +1,87 @@
+"""verify's early workers (lnbench.verify.prestart): started only where the run will most likely use them;
+a run that adopts them gives the rows of --jobs 1; a run that uses none (a usage error) leaves no worker
+process and no file behind."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lnbench.device import emulator_status
+from lnbench.verify import prestart
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+emulated = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emulated device: {emulator_status()[1]}")
+
+
+@pytest.mark.parametrize("argv, wanted", [
+    (["--jobs", "2"], 2), (["-j", "3", "--dtype", "bf16"], 3), (["--jobs=2", "--device", "emu:gfx950"], 2),
+    (["-j2"], 2), (["--jobs", "1"], 0), (["-j1"], 0), (["--jobs", "x"], 0),
+    (["--jobs", "2", "--device", "cpu"], 0), (["--jobs", "2", "--device=cuda:0"], 0),
+    (["--jobs", "2", "--self-test"], 0), (["--jobs", "2", "--help"], 0), (["--devices", "0,1"], 0),
+    (["--devices=all"], 0),
+])
+def test_workers_start_early_only_where_the_run_will_use_them(monkeypatch, argv, wanted):
+    monkeypatch.setattr(prestart, "_GPU_NODES", ("/nonexistent/gpu",))
+    assert prestart._wanted(argv) == wanted
+
+
+def test_with_a_gpu_node_only_an_explicit_emulated_device_starts_workers(monkeypatch, tmp_path):
+    node = tmp_path / "kfd"
+    node.write_text("")
+    monkeypatch.setattr(prestart, "_GPU_NODES", (str(node),))
+    assert prestart._wanted(["--jobs", "2"]) == 0
+    assert prestart._wanted(["--jobs", "2", "--device", "emu"]) == 2
+
+
+def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "200", "LNBENCH_RESULTS_DIR": str(tmp_path / "results")}
+    return subprocess.run([sys.executable, "-m", "lnbench.cli", "verify", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _workers_of(tmp_path: Path) -> list[int]:
+    """Live `lnbench.verify.parallel` processes whose TMPDIR is this test's."""
+    mark = f"TMPDIR={tmp_path / 'tmp'}".encode()
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"lnbench.verify.parallel" in cmd and mark in environ.split(b"\0") and state not in ("Z", "X"):
+            pids.append(int(entry))
+    return pids
+
+
+@linux
+@emulated
+def test_adopted_early_workers_give_the_rows_of_one_process(tmp_path):
+    common = ["--device", "emu", "--backend", "torch", "--dtype", "f32", "--shapes", "4x8,3x5", "-q"]
+    one = _run([*common, "--jobs", "1", "--json", str(tmp_path / "one.json")], tmp_path)
+    two = _run([*common, "--jobs", "2", "--json", str(tmp_path / "two.json")], tmp_path)
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    rows = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("one", "two")]
+    assert rows[0]["data"] == rows[1]["data"] and len(rows[0]["data"]) >= 20
+    assert rows[1]["metadata"]["jobs"] == 2
+
+
+@linux
+@emulated
+def test_a_run_that_uses_no_worker_leaves_none_behind(tmp_path):
+    result = _run(["--device", "emu", "--jobs", "2", "--emu-checks", "bogus"], tmp_path)
+    assert result.returncode == 2 and "unknown emulator check" in result.stderr, result.stderr
+    deadline = time.monotonic() + 10
+    while _workers_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _workers_of(tmp_path)
+    assert not list((tmp_path / "tmp").iterdir()), "files left behind"
