@@ -28,6 +28,7 @@ emulated = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emula
 ])
 def test_workers_start_early_only_where_the_run_will_use_them(monkeypatch, argv, wanted):
     monkeypatch.setattr(prestart, "_GPU_NODES", ("/nonexistent/gpu",))
+    monkeypatch.setattr(prestart, "_emulator_installed", lambda: True)
     assert prestart._wanted(argv) == wanted
 
 
@@ -35,8 +36,15 @@ def test_with_a_gpu_node_only_an_explicit_emulated_device_starts_workers(monkeyp
     node = tmp_path / "kfd"
     node.write_text("")
     monkeypatch.setattr(prestart, "_GPU_NODES", (str(node),))
+    monkeypatch.setattr(prestart, "_emulator_installed", lambda: True)
     assert prestart._wanted(["--jobs", "2"]) == 0
     assert prestart._wanted(["--jobs", "2", "--device", "emu"]) == 2
+
+
+def test_without_the_emulator_no_worker_starts_early(monkeypatch):
+    monkeypatch.setattr(prestart, "_GPU_NODES", ("/nonexistent/gpu",))
+    monkeypatch.setattr(prestart, "_emulator_installed", lambda: False)
+    assert prestart._wanted(["--jobs", "2", "--device", "emu"]) == 0
 
 
 def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:

@@ -2,8 +2,8 @@
 ~1.5 s each) overlap the parent's (torch: ~1.5 s) instead of following them.
 
 The command line calls `prestart(argv)` before it imports the verify command (stdlib only here). It starts
-workers only where the run will most likely hand cases to workers: the emulated device (no --device other
-than emu, no GPU device node), no --jobs 1, --devices or --self-test. A worker started here imports, then
+workers only where the run will most likely hand cases to workers: the emulated device (installed; no --device
+other than emu, no GPU device node), no --jobs 1, --devices or --self-test. A worker started here imports, then
 waits for the spec's path and the environment a worker started now would get (what the parent set since:
 --emu-checks, kernel sources) on stdin (lnbench.verify.parallel). run_units adopts them with `take`; any not
 adopted are stopped (`discard`: when the run needs none, when it needs fewer, at exit), and each dies with
@@ -12,7 +12,9 @@ the parent (processes.die_with_parent). Their stderr goes to unnamed files: noth
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,8 @@ def _wanted(argv: list[str]) -> int:
         return 0
     if device is None and any(os.path.exists(node) for node in _GPU_NODES):
         return 0
+    if not _emulator_installed():
+        return 0
     if jobs is None:
         try:
             cores = len(os.sched_getaffinity(0))
@@ -80,6 +84,13 @@ def _wanted(argv: list[str]) -> int:
             return 0
         return cores if cores > 1 else 0
     return int(jobs) if jobs.isdigit() and 1 < int(jobs) <= 8 else 0
+
+
+def _emulator_installed() -> bool:
+    """The cheap part of lnbench.emu.runtime.availability: the platform and the packages it needs."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    return all(importlib.util.find_spec(name) is not None for name in ("ziglang", "tinygrad", "msgpack", "flydsl"))
 
 
 def _value(argv: list[str], long: str, short: str | None) -> str | None:
