@@ -93,3 +93,12 @@ def test_a_run_that_uses_no_worker_leaves_none_behind(tmp_path):
         time.sleep(0.1)
     assert not _workers_of(tmp_path)
     assert not list((tmp_path / "tmp").iterdir()), "files left behind"
+
+
+def test_many_cores_start_at_most_max_early_workers(monkeypatch):
+    monkeypatch.setattr(prestart, "_GPU_NODES", ("/nonexistent/gpu",))
+    monkeypatch.setattr(prestart, "_emulator_installed", lambda: True)
+    monkeypatch.setattr(prestart.os, "sched_getaffinity", lambda pid: set(range(128)))
+    assert prestart._wanted([]) == prestart.MAX_EARLY == 8
+    monkeypatch.setattr(prestart.os, "sched_getaffinity", lambda pid: {5})
+    assert prestart._wanted([]) == 0                       # one core: the run goes in one process

@@ -30,6 +30,9 @@ from lnbench.processes import child_environment, kill_group
 WORKER_ENV = {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
 #: device nodes of a GPU torch may see: with one, verify's default device is that GPU (no workers)
 _GPU_NODES = ("/dev/kfd", "/dev/nvidia0")
+#: at most this many early workers (each imports torch, FlyDSL and the emulator): on a many-core machine a small
+#: run would otherwise start, and then stop, one per core; the run starts any further ones itself
+MAX_EARLY = 8
 
 
 @dataclass
@@ -82,8 +85,8 @@ def _wanted(argv: list[str]) -> int:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             return 0
-        return cores if cores > 1 else 0
-    return int(jobs) if jobs.isdigit() and 1 < int(jobs) <= 8 else 0
+        return min(cores, MAX_EARLY) if cores > 1 else 0
+    return int(jobs) if jobs.isdigit() and 1 < int(jobs) <= MAX_EARLY else 0
 
 
 def _emulator_installed() -> bool:
