@@ -92,7 +92,9 @@ def test_a_run_that_uses_no_worker_leaves_none_behind(tmp_path):
     while _workers_of(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _workers_of(tmp_path)
-    assert not list((tmp_path / "tmp").iterdir()), "files left behind"
+    # lnbench's own cache, where a HOME that cannot be written sends it, is no worker's leftover
+    assert not [p for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("lnbench-cache-")], \
+        "files left behind"
 
 
 def test_many_cores_start_at_most_max_early_workers(monkeypatch):
