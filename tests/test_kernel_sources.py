@@ -257,3 +257,29 @@ def test_without_a_rocm_gpu_a_source_is_compiled_not_executed(tmp_path):
     # as for lnbench's own kernels without a GPU: compiled, never a PASS, and nothing asked for ran (exit 1)
     assert result.exit_code == 1 and "nothing could run here: compiled, not executed" in result.output
     assert "PASS" not in set(frame["status"])
+
+
+def test_two_sources_with_one_module_name_each_get_their_own_module(tmp_path):
+    """Two checkouts of one project (FlyDSL main and a branch) name the same module; each source must import its
+    own copy, not the one Python imported first, and name its own file."""
+    import sys
+
+    from lnbench.flydsl.contract import SourceSpec, load_module, provenance
+
+    specs = []
+    for tag in ("main", "branch"):
+        folder = tmp_path / tag
+        (folder / "twinpkg" / "norm").mkdir(parents=True)
+        for part in ("twinpkg", "twinpkg/norm"):
+            (folder / part / "__init__.py").write_text("")
+        (folder / "twinpkg" / "norm" / "kernel.py").write_text(f"MARK = {tag!r}\n")
+        specs.append(SourceSpec(f"twin-{tag}", "twinpkg.norm.kernel", str(folder)))
+    try:
+        first, second = (load_module(spec) for spec in specs)
+        assert (first.MARK, second.MARK) == ("main", "branch")
+        assert [provenance(s)["source_file"] for s in specs] == [
+            str((tmp_path / tag / "twinpkg" / "norm" / "kernel.py").resolve()) for tag in ("main", "branch")]
+        assert load_module(specs[0]) is first                    # each keeps its own, whichever came last
+    finally:
+        for key in [k for k in sys.modules if k == "twinpkg" or k.startswith("twinpkg.")]:
+            del sys.modules[key]

@@ -94,8 +94,10 @@ def load_module(spec: SourceSpec) -> ModuleType:
     with _lock:
         if key in _modules:
             return _modules[key]
-        if spec.path and spec.path not in sys.path:
-            sys.path.insert(0, spec.path)     # kept: a module may import its siblings lazily
+        if spec.path:
+            if spec.path not in sys.path:
+                sys.path.insert(0, spec.path)     # kept: a module may import its siblings lazily
+            _forget_other_copies(spec.module, spec.path)
         try:
             module = importlib.import_module(spec.module)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a module calling sys.exit() at import too
@@ -104,6 +106,27 @@ def load_module(spec: SourceSpec) -> ModuleType:
                               f"{one_line(exc, 300)}") from None
         _modules[key] = module
         return module
+
+
+def _forget_other_copies(module: str, path: str) -> None:
+    """Two sources may share a module name from different folders (two FlyDSL checkouts: `kernels.norm.
+    layernorm_kernel`). Python's import would hand the second the first one's module; so the first package on
+    the dotted path that was imported from outside `path` is dropped from sys.modules, with everything under it,
+    and the import finds the module under `path`. The first source keeps the module object it already has."""
+    root = Path(path).resolve()
+    parts = module.split(".")
+    for depth in range(1, len(parts) + 1):
+        name = ".".join(parts[:depth])
+        loaded = sys.modules.get(name)
+        if loaded is None:
+            return
+        files = [getattr(loaded, "__file__", None), *list(getattr(loaded, "__path__", []) or [])]
+        if any(f and Path(f).resolve().is_relative_to(root) for f in files):
+            continue
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+            del sys.modules[key]
+        importlib.invalidate_caches()
+        return
 
 
 def builder(spec: SourceSpec, kind: str) -> Callable[..., Any] | None:
