@@ -10,7 +10,6 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 """
 from __future__ import annotations
 
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -31,7 +30,7 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guar
 from lnbench.result_sink import ResultSink
 from lnbench.device import Device
 from lnbench.gpus import GpuSlot, deal, devices_options, run_spread
-from lnbench.measure.host_lock import LOCK_VAR
+from lnbench.measure.host_lock import lock_environment
 from lnbench.measure.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
 from lnbench.abi.tables import render_runtime, render_static
@@ -111,23 +110,22 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                 progress.update(sum(done.values()), label, f"abi-compare {pair} {where}worker {worker + 1}/"
                                                            f"{protocol.processes}")
 
-        def run_share(number: int, stop: threading.Event | None, lock: str = "") -> None:
+        def run_share(number: int, stop: threading.Event | None, lock: dict[str, str]) -> None:
             slot, share = shares[number]
-            env = {**slot.env(), **({LOCK_VAR: lock} if lock else {})} if slot else None
+            env = {**slot.env(), **lock} if slot else None
             where = slot.worker_device if slot else str(device.torch_device)
             got[number] = _run_workers(pair, ops, dtypes, share, measured, device, protocol, table, eps, seed,
                                        pair_options, in_process, where, env, lambda *a: on_progress(number, *a), stop)
 
         if slots:
-            with tempfile.TemporaryDirectory(prefix="lnbench-host-lock-") as folder:
-                numbers = {slot.index: k for k, (slot, _) in enumerate(shares)}
-                run_spread([slot for slot, _ in shares], [[slot.index] for slot, _ in shares],
-                           lambda slot, items, stop: run_share(numbers[slot.index], stop,
-                                                                                      f"{folder}/host.lock"),
+            numbers = {slot.index: k for k, (slot, _) in enumerate(shares)}
+            with lock_environment() as lock:
+                run_spread([slot for slot, _ in shares], [[k] for k in range(len(shares))],
+                           lambda slot, items, stop: run_share(items[0], stop, lock),
                            lambda record: got.setdefault(numbers[record.slot.index],
                                                          ([], [record.error] if record.error else [])))
         else:
-            run_share(0, None)
+            run_share(0, None, {})
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
     for number, (slot, share) in enumerate(shares):

@@ -15,11 +15,13 @@ no such variable (one device) `Section` does nothing and no case is marked alone
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import tempfile
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator
 
 from lnbench.measure.workers import report_waiting
 
@@ -59,6 +61,14 @@ class HostLock:
         self.release()
         self._turnstile.close()
         self._lock.close()
+
+
+@contextlib.contextmanager
+def lock_environment() -> Iterator[dict[str, str]]:
+    """Parent side: a fresh host lock for one run's workers, as the environment entry that names it; its folder
+    is removed when the run ends."""
+    with tempfile.TemporaryDirectory(prefix="lnbench-host-lock-") as folder:
+        yield {LOCK_VAR: str(Path(folder) / "host.lock")}
 
 
 _from_env: dict[str, HostLock] = {}

@@ -12,16 +12,13 @@ other GPU is timing. Every row names its GPU (`gpu`, `gpu_model`) and whether it
 """
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from lnbench.constants import DTYPES
 from lnbench.gpus import GpuSlot, SlotRun, deal, run_spread
-from lnbench.measure.host_lock import LOCK_VAR
+from lnbench.measure.host_lock import lock_environment
 from lnbench.perf.aggregate import add_speedups, build_rows
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase, worker_order
@@ -44,7 +41,7 @@ class Group:
     orders: list[list[PerfCase]]       # per worker
     device: str = ""                   # the one device's name (a plain run)
     alone_ids: set[int] = field(default_factory=set)    # cases host-bound by size (timed alone)
-    lock_path: str = ""                # the host lock every GPU's workers share (several GPUs)
+    lock_env: dict[str, str] = field(default_factory=dict)    # the host lock all GPUs' workers share
     results: list[WorkerResult] = field(default_factory=list)
     error: str = ""
 
@@ -54,8 +51,7 @@ class Group:
         return self.slot.label if self.slot else self.device
 
     def env(self) -> dict[str, str | None]:
-        lock = {LOCK_VAR: self.lock_path} if self.lock_path else {}
-        return {**self.slot.env(), **lock} if self.slot else {}
+        return {**self.slot.env(), **self.lock_env} if self.slot else {}
 
 
 def plan_groups(cases: list[PerfCase], backends: list[str], processes: int, device: str,
@@ -92,21 +88,18 @@ def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event 
     if len(groups) == 1 and groups[0].slot is None:
         groups[0].results = run_group(groups[0], None)
         return
-    folder = Path(tempfile.mkdtemp(prefix="lnbench-host-lock-"))
     by_slot = {g.slot.index: g for g in groups if g.slot}
     slots = sorted((g.slot for g in groups if g.slot), key=lambda s: s.index)
-    for group in groups:
-        group.lock_path = str(folder / "host.lock")
 
     def done(record: SlotRun[list[WorkerResult]]) -> None:
         group = by_slot[record.slot.index]
         group.results, group.error = record.result or group.results, record.error
 
-    try:
+    with lock_environment() as lock:
+        for group in groups:
+            group.lock_env = lock
         run_spread(slots, [[by_slot[s.index]] for s in slots], lambda slot, items, stop: run_group(items[0], stop),
                    done)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def alone_reason(entries: list[dict[str, Any]]) -> str:
