@@ -124,6 +124,11 @@ class ResultSink:
         from lnbench.cli_common import err_console
 
         paths = [p for p in (self.csv_path, self.json_path) if p is not None]
+        if not paths:                            # --no-csv and no --json: nothing to keep them in
+            err_console.print(f"lnbench: stopped after {self.progress_text()}; no result file was asked for "
+                              f"(--no-csv), so their rows are not kept", soft_wrap=True, markup=False,
+                              highlight=False)
+            return
         try:
             self._write(f"{stopped_text(value)} after {self.progress_text()}", paths, last=True)
         except (OSError, LnbenchUsageError) as exc:

@@ -365,6 +365,18 @@ def test_sink_on_interrupt_writes_the_finished_units_marked_incomplete(tmp_path)
     assert payload["data"] == [_row("a", "PASS")]
 
 
+@main_thread
+def test_sink_on_interrupt_without_result_files_names_no_empty_path(capsys):
+    """--no-csv without --json: the stop line says no file was asked for, not "the finished ones are in  "."""
+    with pytest.raises(KeyboardInterrupt):
+        with ResultSink(None, None, _meta(), total=4) as sink:
+            sink.add(0, [_row("a", "PASS")])
+            raise KeyboardInterrupt
+    err = capsys.readouterr().err
+    assert "stopped after 1 of 4 cases; no result file was asked for (--no-csv)" in err, err
+    assert "are in " not in err, err
+
+
 def test_sink_on_a_usage_error_leaves_no_result_file(tmp_path, monkeypatch):
     monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
