@@ -154,15 +154,16 @@ def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     chosen = config_file(path)
     if chosen is None:
         return defaults
+    named = f"{chosen}" if path else f"{chosen} (from $LNBENCH_CONFIG)"     # an exported variable is easy to forget
     try:
         with open(chosen, "rb") as handle:
             user = tomllib.load(handle)
     except FileNotFoundError:
-        raise LnbenchUsageError(f"config file not found: {chosen}") from None
+        raise LnbenchUsageError(f"config file not found: {named}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise LnbenchUsageError(f"cannot read config {chosen}: {exc}") from None
+        raise LnbenchUsageError(f"cannot read config {named}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise LnbenchUsageError(f"malformed config {chosen}: {exc}") from None
+        raise LnbenchUsageError(f"malformed config {named}: {exc}") from None
     merged = merge_config(defaults, user)
     validate.config_numbers(merged)
     return merged

@@ -33,3 +33,13 @@ def test_bad_config_files(tmp_path):
     with pytest.raises(LnbenchUsageError, match="malformed"):
         cfg.load_config(bad)
 
+
+
+def test_a_missing_config_from_the_environment_names_the_variable(tmp_path, monkeypatch):
+    """An exported $LNBENCH_CONFIG is easy to forget: its errors say where the file name came from."""
+    monkeypatch.setenv("LNBENCH_CONFIG", str(tmp_path / "gone.toml"))
+    with pytest.raises(LnbenchUsageError, match=r"not found: .*gone\.toml \(from \$LNBENCH_CONFIG\)"):
+        cfg.load_config()
+    with pytest.raises(LnbenchUsageError) as given:          # --config names its own file: no variable
+        cfg.load_config(tmp_path / "other.toml")
+    assert "LNBENCH_CONFIG" not in str(given.value)
