@@ -97,6 +97,12 @@ def test_planted_delay_is_recorded_and_compare_refuses_another(tmp_path):
     (["abi-compare", "--static-only", "--pair", "planted-slow", "--planted-delay-us", "5"],
      ["--planted-delay-us", "--static-only"]),
     (["abi-compare", "--runtime-only", "--arch", "gfx950"], ["--arch", "--runtime-only"]),
+    (["abi-compare", "--static-only", "-P", "3"], ["-P does nothing with --static-only"]),
+    (["abi-compare", "--static-only", "--runs", "9"], ["-R does nothing with --static-only"]),
+    (["abi-compare", "--static-only", "--warmup-s", "1"], ["--warmup-s does nothing with --static-only"]),
+    (["abi-compare", "--static-only", "--metric", "device"], ["--metric does nothing with --static-only"]),
+    (["abi-compare", "--static-only", "--seed", "7"], ["--seed does nothing with --static-only"]),
+    (["abi-compare", "--static-only", "--devices", "0"], ["--devices"]),
     (["inspect", "--dgamma", "atomic", "--op", "fwd"], ["--dgamma", "bwd"]),
     (["inspect", "--dgamma", "deterministic", "--op", "fwd,fwd-nostats"], ["--dgamma", "bwd"]),
 ])

@@ -366,24 +366,34 @@ def abi_lines(draw) -> Line:
             line.args[1] = "cpu"
     option(draw, line, "--op", ["fwd", "bwd", "fwd-nostats", "fwd,bwd"], ["", "fwd+bwd", "x"], present=0,
            bad_odds=12)
-    option(draw, line, "--metric", ["direct", "wrapper", "device", "direct,wrapper"], ["", "bogus", "direct,"],
-           present=0, bad_odds=12)
+    # the runtime part's options (--metric, the protocol, --seed) with --static-only are refused
+    runtime_options = part != "--static-only" or bad_chance(draw, line, 12)
+    if runtime_options and part == "--static-only":
+        line.bad.append("runtime options with --static-only")
+    metric = None
+    if runtime_options:
+        metric = option(draw, line, "--metric", ["direct", "wrapper", "device", "direct,wrapper"],
+                        ["", "bogus", "direct,"], present=0, bad_odds=12)
     option(draw, line, "--dtype", ["f32", "bf16"] if static else DTYPES_GOOD, DTYPES_BAD, present=0, bad_odds=12)
     option(draw, line, "--shapes", ["2x8", "2x16", "2x8,2x16", "4x8,4x8"],
            SHAPES_BAD + ([] if static else SHAPES_TOO_BIG), present=0, bad_odds=10)
-    timing(draw, line, ["1", "2"])
+    if runtime_options:
+        timing(draw, line, ["1", "2"])
     fail = option(draw, line, "--fail-if-slower", ["5", "1000"], ["nan", "-1", "inf", "1e7"], present=3)
     if fail:
         line.may_fail.append("--fail-if-slower on a noisy CPU")
     delay = option(draw, line, "--planted-delay-us", ["0", "5"], ["-1", "inf", "nan", "1e7"], present=3)
     option(draw, line, "--eps", EPS_GOOD, EPS_BAD, present=3)
-    option(draw, line, "--seed", SEEDS_GOOD, SEEDS_BAD, present=3)
+    if runtime_options:
+        option(draw, line, "--seed", SEEDS_GOOD, SEEDS_BAD, present=3)
     if draw(st.booleans()):
         line.args.append("-q")
     outputs(draw, line)
     config(draw, line)
     # options that would do nothing are refused (lnbench.abi.command.refuse_idle_options)
     effective_pair = pair or (line.config or {}).get("abi_compare", {}).get("pair", '"flydsl"').strip('"')
+    if part == "--runtime-only" and (effective_pair == "flydsl" or metric == "device"):
+        line.may_fail.append("nothing timed on the CPU (flydsl needs a ROCm GPU, device time a GPU): exit 1")
     if fail is not None and part == "--static-only":
         line.bad.append("--fail-if-slower with --static-only")
     if delay is not None and (part == "--static-only" or effective_pair != "planted-slow"):

@@ -79,6 +79,15 @@ def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches
                                 "(the runtime part runs on --device, e.g. null:gfx950)")
 
 
+def refuse_runtime_options(static_only: bool, given: Sequence[tuple[str, Any]]) -> None:
+    """With --static-only, a usage error for a runtime option given on the command line (flag, value; left out
+    is None or empty): checked after the values themselves, so a bad value is named first."""
+    flags = [flag for flag, value in given if value is not None and value != ()]
+    if static_only and flags:
+        raise LnbenchUsageError(f"{flags[0]} does nothing with --static-only: it sets the runtime part (the static "
+                                f"part compiles, and executes on the emulated device, untimed)")
+
+
 #: tensors of M×N a runtime case holds (inputs and outputs of both call paths), each in the case dtype
 ABI_TENSORS = 8
 
@@ -161,6 +170,10 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
                                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
                                    min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s)
+    refuse_runtime_options(static_only, [
+        ("-P", processes), ("-R", runs), ("--warmup-s", warmup_s), ("--min-warmup-calls", min_warmup_calls),
+        ("--target-run-s", target_run_s), ("--min-iters", min_iters), ("--max-iters", max_iters),
+        ("--worker-timeout-s", worker_timeout_s), ("--metric", metrics), ("--seed", seed), ("--devices", devices)])
     strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
                                         f"config [{TABLE}] dgamma_strategy")
     if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile
