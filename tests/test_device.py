@@ -176,3 +176,4 @@ def test_abi_compare_on_the_emulator_is_static_for_its_arch(monkeypatch, tmp_pat
     assert len(runtime_rows) == 2 * 3
     assert set(runtime_rows["status"]) == {"not run (emulated device: no timing)"}
     assert set(frame[frame["part"] == "static"]["arch"]) == {"gfx950"}
+    assert "(no worker ran: nothing timed)" in result.output and "worker medians" not in result.output

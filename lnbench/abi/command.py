@@ -205,7 +205,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @click.option("--seed", type=validate.INT, help="Input seed (default: config).")
 @click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; "
                               "for the flydsl pair without a ROCm GPU, null: host cost only; emu: static part for "
-                              "its arch, no runtime rows).")
+                              "its arch, runtime rows `not run`).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
@@ -246,9 +246,10 @@ def run(plan: AbiPlan, quiet: bool) -> int:
             runtime_rows, payloads, problems = _run_runtime(
                 pair, op_list, dtype_list, shape_list, metric_list, dev, protocol, table, eps_value, seed_value,
                 pair_options, in_process, quiet, slots)
-            render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} "
-                                          f"(median of {protocol.processes} worker medians × {protocol.runs} runs)",
-                            console if not quiet else silent_console())
+            how = (f"median of {protocol.processes} worker medians × {protocol.runs} runs" if payloads or problems
+                   else "no worker ran: nothing timed")
+            render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} ({how})",
+                           console if not quiet else silent_console())
             if not quiet:
                 labels = pair_info(pair).labels
                 console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
