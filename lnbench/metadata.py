@@ -48,7 +48,8 @@ def git_commit() -> str:
 
 def git_commit_of(folder: Path) -> str:
     """Short commit of the git checkout holding `folder`, `-dirty` when its tracked files differ; '' outside git
-    (lnbench's own, or a kernel source's checkout)."""
+    (lnbench's own, or a kernel source's checkout), and '' when that checkout tracks nothing in `folder`: a copy
+    installed into a virtual environment inside some other repository is not that repository's code."""
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=5)
@@ -57,7 +58,7 @@ def git_commit_of(folder: Path) -> str:
         return out.stdout.strip() if out.returncode == 0 else None
 
     commit = git("rev-parse", "--short", "HEAD")
-    if not commit:
+    if not commit or not git("ls-files", "--", "."):
         return ""
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 

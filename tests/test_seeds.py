@@ -44,6 +44,32 @@ def test_git_commit_says_dirty_for_uncommitted_tracked_changes(tmp_path, monkeyp
     metadata.git_commit.cache_clear()
 
 
+def test_git_commit_is_empty_for_an_install_inside_another_checkout(tmp_path, monkeypatch):
+    """lnbench installed (not editable) into a virtual environment inside some repository: that repository's
+    commit is not lnbench's, so git_commit says nothing rather than naming it."""
+    import subprocess
+
+    import lnbench
+    from lnbench import metadata
+
+    repo = tmp_path / "project"
+    installed = repo / ".venv" / "site-packages" / "lnbench"
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("x = 1\n")
+    (repo / ".gitignore").write_text(".venv/\n")
+    (repo / "main.py").write_text("y = 1\n")
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(lnbench, "__file__", str(installed / "__init__.py"))
+    metadata.git_commit.cache_clear()
+    try:
+        assert metadata.git_commit() == ""
+    finally:
+        metadata.git_commit.cache_clear()
+
+
 def test_verify_cases_from_the_largest_base_seed_record_valid_seeds():
     from lnbench.verify.cases import build_cases as verify_cases
     cases = verify_cases([(2, 8), (3, 257)], ["f32", "bf16"], [1e-5, 1e-2], validate.SEED_MAX)
