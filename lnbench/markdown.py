@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 from rich.text import Text
 
 from lnbench.tables import Column, styled_status
-from lnbench.outputs import atomic_write
+from lnbench.outputs import TEXT_ERRORS, atomic_write
 
 #: GitHub Actions' step summary file (appended to, in Markdown)
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -61,7 +61,7 @@ def document(heading: str, summary: str, tables: Iterable[tuple[str, Sequence[Co
 
 def writer(text: str):
     """A report.Writer of the Markdown (cli_common.emit_outputs writes it with the CSV and JSON)."""
-    return lambda tmp: Path(tmp).write_text(text, encoding="utf-8")
+    return lambda tmp: Path(tmp).write_text(text, encoding="utf-8", errors=TEXT_ERRORS)
 
 
 def write(text: str, path: Path) -> Path:
@@ -82,7 +82,7 @@ def append_step_summary(text: str) -> str | None:
     if path is None:
         return None
     try:
-        with open(path, "a", encoding="utf-8") as fh:
+        with open(path, "a", encoding="utf-8", errors=TEXT_ERRORS) as fh:
             if fh.tell() > 0:
                 fh.write("\n")
             fh.write(text)

@@ -254,6 +254,9 @@ def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None =
     return frame
 
 
+#: how text files (CSV, Markdown) write what UTF-8 cannot encode: the surrogates of a non-UTF-8 file name
+TEXT_ERRORS = "backslashreplace"
+
 #: how a list value is written in a CSV cell (JSON keeps it an array): `7995.94;7336.85;5892.47`
 CSV_LIST_SEPARATOR = ";"
 
@@ -270,7 +273,9 @@ def csv_cell(value: Any) -> Any:
 def csv_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> Writer:
     """Rows (+ metadata columns) as CSV, for atomic_write(_all): one type per column, lists joined."""
     frame = rows_frame([{k: csv_cell(v) for k, v in row.items()} for row in rows], metadata)
-    return lambda tmp: frame.to_csv(tmp, index=False)
+    # a non-UTF-8 file name on the command line (a surrogate in command_line, a path) is written as \udcff,
+    # never an encoding error after the work is done
+    return lambda tmp: frame.to_csv(tmp, index=False, errors=TEXT_ERRORS)
 
 
 def json_table(rows: Sequence[dict[str, Any]], kind: Kind | None = None) -> dict[str, Any]:

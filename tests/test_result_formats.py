@@ -79,3 +79,16 @@ def test_compare_reads_the_older_json_form(perf_files, tmp_path):
     rows = pd.read_json(tmp_path / "c.json", orient="table")
     assert len(rows) == 2 and set(rows.verdict) == {"SAME"} and (rows.ratio == 1.0).all()
     assert str(rows.workers.dtype) in ("int64", "Int64") and (rows.workers == 2).all()
+
+
+def test_a_non_utf8_file_name_is_written_escaped_not_an_internal_error(perf_files, tmp_path):
+    """A file name that is not UTF-8 (bytes 0xff: the surrogate \\udcff in Python) lands in compare's metadata
+    and titles: the CSV and the Markdown write it as `\\udcff`, where the run ended in an encoding error."""
+    odd = tmp_path / "new-\udcff.json"
+    odd.write_bytes((perf_files / "p.json").read_bytes())
+    csv_path, md_path = tmp_path / "c.csv", tmp_path / "c.md"
+    result = CliRunner().invoke(compare_command, [str(perf_files / "p.json"), str(odd), "--csv", str(csv_path),
+                                                  "--md", str(md_path), "-q"], env=ENV)
+    assert result.exit_code == 0, result.output
+    assert "new-\\udcff.json" in md_path.read_text(encoding="utf-8")
+    assert pd.read_csv(csv_path)["new"].str.endswith("new-\\udcff.json").all()
