@@ -73,6 +73,9 @@ def test_tensor_abi_source_without_backward_gives_not_run_rows_naming_the_missin
     ("wrong_signature", "returned a launcher taking (Input, Gamma, Output, m, stream): the contract wants 6 buffers"),
     ("import_error", "cannot import lnbench_test_sources.import_error"),
     ("out_of_bounds", "past its end"),
+    # a builder calling sys.exit() is the source's error, not lnbench's exit (it stopped the run, losing every
+    # later case, with the builder's exit status)
+    ("builder_exits", "failed: SystemExit: N=100 is not supported"),
 ])
 def test_faulty_sources_are_error_rows_with_one_line(tmp_path, module, words):
     result, frame = verify(tmp_path, f"module:lnbench_test_sources.{module}")
@@ -194,6 +197,18 @@ def test_inspect_execute_shows_a_source_beside_lnbench_kernels(tmp_path):
     mine = executed[executed["backend"] == POINTER].iloc[0]
     assert mine["kernel_name"].startswith("test_ln_fwd") and mine["exec_instructions"] > 0
     assert len(str(mine["code_object"])) == 16
+
+
+def test_inspect_of_a_builder_calling_sys_exit_is_an_error_row(tmp_path):
+    out = tmp_path / "i.csv"
+    result = invoke("inspect", "--backend", f"module:lnbench_test_sources.builder_exits,flydsl", "--kernel-src",
+                    str(SOURCES), "--abi", "pointer", "--arch", "gfx942", "--op", "fwd", "--dtype", "f32", "--shapes",
+                    "1x64", "--csv", str(out))
+    assert result.exit_code == 1, result.output                  # was the builder's status (1 here), no rows
+    frame = pd.read_csv(out)
+    assert set(frame[frame["backend"] == "flydsl"]["status"]) == {"ok"}
+    mine = frame[frame["backend"] != "flydsl"]
+    assert len(mine) == 1 and "failed: SystemExit: N=64 is not supported" in mine.iloc[0]["detail"]
 
 
 def test_abi_compare_pair_of_sources_static_part(tmp_path):

@@ -237,7 +237,7 @@ def build(spec: SourceSpec, kind: str, n: int, dtype: str, arch: str, store_stat
         old = apply_compile_env(arch, compile_only=True)     # FLYDSL_GPU_ARCH while the builder runs
         try:
             made = fn(n, dtype, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - a builder's own error, reported in one line
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a builder's own error (sys.exit() too), one line
             raise SourceError(f"kernel source {spec.name}: {label} failed: {one_line(exc, 300)}") from None
         finally:
             restore_env(old)
