@@ -111,6 +111,8 @@ def test_flydsl_backends_compile_but_never_pass_without_rocm(backend, tmp_path, 
     # compiled only: no verdict, so nothing that was asked for ran (the one rule: exit 1, one line why)
     assert result.exit_code == 1, result.output
     assert "nothing could run here: compiled, not executed (no ROCm GPU" in result.output
+    # the reason it cannot run, not its compile facts (was: "cannot run here: gfx942: 4 kernels, max VGPR ...")
+    assert f"backend {backend} cannot run here: compiled, not executed (no ROCm GPU)" in " ".join(result.output.split())
     frame = pd.read_csv(out)
     assert len(frame) == 5  # one row per case kind: nothing executed, so no per-tensor rows
     assert all(status.startswith("compiled, not executed (no ROCm GPU)") for status in frame["status"])

@@ -118,8 +118,9 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         unrunnable = {}
         for name in plan.explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason
             own = [row for row in rows if row["backend"] == name]
-            if own and all(status_word(row) not in EXECUTED for row in own):
-                unrunnable[name] = own[0].get("detail") or own[0]["status"]
+            if own and all(status_word(row) not in EXECUTED for row in own):   # compiled rows: why is in the status
+                status = str(own[0]["status"])
+                unrunnable[name] = status if "(" in status else own[0].get("detail") or status
         for name, why in unrunnable.items():
             err_console.print(f"[bold red]lnbench: backend {escape(name)} cannot run here:[/bold red] {escape(str(why))}",
                               soft_wrap=True)
