@@ -94,6 +94,16 @@ def test_cli_bf16_2x8_naive_variance_undetectable(results_dir):
     assert "naive-variance: not detectable" in " ".join(result.output.split())
 
 
+def test_cli_quiet_prints_only_the_summary_line_and_the_markdown_keeps_the_table(tmp_path, results_dir):
+    md = tmp_path / "s.md"
+    result = invoke("verify", "--self-test", "--device", "cpu", "--shapes", "3x257", "--dtype", "f32", "-q",
+                    "--no-csv", "--md", str(md))
+    assert result.exit_code == 0, result.output
+    assert "eps-decade" not in result.output and "┃" not in result.output    # the table was printed
+    assert "self-test: every planted bug caught" in result.output
+    assert "eps-decade" in md.read_text()
+
+
 def test_cli_seed_1_control_passes(results_dir):
     result = invoke("verify", "--self-test", "--device", "cpu", "--shapes", "3x257", "--dtype", "f32", "--seed", "1",
                     "-q")

@@ -164,7 +164,8 @@ def _self_test(cases, dev, tol, metadata, csv_final, json_final, md_final, quiet
     rule; if no bug is detectable the self-test tested nothing and exits 1."""
     with CommandProgress(err_console, "self-test", None, quiet) as progress:
         summary, detail = run_self_test(cases, dev, tol, progress.advance)
-    render_table(console, "lnbench verify --self-test: planted bugs vs the pass rule", SELFTEST_COLUMNS, summary)
+    render_table(console if not quiet else silent_console(), "lnbench verify --self-test: planted bugs vs the pass rule",
+                 SELFTEST_COLUMNS, summary)
     emit_outputs(detail, metadata, csv_final, json_final, {"self_test": summary}, md_path=md_final)
     bad = [s["bug"] for s in summary if s["status"] not in ("ok", UNDETECTABLE)]
     undetectable = [s["bug"] for s in summary if s["status"] == UNDETECTABLE]
