@@ -133,6 +133,15 @@ def test_env_on_the_emulated_device(fake_emulator):
     assert facts["flydsl"] == facts["flydsl-tensor"] == facts["flydsl-atomic"] == "runnable"
 
 
+def test_env_lists_flydsl_src_unavailable_when_its_checkout_is_not_a_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("LNBENCH_KERNEL_SRC", str(tmp_path / "no-such-checkout"))   # verify: exit 2, not a folder
+    facts = {row["backend"]: row for row in backend_facts(parse_device("cpu"))}
+    assert facts["flydsl-src"]["status"] == "unavailable", facts["flydsl-src"]   # was: compile-only / runnable
+    assert facts["flydsl-src"]["reason"].endswith("no-such-checkout: not a folder")
+    monkeypatch.setenv("LNBENCH_KERNEL_SRC", str(tmp_path))
+    assert {row["backend"]: row for row in backend_facts(parse_device("cpu"))}["flydsl-src"]["status"] != "unavailable"
+
+
 def test_env_with_unavailable_emulator_prints_facts_then_one_error(monkeypatch):
     monkeypatch.setattr(runtime, "availability", lambda: (False, "a real HIP runtime is loaded"))
     result = invoke("env", "--device", "emu")

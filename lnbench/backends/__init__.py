@@ -188,10 +188,12 @@ def _plugin_target(name: str, entry: importlib.metadata.EntryPoint):
 def probe_backend(name: str, device) -> tuple[Backend | None, Availability]:
     """(backend, availability) without raising: a backend whose module fails to import is unavailable."""
     try:
+        if name == FLYDSL_SRC:
+            check_backend_names([name])         # its checkout named, and a folder (as verify requires)
         backend = get_backend(name)
         return backend, backend.availability(device)
     except LnbenchUsageError as exc:
-        if name == FLYDSL_SRC:                  # no checkout named: listed (lnbench env) as unavailable, why
+        if name == FLYDSL_SRC:                  # no checkout (folder) named: listed (lnbench env) as unavailable, why
             return None, Availability(False, str(exc).removeprefix(f"--backend {FLYDSL_SRC} "))
         raise
     except Exception as exc:  # a broken optional backend must not hide the others
