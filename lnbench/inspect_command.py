@@ -192,7 +192,7 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 
 @click.command("inspect")
 @click.option("--arch", "arches", multiple=True, help="gfx942, gfx950 (repeatable or comma list; default both).")
-@click.option("--abi", "abis", multiple=True, help="pointer, tensor (default both).")
+@click.option("--abi", "abis", multiple=True, help="pointer, tensor: the ABI of --backend flydsl (default both).")
 @click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (default all).")
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (default bf16).")
 @click.option("--shapes", multiple=True, default=["1x1000,1x4096,1x8192,1x16384"], show_default=True,
@@ -260,6 +260,13 @@ def build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, c
     if strategy is not None and "bwd" not in op_list:
         raise LnbenchUsageError(f"--dgamma does nothing with --op {','.join(op_list)}: the dγ strategy exists "
                                 f"only for bwd")
+    if strategy is not None and not {"flydsl", "flydsl-tensor"} & set(backend_list):
+        raise LnbenchUsageError(f"--dgamma does nothing with --backend {','.join(backend_list)}: only flydsl and "
+                                f"flydsl-tensor take a dγ strategy (flydsl-atomic is atomic)")
+    if abis and "flydsl" not in backend_list:
+        raise LnbenchUsageError(f"--abi does nothing with --backend {','.join(backend_list)}: it picks the ABI of "
+                                f"--backend flydsl (flydsl-tensor is the Tensor ABI, flydsl-atomic the Pointer ABI, "
+                                f"a kernel source its launcher's)")
     strategy = strategy or "deterministic"
     dtype_list = cfg.parse_dtypes(dtypes, ["bf16"])
     shape_list = cfg.parse_shapes(shapes)

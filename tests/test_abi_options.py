@@ -105,6 +105,11 @@ def test_planted_delay_is_recorded_and_compare_refuses_another(tmp_path):
     (["abi-compare", "--static-only", "--devices", "0"], ["--devices"]),
     (["inspect", "--dgamma", "atomic", "--op", "fwd"], ["--dgamma", "bwd"]),
     (["inspect", "--dgamma", "deterministic", "--op", "fwd,fwd-nostats"], ["--dgamma", "bwd"]),
+    # flydsl-atomic was inspected atomic, flydsl-tensor in the Tensor ABI, whatever these asked
+    (["inspect", "--backend", "flydsl-atomic", "--dgamma", "deterministic", "--op", "bwd", "--arch", "gfx942",
+      "--shapes", "1x64", "--no-csv"], ["--dgamma", "atomic"]),
+    (["inspect", "--backend", "flydsl-tensor", "--abi", "pointer", "--op", "fwd", "--arch", "gfx942", "--shapes",
+      "1x64", "--no-csv"], ["--abi", "flydsl-tensor is the Tensor ABI"]),
 ])
 def test_options_that_would_do_nothing_are_usage_errors(args, fragments):
     _one_line_exit_2(_run(*args), *fragments)
