@@ -102,6 +102,9 @@ def parse_devices(text: str | None, force: bool = False, gpus: Sequence[GpuSlot]
     """--devices value -> the GPUs to use (None: the option was not given). `all` = every GPU torch sees; else a
     comma list of N or cuda:N. Unknown, repeated or mixed-model GPUs (without `force`) are usage errors."""
     if text is None:
+        if force:
+            raise LnbenchUsageError("--force does nothing without --devices: it allows GPUs of different models in "
+                                    "one --devices run")
         return None
     seen = list(host_gpus() if gpus is None else gpus)
     if not seen:

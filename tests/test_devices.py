@@ -344,6 +344,10 @@ def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monke
 @pytest.mark.parametrize("command, args", [
     ("perf", ["--devices", "all", "--device", "cpu"]), ("verify", ["--devices", "all", "--device", "cpu"]),
     ("verify", ["--devices", "0", "--jobs", "2"]), ("abi-compare", ["--devices", "all", "--device", "cpu"]),
+    # --force only mixes GPU models of a --devices run: alone it did nothing, silently
+    ("verify", ["--force", "--backend", "torch", "--device", "cpu", "--dtype", "f32", "--shapes", "2x8", "--no-csv"]),
+    ("perf", ["--force", "--backend", "torch", "--device", "cpu", "--shapes", "2x8", "--no-csv"]),
+    ("abi-compare", ["--force", "--static-only", "--arch", "gfx942", "--shapes", "1x64", "--no-csv"]),
 ])
 def test_devices_conflicts_are_one_line_usage_errors(monkeypatch, command, args):
     from lnbench.cli import main
@@ -352,6 +356,7 @@ def test_devices_conflicts_are_one_line_usage_errors(monkeypatch, command, args)
     result = CliRunner().invoke(main, [command, *args])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
+    assert "--force" not in args or "--force does nothing without --devices" in lines[0]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs two GPUs of one host")

@@ -143,7 +143,7 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     shape_list = part.select(every_shape)
     if not shape_list:
         raise LnbenchUsageError(f"--shard {part}: {len(every_shape)} shape(s) make fewer than {part.count} parts")
-    slots = parse_devices(devices, force) if devices is not None else None
+    slots = parse_devices(devices, force)
     if slots and (device is not None or in_process):
         raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
                                 f"each other")

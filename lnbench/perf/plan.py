@@ -109,7 +109,7 @@ def build_plan(backends, baseline, ops, modes, dtypes, shapes, shape_set, proces
                peak_file, kernel_src, md_path, csv_path, json_path) -> PerfPlan:
     """Check every option against the config once (exit 2 on bad input), reserve the outputs, plan the groups."""
     part = parse_shard(shard)
-    slots = parse_devices(devices, force) if devices is not None else None
+    slots = parse_devices(devices, force)
     dev = timed_device(slots[0].process_device if slots else device, "--devices" if slots and device else "")
     config = cfg.load_config(config_path)
     table = cfg.section(config, "perf")

@@ -108,7 +108,7 @@ def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, s
     base_seed = cfg.option_or_config(seed, table, "seed", "--seed", int, "verify", validate.seed)
     job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
     part = parse_shard(shard)
-    slots = parse_devices(devices, force) if devices is not None else None
+    slots = parse_devices(devices, force)
     if slots and device is not None:
         raise LnbenchUsageError("--device and --devices both choose where to run: give one")
     if slots and jobs is not None:
