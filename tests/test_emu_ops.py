@@ -1055,6 +1055,34 @@ def test_global_atomic_add_f32(saddr):
     assert cells.tolist() == [0.5 + 16, 16.0, -1.0 + 15, 15.0 + 2.0 ** -149]
 
 
+@pytest.mark.parametrize("opcode, expected", [
+    ("global_load_ushort", [0x8001, 0x0002, 0xFFFF]), ("global_load_sshort", [0xFFFF8001, 0x0002, 0xFFFFFFFF]),
+    ("global_load_ubyte", [0x01, 0x80, 0x02]), ("global_load_sbyte", [0x01, 0xFFFFFF80, 0x02]),
+])
+def test_global_load_sub_dword_extends_to_the_dword(opcode, expected):
+    """ushort/ubyte zero-extend, sshort/sbyte sign-extend (f16/bf16 kernels load through pointers this way);
+    inactive lanes keep their register."""
+    halves = np.array([0x8001, 0x0002, 0xFFFF, 0], np.uint16)
+    step = 2 if "short" in opcode else 1
+    w = run(getattr(I, opcode)(vdst=v[4], addr=v[0], saddr=s[2:3]), sgpr=s64(2, halves.ctypes.data),
+            vgpr={0: (LANE % 3) * step, 4: SENTINEL}, memory=memory(halves=halves), exec_mask=M64 & ~(1 << 5))
+    assert w.V[0, 4][:3].tolist() == expected and int(w.V[0, 4][5]) == SENTINEL
+
+
+@pytest.mark.parametrize("opcode, size, shift", [("global_store_short", 2, 0), ("global_store_short_d16_hi", 2, 16),
+                                                 ("global_store_byte", 1, 0), ("global_store_byte_d16_hi", 1, 16)])
+def test_global_store_sub_dword_stores_its_part_of_the_dword(opcode, size, shift):
+    dst = np.full(64 * 2, 0xEE, np.uint8)
+    run(getattr(I, opcode)(addr=v[0], data=v[1], saddr=s[2:3]), sgpr=s64(2, dst.ctypes.data),
+        vgpr={0: LANE * size, 1: (0xABCD0000 | (LANE << 8) | LANE).astype(np.uint32)}, memory=memory(dst=dst),
+        exec_mask=M64 & ~1)
+    word = (0xABCD0000 | (LANE << 8) | LANE) >> shift
+    expected = np.full(64 * 2, 0xEE, np.uint8)
+    for lane in range(1, 64):                                     # lane 0 inactive: its bytes untouched
+        expected[lane * size:(lane + 1) * size] = [(int(word[lane]) >> (8 * b)) & 0xFF for b in range(size)]
+    assert dst.tolist() == expected.tolist()
+
+
 def test_global_atomic_outside_buffers_faults():
     cells = np.zeros(4, np.float32)
     with pytest.raises(EmulatorFault, match=r"global_atomic_add_f32.*nearest buffer 'cells'"):

@@ -59,6 +59,18 @@ def test_pointer_source_with_backward_passes_and_every_row_names_its_source(tmp_
     assert meta["kernel_sources"][POINTER]["source_module"] == "lnbench_test_sources.pointer_ln"
 
 
+def test_pointer_source_in_half_precision_runs_on_the_emulator(tmp_path):
+    """Pointer loads/stores of 16-bit elements (global_load_ushort, global_store_short[_d16_hi]) execute: every
+    case was an `error` row (no handler in the emulator) for any f16/bf16 source written this way."""
+    out = tmp_path / "h.csv"
+    result = invoke("verify", "--backend", POINTER, "--kernel-src", str(SOURCES), "--device", kernel_device_names()[0],
+                    "--dtype", "f16,bf16", "--shapes", "3x100", "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert set(frame["status"]) == {"PASS"} and set(frame["dtype"]) == {"f16", "bf16"}
+    assert "global_load_ushort" in " ".join(frame["emu_opcodes"].astype(str))
+
+
 def test_tensor_abi_source_without_backward_gives_not_run_rows_naming_the_missing_builder(tmp_path):
     result, frame = verify(tmp_path, TENSOR)
     assert result.exit_code == 0, result.output

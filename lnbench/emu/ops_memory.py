@@ -211,6 +211,34 @@ def global_store(st: Step) -> None:
                       _groups(st, rows))
 
 
+#: sub-dword GLOBAL accesses. Loads: (bytes, numpy type) of the value, zero- or sign-extended to the dword;
+#: stores: (bytes, bit position in the data VGPR) of what is stored (_d16_hi: its high half)
+_GLOBAL_NARROW_LOADS = {"global_load_ubyte": (1, np.uint8), "global_load_sbyte": (1, np.int8),
+                        "global_load_ushort": (2, np.dtype("<u2")), "global_load_sshort": (2, np.dtype("<i2"))}
+_GLOBAL_NARROW_STORES = {"global_store_byte": (1, 0), "global_store_byte_d16_hi": (1, 16),
+                         "global_store_short": (2, 0), "global_store_short_d16_hi": (2, 16)}
+
+
+@op(*_GLOBAL_NARROW_LOADS, cls="vmem_load", honours=ACC)
+def global_load_narrow(st: Step) -> None:
+    size, kind = _GLOBAL_NARROW_LOADS[st.ins.name]
+    rows, lanes = _active(st)
+    addrs = _global_addrs(st, rows, lanes)
+    raw = _memory(st).load(addrs, size, "global load", lanes, _groups(st, rows))
+    value = np.ascontiguousarray(raw).view(kind)[:, 0].astype(np.int32).view(U32)
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, value.reshape(-1, 1))
+
+
+@op(*_GLOBAL_NARROW_STORES, cls="vmem_store", honours=ACC)
+def global_store_narrow(st: Step) -> None:
+    size, shift = _GLOBAL_NARROW_STORES[st.ins.name]
+    rows, lanes = _active(st)
+    addrs = _global_addrs(st, rows, lanes)
+    data = _read_lanes(st, st.ins.f["data"], rows, lanes, 1)[:, 0].astype(U32) >> U32(shift)
+    payload = np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4)[:, :size]
+    _memory(st).store(addrs, np.ascontiguousarray(payload), "global store", lanes, _groups(st, rows))
+
+
 @op("global_atomic_add_f32", cls="vmem_store", honours=ACC,
     approx="the adds apply in one fixed order (batch, then wave, then lane); on a GPU the order varies")
 def global_atomic_add_f32(st: Step) -> None:
