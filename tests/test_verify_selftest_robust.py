@@ -104,6 +104,14 @@ def test_cli_quiet_prints_only_the_summary_line_and_the_markdown_keeps_the_table
     assert "eps-decade" in md.read_text()
 
 
+@pytest.mark.parametrize("extra", [["--jobs", "2"], ["--details"], ["--kernel-src", "."], ["--emu-checks", "memory"]])
+def test_cli_options_that_do_nothing_with_self_test_are_usage_errors(extra, results_dir):
+    result = invoke("verify", "--self-test", "--shapes", "3x257", "--dtype", "f32", "--no-csv", "-q", *extra)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output           # was: exit 0, the option ignored
+    assert lines[0].startswith("lnbench: error:") and f"{extra[0]} does nothing with --self-test" in lines[0]
+
+
 def test_cli_seed_1_control_passes(results_dir):
     result = invoke("verify", "--self-test", "--device", "cpu", "--shapes", "3x257", "--dtype", "f32", "--seed", "1",
                     "-q")

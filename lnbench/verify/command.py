@@ -43,7 +43,7 @@ from lnbench.verify.tables import SELFTEST_COLUMNS, print_rows, summary_line, wa
 @click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
 @click.option("--self-test", is_flag=True,
               help="Check that the pass rule catches planted bugs in a copy of the reference math (takes no "
-                   "--backend). Exit 0 when the control passes and every bug that changes an output on the chosen "
+                   "--backend, --jobs, --details, --kernel-src or --emu-checks). Exit 0 when the control passes and every bug that changes an output on the chosen "
                    "shapes is caught (a bug that changes none, e.g. drop-c2 at N = 1, is reported `not "
                    "detectable`); exit 1 if a bug passes, the control fails, or no bug is detectable.")
 @click.option("--jobs", "-j", type=validate.INT,
@@ -73,6 +73,11 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
       err/allowed  the fraction of the bar used (< 1 is within it; 1 = on the bar)
     The CSV/JSON also keep max_rel_err (element-wise, huge where the reference is near 0) and torch_err.
     """
+    idle = [flag for flag, value in (("--jobs", jobs), ("--details", details), ("--kernel-src", kernel_src),
+                                     ("--emu-checks", emu_checks)) if value not in (None, False)]
+    if self_test and idle:      # the planted bugs run in this process, on the reference math: no kernel, no worker
+        raise LnbenchUsageError(f"{', '.join(idle)} does nothing with --self-test (it checks planted bugs in a copy "
+                                f"of the reference math, in this process)")
     plan = build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
                       devices, force, shard, emu_checks, md_path, csv_path, json_path)
     if plan.self_test:
