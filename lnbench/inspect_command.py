@@ -116,7 +116,7 @@ def _static_facts(variant: dict[str, Any], isa_dir: Path | None = None) -> list[
     rows = facts_to_rows(facts)
     for fact, row in zip(facts, rows):
         if isa_dir is not None:           # the disassembly of each kernel, as the compiler wrote it
-            path = isa_dir / isa_file_name(fact)
+            path = isa_dir / isa_file_name(fact, spec.name if spec is not None else "")
             try:
                 path.write_text(fact.isa_text, encoding="utf-8")
             except OSError as exc:
@@ -211,7 +211,8 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @kernel_source_option
 @click.option("--isa", "isa_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write each compiled kernel's ISA (disassembly, as FlyDSL's LLVM backend emits it) into this "
-                   "folder: one <arch>-<abi>-<op>-<dtype>-N<n>-<kernel>.s per kernel.")
+                   "folder: one <arch>-<abi>-<op>-<dtype>-N<n>-<kernel>.s per kernel (a kernel source's: "
+                   "<backend>-<arch>-...).")
 @emu_checks_option
 @md_option
 @output_options

@@ -223,6 +223,22 @@ def test_inspect_of_a_builder_calling_sys_exit_is_an_error_row(tmp_path):
     assert len(mine) == 1 and "failed: SystemExit: N=64 is not supported" in mine.iloc[0]["detail"]
 
 
+def test_inspect_isa_of_two_sources_with_alike_kernel_names_keeps_both(tmp_path):
+    """Both sources name their forward kernel test_ln_fwd_0: the second's ISA overwrote the first's, and both rows
+    named the one file left."""
+    isa, out = tmp_path / "isa", tmp_path / "i.csv"
+    oob = "module:lnbench_test_sources.out_of_bounds"
+    result = invoke("inspect", "--backend", f"{POINTER},{oob}", "--kernel-src", str(SOURCES), "--arch", "gfx942",
+                    "--op", "fwd", "--dtype", "f32", "--shapes", "1x64", "--isa", str(isa), "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out).set_index("backend")
+    assert frame.loc[POINTER, "kernel_name"] == frame.loc[oob, "kernel_name"]
+    files = {name: Path(frame.loc[name, "isa_file"]) for name in (POINTER, oob)}
+    assert len(set(files.values())) == 2 and sorted(isa.glob("*.s")) == sorted(files.values())
+    assert files[POINTER].name.startswith("module_lnbench_test_sources.pointer_ln-gfx942-pointer-fwd-f32-N64-")
+    assert files[POINTER].read_text() != files[oob].read_text()      # the planted extra store is in one only
+
+
 def test_abi_compare_pair_of_sources_static_part(tmp_path):
     out = tmp_path / "a.csv"
     result = invoke("abi-compare", "--pair", f"{TENSOR},{POINTER}", "--kernel-src", str(SOURCES), "--static-only",

@@ -159,10 +159,11 @@ def kernel_role(name: str) -> str:
     return re.sub(r"_(pointer|tensor|f32|f16|bf16|n\d+)(?=_|$)", "", name)
 
 
-def isa_file_name(f: KernelFacts) -> str:
-    """`gfx942-pointer-fwd-bf16-N8192-<kernel>.s`: one file per compiled kernel of a variant."""
-    kernel = re.sub(r"[^A-Za-z0-9_.-]", "_", f.kernel_name) or "kernel"
-    return f"{f.arch}-{f.abi}-{f.op}-{f.dtype}-N{f.n}-{kernel}.s"
+def isa_file_name(f: KernelFacts, source: str = "") -> str:
+    """`gfx942-pointer-fwd-bf16-N8192-<kernel>.s`: one file per compiled kernel of a variant; a kernel source's
+    start with its backend name (two sources, e.g. FlyDSL's and a fork, may name their kernels alike)."""
+    kernel, prefix = (re.sub(r"[^A-Za-z0-9_.-]", "_", text) for text in (f.kernel_name, source))
+    return f"{prefix + '-' if prefix else ''}{f.arch}-{f.abi}-{f.op}-{f.dtype}-N{f.n}-{kernel or 'kernel'}.s"
 
 
 def facts_to_rows(facts: list[KernelFacts]) -> list[dict]:
