@@ -143,7 +143,8 @@ def no_csv_requested() -> bool:
 
 def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--csv, --no-csv, --json, --quiet."""
-    func = click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")(func)
+    func = click.option("--quiet", "-q", is_flag=True,
+                        help="Print no tables: only the summary line, where the result files went, and warnings.")(func)
     func = click.option("--no-csv", is_flag=True, expose_value=False, callback=_no_csv,
                         help="Write no CSV (by default one is always written).")(func)
     func = click.option("--json", "json_path", type=OutputFile(),
