@@ -276,7 +276,7 @@ def build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, c
         preflight.kernel_widths(widths, dtype_list)        # known limits of lnbench's kernels, before any compile
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
-    preflight.toolkit()
+    preflight.toolkit(required=True)
     if emu_checks is not None and not execute:
         raise LnbenchUsageError("--emu-checks applies to emulated launches: add --execute")
     checks_line = None

@@ -328,6 +328,18 @@ def test_toolkit_folder_that_cannot_be_made_is_one_environment_error(tmp_path, m
     assert "toolkit folder" in line and var in line
 
 
+@pytest.mark.parametrize("args", [["inspect", "--arch", "gfx942", "--abi", "pointer", "--op", "fwd", "--shapes", "2x8"],
+                                  ["abi-compare", "--static-only", "--arch", "gfx942", "--op", "fwd", "--shapes", "2x8"]])
+def test_no_linker_toolkit_is_one_environment_error_not_compile_errors(monkeypatch, fresh_toolkit, args):
+    """No ROCm install and no ziglang package (`pip install .` without [emu]): inspect and abi-compare, whose work
+    is compiling, say what to install, where every kernel row said 'FlyDSL compile failed: lld invocation
+    failed' (exit 1), as if the kernels were broken."""
+    pytest.importorskip("flydsl")
+    monkeypatch.setattr("lnbench.flydsl.toolkit.zig_binary", lambda: None)
+    line = error_line(invoke(*args, "-q"))
+    assert "cannot be compiled here" in line and "pip install 'ziglang" in line
+
+
 # ---- item 11: limits known before compiling -------------------------------------------------------------------
 
 def test_unsupported_width_is_exit_2_before_compiling():

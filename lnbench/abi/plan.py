@@ -180,7 +180,7 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
         if backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair):
             preflight.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
         if flydsl_installed():
-            preflight.toolkit()
+            preflight.toolkit(required=True)
     pair_options: dict[str, Any] = {}
     if pair == "flydsl":
         pair_options["dgamma_strategy"] = strategy

@@ -21,12 +21,17 @@ def kernel_widths(widths: Iterable[int], dtypes: Iterable[str]) -> None:
                     raise LnbenchUsageError(f"unsupported N for the FlyDSL kernels: {exc}") from None
 
 
-def toolkit() -> None:
+def toolkit(required: bool = False) -> None:
     """The linker toolkit FlyDSL compiles with can be found or set up (its folder is made on first use): an
-    environment error (exit 2) when LNBENCH_TOOLKIT_DIR or XDG_CACHE_HOME leads somewhere it cannot be made."""
+    environment error (exit 2) when LNBENCH_TOOLKIT_DIR or XDG_CACHE_HOME leads somewhere it cannot be made.
+    `required` (inspect, abi-compare: compiling is their work): no toolkit at all is one too, where every compile
+    would fail as 'lld invocation failed', which reads as the kernel's fault (verify and perf instead say the
+    FlyDSL backends cannot run here)."""
     try:
-        toolkit_info()
+        info = toolkit_info()
     except OSError as exc:
         raise LnbenchUsageError(f"cannot set up the FlyDSL toolkit folder {cache_toolkit_dir()}: "
                                 f"{exc.strerror or exc} (point LNBENCH_TOOLKIT_DIR or XDG_CACHE_HOME at a "
                                 f"writable folder)") from None
+    if required and info.kind == "missing":
+        raise LnbenchUsageError(f"the FlyDSL kernels cannot be compiled here: {info.note}")
