@@ -135,3 +135,16 @@ def test_verify_auto_device_executes_flydsl_on_the_emulator_without_a_gpu(tmp_pa
     assert set(frame["backend"]) == {"flydsl", "flydsl-tensor", "flydsl-atomic", "torch"}
     assert set(frame["status"]) == {"PASS"}
     assert set(frame["device"]) == {"emu:gfx942"} and "emulated" in frame["device_name"].iloc[0]
+
+
+def test_nothing_ran_names_the_reason_of_a_not_run_row(tmp_path, results_dir):
+    """A backend that cannot run here (liger on the CPU): the one line says why, not a bare 'not run'."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: liger runs")
+    result = invoke("verify", "--backend", "liger", "--device", "cpu", "--dtype", "f32", "--shapes", "2x8",
+                    "--csv", str(tmp_path / "l.csv"))
+    assert result.exit_code == 1, result.output
+    assert "nothing could run here: not run (needs a CUDA/ROCm GPU)" in result.output \
+        or "nothing could run here: not run (liger-kernel not installed" in result.output, result.output

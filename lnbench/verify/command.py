@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -139,8 +140,14 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))
     console.print(summary_line(rows))
     if not any(status_word(row) in EXECUTED for row in rows):
-        return nothing_ran(str(rows[0].get("status")) if rows else "no case")
+        return nothing_ran(_why(rows[0]) if rows else "no case")
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK
+
+
+def _why(row: dict[str, Any]) -> str:
+    """A row's status with its reason: `not run (needs a CUDA/ROCm GPU)` (a `not run` row keeps it in `detail`)."""
+    status, detail = str(row.get("status")), row.get("detail")
+    return f"{status} ({detail})" if status == "not run" and detail else status
 
 
 def torch_threads() -> int:
