@@ -35,6 +35,14 @@ class Shard:
         """This part's items, in their order: item i belongs to part (i mod N) + 1 (lnbench.gpus.deal)."""
         return deal(items, self.count)[self.index - 1]
 
+    def part(self, items: Sequence[T], what: str) -> list[T]:
+        """select(), refusing a split that leaves this part nothing (N larger than the list): a part that ran
+        nothing would write a result without rows, which `lnbench merge` cannot join."""
+        chosen = self.select(items)
+        if not chosen:
+            raise LnbenchUsageError(f"--shard {self}: {len(items)} {what} make fewer than {self.count} parts")
+        return chosen
+
 
 WHOLE = Shard(1, 1)
 

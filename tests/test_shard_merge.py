@@ -56,6 +56,14 @@ def test_a_bad_shard_on_any_command_is_one_line_exit_2(command):
     one_line_error(cli(*command, "--shard", "3/2"), "--shard 3/2")
 
 
+@pytest.mark.parametrize("command", [PERF, VERIFY], ids=["perf", "verify"])
+def test_a_part_beyond_the_case_list_is_refused_before_any_file(command, tmp_path):
+    """More parts than cases: a part with no case would write a result without rows, which merge refuses."""
+    out = tmp_path / "part.csv"
+    one_line_error(cli(*command, "--shard", "40/40", "--csv", str(out)), "case(s) make fewer than 40 parts")
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
 def _verify_frame(path: Path) -> pd.DataFrame:
     frame = pd.read_json(path, orient="table")
     return frame.set_index(["backend", "case", "dtype", "shape", "eps", "tensor"]).sort_index()

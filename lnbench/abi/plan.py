@@ -140,9 +140,7 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
     every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
     part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
-    shape_list = part.select(every_shape)
-    if not shape_list:
-        raise LnbenchUsageError(f"--shard {part}: {len(every_shape)} shape(s) make fewer than {part.count} parts")
+    shape_list = part.part(every_shape, "shape(s)")
     slots = parse_devices(devices, force)
     if slots and (device is not None or in_process):
         raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "

@@ -142,14 +142,13 @@ def build_plan(backends, baseline, ops, modes, dtypes, shapes, shape_set, proces
     validate.shapes_fit(shape_list, PERF_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
                         "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
                         1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
-    peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
-    csv_final, json_final, md_final = prepare_outputs("perf", csv_path, json_path,
-                                                      {**config_input(config_path), **peak_input}, md_path)
-
     skips = backend_skips(backend_list, dev)
     every_case = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
                              eps_value, base_seed, skips)
-    cases = part.select(every_case)
+    cases = part.part(every_case, "case(s)")
+    peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
+    csv_final, json_final, md_final = prepare_outputs("perf", csv_path, json_path,
+                                                      {**config_input(config_path), **peak_input}, md_path)
     spread = bool(slots) and len(slots) > 1          # one GPU: nothing else is timing, nothing runs apart
     run_extra = {**shard_metadata(part, len(every_case)), **devices_metadata(slots, alone_mib if spread else None),
                  **({"alone_host_fraction": host_share} if spread else {})}

@@ -121,10 +121,10 @@ def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, s
         raise LnbenchUsageError(f"verify checks values, and the null device {dev.name} executes nothing: use "
                                 f"--device emu (or emu:gfx950) for the FlyDSL kernels")
     validate.shapes_fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
+    every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
+    cases = part.part(every_case, "case(s)")
     csv_final, json_final, md_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
                                                       config_input(config_path), md_path)
-    every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
-    cases = part.select(every_case)
     metadata = stamp({**run_metadata(dev), "seed": base_seed, **shard_metadata(part, len(every_case)),
                       **devices_metadata(slots)}, SELFTEST if self_test else VERIFY)
     names, banner, explicit = [], "", []
