@@ -442,6 +442,11 @@ def _check_complete_csv(path: Path, text: str) -> None:
         raise LnbenchUsageError(f"{path} looks truncated ({where})")
 
 
+#: row columns that share their name with a run-metadata key but hold each row's own value (verify's per-case
+#: input seed, not the run's base seed): a CSV column of that name is never read as the run's metadata
+_ROW_VALUED = {VERIFY.name: ("seed",), SELFTEST.name: ("seed",)}
+
+
 def _from_csv(path: Path, text: str) -> ResultFile:
     try:
         _check_complete_csv(path, text)
@@ -453,6 +458,8 @@ def _from_csv(path: Path, text: str) -> ResultFile:
     constant = {c: frame[c].iloc[0] for c in frame.columns if frame[c].nunique(dropna=False) == 1}
     metadata = {k: (None if pd.isna(v) else v.item() if hasattr(v, "item") else v) for k, v in constant.items()}
     kind, version = _classify(path, frame, metadata)
+    for key in _ROW_VALUED.get(kind, ()):
+        metadata.pop(key, None)
     return ResultFile(path, kind, metadata, frame, version=version)
 
 

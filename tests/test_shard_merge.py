@@ -90,6 +90,21 @@ def test_verify_shards_merged_are_the_unsharded_run(tmp_path):
     assert len(csv) == len(a) and csv["complete"].all() and csv["shard"].isna().all()
 
 
+def test_verify_csv_parts_of_one_case_each_merge(tmp_path):
+    """A CSV's constant columns are its run metadata, but verify's `seed` column is each case's own input seed:
+    parts holding one case each differ there, and merge must not take that for different base seeds."""
+    parts = [tmp_path / f"{k}.csv" for k in (1, 2)]
+    for k, path in enumerate(parts, 1):
+        result = cli("verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "8x64", "-q",
+                     "--shard", f"{k}/5", "--csv", str(path))
+        assert result.exit_code == 0, result.output
+        assert pd.read_csv(path)["seed"].nunique() == 1
+    merged = cli("merge", *map(str, parts), "--csv", str(tmp_path / "merged.csv"))
+    assert merged.exit_code == 0, merged.output
+    assert "parts 1, 2 of 5" in merged.output
+    assert cli("merge", str(parts[0]), str(parts[0]), "--no-csv").exit_code == 2     # a real clash still refused
+
+
 @pytest.fixture(scope="module")
 def perf_parts(tmp_path_factory):
     out = tmp_path_factory.mktemp("perf")
