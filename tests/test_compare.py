@@ -135,6 +135,22 @@ def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
     assert rows[("torch", "fwd", "bf16", "3x100", "hot")]["verdict"] == "only in new"
 
 
+def test_an_ok_case_without_a_time_is_not_compared(perf_json, payload, tmp_path):
+    """An aggregate row `ok` whose median is missing (a hand-edited file) holds no time: `not compared`, saying
+    why, and a file with no such time at all has no timed case (it was taken as timed, with no runs: exit 0)."""
+    for row in payload["data"]:
+        if row["row_kind"] == "aggregate" and (row["backend"], row["op"], row["dtype"], row["shape"], row["mode"]) == KEY:
+            row["median_us"] = None
+    result, rows = _compare(perf_json, _write(tmp_path, "blank.json", payload), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert rows[KEY]["verdict"] == "not compared" and "new: ok but no positive median_us" in rows[KEY]["detail"]
+    for row in payload["data"]:
+        if row["row_kind"] == "aggregate":
+            row["median_us"] = None
+    result, _ = _compare(perf_json, _write(tmp_path, "blank.json", payload), tmp_path)
+    _one_line_exit_2(result, "vs no timed case")
+
+
 # --- refusals ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change, fragment", [

@@ -101,6 +101,9 @@ def perf_cases(result: ResultFile) -> dict[CaseKey, TimedCase]:
             and math.isfinite(median) and median > 0
         if timed:
             _add(cases, TimedCase(key, OK, float(median), runs[key]), result)
+        elif status == OK or status.startswith("partial"):      # a row that says timed but holds no time
+            why = "no positive median_us" if key in runs else "no ok worker row with run values"
+            _add(cases, TimedCase(key, f"{status} but {why}"), result)
         else:
             _add(cases, _untimed(key, status, row), result)
     if not cases:
