@@ -466,7 +466,8 @@ def test_install_hints_name_packages_not_unpublished_extras():
 @linux
 def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
     """perf: worker 1 finished its turn, worker 2 is in its own when SIGTERM comes: the JSON holds worker 1's
-    timed cases, marked incomplete, and the run exits 143."""
+    timed cases, marked incomplete, and the run exits 143. The cases worker 2 had not reached are `not run`,
+    never `error` rows: a stop is no fault of a case."""
     js = tmp_path / "p.json"
     proc = _start(["perf", "--device", "cpu", "--backend", "torch", "--shapes", "2x64,3x257", "--op", "fwd,bwd",
                    "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "2", "--json", str(js)], tmp_path)
@@ -477,6 +478,10 @@ def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
     assert payload["metadata"]["stopped"].startswith("terminated (SIGTERM) after 1 of 2 workers")
     first = [r for r in payload["data"] if r["row_kind"] == "worker" and r["worker"] == 0]
     assert len(first) == 4 and all(r["status"] == "ok" for r in first), first
+    second = [r for r in payload["data"] if r["row_kind"] == "worker" and r["worker"] == 1]
+    assert {r["status"] for r in second} <= {"ok", "not run"} and second[-1]["status"] == "not run", second
+    assert "stopped with the run" in second[-1]["detail"]
+    assert all(r["status"] != "error" for r in payload["data"]), payload["data"]
 
 
 @linux

@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -78,11 +78,15 @@ class WorkerResult:
     duration_s: float
     #: where a timed-out worker was stopped: "in start-up", "before its turn", or "" (in its turn)
     timed_out_where: str = ""
+    #: stopped by the parent's interrupt (Ctrl-C, SIGTERM) before it finished: what it had not done is not a fault
+    stopped: bool = False
 
     def problem(self) -> str:
         """One line saying why a worker failed ('' when ok)."""
         if self.ok:
             return ""
+        if self.stopped:
+            return f"worker {self.index} was stopped with the run before it got here"
         last = next((line.strip() for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
         if self.timed_out:
             where = f" {self.timed_out_where}" if self.timed_out_where else ""
@@ -361,7 +365,8 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
             for live in batch:
                 if not live.collected:
                     with contextlib.suppress(Exception):
-                        on_done(_result(live))
+                        result = _result(live)
+                        on_done(result if result.ok else replace(result, stopped=True))
         if not os.environ.get("LNBENCH_KEEP_WORKER_DIRS"):
             shutil.rmtree(root, ignore_errors=True)
     return results

@@ -103,11 +103,13 @@ def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None
 
 
 def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None,
-               problem: str, peak_gbps: float | None, headline: str = "stream") -> dict[str, Any]:
-    """The row of one case in one worker (status error with the worker's problem when it has no entry)."""
+               problem: str, peak_gbps: float | None, headline: str = "stream", stopped: bool = False) -> dict[str, Any]:
+    """The row of one case in one worker (status error with the worker's problem when it has no entry; `not
+    run` when an interrupt `stopped` the worker first: a stop is no fault of the case)."""
     row = {**case.columns(), "row_kind": "worker", "worker": worker, "order": order, **_blank(), "headline": headline}
     if entry is None:
-        return {**row, "status": "error", "detail": problem or "worker returned no result for this case"}
+        return {**row, "status": "not run" if stopped else "error",
+                "detail": problem or "worker returned no result for this case"}
     row.update(status=entry.get("status", "error"), detail=entry.get("detail", ""))
     meas = entry.get("measurement")
     if row["status"] != "ok" or not meas:
@@ -197,7 +199,8 @@ def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: lis
             for w, result in enumerate(results):
                 entry = entries[w].get(case.id)
                 problem = result.problem() if entry is None else ""
-                case_rows.append(worker_row(case, w, positions[w].get(case.id), entry, problem, peak_gbps, headline))
+                case_rows.append(worker_row(case, w, positions[w].get(case.id), entry, problem, peak_gbps, headline,
+                                            result.stopped))
                 kernels.append((entry or {}).get("kernel") if (entry or {}).get("status") == "ok" else None)
         rows.extend(case_rows)
         rows.append(aggregate_row(case, case_rows, len(results), peak_gbps, kernels, headline))
