@@ -80,15 +80,20 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
 
 
 def shard_note(results: Sequence[ResultFile]) -> str:
-    """Which parts of a `--shard K/N` split the files are ('' when they carry none)."""
+    """Which parts of a `--shard K/N` split the files are ('' when they carry none, or are whole runs)."""
     shards = [str(r.metadata.get("shard") or "") for r in results]
-    if not all("/" in s for s in shards):
+    if not all("/" in s and s != "1/1" for s in shards):       # 1/1: a whole run, no part of a split
         return ""
-    counts = {s.split("/")[1] for s in shards}
-    if len(counts) != 1:
-        return f"the files are parts of different splits ({', '.join(sorted(set(shards)))})"
-    total = int(counts.pop())
-    have = sorted({int(s.split("/")[0]) for s in shards})
+    # a split is its N and the size of the case list it divided (parts of another list cover nothing together)
+    splits = [f"{s} of {r.metadata.get('shard_total_cases', '?')} cases" for s, r in zip(shards, results)]
+    if len({s.split("/")[1] for s in splits}) != 1:
+        return f"the files are parts of different splits ({', '.join(sorted(set(splits)))})"
+    total = int(shards[0].split("/")[1])
+    numbers = [int(s.split("/")[0]) for s in shards]
+    repeated = sorted({k for k in numbers if numbers.count(k) > 1})
+    if repeated:
+        return f"part(s) {', '.join(map(str, repeated))} of {total} in more than one file"
+    have = sorted(numbers)
     missing = [k for k in range(1, total + 1) if k not in have]
     return (f"all {total} parts of a --shard split" if not missing else
             f"parts {', '.join(map(str, have))} of {total}: part(s) {', '.join(map(str, missing))} missing")

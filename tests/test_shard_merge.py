@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
+from lnbench.merge import shard_note
+from lnbench.results import ResultFile
 from lnbench.shard import Shard, parse_shard
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32,bf16", "--shapes", "8x64,3x33,1x5", "-q"]
@@ -103,6 +105,21 @@ def test_verify_csv_parts_of_one_case_each_merge(tmp_path):
     assert merged.exit_code == 0, merged.output
     assert "parts 1, 2 of 5" in merged.output
     assert cli("merge", str(parts[0]), str(parts[0]), "--no-csv").exit_code == 2     # a real clash still refused
+
+
+def _part(shard: str, total: int) -> ResultFile:
+    return ResultFile(Path(f"{shard.replace('/', '-')}.json"), "perf", {"shard": shard, "shard_total_cases": total},
+                      pd.DataFrame())
+
+
+def test_the_shard_note_claims_a_whole_split_only_for_one():
+    """'all N parts' only for the parts of one split: not for two unsharded runs (each 1/1), nor for parts
+    of two different case lists."""
+    assert shard_note([_part("2/2", 6), _part("1/2", 6)]) == "all 2 parts of a --shard split"
+    assert shard_note([_part("1/1", 6), _part("1/1", 4)]) == ""
+    assert shard_note([_part("1/2", 6), _part("1/2", 6)]) == "part(s) 1 of 2 in more than one file"
+    assert "different splits" in shard_note([_part("1/2", 6), _part("2/2", 8)])
+    assert shard_note([_part("1/3", 6), _part("3/3", 6)]) == "parts 1, 3 of 3: part(s) 2 missing"
 
 
 @pytest.fixture(scope="module")
