@@ -147,10 +147,16 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     csv_final, json_final, _ = prepare_outputs("merge", csv_path, json_path,
                                             {f"FILE {i + 1}": path for i, path in enumerate(files)})
     metadata = merged_metadata(results)
-    parts = [{"path": str(r.path), **{k: v for k, v in r.metadata.items() if k not in metadata or k == "shard"},
-              **({"extra": r.extra} if r.extra else {})} for r in results]
+    parts = []
+    for r in results:
+        extra = {k: v for k, v in r.extra.items() if k != "workers"}      # the workers go to the top level
+        parts.append({"path": str(r.path), **{k: v for k, v in r.metadata.items() if k not in metadata or k == "shard"},
+                      **({"extra": extra} if extra else {})})
+    # every part's worker payloads, as one run's: abi-compare's hold the run values `compare` pairs by worker
+    workers = [w for r in results if isinstance(r.extra.get("workers"), list) for w in r.extra["workers"]]
     rows = merged_rows(results)
-    emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts}, announce=not quiet, step_summary=False)
+    emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts, **({"workers": workers} if workers else {})},
+                 announce=not quiet, step_summary=False)
     for line in found:
         err_console.print(f"[yellow]merged with --force: {escape(line)}[/yellow]", soft_wrap=True)
     note = shard_note(results)

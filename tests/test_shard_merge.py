@@ -107,6 +107,23 @@ def test_verify_csv_parts_of_one_case_each_merge(tmp_path):
     assert cli("merge", str(parts[0]), str(parts[0]), "--no-csv").exit_code == 2     # a real clash still refused
 
 
+def test_merged_abi_compare_parts_compare(tmp_path):
+    """abi-compare's run values are in its JSON's worker payloads: the merged file carries every part's, so
+    `compare` reads it like one run's (it said the merged file lacked them)."""
+    parts = [tmp_path / f"{k}.json" for k in (1, 2)]
+    for k, path in enumerate(parts, 1):
+        result = cli("abi-compare", "--pair", "torch-entry", "--device", "cpu", "--runtime-only", "--in-process",
+                     "--shapes", "2x64,4x32", "--dtype", "f32", "--op", "fwd", "--metric", "direct", "-P", "2",
+                     "-R", "2", "--warmup-s", "0", "-q", "--shard", f"{k}/2", "--json", str(path), "--no-csv")
+        assert result.exit_code == 0, result.output
+    merged = tmp_path / "merged.json"
+    assert cli("merge", *map(str, parts), "--json", str(merged), "--no-csv").exit_code == 0
+    assert len(json.loads(merged.read_text())["workers"]) == 4
+    compared = cli("compare", str(merged), str(merged), "--no-csv")
+    assert compared.exit_code == 0, compared.output
+    assert "4 cases compared: 0 SLOWER, 0 FASTER, 4 SAME" in compared.output
+
+
 def _part(shard: str, total: int) -> ResultFile:
     return ResultFile(Path(f"{shard.replace('/', '-')}.json"), "perf", {"shard": shard, "shard_total_cases": total},
                       pd.DataFrame())
