@@ -182,6 +182,22 @@ def test_the_same_result_named_twice_is_plotted_once(files, tmp_path):
     assert "1 PNG(s) written" in result.output
 
 
+def test_compare_cases_without_an_interval_are_drawn_as_points(files, tmp_path):
+    """`too few runs` (perf -P 1) gives a ratio but no interval: its point is drawn alone (plot said no case had
+    a value); an interval that does not hold its ratio (a hand-edited file) is not drawn (it was a crash)."""
+    data = json.loads(files["cmp.json"].read_text())
+    rows = [row for row in data["data"] if row["ratio"] is not None]
+    for i, row in enumerate(rows):
+        row.update(verdict="too few runs", ci_low=None, ci_high=None) if i % 2 else row.update(ci_high=row["ratio"] / 2)
+    edited = tmp_path / "few.json"
+    edited.write_text(json.dumps(data))
+    ((_, fig),) = compare_figures(load_result(edited))
+    series = list(_errorbars(fig.axes[0], along=0).values())
+    x, low, high = (np.concatenate([np.asarray(s[i], dtype=float) for s in series]) for i in (0, 2, 3))
+    assert len(rows) > 1 and np.allclose(sorted(x), sorted(row["ratio"] for row in rows))
+    assert np.allclose(low, x) and np.allclose(high, x)
+
+
 def test_a_bad_file_among_good_ones_writes_no_png(files, tmp_path):
     good = [tmp_path / "a.json", tmp_path / "b.csv"]
     good[0].write_text(files["perf.json"].read_text())

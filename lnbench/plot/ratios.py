@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from lnbench.results import ResultFile, require_columns
@@ -17,6 +18,18 @@ def _number(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def _points(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """The rows with a finite `value`, its interval numeric; a case without an interval that holds the value (a
+    `too few runs` case has none) is drawn as the point alone."""
+    frame = frame.copy()
+    for column in (value, "ci_low", "ci_high"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame = frame[np.isfinite(frame[value])]
+    held = (np.isfinite(frame.ci_low) & np.isfinite(frame.ci_high) & (frame.ci_low <= frame[value])
+            & (frame[value] <= frame.ci_high))
+    return frame.assign(ci_low=frame.ci_low.where(held, frame[value]), ci_high=frame.ci_high.where(held, frame[value]))
 
 
 def _ratio_figure(labels: list[str], ratio: pd.Series, low: pd.Series, high: pd.Series, verdicts: list[str],
@@ -45,10 +58,7 @@ def _ratio_figure(labels: list[str], ratio: pd.Series, low: pd.Series, high: pd.
 def compare_figures(result: ResultFile) -> list[tuple[str, Any]]:
     """("ratios", Figure): new/base time ratio per compared case with its interval, coloured by verdict."""
     require_columns(result, ["backend", "op", "dtype", "shape", "mode", "ratio", "ci_low", "ci_high", "verdict"])
-    frame = result.rows.copy()
-    for column in ("ratio", "ci_low", "ci_high"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    frame = frame[frame.ratio.notna() & frame.ci_low.notna() & frame.ci_high.notna()]
+    frame = _points(result.rows, "ratio")
     if frame.empty:
         return []
     labels = [" ".join(str(r[c]) for c in ("backend", "op", "dtype", "shape", "mode")) for _, r in frame.iterrows()]
@@ -68,10 +78,7 @@ def abi_figures(result: ResultFile) -> list[tuple[str, Any]]:
     if "speedup" not in frame.columns:
         return []
     require_columns(result, ["op", "dtype", "shape", "metric", "speedup", "ci_low", "ci_high", "verdict"])
-    frame = frame[frame.get("status") == "ok"].copy() if "status" in frame.columns else frame.copy()
-    for column in ("speedup", "ci_low", "ci_high"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    frame = frame[frame.speedup.notna() & frame.ci_low.notna() & frame.ci_high.notna()]
+    frame = _points(frame[frame.get("status") == "ok"] if "status" in frame.columns else frame, "speedup")
     if frame.empty:
         return []
     labels = [f"{r['op']} {r['dtype']} {r['shape']} {r['metric']}" for _, r in frame.iterrows()]
