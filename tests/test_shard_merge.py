@@ -66,6 +66,14 @@ def test_a_part_beyond_the_case_list_is_refused_before_any_file(command, tmp_pat
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+def test_a_static_only_part_without_a_width_is_refused(tmp_path):
+    """abi-compare --static-only splits the distinct widths: two shapes of one width make one part, not two."""
+    out = tmp_path / "static.json"
+    one_line_error(cli("abi-compare", "--static-only", "--no-execute", "--shapes", "2x64,4x64", "--shard", "2/2",
+                       "--json", str(out), "--no-csv"), "1 distinct width(s) make fewer than 2 parts")
+    assert not out.exists()
+
+
 def _verify_frame(path: Path) -> pd.DataFrame:
     frame = pd.read_json(path, orient="table")
     return frame.set_index(["backend", "case", "dtype", "shape", "eps", "tensor"]).sort_index()

@@ -141,6 +141,8 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
     part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
     shape_list = part.part(every_shape, "shape(s)")
+    if static_only:                        # then the parts split the widths alone: each part needs one
+        part.part(list(dict.fromkeys(n for _, n in every_shape)), "distinct width(s)")
     slots = parse_devices(devices, force)
     if slots and (device is not None or in_process):
         raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
