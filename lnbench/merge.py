@@ -19,8 +19,9 @@ from rich.markup import escape
 from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options, prepare_outputs
 from lnbench.compare.match import device_name, protocol
 from lnbench.errors import LnbenchUsageError
-from lnbench.results import (ABI_KIND as ABI, KINDS, PERF_KIND as PERF, SCHEMA_KEY, VERIFY_KIND as VERIFY, ResultFile,
-                             load_result, ordered_columns)
+from lnbench.outputs import list_from_cell
+from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, SCHEMA_KEY, VERIFY_KIND as VERIFY,
+                             ResultFile, load_result, ordered_columns)
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -111,9 +112,12 @@ def merged_metadata(results: Sequence[ResultFile]) -> dict[str, Any]:
 def merged_rows(results: Sequence[ResultFile]) -> list[dict[str, Any]]:
     """Every part's rows, in the order of the files: the columns its kind declares (lnbench.results; a CSV's
     metadata columns are left to the merged metadata, what differs per part to the JSON's `parts`)."""
+    kind = KINDS[results[0].kind]
     frame = pd.concat([r.rows for r in results], ignore_index=True)
-    frame = frame[ordered_columns(KINDS[results[0].kind], frame.columns)]
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    frame = frame[ordered_columns(kind, frame.columns)]
+    rows = [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    lists = [c.name for c in kind.columns if c.type == LIST and c.name in frame.columns]
+    return [{**row, **{c: list_from_cell(row[c]) for c in lists}} for row in rows]    # CSV parts: `;`-joined text
 
 
 def load_parts(paths: Sequence[Path]) -> list[ResultFile]:

@@ -270,6 +270,19 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
+def list_from_cell(value: Any) -> Any:
+    """A list column's CSV cell back as the list a JSON holds (csv_cell's inverse): `1.5;2` -> [1.5, 2.0], a
+    lone number -> [it]; a list or a missing value as it is, text that is not numbers as it is."""
+    if isinstance(value, str):
+        try:
+            return [float(v) for v in value.split(CSV_LIST_SEPARATOR)]
+        except ValueError:
+            return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return [float(value)]
+    return value
+
+
 def csv_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> Writer:
     """Rows (+ metadata columns) as CSV, for atomic_write(_all): one type per column, lists joined."""
     frame = rows_frame([{k: csv_cell(v) for k, v in row.items()} for row in rows], metadata)

@@ -177,6 +177,19 @@ def test_perf_shards_merged_have_the_unsharded_case_set_and_compare(perf_parts, 
     assert "6 cases compared" in compared.output
 
 
+def test_csv_parts_merged_to_json_hold_lists(perf_parts, tmp_path):
+    """A CSV's list cells (`run_us`: `25.0;30.04;26.56`) become JSON lists in a merged JSON, as the parts' own JSON
+    have them (they were strings)."""
+    merged = {}
+    for name, suffix in (("csv", ".csv"), ("json", ".json")):
+        merged[name] = tmp_path / f"from-{name}.json"
+        parts = [str(perf_parts[n].with_suffix(suffix)) for n in ("one", "two")]
+        assert cli("merge", *parts, "--json", str(merged[name]), "--no-csv").exit_code == 0
+    rows = {name: json.loads(path.read_text())["data"] for name, path in merged.items()}
+    assert all(isinstance(r["run_us"], list) for r in rows["csv"] if r["status"] == "ok")
+    assert [r["run_us"] for r in rows["csv"]] == [r["run_us"] for r in rows["json"]]
+
+
 def test_merge_refusals_are_one_line_exit_2(perf_parts, tmp_path):
     one, two = str(perf_parts["one"]), str(perf_parts["two"])
     verify_csv = tmp_path / "v.csv"

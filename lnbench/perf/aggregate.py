@@ -102,8 +102,8 @@ def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None
         row["kernel_status"] = f"partial ({agg['workers']}/{len(present)} workers): {why}"
 
 
-def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None,
-               problem: str, peak_gbps: float | None, headline: str = "stream", stopped: bool = False) -> dict[str, Any]:
+def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None, problem: str,
+               peak_gbps: float | None, headline: str = "stream", stopped: bool = False) -> dict[str, Any]:
     """The row of one case in one worker (status error with the worker's problem when it has no entry; `not
     run` when an interrupt `stopped` the worker first: a stop is no fault of the case)."""
     row = {**case.columns(), "row_kind": "worker", "worker": worker, "order": order, **_blank(), "headline": headline}
