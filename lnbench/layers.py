@@ -43,6 +43,9 @@ COMMANDS: tuple[str, ...] = ("lnbench.perf", "lnbench.verify", "lnbench.abi", "l
 SHARED: dict[tuple[str, str], str] = {
     ("lnbench.merge", "lnbench.compare.match"):
         "what makes two result files comparable (device_name, protocol), the rule compare matches runs by",
+    ("lnbench.merge", "lnbench.perf.aggregate"):
+        "perf's speed-up rule (add_speedups): a merged result's speed-ups pair a backend with the baseline's case "
+        "in another part",
 }
 
 #: (module, imported module) -> why an upward import is allowed

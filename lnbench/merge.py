@@ -20,6 +20,7 @@ from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guar
 from lnbench.compare.match import device_name, protocol
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import list_from_cell
+from lnbench.perf.aggregate import add_speedups
 from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, SCHEMA_KEY, VERIFY_KIND as VERIFY,
                              ResultFile, load_result, ordered_columns)
 
@@ -159,6 +160,8 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     # every part's worker payloads, as one run's: abi-compare's hold the run values `compare` pairs by worker
     workers = [w for r in results if isinstance(r.extra.get("workers"), list) for w in r.extra["workers"]]
     rows = merged_rows(results)
+    if results[0].kind == PERF and metadata.get("baseline"):
+        add_speedups(rows, str(metadata["baseline"]))      # a part lacks the speed-ups whose baseline another ran
     emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts, **({"workers": workers} if workers else {})},
                  announce=not quiet, step_summary=False)
     for line in found:

@@ -190,6 +190,24 @@ def test_csv_parts_merged_to_json_hold_lists(perf_parts, tmp_path):
     assert [r["run_us"] for r in rows["csv"]] == [r["run_us"] for r in rows["json"]]
 
 
+def test_merged_speedups_pair_cases_of_different_parts(perf_parts, tmp_path):
+    """A part's speed-up needs the baseline's case of the same shape, which the split may have put in another
+    part (perf --backend torch,compile --shard: blank there); the merge computes them over every part."""
+    other = json.loads(perf_parts["one"].read_text())
+    other["metadata"]["shard"] = "2/2"
+    for row in other["data"]:
+        row.update(backend="other", speedup=None)
+        if row["row_kind"] == "aggregate":
+            row["median_us"] *= 2
+    edited = tmp_path / "other.json"
+    edited.write_text(json.dumps(other))
+    merged = tmp_path / "merged.json"
+    assert cli("merge", str(perf_parts["one"]), str(edited), "--json", str(merged), "--no-csv").exit_code == 0
+    speedups = [r["speedup"] for r in json.loads(merged.read_text())["data"]
+                if r["row_kind"] == "aggregate" and r["backend"] == "other"]
+    assert len(speedups) == 3 and speedups == pytest.approx([0.5] * 3)
+
+
 def test_merge_refusals_are_one_line_exit_2(perf_parts, tmp_path):
     one, two = str(perf_parts["one"]), str(perf_parts["two"])
     verify_csv = tmp_path / "v.csv"

@@ -55,8 +55,10 @@ HEADLINES: tuple[str, ...] = ("stream", "kernel")
 
 
 def headline_us(row: dict[str, Any]) -> float:
-    """The time GB/s, % peak and speed-up are computed from: median_us, or kernel_us under --timer kernel."""
-    return row["kernel_us"] if row.get("headline") == "kernel" else row["median_us"]
+    """The time GB/s, % peak and speed-up are computed from: median_us, or kernel_us under --timer kernel (NaN
+    when missing: None in rows read back from a file)."""
+    value = row.get("kernel_us") if row.get("headline") == "kernel" else row.get("median_us")
+    return math.nan if value is None else value
 
 
 def _rates(row: dict[str, Any], peak_gbps: float | None) -> None:
