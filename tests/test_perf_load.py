@@ -145,6 +145,17 @@ def test_a_change_beyond_the_noise_is_reported_and_history_kept(tmp_path):
     assert loaded["gbps"] == pytest.approx(11.2) and "history" not in loaded
 
 
+@pytest.mark.parametrize("gbps", ["-5", "0", "NaN", "Infinity", "true"])
+def test_a_hand_edited_peak_that_is_no_bandwidth_is_no_peak(tmp_path, gbps):
+    """% peak divides by the cached gbps: a negative, zero, NaN, infinite or boolean one (hand-edited) gave
+    -1.4 % peak or blank cells; it counts as no measured peak (perf says to run `lnbench peak`)."""
+    cpu, path = torch.device("cpu"), tmp_path / "peak.json"
+    path.write_text(f'{{"{device_name(cpu)}": {{"gbps": {gbps}}}}}')
+    assert peak.load_peak(cpu, path) is None
+    path.write_text(f'{{"{device_name(cpu)}": {{"gbps": 24.5}}}}')
+    assert peak.load_peak(cpu, path)["gbps"] == 24.5
+
+
 def test_peak_twice_keeps_the_first_in_the_history(tmp_path, monkeypatch):
     _quiet_machine(monkeypatch)
     monkeypatch.setattr(workloads, "llc_bytes", lambda device: (MIB // 2, "test"))

@@ -11,6 +11,7 @@ A new figure outside the noise of the cached one (their per-run GB/s ranges do n
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,13 @@ def load_cache(path: Path | None = None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _measured(record: Any) -> bool:
+    """A record with a figure % peak can divide by: a positive finite number `gbps` (a hand-edited 0, -5, NaN
+    or true is none)."""
+    gbps = record.get("gbps") if isinstance(record, dict) else None
+    return isinstance(gbps, (int, float)) and not isinstance(gbps, bool) and math.isfinite(gbps) and gbps > 0
+
+
 def _not_a_cache(text: str) -> str | None:
     """Why `text` is not a peak cache (a JSON object of device name -> record with a numeric gbps), or None.
     An empty file is an empty cache."""
@@ -125,7 +133,7 @@ def reserve_peak_file(path: Path) -> Path:
 def load_peak(device: torch.device, path: Path | None = None) -> dict[str, Any] | None:
     """The cached record for this device's name, or None (perf then says `lnbench peak` is missing)."""
     record = load_cache(path).get(device_name(device))
-    if not (isinstance(record, dict) and isinstance(record.get("gbps"), (int, float))):
+    if not _measured(record):
         return None
     return {k: v for k, v in record.items() if k != "history"}
 
@@ -164,7 +172,7 @@ def store_peak(device: torch.device, record: dict[str, Any], path: Path | None =
     if isinstance(old, dict):
         history = [h for h in old.get("history", []) if isinstance(h, dict)]
         history.append({k: v for k, v in old.items() if k != "history"})
-        if isinstance(old.get("gbps"), (int, float)) and old["gbps"] > 0:
+        if _measured(old):
             change = change_beyond_noise(old, record)
     cache[device_name(device)] = {**record, "history": history[-HISTORY:]}
     return write_json(cache, path), change
