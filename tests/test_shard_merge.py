@@ -66,6 +66,14 @@ def test_a_part_beyond_the_case_list_is_refused_before_any_file(command, tmp_pat
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+def test_a_self_test_part_is_refused(tmp_path):
+    """The self-test's verdict is over every case, and merge joins no self-test parts: --shard is refused."""
+    out = tmp_path / "st.json"
+    one_line_error(cli("verify", "--self-test", "--device", "cpu", "--shapes", "8x64", "--shard", "1/2", "--json",
+                       str(out), "--no-csv"), "drop --shard")
+    assert not out.exists()
+
+
 def test_a_static_only_part_without_a_width_is_refused(tmp_path):
     """abi-compare --static-only splits the distinct widths: two shapes of one width make one part, not two."""
     out = tmp_path / "static.json"

@@ -19,7 +19,7 @@ from lnbench.flydsl import preflight
 from lnbench.gpus import devices_metadata, parse_devices
 from lnbench.metadata import run_metadata
 from lnbench.results import SELFTEST, VERIFY, stamp
-from lnbench.shard import parse_shard, shard_metadata
+from lnbench.shard import WHOLE, parse_shard, shard_metadata
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.tolerance import Tolerance
 
@@ -108,6 +108,9 @@ def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, s
     base_seed = cfg.option_or_config(seed, table, "seed", "--seed", int, "verify", validate.seed)
     job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
     part = parse_shard(shard)
+    if self_test and part != WHOLE:
+        raise LnbenchUsageError("--self-test judges each planted bug over every case (and merge joins no self-test "
+                                "parts): drop --shard")
     slots = parse_devices(devices, force)
     if slots and device is not None:
         raise LnbenchUsageError("--device and --devices both choose where to run: give one")
