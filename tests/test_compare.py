@@ -151,6 +151,35 @@ def test_an_ok_case_without_a_time_is_not_compared(perf_json, payload, tmp_path)
     _one_line_exit_2(result, "vs no timed case")
 
 
+def _kernel_headline(payload: dict, slower: float = 1.0) -> dict:
+    """The payload as a `perf --timer kernel` result (kernel time = stream time), KEY's kernel time × `slower`."""
+    out = copy.deepcopy(payload)
+    out["metadata"]["headline"] = "kernel"
+    for row in out["data"]:
+        row["headline"] = "kernel"
+        if row["status"] == "ok":
+            factor = slower if (row["backend"], row["op"], row["dtype"], row["shape"], row["mode"]) == KEY else 1.0
+            row.update(kernel_status="ok", kernel_us=row["median_us"] * factor,
+                       kernel_run_us=[v * factor for v in row["run_us"]])
+    return out
+
+
+def test_a_kernel_headline_compares_kernel_times(perf_json, payload, tmp_path):
+    """Under perf --timer kernel the headline is the kernel time, and that is what compare compares (it compared
+    the stream time); a stream-timed run and a kernel-timed one are not comparable without --force."""
+    base = _write(tmp_path, "kbase.json", _kernel_headline(payload))
+    new = _write(tmp_path, "knew.json", _kernel_headline(payload, slower=2.0))
+    result, rows = _compare(base, new, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert rows[KEY]["verdict"] == "SLOWER" and rows[KEY]["ratio"] == pytest.approx(2.0)
+    assert all(row["verdict"] == "SAME" for key, row in rows.items() if key != KEY and row["workers"])
+    planted, _ = plant_slowdown(_kernel_headline(payload), 2.0, KEY)      # the planted tool slows kernel time too
+    result, rows = _compare(base, _write(tmp_path, "kplanted.json", planted), tmp_path)
+    assert rows[KEY]["verdict"] == "SLOWER" and rows[KEY]["ratio"] == pytest.approx(2.0)
+    result, _ = _compare(perf_json, base, tmp_path)
+    _one_line_exit_2(result, "headline differs (stream vs kernel time")
+
+
 # --- refusals ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("change, fragment", [

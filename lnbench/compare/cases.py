@@ -78,31 +78,46 @@ def _add(cases: dict[CaseKey, TimedCase], case: TimedCase, result: ResultFile) -
     cases[case.key] = case
 
 
+def headline(result: ResultFile) -> str:
+    """The time a perf result's rates rest on, which compare compares: `kernel` (perf --timer kernel: the
+    profiler's kernel time) or `stream`."""
+    value = result.metadata.get("headline")
+    if value is None and "headline" in result.rows.columns:
+        value = next(iter(result.rows["headline"].dropna()), None)
+    return "kernel" if value == "kernel" else "stream"
+
+
 def perf_cases(result: ResultFile) -> dict[CaseKey, TimedCase]:
-    """Cases of a perf result: headline = the aggregate row's median, runs = the ok worker rows' run values."""
-    require_columns(result, [*KEY_FIELDS, "row_kind", "worker", "run_us", "median_us", "status"])
+    """Cases of a perf result: headline = the aggregate row's median, runs = the ok worker rows' run values (of
+    the kernel time under perf --timer kernel)."""
+    kernel = headline(result) == "kernel"
+    runs_column, median_column = ("kernel_run_us", "kernel_us") if kernel else ("run_us", "median_us")
+    require_columns(result, [*KEY_FIELDS, "row_kind", "worker", runs_column, median_column, "status",
+                             *(["kernel_status"] if kernel else [])])
     frame = result.rows
     frame = frame.assign(case_key_=list(zip(*(frame[c].astype(str) for c in KEY_FIELDS))))
     workers = frame[(frame.row_kind == "worker") & (frame.status == OK)]
+    if kernel:
+        workers = workers[workers.kernel_status == OK]
     runs: dict[CaseKey, dict[int, list[float]]] = {}
-    for row in workers.itertuples(index=False):
-        label = key_text(row.case_key_)
+    for row in workers.to_dict("records"):
+        label = key_text(row["case_key_"])
         try:
-            index = int(row.worker)
+            index = int(row["worker"])
         except (TypeError, ValueError):
             raise LnbenchUsageError(f"{result.path}: malformed worker index for {label}") from None
-        runs.setdefault(row.case_key_, {})[index] = _run_values(row.run_us, result, f"{label} worker {index}")
+        runs.setdefault(row["case_key_"], {})[index] = _run_values(row[runs_column], result, f"{label} worker {index}")
     cases: dict[CaseKey, TimedCase] = {}
     for row in frame[frame.row_kind == "aggregate"].to_dict("records"):
         key = row["case_key_"]
         status = _text(row.get("status"))
-        median = _number(row.get("median_us"))
+        median = _number(row.get(median_column))
         timed = (status == OK or status.startswith("partial")) and key in runs \
             and math.isfinite(median) and median > 0
         if timed:
             _add(cases, TimedCase(key, OK, float(median), runs[key]), result)
         elif status == OK or status.startswith("partial"):      # a row that says timed but holds no time
-            why = "no positive median_us" if key in runs else "no ok worker row with run values"
+            why = f"no positive {median_column}" if key in runs else "no ok worker row with run values"
             _add(cases, TimedCase(key, f"{status} but {why}"), result)
         else:
             _add(cases, _untimed(key, status, row), result)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lnbench.compare.cases import CaseKey, TimedCase
+from lnbench.compare.cases import CaseKey, TimedCase, headline
 from lnbench.results import PERF_KIND as PERF, ResultFile
 from lnbench.errors import LnbenchUsageError
 
@@ -54,6 +54,8 @@ def mismatches(base: ResultFile, new: ResultFile, base_cases: dict[CaseKey, Time
     if _dtypes(base_cases) != _dtypes(new_cases):
         out.append(f"dtypes differ ({','.join(_dtypes(base_cases)) or 'no timed case'} vs "
                    f"{','.join(_dtypes(new_cases)) or 'no timed case'})")
+    if base.kind == PERF and headline(base) != headline(new):
+        out.append(f"headline differs ({headline(base)} vs {headline(new)} time: perf --timer)")
     threads = [r.metadata.get("torch_threads") for r in (base, new)]
     if None not in threads and threads[0] != threads[1] and str(base.metadata.get("device")).startswith("cpu"):
         out.append(f"torch threads differ ({threads[0]} vs {threads[1]}: CPU timings depend on them)")

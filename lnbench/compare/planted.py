@@ -1,7 +1,7 @@
 """A planted slowdown for proving the gate: one case of a real perf JSON made FACTOR× slower.
 
-Every run value of that case's worker rows and its aggregate times are multiplied by FACTOR (GB/s divided), and
-the metadata says so (`planted_slowdown`). `lnbench compare` must then call that case SLOWER.
+Every run value of that case's worker rows and its aggregate times (stream and kernel) are multiplied by FACTOR
+(GB/s divided), and the metadata says so (`planted_slowdown`). `lnbench compare` must then call that case SLOWER.
 
     python -m lnbench.compare.planted perf.json planted.json --factor 1.10 [--case "torch bwd bf16 4096x4096 cold"]
 """
@@ -21,7 +21,7 @@ from lnbench.results import PERF_KIND as PERF, load_result, rows_of
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import write_json
 
-_TIMES = ("median_us", "min_us", "max_us")
+_TIMES = ("median_us", "min_us", "max_us", "kernel_us", "kernel_min_us", "kernel_max_us")
 _RATES = ("gbps", "pct_peak")
 
 
@@ -46,6 +46,8 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
         runs = json.loads(row["run_us"]) if isinstance(row["run_us"], str) else row["run_us"]
         scaled = [round(float(v) * factor, 4) for v in runs]
         row["run_us"] = json.dumps(scaled) if isinstance(row["run_us"], str) else scaled
+        if isinstance(row.get("kernel_run_us"), list):          # perf --timer kernel: compare's time
+            row["kernel_run_us"] = [round(float(v) * factor, 4) for v in row["kernel_run_us"]]
         for name in _TIMES:
             if isinstance(row.get(name), (int, float)):
                 row[name] *= factor
