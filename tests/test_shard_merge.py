@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
+from lnbench.gpus import deal
 from lnbench.merge import shard_note
 from lnbench.results import ResultFile
 from lnbench.shard import Shard, parse_shard
@@ -50,6 +51,14 @@ def test_shards_split_every_list_into_balanced_disjoint_parts():
             parts = [Shard(k, count).select(list(range(size))) for k in range(1, count + 1)]
             assert sorted(x for part in parts for x in part) == list(range(size))
             assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_a_huge_n_is_refused_at_once():
+    """A part is sliced out of the list: N = 10**12 (a typo) neither builds 10**12 parts nor hangs."""
+    assert Shard(1, 10**12).select(list(range(7))) == [0] and Shard(9, 10**12).select(list(range(7))) == []
+    with pytest.raises(LnbenchUsageError, match="7 case"):
+        Shard(9, 10**12).part(list(range(7)), "case(s)")
+    assert all(Shard(k, 3).select(list(range(7))) == deal(list(range(7)), 3)[k - 1] for k in (1, 2, 3))
 
 
 @pytest.mark.parametrize("command", [["perf", "--device", "cpu"], ["verify", "--device", "cpu"],
