@@ -44,7 +44,7 @@ from lnbench.verify.tables import SELFTEST_COLUMNS, print_rows, summary_line, wa
 @click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
 @click.option("--self-test", is_flag=True,
               help="Check that the pass rule catches planted bugs in a copy of the reference math (takes no "
-                   "--backend, --jobs, --details, --kernel-src or --emu-checks). Exit 0 when the control passes and every bug that changes an output on the chosen "
+                   "--backend, --jobs, --details, --kernel-src, --emu-checks or --shard). Exit 0 when the control passes and every bug that changes an output on the chosen "
                    "shapes is caught (a bug that changes none, e.g. drop-c2 at N = 1, is reported `not "
                    "detectable`); exit 1 if a bug passes, the control fails, or no bug is detectable.")
 @click.option("--jobs", "-j", type=validate.INT,
