@@ -97,6 +97,8 @@ def test_planted_delay_is_recorded_and_compare_refuses_another(tmp_path):
     (["abi-compare", "--static-only", "--pair", "planted-slow", "--planted-delay-us", "5"],
      ["--planted-delay-us", "--static-only"]),
     (["abi-compare", "--runtime-only", "--arch", "gfx950"], ["--arch", "--runtime-only"]),
+    (["abi-compare", "--runtime-only", "--no-execute"], ["--no-execute does nothing with --runtime-only"]),
+    (["abi-compare", "--runtime-only", "--execute"], ["--execute does nothing with --runtime-only"]),
     (["abi-compare", "--static-only", "-P", "3"], ["-P does nothing with --static-only"]),
     (["abi-compare", "--static-only", "--runs", "9"], ["-R does nothing with --static-only"]),
     (["abi-compare", "--static-only", "--warmup-s", "1"], ["--warmup-s does nothing with --static-only"]),

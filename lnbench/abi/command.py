@@ -195,9 +195,9 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
               help="Static part: gfx942, gfx950 (default: the arch of the ROCm GPU or emulated device, else both).")
 @click.option("--static-only", is_flag=True, help="Only the compile-only comparison (no GPU needed).")
 @click.option("--runtime-only", is_flag=True, help="Only the runtime comparison.")
-@click.option("--execute/--no-execute", "execute", default=True, show_default=True,
+@click.option("--execute/--no-execute", "execute", default=None,
               help="Static part: also run both ABIs of every variant on the emulated device (where it is available) "
-                   "and show the wave-instructions each launch executes.")
+                   "and show the wave-instructions each launch executes (default: execute).")
 @click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
               help="Exit 1 when the Pointer side is significantly slower than the Tensor side by more than PCT %.")
 @protocol_options

@@ -64,7 +64,7 @@ def check_backend_pair(pair: str) -> tuple[str, str] | None:
 
 
 def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches: Sequence[str],
-                        fail_pct: float | None, planted_delay_us: float | None) -> None:
+                        fail_pct: float | None, planted_delay_us: float | None, execute: bool | None = None) -> None:
     """A usage error for an option given on the command line that the chosen run would ignore (config values
     never count: an option left out is None, or empty for --arch)."""
     if static_only and fail_pct is not None:
@@ -77,6 +77,9 @@ def refuse_idle_options(pair: str, static_only: bool, runtime_only: bool, arches
     if runtime_only and arches:
         raise LnbenchUsageError("--arch does nothing with --runtime-only: it picks the static part's arches "
                                 "(the runtime part runs on --device, e.g. null:gfx950)")
+    if runtime_only and execute is not None:
+        raise LnbenchUsageError(f"--{'' if execute else 'no-'}execute does nothing with --runtime-only: it is about "
+                                f"the static part")
 
 
 def refuse_runtime_options(static_only: bool, given: Sequence[tuple[str, Any]]) -> None:
@@ -137,7 +140,8 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     set_kernel_src(kernel_src)
     configure_sources(config)
     backend_pair = check_backend_pair(pair)
-    refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us)
+    refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us, execute)
+    execute = True if execute is None else execute
     every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
     part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
     shape_list = part.part(every_shape, "shape(s)")
