@@ -70,6 +70,8 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
     for result in results:
         if result.incomplete:
             out.append(f"{result.path} is incomplete ({result.incomplete})")
+    if split_gap(results):
+        out.append(f"not a whole split: {split_gap(results)}")
     seen: dict[tuple[Any, ...], Path] = {}
     for result in results:
         for key in case_keys(result):
@@ -81,24 +83,40 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
     return out
 
 
-def shard_note(results: Sequence[ResultFile]) -> str:
-    """Which parts of a `--shard K/N` split the files are ('' when they carry none, or are whole runs)."""
+def _split(results: Sequence[ResultFile]) -> tuple[str, str]:
+    """(note, gap): the summary's words on the files as parts of a `--shard K/N` split, and what keeps them from
+    being one whole split ('' when every part is here, or when the files are no parts: none, or whole runs)."""
     shards = [str(r.metadata.get("shard") or "") for r in results]
     if not all("/" in s and s != "1/1" for s in shards):       # 1/1: a whole run, no part of a split
-        return ""
+        return "", ""
     # a split is its N and the size of the case list it divided (parts of another list cover nothing together)
     splits = [f"{s} of {r.metadata.get('shard_total_cases', '?')} cases" for s, r in zip(shards, results)]
     if len({s.split("/")[1] for s in splits}) != 1:
-        return f"the files are parts of different splits ({', '.join(sorted(set(splits)))})"
+        text = f"the files are parts of different splits ({', '.join(sorted(set(splits)))})"
+        return text, text
     total = int(shards[0].split("/")[1])
     numbers = [int(s.split("/")[0]) for s in shards]
     repeated = sorted({k for k in numbers if numbers.count(k) > 1})
-    if repeated:
-        return f"part(s) {', '.join(map(str, repeated))} of {total} in more than one file"
+    if repeated:          # their cases are in two files: a problem of its own (problems)
+        return f"part(s) {', '.join(map(str, repeated))} of {total} in more than one file", ""
     have = sorted(numbers)
     missing = [k for k in range(1, total + 1) if k not in have]
-    return (f"all {total} parts of a --shard split" if not missing else
-            f"parts {', '.join(map(str, have))} of {total}: part(s) {', '.join(map(str, missing))} missing")
+    if not missing:
+        return f"all {total} parts of a --shard split", ""
+    text = f"parts {', '.join(map(str, have))} of {total}: part(s) {', '.join(map(str, missing))} missing"
+    return text, text
+
+
+def shard_note(results: Sequence[ResultFile]) -> str:
+    """Which parts of a `--shard K/N` split the files are ('' when they carry none, or are whole runs)."""
+    return _split(results)[0]
+
+
+def split_gap(results: Sequence[ResultFile]) -> str:
+    """What the parts lack to be one whole split: missing parts, or parts of different splits. A merge of
+    them is not the whole run (a CI gate would compare fewer cases than it ran), so it is refused without
+    --force and marked incomplete with it."""
+    return _split(results)[1]
 
 
 def merged_metadata(results: Sequence[ResultFile]) -> dict[str, Any]:
@@ -106,7 +124,9 @@ def merged_metadata(results: Sequence[ResultFile]) -> dict[str, Any]:
     first = results[0].metadata
     agreed = {k: v for k, v in first.items() if k not in OWN_KEYS
               and all(k in r.metadata and _plain(r.metadata[k]) == _plain(v) for r in results[1:])}
-    return {**agreed, "complete": all(not r.incomplete for r in results), "stopped": "",
+    why = [f"{r.path}: {r.incomplete}" for r in results if r.incomplete] + [split_gap(results)]
+    stopped = "; ".join(w for w in why if w)
+    return {**agreed, "complete": not stopped, "stopped": stopped,
             "merged_from": len(results), "shard": "", SCHEMA_KEY: KINDS[results[0].kind].schema}
 
 

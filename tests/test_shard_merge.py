@@ -13,7 +13,7 @@ from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import deal
 from lnbench.merge import shard_note
-from lnbench.results import ResultFile
+from lnbench.results import ResultFile, load_result
 from lnbench.shard import Shard, parse_shard
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32,bf16", "--shapes", "8x64,3x33,1x5", "-q"]
@@ -120,7 +120,7 @@ def test_verify_shards_merged_are_the_unsharded_run(tmp_path):
 def test_verify_csv_parts_of_one_case_each_merge(tmp_path):
     """A CSV's constant columns are its run metadata, but verify's `seed` column is each case's own input seed:
     parts holding one case each differ there, and merge must not take that for different base seeds."""
-    parts = [tmp_path / f"{k}.csv" for k in (1, 2)]
+    parts = [tmp_path / f"{k}.csv" for k in range(1, 6)]
     for k, path in enumerate(parts, 1):
         result = cli("verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "8x64", "-q",
                      "--shard", f"{k}/5", "--csv", str(path))
@@ -128,7 +128,7 @@ def test_verify_csv_parts_of_one_case_each_merge(tmp_path):
         assert pd.read_csv(path)["seed"].nunique() == 1
     merged = cli("merge", *map(str, parts), "--csv", str(tmp_path / "merged.csv"))
     assert merged.exit_code == 0, merged.output
-    assert "parts 1, 2 of 5" in merged.output
+    assert "all 5 parts of a --shard split" in merged.output
     assert cli("merge", str(parts[0]), str(parts[0]), "--no-csv").exit_code == 2     # a real clash still refused
 
 
@@ -162,6 +162,22 @@ def test_the_shard_note_claims_a_whole_split_only_for_one():
     assert shard_note([_part("1/2", 6), _part("1/2", 6)]) == "part(s) 1 of 2 in more than one file"
     assert "different splits" in shard_note([_part("1/2", 6), _part("2/2", 8)])
     assert shard_note([_part("1/3", 6), _part("3/3", 6)]) == "parts 1, 3 of 3: part(s) 2 missing"
+
+
+def test_a_split_with_a_part_missing_is_refused_and_marked_incomplete_when_forced(tmp_path):
+    """Parts 1 and 3 of 3 are not the run: a CI gate comparing their merge would pass on fewer cases than the
+    split holds (a shard job that failed). Refused without --force; with it, the result says it is incomplete,
+    as an interrupted run's does."""
+    parts = [tmp_path / f"{k}.json" for k in (1, 3)]
+    for k, path in zip((1, 3), parts):
+        assert cli(*VERIFY, "--shard", f"{k}/3", "--json", str(path), "--no-csv").exit_code == 0
+    one_line_error(cli("merge", *map(str, parts), "--no-csv"), "not a whole split: parts 1, 3 of 3: part(s) 2 missing")
+    merged = tmp_path / "merged.json"
+    forced = cli("merge", *map(str, parts), "--force", "--json", str(merged), "--no-csv")
+    assert forced.exit_code == 0 and "merged with --force: not a whole split" in forced.output, forced.output
+    meta = json.loads(merged.read_text())["metadata"]
+    assert meta["complete"] is False and "part(s) 2 missing" in meta["stopped"]
+    assert load_result(merged).incomplete == meta["stopped"]      # what compare and plot refuse or warn of
 
 
 @pytest.fixture(scope="module")
