@@ -116,6 +116,27 @@ def test_gate_passes_without_a_significant_slowdown(perf_json, payload, planted_
     assert result.exit_code == 0 and rows[planted_case]["verdict"] == SLOWER, result.output  # slower, by < 12 %
 
 
+def test_a_case_that_now_errors_fails_the_gate_and_a_dropped_one_does_not(perf_json, payload, tmp_path):
+    """Timed in BASE, an error in NEW: a worse regression than any slowdown, which the gate passed ('not
+    compared'). A case NEW does not hold (a smaller run) and one neither file timed (liger here) do not fail it."""
+    broken = copy.deepcopy(payload)
+    for row in broken["data"]:
+        if (row["backend"], row["op"], row["dtype"], row["shape"], row["mode"]) == KEY:
+            row.update(status="error", detail="RuntimeError: planted", median_us=None, run_us=None)
+    broken["data"] = [r for r in broken["data"] if (r["op"], r["shape"]) != ("fwd", "3x100")]
+    new = _write(tmp_path, "broken.json", broken)
+    result, rows = _compare(perf_json, new, tmp_path)
+    assert result.exit_code == 0 and rows[KEY]["verdict"] == "not compared", result.output
+    md = tmp_path / "gate.md"
+    result, rows = _compare(perf_json, new, tmp_path, "--fail-if-slower", "5", "--md", str(md))
+    assert result.exit_code == 1, result.output
+    gate_lines = [line for line in result.output.splitlines() if line.startswith("--fail-if-slower 5:")]
+    assert gate_lines == [f"--fail-if-slower 5: {' '.join(KEY)} was timed in BASE but not in NEW "
+                          f"(new: error: RuntimeError: planted)"], result.output
+    assert "FAILED (0 case(s) slower by more than 5%, 1 no longer timed)" in md.read_text()
+    assert rows[("torch", "fwd", "bf16", "3x100", "hot")]["verdict"] == "only in base"
+
+
 def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
     dropped = copy.deepcopy(payload)
     dropped["data"] = [r for r in dropped["data"] if (r["op"], r["shape"]) != ("fwd", "3x100")]

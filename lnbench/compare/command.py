@@ -1,7 +1,8 @@
 """`lnbench compare BASE NEW`: two perf (or abi-compare) JSON results → per-case ratio, interval, verdict.
 
 Reads only result files (no torch work, no GPU). Exit 0; 1 when `--fail-if-slower PCT` finds a case that is
-significantly slower by more than PCT % (never one with too few runs to tell); 2 on bad input (not a result, different commands, no overlap, a
+significantly slower by more than PCT % (never one with too few runs to tell) or one BASE timed and NEW holds
+untimed (an error, a timeout); 2 on bad input (not a result, different commands, no overlap, a
 device / dtype / protocol mismatch without --force).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, emit_o
 from lnbench.compare import tables
 from lnbench.compare.markdown import render
 from lnbench.compare.plan import build_plan, context
-from lnbench.compare.verdict import compare_all, gate_hits
+from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 
 
 @click.command("compare")
@@ -24,8 +25,8 @@ from lnbench.compare.verdict import compare_all, gate_hits
 @click.option("--threshold", "threshold_pct", type=validate.FLOAT, metavar="PCT",
               help="Changes smaller than PCT % are SAME (default: config [compare] threshold_pct).")
 @click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
-              help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %; "
-                   "a case with too few runs to tell never fails it.")
+              help="Exit 1 when a case is significantly slower (verdict SLOWER) by more than PCT %, or BASE "
+                   "timed it and NEW holds it untimed (an error); a case with too few runs to tell never fails it.")
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ, or a run is "
                                            "incomplete (interrupted: only its finished cases).")
 @click.option("--md", "md_path", type=OutputFile(dir_okay=True), help="Also write a Markdown summary (PR comment).")
@@ -41,7 +42,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     plan = build_plan(base, new, threshold_pct, fail_pct, force, md_path, config_path, csv_path, json_path)
     rows = compare_all(plan.base_cases, plan.new_cases, plan.settings)
     meta, summary = context(plan), tables.summary(rows)
-    hits = gate_hits(rows, fail_pct) if fail_pct is not None else []
+    hits = gate_hits(rows, fail_pct, lost_cases(plan.base_cases, plan.new_cases)) if fail_pct is not None else []
     if not quiet:
         tables.print_table(rows, f"lnbench compare ({plan.base.kind}): {base} → {new}", plan.settings,
                            plan.problems)

@@ -43,13 +43,16 @@ def gate_text(fail_pct: float | None, hits: list[dict[str, Any]]) -> str:
     """The --fail-if-slower verdict line of the Markdown summary ('' without the gate)."""
     if fail_pct is None:
         return ""
-    return (f"--fail-if-slower {fail_pct:g}: FAILED ({len(hits)} case(s) slower by more than {fail_pct:g}%)"
-            if hits else f"--fail-if-slower {fail_pct:g}: passed")
+    lost = sum(row["verdict"] == NOT_COMPARED for row in hits)
+    why = f"{len(hits) - lost} case(s) slower by more than {fail_pct:g}%" + (f", {lost} no longer timed" if lost else "")
+    return f"--fail-if-slower {fail_pct:g}: FAILED ({why})" if hits else f"--fail-if-slower {fail_pct:g}: passed"
 
 
 def _gate_line(pct: float, row: dict[str, Any]) -> str:
-    return (f"--fail-if-slower {pct:g}: {row['backend']} {row['op']} {row['dtype']} {row['shape']} {row['mode']} "
-            f"is {row['change_pct']:.1f}% slower (new/base {ratio_text(row)})")
+    case = f"{row['backend']} {row['op']} {row['dtype']} {row['shape']} {row['mode']}"
+    if row["verdict"] == NOT_COMPARED:        # lost: timed in BASE, untimed in NEW
+        return f"--fail-if-slower {pct:g}: {case} was timed in BASE but not in NEW ({row['detail']})"
+    return f"--fail-if-slower {pct:g}: {case} is {row['change_pct']:.1f}% slower (new/base {ratio_text(row)})"
 
 
 def print_table(rows: list[dict[str, Any]], title: str, settings: Settings, problems: list[str]) -> None:

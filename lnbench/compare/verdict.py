@@ -99,7 +99,15 @@ def compare_all(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, T
     return rows
 
 
-def gate_hits(rows: list[dict[str, Any]], pct: float) -> list[dict[str, Any]]:
+def lost_cases(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, TimedCase]) -> set[CaseKey]:
+    """Cases timed in BASE that NEW holds but did not time (an error, a timeout, a lost worker): a case that now
+    fails is a worse regression than a slow one. A case NEW does not hold at all is a smaller run, not a loss."""
+    return {key for key, base in base_cases.items()
+            if base.timed and key in new_cases and not new_cases[key].timed}
+
+
+def gate_hits(rows: list[dict[str, Any]], pct: float, lost: set[CaseKey] = frozenset()) -> list[dict[str, Any]]:
     """The `--fail-if-slower PCT` rule (abi-compare's `stats.significantly_slower`): verdict SLOWER and the
-    new median more than PCT % above the base's."""
-    return [row for row in rows if row["verdict"] == SLOWER and row["change_pct"] > pct]
+    new median more than PCT % above the base's; and every lost case (lost_cases)."""
+    return [row for row in rows if (row["verdict"] == SLOWER and row["change_pct"] > pct)
+            or tuple(row[f] for f in KEY_FIELDS) in lost]
