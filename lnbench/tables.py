@@ -118,6 +118,11 @@ def silent_console() -> Console:
     return Console(file=io.StringIO(), width=200)
 
 
+#: a column's least width (two characters of text, its padding and its rule): on a console narrower than the
+#: columns need at this, rich shrinks some columns to nothing and their values vanish without a word
+MIN_COLUMN_WIDTH = 5
+
+
 def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[dict[str, Any]]) -> None:
     """Print rows as one rich table (and keep it in SHOWN for the command's Markdown)."""
     rows = list(rows)
@@ -128,4 +133,13 @@ def render_table(console: Console, title: str, columns: Sequence[Column], rows: 
     for row in rows:
         table.add_row(*[col.fmt(row.get(col.key)) if (col.markup or col.fmt is styled_status)
                         else escape(col.fmt(row.get(col.key))) for col in columns])
-    console.print(table)
+    needed = len(columns) * MIN_COLUMN_WIDTH + 1
+    if console.width >= needed:
+        console.print(table)
+        return
+    saved = console._width          # rich's own setting: None follows the terminal's size
+    console.width = needed          # lines longer than the terminal, which wraps them: no value is lost
+    try:
+        console.print(table)
+    finally:
+        console._width = saved

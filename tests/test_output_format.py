@@ -162,3 +162,24 @@ def test_csv_keeps_integer_columns_with_gaps_integer(tmp_path):
     out = tmp_path / "o.csv"
     csv_writer([{"order": 0, "x": 1.5}, {"order": None, "x": 2.0}, {"order": 6, "x": 3.0}])(out)
     assert out.read_text().splitlines() == ["order,x", "0,1.5", ",2.0", "6,3.0"]
+
+
+@pytest.mark.parametrize("width", [20, 40, 60, 79])
+def test_a_narrow_console_folds_a_wide_table_and_loses_no_value(width):
+    """rich gives columns it cannot fit no width at all, and their values vanish (at 40 columns a 15-column
+    table was an empty grid); every character of every header and cell must still be printed."""
+    from collections import Counter
+
+    from lnbench.tables import Column
+
+    headers = ["arch", "ABI", "op", "kernel", "dtype", "N", "kernarg B", "args", "host slots", "VGPR", "SGPR",
+               "spills v/s", "LDS B", "instrs", "status"]
+    columns = [Column(f"c{i}", header) for i, header in enumerate(headers)]
+    row = dict(zip((c.key for c in columns), ["gfx942", "pointer", "fwd", "ln_fwd_bf16_n4096_pointer", "bf16", "4096",
+                                               "52", "7", "8", "47", "28", "0/0", "64", "380", "ok"]))
+    console = Console(record=True, width=width, highlight=False)
+    render_table(console, "t", columns, [row])
+    shown = Counter(ch for ch in console.export_text() if ch.isalnum() or ch in "_/")
+    wanted = Counter(ch for text in [*headers, *row.values()] for ch in text if ch.isalnum() or ch in "_/")
+    assert not wanted - shown, f"lost at width {width}: {wanted - shown}"
+    assert console.width == width          # the console's own width is back for what prints next
