@@ -70,8 +70,9 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
     for result in results:
         if result.incomplete:
             out.append(f"{result.path} is incomplete ({result.incomplete})")
-    if split_gap(results):
-        out.append(f"not a whole split: {split_gap(results)}")
+    gap = split_gap(results)
+    if gap:
+        out.append(f"not a whole split: {gap}")
     seen: dict[tuple[Any, ...], Path] = {}
     for result in results:
         for key in case_keys(result):
