@@ -225,7 +225,7 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
                  step_summary: bool = True) -> None:
     """Write the CSV (if any), the JSON (if any), the Markdown summary (--md, if any) and `more` outputs ((what,
     path, writer)) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`:
-    a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.stamp): rows that break
+    a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.Kind.run stamps it): rows that break
     its declaration are a SchemaError. A final write (`announce`) also appends the Markdown to
     $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else the tables the command showed
     (report.SHOWN) and `summary`."""

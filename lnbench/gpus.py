@@ -16,10 +16,13 @@ import re
 import threading
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Sequence, TypeVar
 
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.processes import CPU_AFFINITY_VAR, Stopped, parse_cpu_list
+
+if TYPE_CHECKING:
+    from lnbench.results import RunRecord
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -222,13 +225,14 @@ def devices_options(func: Callable[..., object]) -> Callable[..., object]:
                              "cuda:0,cuda:2 (each GPU its own workers; rows name their GPU).")(func)
 
 
-def devices_metadata(slots: Sequence[GpuSlot] | None, alone_below_mib: float | None = None) -> dict[str, object]:
-    """What a result file says about the GPUs a run was spread over ({} for a plain run)."""
+def record_devices(run: RunRecord, slots: Sequence[GpuSlot] | None,
+                   alone_below_mib: float | None = None) -> RunRecord:
+    """Set what a result file says about the GPUs a run was spread over (nothing for a plain run)."""
     if not slots:
-        return {}
-    out: dict[str, object] = {"devices": ",".join(s.label for s in slots),
-                              "device_models": ",".join(sorted({s.model for s in slots})),
-                              "device_cpus": ";".join(f"{s.label}={s.cpus or 'not pinned'}" for s in slots)}
+        return run
+    run.devices = ",".join(s.label for s in slots)
+    run.device_models = ",".join(sorted({s.model for s in slots}))
+    run.device_cpus = ";".join(f"{s.label}={s.cpus or 'not pinned'}" for s in slots)
     if alone_below_mib is not None:
-        out["alone_below_mib"] = alone_below_mib
-    return out
+        run.alone_below_mib = alone_below_mib
+    return run

@@ -12,18 +12,18 @@ import click
 from rich.markup import escape
 
 from lnbench import config as cfg
-from lnbench.backends import (OWN_FLYDSL, configure_sources, requested_names, runs_flydsl, set_kernel_src,
-                              source_metadata)
+from lnbench.backends import (OWN_FLYDSL, configure_sources, record_sources, requested_names, runs_flydsl,
+                              set_kernel_src)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,
                                 guarded, kernel_source_option, md_option, output_options, prepare_outputs)
 from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
 from lnbench.device import compile_device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.flydsl import preflight
-from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version, run_metadata
+from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
-from lnbench.results import INSPECT
+from lnbench.results import INSPECT, InspectRow, RunRecord
 from lnbench.tables import Column, render_table, silent_console, styled_status
 from lnbench import validate
 from lnbench.validate import choices as _choices
@@ -76,17 +76,17 @@ def _variant_rows(variants: Iterable[dict[str, Any]], rows_of: Callable[[dict[st
     rows: list[dict[str, Any]] = []
     for variant in variants:
         try:
-            made = [{**variant, **row, "status": "ok"} for row in rows_of(variant)]
+            made = [variant.with_(**row, status="ok") for row in rows_of(variant)]
             status = "ok"
         except NotRun as why:                 # a kernel source without that builder
-            made = [{**variant, "status": "not run", "detail": str(why)}]
+            made = [variant.with_(status="not run", detail=str(why))]
             status = "not run"
         except Exception as exc:  # noqa: BLE001 - one variant failing must not lose the others
-            made = [{**variant, "status": "error", "detail": one_line(exc)}]
+            made = [variant.with_(status="error", detail=one_line(exc))]
             status = "error"
         rows.extend(made)
         if sink is not None:
-            sink.add(sink.done, [row if "part" in row else {"part": "static", **row} for row in made])
+            sink.add(sink.done, [row if "part" in row else row.with_(part="static") for row in made])
         where = variant.get("shape") or f"N={variant['n']}"
         progress.advance(" ".join(str(variant[k]) for k in ("arch", "abi", "op", "dtype")) + f" {where} {status}")
     return rows
@@ -150,20 +150,20 @@ def _missing(spec) -> str:
     return missing_backward(spec)
 
 
-def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) -> list[dict[str, Any]]:
+def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) -> list[InspectRow]:
     """(backend, abi, dγ strategy) of each kernel family to inspect: lnbench's own kernels per --abi (flydsl),
     Tensor ABI only (flydsl-tensor), atomic dγ/dβ (flydsl-atomic); a kernel source once, its ABI read from its
     launcher (the rows' `abi` column says which)."""
     out = []
     for name in backends:
         if name == "flydsl":
-            out += [{"backend": name, "abi": abi, "dgamma_strategy": strategy} for abi in abis]
+            out += [InspectRow(backend=name, abi=abi, dgamma_strategy=strategy) for abi in abis]
         elif name == "flydsl-tensor":
-            out.append({"backend": name, "abi": "tensor", "dgamma_strategy": strategy})
+            out.append(InspectRow(backend=name, abi="tensor", dgamma_strategy=strategy))
         elif name == "flydsl-atomic":
-            out.append({"backend": name, "abi": "pointer", "dgamma_strategy": "atomic"})
+            out.append(InspectRow(backend=name, abi="pointer", dgamma_strategy="atomic"))
         else:
-            out.append({"backend": name, "abi": "", "dgamma_strategy": ""})
+            out.append(InspectRow(backend=name, abi="", dgamma_strategy=""))
     return out
 
 
@@ -173,7 +173,7 @@ def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: lis
     """One row per compiled kernel of every backend (backend_variants); a variant that fails to compile is an
     `error` row. With `isa_dir`, each kernel's ISA is written there too (its path in the row's isa_file)."""
     families = backend_variants(backends, abis, strategy)
-    variants = ({**fam, "arch": arch, "op": op, "dtype": dtype, "n": n}
+    variants = (fam.with_(arch=arch, op=op, dtype=dtype, n=n)
                 for arch, dtype, n, op, fam in itertools.product(arches, dtypes, widths, ops, families))
     return _variant_rows(variants, functools.partial(_static_facts, isa_dir=isa_dir), progress, sink)
 
@@ -184,8 +184,7 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
     """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
     that fails (compile error, emulator fault) is an `error` row."""
     families = backend_variants(backends, abis, strategy)
-    variants = ({"part": "executed", **fam, "arch": arch, "op": op, "dtype": dtype, "M": m, "n": n,
-                 "shape": f"{m}x{n}"}
+    variants = (fam.with_(part="executed", arch=arch, op=op, dtype=dtype, M=m, n=n, shape=f"{m}x{n}")
                 for arch, dtype, (m, n), op, fam in itertools.product(arches, dtypes, shapes, ops, families))
     return _variant_rows(variants, _executed_launches, progress, sink)
 
@@ -243,7 +242,7 @@ class InspectPlan:
     outputs: tuple[Path | None, Path | None, Path | None]
     total: int
     executed_total: int
-    metadata: dict[str, Any]
+    metadata: RunRecord
 
 
 def build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src, isa_dir,
@@ -297,10 +296,10 @@ def build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, c
     executed_total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(shape_list)
     from lnbench.flydsl.toolkit import describe
 
-    metadata = {**run_metadata(compile_device(arch_list)), "schema": INSPECT.schema, "lnbench_command": "inspect",
-                "toolkit": describe(),
-                "executed_on": ",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
-                "emu_checks": emu_checks_in_effect() if execute else None, **source_metadata(backend_list)}
+    metadata = provenance(compile_device(arch_list), INSPECT, "inspect")
+    metadata.update(toolkit=describe(), executed_on=",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
+                    emu_checks=emu_checks_in_effect() if execute else None)
+    record_sources(metadata, backend_list)
     return InspectPlan(backend_list, arch_list, abi_list, op_list, dtype_list, shape_list, widths, strategy, execute,
                        checks_line, isa_dir, outputs, total, executed_total, metadata)
 
@@ -337,7 +336,7 @@ def run(plan: InspectPlan, quiet: bool) -> int:
                 from lnbench.flydsl.contract import provenance
                 row.update(provenance(spec))
         summary, errors = _summary(rows, executed if p.execute else None, p.total, p.isa_dir)
-        sink.finish([{"part": "static", **r} for r in rows] + executed, md_path=md_final, summary=summary)
+        sink.finish([r.with_(part="static") for r in rows] + executed, md_path=md_final, summary=summary)
     console.print(summary)
     return EXIT_FAILED if errors else EXIT_OK
 

@@ -19,10 +19,9 @@ from rich.markup import escape
 from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options, prepare_outputs
 from lnbench.compare.match import device_name, protocol
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import list_from_cell
 from lnbench.perf.aggregate import add_speedups
 from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, SCHEMA_KEY, VERIFY_KIND as VERIFY,
-                             ResultFile, load_result, ordered_columns)
+                             Record, ResultFile, RunRecord, list_from_cell, load_result, ordered_columns)
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -30,14 +29,6 @@ CASE_COLUMNS: dict[str, tuple[str, ...]] = {
     VERIFY: ("backend", "case", "dtype", "shape", "eps"),
     ABI: ("part", "op", "dtype", "shape", "metric", "arch", "N", "kernel"),
 }
-#: metadata that must agree beside the protocol (compare.match.protocol): what a case's result depends on
-SAME_KEYS: dict[str, tuple[str, ...]] = {
-    PERF: ("lnbench_version", "headline", "baseline", "modes", "kernel_timer"),
-    VERIFY: ("lnbench_version", "seed", "emu_checks", "device"),
-    ABI: ("lnbench_version", "pair", "eps", "seed", "confidence", "bootstrap", "static_executed_on"),
-}
-#: metadata a merged file sets itself
-OWN_KEYS = ("shard", "complete", "stopped")
 
 
 def _plain(value: Any) -> Any:
@@ -60,10 +51,11 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
     for other in results[1:]:
         if device_name(other) != device_name(first):
             out.append(f"{other.path} ran on {device_name(other)!r}, {first.path} on {device_name(first)!r}")
+        # the protocol (compare.match.protocol) and what a case's result depends on (RunRecord.AGREE)
         a, b = protocol(first), protocol(other)
-        for key in SAME_KEYS[first.kind]:
-            if key in first.metadata and key in other.metadata:
-                a[key], b[key] = first.metadata[key], other.metadata[key]
+        mine, theirs = first.run.agreement(), other.run.agreement()
+        for key in mine.keys() & theirs.keys():
+            a[key], b[key] = mine[key], theirs[key]
         diffs = [f"{k} {a[k]} vs {b[k]}" for k in a if k in b and _plain(a[k]) != _plain(b[k])]
         if diffs:
             out.append(f"{other.path} differs from {first.path}: {', '.join(diffs)}")
@@ -87,11 +79,12 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
 def _split(results: Sequence[ResultFile]) -> tuple[str, str]:
     """(note, gap): the summary's words on the files as parts of a `--shard K/N` split, and what keeps them from
     being one whole split ('' when every part is here, or when the files are no parts: none, or whole runs)."""
-    shards = [str(r.metadata.get("shard") or "") for r in results]
+    shards = [str(r.run.shard or "") for r in results]
     if not all("/" in s and s != "1/1" for s in shards):       # 1/1: a whole run, no part of a split
         return "", ""
     # a split is its N and the size of the case list it divided (parts of another list cover nothing together)
-    splits = [f"{s} of {r.metadata.get('shard_total_cases', '?')} cases" for s, r in zip(shards, results)]
+    splits = [f"{s} of {r.run.shard_total_cases if 'shard_total_cases' in r.run else '?'} cases"
+              for s, r in zip(shards, results)]
     if len({s.split("/")[1] for s in splits}) != 1:
         text = f"the files are parts of different splits ({', '.join(sorted(set(splits)))})"
         return text, text
@@ -120,26 +113,30 @@ def split_gap(results: Sequence[ResultFile]) -> str:
     return _split(results)[1]
 
 
-def merged_metadata(results: Sequence[ResultFile]) -> dict[str, Any]:
-    """The keys every part agrees on, plus the merge's own (parts, complete)."""
-    first = results[0].metadata
-    agreed = {k: v for k, v in first.items() if k not in OWN_KEYS
-              and all(k in r.metadata and _plain(r.metadata[k]) == _plain(v) for r in results[1:])}
+def merged_run(results: Sequence[ResultFile]) -> RunRecord:
+    """The merged file's run record: the fields every part agrees on, plus the merge's own (parts, complete)."""
+    first = results[0].run
+    per_part = set(first.PER_PART)
+    agreed = first.copy()
+    for name in list(agreed):
+        if name in per_part or not all(name in r.run and _plain(r.run[name]) == _plain(agreed[name])
+                                        for r in results[1:]):
+            del agreed[name]
     why = [f"{r.path}: {r.incomplete}" for r in results if r.incomplete] + [split_gap(results)]
-    stopped = "; ".join(w for w in why if w)
-    return {**agreed, "complete": not stopped, "stopped": stopped,
-            "merged_from": len(results), "shard": "", SCHEMA_KEY: KINDS[results[0].kind].schema}
+    merged = agreed.merged(len(results), "; ".join(w for w in why if w))
+    merged[SCHEMA_KEY] = KINDS[results[0].kind].schema
+    return merged
 
 
-def merged_rows(results: Sequence[ResultFile]) -> list[dict[str, Any]]:
+def merged_rows(results: Sequence[ResultFile]) -> list[Record]:
     """Every part's rows, in the order of the files: the columns its kind declares (lnbench.results; a CSV's
     metadata columns are left to the merged metadata, what differs per part to the JSON's `parts`)."""
     kind = KINDS[results[0].kind]
     frame = pd.concat([r.rows for r in results], ignore_index=True)
     frame = frame[ordered_columns(kind, frame.columns)]
-    rows = [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
-    lists = [c.name for c in kind.columns if c.type == LIST and c.name in frame.columns]
-    return [{**row, **{c: list_from_cell(row[c]) for c in lists}} for row in rows]    # CSV parts: `;`-joined text
+    lists = {c.name for c in kind.columns if c.type == LIST}           # CSV parts: `;`-joined text
+    return [kind.row(**{k: list_from_cell(_plain(v)) if k in lists else _plain(v) for k, v in row.items()})
+            for row in frame.to_dict("records")]
 
 
 def load_parts(paths: Sequence[Path]) -> list[ResultFile]:
@@ -172,17 +169,17 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
         raise LnbenchUsageError(f"{found[0]}{more}: merge refused (--force merges anyway)")
     csv_final, json_final, _ = prepare_outputs("merge", csv_path, json_path,
                                             {f"FILE {i + 1}": path for i, path in enumerate(files)})
-    metadata = merged_metadata(results)
+    metadata = merged_run(results)
     parts = []
     for r in results:
         extra = {k: v for k, v in r.extra.items() if k != "workers"}      # the workers go to the top level
-        parts.append({"path": str(r.path), **{k: v for k, v in r.metadata.items() if k not in metadata or k == "shard"},
-                      **({"extra": extra} if extra else {})})
+        own = {k: v for k, v in r.run.cells().items() if k not in metadata or k in r.run.PER_PART}
+        parts.append({"path": str(r.path), **own, **({"extra": extra} if extra else {})})
     # every part's worker payloads, as one run's: abi-compare's hold the run values `compare` pairs by worker
     workers = [w for r in results if isinstance(r.extra.get("workers"), list) for w in r.extra["workers"]]
     rows = merged_rows(results)
-    if results[0].kind == PERF and metadata.get("baseline"):
-        add_speedups(rows, str(metadata["baseline"]))      # a part lacks the speed-ups whose baseline another ran
+    if results[0].kind == PERF and metadata.baseline:
+        add_speedups(rows, str(metadata.baseline))         # a part lacks the speed-ups whose baseline another ran
     emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts, **({"workers": workers} if workers else {})},
                  announce=not quiet, step_summary=False)
     for line in found:

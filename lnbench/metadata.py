@@ -1,5 +1,5 @@
-"""Run metadata attached to every CSV/JSON (the provenance of a result): the command line, versions (lnbench,
-torch, FlyDSL, GPU runtime, driver), device, git commit, timestamp."""
+"""The identity of a run every result records (its run record's identity section): the command line, versions
+(lnbench, torch, FlyDSL, GPU runtime, driver), device, git commit, timestamp."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -15,6 +15,7 @@ import torch
 
 import lnbench
 from lnbench.device import Device, torch_device_info
+from lnbench.results import Kind, RunRecord
 
 
 def package_version(name: str) -> str:
@@ -87,24 +88,20 @@ def timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def run_metadata(device: Device) -> dict[str, Any]:
-    """Columns every result row of a run carries (`device` says emu:gfx942 for emulated runs)."""
-    return {
-        "command_line": command_line(),
-        "lnbench_version": lnbench.__version__,
-        "torch_version": torch.__version__,
-        "flydsl_version": package_version("flydsl"),
-        "gpu_runtime": gpu_runtime(),
-        "driver": driver_version(device),
-        "device": device.name,
-        "device_name": device.label,
-        "device_arch": device.arch,
-        "git_commit": git_commit(),
-        "timestamp": timestamp(),
-        # CPU timings depend on it (torch's intra-op threads; OMP_NUM_THREADS sets it, workers inherit it)
-        "torch_threads": torch.get_num_threads(),
-        **({"emu_checks": emu_checks()} if device.emulated else {}),
-    }
+def provenance(device: Device, kind: Kind, command: str | None = None) -> RunRecord:
+    """A run record of `kind` with the run's identity set: command line, versions, device, commit, time, threads
+    (`device` says emu:gfx942 for emulated runs). `command`: the lnbench command named in the record."""
+    run = kind.run(command_line=command_line(), lnbench_version=lnbench.__version__, torch_version=torch.__version__,
+                   flydsl_version=package_version("flydsl"), gpu_runtime=gpu_runtime(),
+                   driver=driver_version(device), device=device.name, device_name=device.label,
+                   device_arch=device.arch, git_commit=git_commit(), timestamp=timestamp(),
+                   # CPU timings depend on it (torch's intra-op threads; OMP_NUM_THREADS sets it, workers inherit it)
+                   torch_threads=torch.get_num_threads())
+    if device.emulated:
+        run.emu_checks = emu_checks()
+    if command:
+        run.lnbench_command = command
+    return run
 
 
 def emu_checks() -> str:

@@ -14,12 +14,10 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-import pandas as pd
+from typing import Any, Callable, Mapping, Sequence
 
 from lnbench.errors import LnbenchUsageError
-from lnbench.results import SCHEMA_KEY, Kind, kind_of_metadata, ordered_columns, typed
+from lnbench.results import SCHEMA_KEY, csv_frame, json_table, kind_of_metadata, plain
 
 
 def default_output_path(command: str, suffix: str, results_dir: Path | None = None) -> Path:
@@ -232,79 +230,26 @@ def atomic_write(path: Path, write: Writer) -> Path:
     return atomic_write_all([(Path(path), write)])[0]
 
 
-def rows_frame(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None,
-               kind: Kind | None = None) -> pd.DataFrame:
-    """Long-format frame: one row per result, the run metadata repeated as columns. With the rows' `kind`
-    (lnbench.results; the metadata's `schema` names it when not given), its declared columns in declared order
-    and types; a row with an undeclared column or without a required one is a SchemaError."""
-    if kind is None and metadata and SCHEMA_KEY in metadata:
-        kind = kind_of_metadata(metadata)
-    if kind is not None:
-        kind.check_rows(rows)
-    frame = pd.DataFrame(list(rows))
-    if kind is not None:
-        frame = typed(frame[ordered_columns(kind, frame.columns)], kind)
-    for column in frame.columns[frame.dtypes.map(lambda d: d.kind == "f")]:
-        present = [r[column] for r in rows if r.get(column) is not None and r[column] == r[column]]
-        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-            frame[column] = frame[column].astype("Int64")    # integers with gaps stay integers (not 6.0)
-    for key, value in (metadata or {}).items():
-        if key not in frame.columns:
-            frame[key] = value
-    return frame
-
-
 #: how text files (CSV, Markdown) write what UTF-8 cannot encode: the surrogates of a non-UTF-8 file name
 TEXT_ERRORS = "backslashreplace"
 
-#: how a list value is written in a CSV cell (JSON keeps it an array): `7995.94;7336.85;5892.47`
-CSV_LIST_SEPARATOR = ";"
 
-
-def csv_cell(value: Any) -> Any:
-    """A row value as one CSV cell: lists and tuples joined by CSV_LIST_SEPARATOR, dicts as JSON text."""
-    if isinstance(value, (list, tuple)):
-        return CSV_LIST_SEPARATOR.join(str(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, default=str)
-    return value
-
-
-def list_from_cell(value: Any) -> Any:
-    """A list column's CSV cell back as the list a JSON holds (csv_cell's inverse): `1.5;2` -> [1.5, 2.0], a
-    lone number -> [it]; a list or a missing value as it is, text that is not numbers as it is."""
-    if isinstance(value, str):
-        try:
-            return [float(v) for v in value.split(CSV_LIST_SEPARATOR)]
-        except ValueError:
-            return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return [float(value)]
-    return value
-
-
-def csv_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any] | None = None) -> Writer:
-    """Rows (+ metadata columns) as CSV, for atomic_write(_all): one type per column, lists joined."""
-    frame = rows_frame([{k: csv_cell(v) for k, v in row.items()} for row in rows], metadata)
+def csv_writer(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None = None) -> Writer:
+    """Row records (+ the run record's cells as columns) as CSV, for atomic_write(_all): one type per column,
+    lists joined."""
+    frame = csv_frame(rows, metadata)
     # a non-UTF-8 file name on the command line (a surrogate in command_line, a path) is written as \udcff,
     # never an encoding error after the work is done
     return lambda tmp: frame.to_csv(tmp, index=False, errors=TEXT_ERRORS)
 
 
-def json_table(rows: Sequence[dict[str, Any]], kind: Kind | None = None) -> dict[str, Any]:
-    """Rows as pandas' Table Schema ({"schema": ..., "data": [...]}, the form `pd.read_json(path,
-    orient="table")` reads back with each column's type); list values stay JSON arrays."""
-    frame = rows_frame(rows, kind=kind)
-    return json.loads(frame.to_json(orient="table", index=False, double_precision=15))
-
-
-def result_json_writer(rows: Sequence[dict[str, Any]], metadata: dict[str, Any],
+def result_json_writer(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any],
                        extra: dict[str, Any] | None = None) -> Writer:
     """A result file: {"metadata", the command's other entries, "schema", "data"}. Load its rows with
     `pd.read_json(path, orient="table")` (the other top-level entries are ignored there) and the metadata with
     `json.load(open(path))["metadata"]`."""
     kind = kind_of_metadata(metadata) if SCHEMA_KEY in metadata else None
-    return json_writer({"metadata": metadata, **(extra or {}), **json_table(rows, kind)})
+    return json_writer({"metadata": plain(metadata), **(extra or {}), **json_table(rows, kind)})
 
 
 def json_writer(payload: Any) -> Writer:
@@ -322,7 +267,7 @@ def json_writer(payload: Any) -> Writer:
     return lambda tmp: tmp.write_text(text + "\n")
 
 
-def write_csv(rows: Sequence[dict[str, Any]], path: Path, metadata: dict[str, Any] | None = None) -> Path:
+def write_csv(rows: Sequence[Mapping[str, Any]], path: Path, metadata: Mapping[str, Any] | None = None) -> Path:
     """Rows (+ metadata columns) to CSV, atomically."""
     return atomic_write(Path(path), csv_writer(rows, metadata))
 

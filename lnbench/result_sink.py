@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
 from lnbench.processes import Terminated
 from lnbench.outputs import Writer, check_writable, renamable
+from lnbench.results import Record, RunRecord
 
 #: at most one checkpoint rewrite per this many seconds (the final and the incomplete write are never held back)
 CHECKPOINT_S = 1.0
@@ -49,7 +50,7 @@ def stopped_text(exc: BaseException) -> str:
 class ResultSink:
     """Collects finished units' rows and keeps the result files up to date (module docstring)."""
 
-    def __init__(self, csv_path: Path | None, json_path: Path | None, metadata: dict[str, Any],
+    def __init__(self, csv_path: Path | None, json_path: Path | None, metadata: RunRecord,
                  total: int | None, unit: str = "cases") -> None:
         self.csv_path, self.json_path, self.metadata = csv_path, json_path, metadata
         self.total, self.unit = total, unit
@@ -98,7 +99,7 @@ class ResultSink:
         self._write(f"running (or crashed) after {self.progress_text()}", paths, last=False)
         self._last = time.monotonic()
 
-    def finish(self, rows: Sequence[dict[str, Any]] | None = None, metadata: dict[str, Any] | None = None,
+    def finish(self, rows: Sequence[Record] | None = None, metadata: RunRecord | None = None,
                extra_json: dict[str, Any] | None = None, more: Sequence[tuple[str, Path, Writer]] = (),
                md_path: Path | None = None, summary: str = "") -> None:
         """The complete files (cli_common.emit_outputs: all or nothing, placement announced; the Markdown
@@ -106,7 +107,7 @@ class ResultSink:
         rows and the sink's metadata."""
         from lnbench.cli_common import emit_outputs
 
-        meta = {**(self.metadata if metadata is None else metadata), "complete": True, "stopped": ""}
+        meta = (self.metadata if metadata is None else metadata).with_(complete=True, stopped="")
         emit_outputs(self.rows if rows is None else rows, meta, self.csv_path, self.json_path, extra_json, more,
                      md_path=md_path, summary=summary)
         self._finished = True
@@ -144,7 +145,7 @@ class ResultSink:
         temporary file for each path afterwards, for the next one."""
         from lnbench.cli_common import emit_outputs
 
-        meta = {**self.metadata, "complete": False, "stopped": stopped}
+        meta = self.metadata.with_(complete=False, stopped=stopped)
         csv_path = self.csv_path if self.csv_path in paths else None
         json_path = self.json_path if self.json_path in paths else None
         emit_outputs(self.rows, meta, csv_path, json_path, announce=False)

@@ -15,6 +15,7 @@ from typing import Callable, Sequence, TypeVar
 import click
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.results import RunRecord
 
 T = TypeVar("T")
 _FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -60,9 +61,10 @@ def parse_shard(text: str | None) -> Shard:
     return Shard(index, count)
 
 
-def shard_metadata(shard: Shard, total: int) -> dict[str, object]:
-    """What a result file says about its part: `shard` K/N and the size of the whole case list."""
-    return {"shard": str(shard), "shard_total_cases": total}
+def record_shard(run: RunRecord, shard: Shard, total: int) -> RunRecord:
+    """Set what a result file says about its part: `shard` K/N and the size of the whole case list."""
+    run.shard, run.shard_total_cases = str(shard), total
+    return run
 
 
 def shard_option(func: Callable[..., object]) -> Callable[..., object]:

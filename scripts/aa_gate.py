@@ -32,8 +32,9 @@ def tally(files: list[Path], settings: Settings) -> tuple[list[dict], list[dict]
         for row in compare_all(base, new, settings):
             rows.append({"pair": pair, "base": files[pair - 1].name, "new": files[pair].name, **row,
                          "false_flag": row["verdict"] in (SLOWER, FASTER)})
-    load = [{"file": path.name, **{k: result.metadata.get(k) for k in
-                                   ("load_before", "load_after", "cpus_available", "other_timing_runs", "load_flag")}}
+    load = [{"file": path.name, "load_before": result.run.load_before or None, "load_after": result.run.load_after or None,
+             "cpus_available": result.run.cpus_available or None,
+             "other_timing_runs": result.run.other_timing_runs or None, "load_flag": result.run.load_flag or None}
             for path, result in zip(files, results)]
     return rows, load
 

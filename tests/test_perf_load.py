@@ -62,9 +62,9 @@ def test_problems_name_the_load_and_the_other_runs():
     assert busy.problems() == ["load average 7.25 above the 2 core(s) lnbench may use",
                                "1 other lnbench timing run(s): pid 12 (perf)"]
     meta = load.metadata(load.LoadCheck(0.5, 2, ()), busy)
-    assert meta["load_before"] == 0.5 and meta["load_after"] == 7.25 and meta["other_timing_runs"] == 1
-    assert "load average 7.25" in meta["load_flag"] and "busy machine" in load.warning(meta)
-    assert load.warning(load.metadata(load.LoadCheck(None, 2, ()), load.LoadCheck(None, 2, ()))) == ""
+    assert meta.load_before == 0.5 and meta.load_after == 7.25 and meta.other_timing_runs == 1
+    assert "load average 7.25" in meta.load_flag and "busy machine" in load.warning(meta.load_flag)
+    assert load.warning(load.metadata(load.LoadCheck(None, 2, ()), load.LoadCheck(None, 2, ())).load_flag) == ""
     with pytest.raises(LnbenchUsageError, match="timing refused"):
         load.refuse_if_loaded(busy, load.REFUSE)
     load.refuse_if_loaded(busy, load.WARN)

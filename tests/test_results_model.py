@@ -15,7 +15,7 @@ import pytest
 
 from lnbench import results
 from lnbench.cli_common import emit_outputs
-from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result, stamp
+from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result
 
 ROOT = Path(__file__).resolve().parents[1]
 PREVIOUS_STEP = "## an earlier step's summary\n"
@@ -81,8 +81,8 @@ def test_round_trip_declared_columns_and_dtypes(runs: Path, kind: str, stem: str
     declared = KINDS[kind]
     result = load_result(runs / f"{stem}.{suffix}")
     assert (result.kind, result.version) == (kind, declared.version)
-    assert result.metadata["schema"] == declared.schema
-    row_columns = [c for c in result.rows.columns if c not in result.metadata or c in declared.names]
+    assert result.run.schema == declared.schema and isinstance(result.run, declared.run_record)
+    row_columns = [c for c in result.rows.columns if c not in result.run or c in declared.names]
     assert set(row_columns) <= set(declared.names), set(row_columns) - set(declared.names)
     present = [c for c in result.rows.columns if c in declared.names]
     assert present == results.ordered_columns(declared, present)          # written in declared order
@@ -162,7 +162,7 @@ def _row() -> dict:
                                       ({k: v for k, v in _row().items() if k != "verdict"},
                                        "required column(s) verdict missing")])
 def test_planted_schema_breaks_are_caught(tmp_path: Path, bad: dict, what: str) -> None:
-    metadata = stamp({"command": "compare"}, results.COMPARE)
+    metadata = results.COMPARE.run(command="compare")
     emit_outputs([_row()], metadata, tmp_path / "ok.csv", tmp_path / "ok.json", announce=False)
     with pytest.raises(SchemaError, match=re.escape(what)):
         emit_outputs([_row(), bad], metadata, tmp_path / "bad.csv", None, announce=False)

@@ -13,7 +13,7 @@ from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import deal
 from lnbench.merge import shard_note
-from lnbench.results import ResultFile, load_result
+from lnbench.results import PERF as PERF_RESULT, ResultFile, load_result
 from lnbench.shard import Shard, parse_shard
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32,bf16", "--shapes", "8x64,3x33,1x5", "-q"]
@@ -150,7 +150,8 @@ def test_merged_abi_compare_parts_compare(tmp_path):
 
 
 def _part(shard: str, total: int) -> ResultFile:
-    return ResultFile(Path(f"{shard.replace('/', '-')}.json"), "perf", {"shard": shard, "shard_total_cases": total},
+    return ResultFile(Path(f"{shard.replace('/', '-')}.json"), "perf",
+                      PERF_RESULT.run(shard=shard, shard_total_cases=total),
                       pd.DataFrame())
 
 

@@ -324,9 +324,9 @@ def _row(backend: str, status: str, **more) -> dict:
             **more}
 
 
-def _meta(**more) -> dict:
-    from lnbench.results import VERIFY, stamp
-    return stamp(dict(more), VERIFY)
+def _meta(**more):
+    from lnbench.results import VERIFY
+    return VERIFY.run(**more)
 
 
 def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:

@@ -10,6 +10,7 @@ from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.schedule import SIDES
 from lnbench.measure import kernel_stats
 from lnbench.measure.stats import worker_flags
+from lnbench.results import AbiRow
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
 NOT_RUN_EMULATED = "not run (emulated device: no timing)"
@@ -19,17 +20,19 @@ NOT_RUN_NULL_DEVICE_TIME = "not run (null device: no device time)"
 HOST_ONLY_NULL = "host only (null device)"
 
 
-def base_row(pair: str, labels: dict[str, str], op: str, dtype: str, shape: Sequence[int], metric: str) -> dict[str, Any]:
+def base_row(pair: str, labels: dict[str, str], op: str, dtype: str, shape: Sequence[int], metric: str,
+             **cells: Any) -> AbiRow:
+    """A runtime row of one case × measurement, with `cells`."""
     m, n = int(shape[0]), int(shape[1])
-    return {"part": "runtime", "pair": pair, "op": op, "dtype": dtype, "shape": f"{m}x{n}", "M": m, "N": n,
-            "metric": metric, "tensor_label": labels.get("tensor", "tensor"),
-            "pointer_label": labels.get("pointer", "pointer")}
+    return AbiRow(part="runtime", pair=pair, op=op, dtype=dtype, shape=f"{m}x{n}", M=m, N=n, metric=metric,
+                  tensor_label=labels.get("tensor", "tensor"), pointer_label=labels.get("pointer", "pointer"),
+                  **cells)
 
 
 def not_run_rows(pair: str, labels: dict[str, str], ops: Sequence[str], dtypes: Sequence[str],
-                 shapes: Sequence[Sequence[int]], status: str, metrics: Sequence[str] = METRICS) -> list[dict[str, Any]]:
+                 shapes: Sequence[Sequence[int]], status: str, metrics: Sequence[str] = METRICS) -> list[AbiRow]:
     """Placeholder rows when the runtime part cannot run here (e.g. no ROCm GPU)."""
-    return [{**base_row(pair, labels, op, dtype, shape, metric), "status": status}
+    return [base_row(pair, labels, op, dtype, shape, metric, status=status)
             for op in ops for dtype in dtypes for shape in shapes for metric in metrics]
 
 
@@ -40,9 +43,9 @@ def _spread(runs_per_worker: list[list[float]]) -> tuple[float, float, float]:
 
 def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, Any]],
               metrics: Sequence[str] = METRICS, *, n_boot: int = 4000, confidence: float = 0.95,
-              seed: int = 0) -> list[dict[str, Any]]:
+              seed: int = 0) -> list[AbiRow]:
     """Rows from the payloads of the workers that returned results (partial payloads included)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[AbiRow] = []
     if not payloads:
         return rows
     first = payloads[0]

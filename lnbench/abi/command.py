@@ -248,12 +248,12 @@ def run(plan: AbiPlan, quiet: bool) -> int:
                 pair_options, in_process, quiet, slots)
             how = (f"median of {protocol.processes} worker medians × {protocol.runs} runs" if payloads or problems
                    else "no worker ran: nothing timed")
-            render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata['device_name']} ({how})",
+            render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata.device_label} ({how})",
                            console if not quiet else silent_console())
             if not quiet:
                 labels = pair_info(pair).labels
                 console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
-                              f"Pointer time (> 1: Pointer faster); `same` = the {metadata['confidence']} bootstrap "
+                              f"Pointer time (> 1: Pointer faster); `same` = the {metadata.confidence} bootstrap "
                               f"interval contains 1.")
             sink.replace(runtime_rows, 1)      # the runtime part is in the files while the static part runs
             for problem in problems:
@@ -278,7 +278,7 @@ def run(plan: AbiPlan, quiet: bool) -> int:
                            console if not quiet else silent_console())
 
         if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
-            sources = metadata.get("kernel_sources", {})
+            sources = metadata.kernel_sources or {}
             named = {f"{slot}_source": _source_name(name, sources)
                      for slot, name in zip(("tensor", "pointer"), backend_pair)}
             for row in runtime_rows + static:

@@ -11,18 +11,18 @@ from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info, split_pair
 from lnbench.abi.null_device import CHECK_ELEMENTS
 from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed
-from lnbench.backends import OWN_FLYDSL, configure_sources, runs_flydsl, set_kernel_src, source_metadata
+from lnbench.backends import OWN_FLYDSL, configure_sources, record_sources, runs_flydsl, set_kernel_src
 from lnbench.cli_common import config_input, prepare_outputs
 from lnbench.device import Device, compile_device, emulator_status, null_device, parse_device
 from lnbench.constants import DTYPES, KERNEL_OPS
 from lnbench.errors import LnbenchUsageError
 from lnbench.flydsl import preflight
-from lnbench.gpus import devices_metadata, parse_devices
+from lnbench.gpus import parse_devices, record_devices
 from lnbench.measure.protocol import Protocol
-from lnbench.metadata import run_metadata
-from lnbench.results import ABI
+from lnbench.metadata import provenance
+from lnbench.results import ABI, RunRecord
 from lnbench.rocm import has_rocm_gpu
-from lnbench.shard import Shard, parse_shard, shard_metadata
+from lnbench.shard import Shard, parse_shard, record_shard
 
 TABLE = "abi_compare"
 
@@ -114,7 +114,7 @@ class AbiPlan:
     strategy: str
     pair_options: dict[str, Any]
     run_them: bool
-    metadata: dict[str, Any]
+    metadata: RunRecord
     table: dict[str, Any]
     static_only: bool
     runtime_only: bool
@@ -199,18 +199,16 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
     executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
     # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
-    metadata = {"schema": ABI.schema, "lnbench_command": "abi-compare", "pair": pair, "eps": eps_value,
-                **shard_metadata(part, len(every_shape)), **devices_metadata(slots),
-                "dgamma_strategy": strategy if pair == "flydsl" or not runtime_only else None,
-                "planted_delay_us": pair_options.get("delay_us"), "static_executed_on": executed_on,
-                **source_metadata(list(backend_pair or ()))}
-    if static_only:       # nothing timed: the device is the compiler (and the emulated device that executed)
-        metadata = {**run_metadata(compile_device(arch_list)), **metadata}
-    else:
-        metadata = {**run_metadata(dev), **metadata, "processes": protocol.processes, "runs": protocol.runs,
-                    "warmup_s": protocol.warmup_s, "target_run_s": protocol.target_run_s,
-                    "iters_clamp": f"{protocol.min_iters}-{protocol.max_iters}", "seed": seed_value,
-                    "confidence": table.get("confidence"), "bootstrap": table.get("bootstrap")}
+    metadata = provenance(compile_device(arch_list) if static_only else dev, ABI, "abi-compare")
+    metadata.update(pair=pair, eps=eps_value,
+                    dgamma_strategy=strategy if pair == "flydsl" or not runtime_only else None,
+                    planted_delay_us=pair_options.get("delay_us"), static_executed_on=executed_on)
+    record_devices(record_shard(metadata, part, len(every_shape)), slots)
+    record_sources(metadata, list(backend_pair or ()))
+    if not static_only:
+        metadata.update(processes=protocol.processes, runs=protocol.runs, warmup_s=protocol.warmup_s,
+                        target_run_s=protocol.target_run_s, iters_clamp=f"{protocol.min_iters}-{protocol.max_iters}",
+                        seed=seed_value, confidence=table.get("confidence"), bootstrap=table.get("bootstrap"))
 
     return AbiPlan(pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev,
                    arch_list, eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table,

@@ -15,6 +15,7 @@ from lnbench.constants import ARCHES
 from lnbench.device import Device
 from lnbench.emu.registry import CLASSES
 from lnbench.errors import one_line
+from lnbench.results import AbiRow
 
 #: KernelFacts field -> row key prefix
 FIELDS: dict[str, str] = {
@@ -42,7 +43,7 @@ def _ratio(pointer: float, tensor: float) -> float | None:
     return pointer / tensor if tensor else None
 
 
-def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> list[dict[str, Any]]:
+def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> list[AbiRow]:
     """Side-by-side rows for the kernels of one variant (matched by position: main, then reduce)."""
     from lnbench.flydsl.inspect import kernel_role
 
@@ -50,47 +51,47 @@ def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> 
         raise ValueError(f"Tensor ABI launches {len(tensor_facts)} kernel(s), Pointer ABI {len(pointer_facts)}")
     rows = []
     for t, p in zip(tensor_facts, pointer_facts):
-        row: dict[str, Any] = {"kernel": kernel_role(p.kernel_name), "tensor_kernel": t.kernel_name,
-                               "pointer_kernel": p.kernel_name}
+        row = AbiRow(kernel=kernel_role(p.kernel_name), tensor_kernel=t.kernel_name, pointer_kernel=p.kernel_name)
         for attr, key in FIELDS.items():
             row[f"{key}_tensor"], row[f"{key}_pointer"] = int(getattr(t, attr)), int(getattr(p, attr))
-        row["args_tensor"], row["args_pointer"] = len(t.kernel_args), len(p.kernel_args)
-        row["spills_tensor"] = int(t.vgpr_spills) + int(t.sgpr_spills)
-        row["spills_pointer"] = int(p.vgpr_spills) + int(p.sgpr_spills)
+        row.update(args_tensor=len(t.kernel_args), args_pointer=len(p.kernel_args),
+                   spills_tensor=int(t.vgpr_spills) + int(t.sgpr_spills),
+                   spills_pointer=int(p.vgpr_spills) + int(p.sgpr_spills))
         for key in RATIO_FIELDS:
             row[f"{key}_ratio"] = _ratio(row[f"{key}_pointer"], row[f"{key}_tensor"])
-        row["tensor_args_list"] = " ".join(f"{o}:{s}:{k}" for o, s, k in t.kernel_args)
-        row["pointer_args_list"] = " ".join(f"{o}:{s}:{k}" for o, s, k in p.kernel_args)
+        row.update(tensor_args_list=" ".join(f"{o}:{s}:{k}" for o, s, k in t.kernel_args),
+                   pointer_args_list=" ".join(f"{o}:{s}:{k}" for o, s, k in p.kernel_args))
         rows.append(row)
     return rows
 
 
-def executed_columns(tensor_runs: Sequence[Any], pointer_runs: Sequence[Any]) -> list[dict[str, Any]]:
+def executed_columns(tensor_runs: Sequence[Any], pointer_runs: Sequence[Any]) -> list[AbiRow]:
     """Executed-instruction columns for the kernels of one variant (ExecutedKernel lists, matched by position)."""
     if len(tensor_runs) != len(pointer_runs):
         raise ValueError(f"Tensor ABI made {len(tensor_runs)} launch(es), Pointer ABI {len(pointer_runs)}")
     out = []
     for t, p in zip(tensor_runs, pointer_runs):
-        cols: dict[str, Any] = {"exec_rows": p.m, "exec_tensor": t.total, "exec_pointer": p.total,
-                                "exec_per_row_tensor": t.total / max(t.m, 1),
-                                "exec_per_row_pointer": p.total / max(p.m, 1), "exec_ratio": _ratio(p.total, t.total)}
+        cols = AbiRow(exec_rows=p.m, exec_tensor=t.total, exec_pointer=p.total,
+                      exec_per_row_tensor=t.total / max(t.m, 1), exec_per_row_pointer=p.total / max(p.m, 1),
+                      exec_ratio=_ratio(p.total, t.total))
         for cls in EXEC_CLASSES:
             cols[f"exec_{cls}_tensor"] = t.wave_instructions.get(cls, 0)
             cols[f"exec_{cls}_pointer"] = p.wave_instructions.get(cls, 0)
-        cols["exec_code_tensor"] = getattr(t, "code_object", "")      # SHA-256 (16 hex) of each side's code object
-        cols["exec_code_pointer"] = getattr(p, "code_object", "")
+        # SHA-256 (16 hex) of each side's code object
+        cols.update(exec_code_tensor=getattr(t, "code_object", ""), exec_code_pointer=getattr(p, "code_object", ""))
         out.append(cols)
     return out
 
 
-def _base(arch: str, op: str, dtype: str, n: int) -> dict[str, Any]:
-    return {"part": "static", "arch": arch, "op": op, "dtype": dtype, "N": n}
+def _base(arch: str, op: str, dtype: str, n: int, **cells: Any) -> AbiRow:
+    """A static row of one variant, with `cells`."""
+    return AbiRow(part="static", arch=arch, op=op, dtype=dtype, N=n, **cells)
 
 
 def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str], widths: Sequence[int], *,
                 eps: float = 1e-5, dgamma_strategy: str = "deterministic", facts_fn: FactsFn | None = None,
                 on_step: Callable[[], None] | None = None, execute: dict[int, int] | None = None,
-                execute_fn: FactsFn | None = None) -> list[dict[str, Any]]:
+                execute_fn: FactsFn | None = None) -> list[AbiRow]:
     """Compile every variant for both ABIs and compare; a failing compile becomes an `error` row.
 
     facts_fn defaults to lnbench.flydsl.inspect.compile_facts (imported here, lazily); without flydsl
@@ -100,10 +101,10 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
     """
     if facts_fn is None:
         if not flydsl_installed():
-            return [{**_base(a, o, d, n), "status": "not run (flydsl not installed)"}
+            return [_base(a, o, d, n, status="not run (flydsl not installed)")
                     for a in arches for o in ops for d in dtypes for n in widths]
         from lnbench.flydsl.inspect import compile_facts as facts_fn
-    rows: list[dict[str, Any]] = []
+    rows: list[AbiRow] = []
     for arch in arches:
         for op in ops:
             for dtype in dtypes:
@@ -112,11 +113,11 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
                     try:
                         t = facts_fn(op, dtype, n, "tensor", arch, eps=eps, dgamma_strategy=dgamma_strategy)
                         p = facts_fn(op, dtype, n, "pointer", arch, eps=eps, dgamma_strategy=dgamma_strategy)
-                        variant = [{**base, **row, "status": "ok"} for row in compare_facts(t, p)]
+                        variant = [base.with_(**row, status="ok") for row in compare_facts(t, p)]
                     except Exception as exc:  # noqa: BLE001 - one failing variant must not hide the others
                         missing = type(exc).__name__ == "MissingBuilder"     # a kernel source without that builder
-                        rows.append({**base, "status": "not run" if missing else "error",
-                                     "detail": str(exc) if missing else one_line(exc, 300)})
+                        rows.append(base.with_(status="not run" if missing else "error",
+                                               detail=str(exc) if missing else one_line(exc, 300)))
                     else:
                         if execute and n in execute:
                             _add_executed(variant, execute_fn, op, dtype, execute[n], n, arch, eps, dgamma_strategy)
@@ -126,7 +127,7 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
     return rows
 
 
-def _add_executed(variant: list[dict[str, Any]], execute_fn: FactsFn | None, op: str, dtype: str, m: int, n: int,
+def _add_executed(variant: list[AbiRow], execute_fn: FactsFn | None, op: str, dtype: str, m: int, n: int,
                   arch: str, eps: float, strategy: str) -> None:
     """Add the executed columns to the rows of one variant (exec_status says ok or why not)."""
     if execute_fn is None:

@@ -107,15 +107,24 @@ def requested_names(values: Any, default: list[str]) -> list[str]:
     return names
 
 
-def source_metadata(names: list[str]) -> dict[str, Any]:
-    """Run metadata naming each kernel source among `names` (module, file, checkout commit), if any."""
+def kernel_sources(names: list[str]) -> dict[str, dict[str, str]]:
+    """Each kernel source among `names` -> its provenance (module, file, checkout commit): the run record's
+    `kernel_sources` and the columns of its rows; {} when none is a kernel source."""
     out = {}
     for name in names:
         spec = source_spec(name)
         if spec is not None:
             from lnbench.flydsl.contract import provenance
             out[name] = provenance(spec)
-    return {"kernel_sources": out} if out else {}
+    return out
+
+
+def record_sources(run: Any, names: list[str]) -> Any:
+    """Set the run record's `kernel_sources` when a backend among `names` is a kernel source."""
+    sources = kernel_sources(names)
+    if sources:
+        run.kernel_sources = sources
+    return run
 
 
 def check_backend_names(names: list[str]) -> None:
@@ -211,4 +220,4 @@ _plugins: dict[tuple[str, str], Any] = {}
 
 __all__ = ["Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
            "configure_sources", "set_kernel_src", "source_spec", "kernel_src", "is_backend_name", "OWN_FLYDSL",
-           "requested_names", "source_metadata", "runs_flydsl"]
+           "requested_names", "kernel_sources", "record_sources", "runs_flydsl"]

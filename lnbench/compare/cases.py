@@ -12,9 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, ResultFile, require_columns
+from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, ResultFile, numbers_of, require_columns
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import CSV_LIST_SEPARATOR
 
 KEY_FIELDS: tuple[str, ...] = ("backend", "op", "dtype", "shape", "mode")
 CaseKey = tuple[str, str, str, str, str]
@@ -49,11 +48,7 @@ def key_text(key: CaseKey) -> str:
 def _run_values(value: Any, result: ResultFile, where: str) -> list[float]:
     """A run-value list (a list, `;`-joined text in a CSV, or JSON text in older files) → positive finite floats."""
     try:
-        if isinstance(value, str):
-            values = json.loads(value) if value.lstrip().startswith("[") else value.split(CSV_LIST_SEPARATOR)
-        else:
-            values = value
-        runs = [float(v) for v in values]
+        runs = numbers_of(value)
     except (TypeError, ValueError):
         raise LnbenchUsageError(f"{result.path}: malformed run values for {where}") from None
     if not runs or not all(math.isfinite(v) and v > 0 for v in runs):
@@ -81,7 +76,7 @@ def _add(cases: dict[CaseKey, TimedCase], case: TimedCase, result: ResultFile) -
 def headline(result: ResultFile) -> str:
     """The time a perf result's rates rest on, which compare compares: `kernel` (perf --timer kernel: the
     profiler's kernel time) or `stream`."""
-    value = result.metadata.get("headline")
+    value = result.run.headline or None
     if value is None and "headline" in result.rows.columns:
         value = next(iter(result.rows["headline"].dropna()), None)
     return "kernel" if value == "kernel" else "stream"

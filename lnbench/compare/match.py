@@ -10,12 +10,6 @@ from lnbench.errors import LnbenchUsageError
 #: perf protocol keys that change what a measurement means (modes/ops select cases; the timeout changes nothing)
 PERF_PROTOCOL = ("processes", "runs", "warmup_s", "min_warmup_calls", "target_run_s", "min_iters", "max_iters",
                  "cold_factor", "cold_mem_fraction", "llc_mib")
-#: the same knobs as perf's metadata columns names them (a result without the `protocol` entry)
-PERF_METADATA_PROTOCOL = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s",
-                          "min_warmup_calls": "min_warmup_calls", "target_run_s": "target_run_s",
-                          "I_min": "min_iters", "I_max": "max_iters", "cold_factor": "cold_factor"}
-ABI_PROTOCOL = ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp", "dgamma_strategy",
-                "planted_delay_us")
 
 
 def same_command(base: ResultFile, new: ResultFile) -> None:
@@ -26,19 +20,18 @@ def same_command(base: ResultFile, new: ResultFile) -> None:
 
 
 def protocol(result: ResultFile) -> dict[str, Any]:
-    """The timing-protocol settings of a result, by name."""
+    """The timing-protocol settings of a result, by name: a perf JSON's `protocol` entry, else the run
+    record's (results.runs: PerfRun, AbiRun)."""
     if result.kind == PERF:
         table = result.extra.get("protocol")
         if isinstance(table, dict):
             return {k: table.get(k) for k in PERF_PROTOCOL if k in table}
-        return {name: result.metadata[k] for k, name in PERF_METADATA_PROTOCOL.items() if k in result.metadata}
-    return {k: result.metadata.get(k) for k in ABI_PROTOCOL if k in result.metadata}
+    return result.run.protocol.as_dict()       # as the run record names it (perf CSV, abi-compare)
 
 
 def device_name(result: ResultFile) -> str:
     """The device a result names (its model where recorded)."""
-    meta = result.metadata
-    return str(meta.get("device_name") or meta.get("device") or "unknown device")
+    return result.run.device_label
 
 
 def _dtypes(cases: dict[CaseKey, TimedCase]) -> list[str]:
@@ -56,8 +49,8 @@ def mismatches(base: ResultFile, new: ResultFile, base_cases: dict[CaseKey, Time
                    f"{','.join(_dtypes(new_cases)) or 'no timed case'})")
     if base.kind == PERF and headline(base) != headline(new):
         out.append(f"headline differs ({headline(base)} vs {headline(new)} time: perf --timer)")
-    threads = [r.metadata.get("torch_threads") for r in (base, new)]
-    if None not in threads and threads[0] != threads[1] and str(base.metadata.get("device")).startswith("cpu"):
+    threads = [r.run.torch_threads or None for r in (base, new)]
+    if None not in threads and threads[0] != threads[1] and str(base.run.device).startswith("cpu"):
         out.append(f"torch threads differ ({threads[0]} vs {threads[1]}: CPU timings depend on them)")
     a, b = protocol(base), protocol(new)
     # a setting only one file records (a perf CSV carries fewer than its JSON) is unknown, not different

@@ -15,7 +15,7 @@ from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import command_line, git_commit, timestamp
-from lnbench.results import COMPARE
+from lnbench.results import COMPARE, RunRecord
 
 
 @dataclass
@@ -56,20 +56,19 @@ def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None,
     return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs)
 
 
-def context(plan: ComparePlan) -> dict[str, Any]:
-    """Flat metadata of the comparison (CSV columns, JSON metadata, Markdown header)."""
+def context(plan: ComparePlan) -> RunRecord:
+    """The comparison's run record (CSV columns, JSON metadata, Markdown header): both runs' identities and the
+    statistics' settings."""
     base, new, settings = plan.base, plan.new, plan.settings
-    out: dict[str, Any] = {"schema": COMPARE.schema, "command": "compare", "source_command": base.kind,
-                           "command_line": command_line(), "lnbench_version": lnbench.__version__,
-                           "git_commit": git_commit(), "timestamp": timestamp(), "base": str(base.path),
-                           "new": str(new.path)}
-    for side, result in (("base", base), ("new", new)):
-        meta = result.metadata
-        out[f"{side}_device"] = meta.get("device_name") or meta.get("device")
-        out[f"{side}_commit"] = meta.get("git_commit") or ""
-        out[f"{side}_timestamp"] = meta.get("timestamp") or ""
-        out[f"{side}_lnbench_version"] = meta.get("lnbench_version") or ""
-    out.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
+    run = COMPARE.run(command="compare", source_command=base.kind, command_line=command_line(),
+                      lnbench_version=lnbench.__version__, git_commit=git_commit(), timestamp=timestamp(),
+                      base=str(base.path), new=str(new.path))
+    b, n = base.run, new.run
+    run.update(base_device=b.device_name or b.device or None, base_commit=b.commit,
+               base_timestamp=b.timestamp or "", base_lnbench_version=b.lnbench_version or "",
+               new_device=n.device_name or n.device or None, new_commit=n.commit,
+               new_timestamp=n.timestamp or "", new_lnbench_version=n.lnbench_version or "")
+    run.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
                interval="paired t over worker medians", fail_if_slower_pct=plan.fail_pct,
                forced="; ".join(plan.problems))
-    return out
+    return run

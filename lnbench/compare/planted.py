@@ -8,7 +8,6 @@ Every run value of that case's worker rows and its aggregate times (stream and k
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import click
 from lnbench import validate
 from lnbench.cli_common import console, guarded
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
-from lnbench.results import PERF_KIND as PERF, load_result, rows_of
+from lnbench.results import PERF as PERF_RECORD, PERF_KIND as PERF, PerfRow, load_result, numbers_of, rows_of
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import write_json
 
@@ -34,27 +33,28 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
     if not 0 < factor <= 1000:  # also refuses nan and inf
         raise LnbenchUsageError(f"factor must be a number in (0, 1000], got {factor}")
     out = copy.deepcopy(payload)
-    rows = rows_of(out)
+    rows = [PerfRow.of(r) for r in rows_of(out)]
     if case is None:
-        case = next((_key(r) for r in rows if r.get("row_kind") == "aggregate" and r.get("status") == "ok"), None)
+        case = next((_key(r) for r in rows if r.row_kind == "aggregate" and r.status == "ok"), None)
         if case is None:
             raise LnbenchUsageError("no timed case to plant a slowdown in")
-    hit = [r for r in rows if _key(r) == case and r.get("status") == "ok"]
-    if not any(r.get("row_kind") == "aggregate" for r in hit):
+    hit = [r for r in rows if _key(r) == case and r.status == "ok"]
+    if not any(r.row_kind == "aggregate" for r in hit):
         raise LnbenchUsageError(f"case {key_text(case)} is not a timed case of this result")
     for row in hit:
-        runs = json.loads(row["run_us"]) if isinstance(row["run_us"], str) else row["run_us"]
-        scaled = [round(float(v) * factor, 4) for v in runs]
-        row["run_us"] = json.dumps(scaled) if isinstance(row["run_us"], str) else scaled
-        if isinstance(row.get("kernel_run_us"), list):          # perf --timer kernel: compare's time
-            row["kernel_run_us"] = [round(float(v) * factor, 4) for v in row["kernel_run_us"]]
+        row.run_us = [round(v * factor, 4) for v in numbers_of(row.run_us)]
+        if isinstance(row.kernel_run_us, list):          # perf --timer kernel: compare's time
+            row.kernel_run_us = [round(float(v) * factor, 4) for v in row.kernel_run_us]
         for name in _TIMES:
             if isinstance(row.get(name), (int, float)):
                 row[name] *= factor
         for name in _RATES:
             if isinstance(row.get(name), (int, float)):
                 row[name] /= factor
-    out["metadata"]["planted_slowdown"] = f"{key_text(case)} x{factor:g}"
+    out["data" if "schema" in out else "rows"] = [r.cells() for r in rows]
+    run, undeclared = PERF_RECORD.run_record.read(out["metadata"])
+    run.planted_slowdown = f"{key_text(case)} x{factor:g}"
+    out["metadata"] = {**run.cells(), **undeclared}
     return out, case
 
 

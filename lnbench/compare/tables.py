@@ -70,9 +70,9 @@ def print_notes(rows: list[dict[str, Any]], results: dict[str, Any], settings: S
                 fail_pct: float | None, hits: list[dict[str, Any]]) -> None:
     """Busy-machine and too-few-runs warnings, then one line per case the gate failed on."""
     for side, result in results.items():
-        if result.metadata.get("load_flag"):
+        if result.run.load_flag:
             err_console.print(f"[yellow]lnbench: warning: {side} was timed on a busy machine "
-                              f"({escape(str(result.metadata['load_flag']))}): its changes may be the other work's"
+                              f"({escape(str(result.run.load_flag))}): its changes may be the other work's"
                               f"[/yellow]", soft_wrap=True)
     warning = stats.too_few_warning(sum(r["verdict"] == TOO_FEW for r in rows), "case", settings.confidence)
     if warning:

@@ -18,6 +18,7 @@ from lnbench import config as cfg
 from lnbench import validate
 from lnbench.measure import stats
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
+from lnbench.results import CompareRow
 
 FASTER, SLOWER, SAME = "FASTER", "SLOWER", "SAME"
 ONLY_BASE, ONLY_NEW, NOT_COMPARED = "only in base", "only in new", "not compared"
@@ -42,19 +43,19 @@ class Settings:
                                          f"config [{TABLE}] confidence")))
 
 
-def _identity(key: CaseKey) -> dict[str, Any]:
-    return dict(zip(KEY_FIELDS, key))
+def case_row(key: CaseKey, **cells: Any) -> CompareRow:
+    """A compare row of the case `key` (backend, op, dtype, shape, mode) with `cells`."""
+    return CompareRow(**dict(zip(KEY_FIELDS, key)), **cells)
 
 
-def listed_row(key: CaseKey, verdict: str, base: TimedCase | None, new: TimedCase | None, detail: str) -> dict[str, Any]:
+def listed_row(key: CaseKey, verdict: str, base: TimedCase | None, new: TimedCase | None, detail: str) -> CompareRow:
     """A case that is not compared: only in one file, or not timed in one of them."""
-    return {**_identity(key), "base_us": base.headline_us if base else math.nan,
-            "new_us": new.headline_us if new else math.nan, "ratio": math.nan, "ci_low": math.nan,
-            "ci_high": math.nan, "change_pct": math.nan, "p": math.nan, "verdict": verdict, "workers": 0,
-            "detail": detail}
+    return case_row(key, base_us=base.headline_us if base else math.nan,
+                    new_us=new.headline_us if new else math.nan, ratio=math.nan, ci_low=math.nan,
+                    ci_high=math.nan, change_pct=math.nan, p=math.nan, verdict=verdict, workers=0, detail=detail)
 
 
-def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[str, Any]:
+def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> CompareRow:
     """The comparison row of a case timed in both files."""
     if not (base.timed and new.timed):
         why = "; ".join(f"{side}: {case.status}" for side, case in (("base", base), ("new", new)) if not case.timed)
@@ -80,9 +81,9 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[st
     if len(common) < max(len(base.runs), len(new.runs)):
         notes.append(f"paired on worker(s) {','.join(map(str, common))} "
                      f"(base has {len(base.runs)}, new {len(new.runs)})")
-    return {**_identity(base.key), "base_us": base.headline_us, "new_us": new.headline_us, "ratio": ratio,
-            "ci_low": low, "ci_high": high, "change_pct": change, "p": p, "verdict": verdict,
-            "workers": len(common), "detail": "; ".join(notes)}
+    return case_row(base.key, base_us=base.headline_us, new_us=new.headline_us, ratio=ratio, ci_low=low,
+                    ci_high=high, change_pct=change, p=p, verdict=verdict, workers=len(common),
+                    detail="; ".join(notes))
 
 
 def compare_all(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, TimedCase],

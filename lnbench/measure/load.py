@@ -8,6 +8,8 @@ and warn (or, with `--if-loaded refuse`, stop before timing).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import atexit
 import fcntl
 import json
@@ -161,21 +163,34 @@ def refuse_if_loaded(seen: LoadCheck, policy: str) -> None:
                                 f"(--if-loaded warn times anyway and flags the result)")
 
 
-def metadata(before: LoadCheck, after: LoadCheck) -> dict[str, Any]:
-    """The result's load columns: the load average before and after the timing, the cores, other timing runs,
-    and `load_flag` (empty when the machine was not busy at either moment)."""
+@dataclass(frozen=True)
+class LoadFacts:
+    """What a timed result records of the machine's load (the run record's load section): the load average
+    before and after the timing, the cores, other timing runs, and `load_flag` (empty when the machine was not
+    busy at either moment)."""
+
+    load_before: float | None
+    load_after: float | None
+    cpus_available: int
+    other_timing_runs: int
+    load_flag: str
+
+    def cells(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def metadata(before: LoadCheck, after: LoadCheck) -> LoadFacts:
+    """The load facts of a timing that ran between `before` and `after`."""
     others = sorted(set(before.others) | set(after.others))
     loads = [v for v in (before.load, after.load) if v is not None]
     problems = LoadCheck(max(loads) if loads else None, before.cpus, tuple(others)).problems()
-    return {"load_before": None if before.load is None else round(before.load, 2),
-            "load_after": None if after.load is None else round(after.load, 2),
-            "cpus_available": before.cpus, "other_timing_runs": len(others),
-            "load_flag": "; ".join(problems)}
+    return LoadFacts(None if before.load is None else round(before.load, 2),
+                     None if after.load is None else round(after.load, 2), before.cpus, len(others),
+                     "; ".join(problems))
 
 
-def warning(meta: dict[str, Any]) -> str:
-    """The one warning line of a result timed on a busy machine ('' when it was not)."""
-    flag = meta.get("load_flag")
+def warning(flag: str | None) -> str:
+    """The one warning line of a result timed on a busy machine (`flag`: its load_flag; '' when it was not)."""
     if not flag:
         return ""
     return f"lnbench: warning: timed on a busy machine ({flag}): these times may measure the other work"

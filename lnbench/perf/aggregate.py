@@ -36,19 +36,21 @@ from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
 from lnbench.measure.workers import WorkerResult
 from lnbench.measure.stats import spread_pct, worker_flags
+from lnbench.results import PerfRow
 
 MIB = 1 << 20
 
 
-def _blank() -> dict[str, Any]:
-    return {"iters": None, "runs": None, "run_us": [], "median_us": math.nan, "min_us": math.nan,
-            "max_us": math.nan, "spread_pct": math.nan, "gbps": math.nan, "pct_peak": math.nan,
-            "above_peak": False, "speedup": math.nan, "nbytes": None, "sets": None, "working_set_mib": math.nan,
-            "llc_mib": math.nan, "timer": "", "warmup_calls": None, "warmup_s": math.nan, "note": "",
-            "kernel_us": math.nan, "kernel_min_us": math.nan, "kernel_max_us": math.nan, "kernel_run_us": [],
-            "kernels_per_call": math.nan, "kernel_names": "{}", "gap_us": math.nan, "kernel_window_us": math.nan,
-            "kernel_untraced_window_us": math.nan, "kernel_status": "", "kernel_note": "", "headline": "stream", "worker_flag": "",
-            "host_fraction": math.nan}
+def _blank(row: PerfRow, headline: str) -> PerfRow:
+    """`row` with every measured column set empty (a file's columns do not depend on which cases ran)."""
+    row.update(iters=None, runs=None, run_us=[], median_us=math.nan, min_us=math.nan, max_us=math.nan,
+               spread_pct=math.nan, gbps=math.nan, pct_peak=math.nan, above_peak=False, speedup=math.nan,
+               nbytes=None, sets=None, working_set_mib=math.nan, llc_mib=math.nan, timer="", warmup_calls=None,
+               warmup_s=math.nan, note="", kernel_us=math.nan, kernel_min_us=math.nan, kernel_max_us=math.nan,
+               kernel_run_us=[], kernels_per_call=math.nan, kernel_names="{}", gap_us=math.nan,
+               kernel_window_us=math.nan, kernel_untraced_window_us=math.nan, kernel_status="", kernel_note="",
+               headline=headline, worker_flag="", host_fraction=math.nan)
+    return row
 
 
 HEADLINES: tuple[str, ...] = ("stream", "kernel")
@@ -80,7 +82,7 @@ def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
     """Kernel columns of a worker row from that worker's kernel summary (min–max over its runs)."""
     if summary and summary.get("status") == "ok":
         runs = [float(v) for v in summary["run_us"]]
-        summary = {**summary, "min_us": min(runs), "max_us": max(runs)}
+        summary = dict(summary, min_us=min(runs), max_us=max(runs))
         row.update(kernel_run_us=[round(v, 4) for v in runs], kernel_note=summary.get("note", ""),
                    kernel_window_us=_median_finite(summary.get("window_us", [])),
                    kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
@@ -105,13 +107,13 @@ def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None
 
 
 def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None, problem: str,
-               peak_gbps: float | None, headline: str = "stream", stopped: bool = False) -> dict[str, Any]:
+               peak_gbps: float | None, headline: str = "stream", stopped: bool = False) -> PerfRow:
     """The row of one case in one worker (status error with the worker's problem when it has no entry; `not
     run` when an interrupt `stopped` the worker first: a stop is no fault of the case)."""
-    row = {**case.columns(), "row_kind": "worker", "worker": worker, "order": order, **_blank(), "headline": headline}
+    row = _blank(case.row(row_kind="worker", worker=worker, order=order), headline)
     if entry is None:
-        return {**row, "status": "not run" if stopped else "error",
-                "detail": problem or "worker returned no result for this case"}
+        return row.with_(status="not run" if stopped else "error",
+                         detail=problem or "worker returned no result for this case")
     row.update(status=entry.get("status", "error"), detail=entry.get("detail", ""))
     meas = entry.get("measurement")
     if row["status"] != "ok" or not meas:
@@ -134,19 +136,19 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
 
 
 def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, peak_gbps: float | None,
-                  kernels: list[dict[str, Any] | None] | None = None, headline: str = "stream") -> dict[str, Any]:
+                  kernels: list[dict[str, Any] | None] | None = None, headline: str = "stream") -> PerfRow:
     """Median of the worker medians, min–max across workers, GB/s and % peak at the headline median.
 
     kernels: the workers' kernel summaries of this case (None where a worker has none)."""
-    row = {**case.columns(), "row_kind": "aggregate", "worker": None, "order": None, **_blank(), "headline": headline}
+    row = _blank(case.row(row_kind="aggregate", worker=None, order=None), headline)
     if case.skip:
-        return {**row, "status": "not run", "detail": case.skip}
+        return row.with_(status="not run", detail=case.skip)
     good = [r for r in rows if r["status"] == "ok"]
     if not good:
         statuses = {r["status"] for r in rows}
         status = "not run" if statuses == {"not run"} else "error"
         detail = next((r["detail"] for r in rows if r["detail"]), "no worker produced a result")
-        return {**row, "status": status, "detail": detail}
+        return row.with_(status=status, detail=detail)
     medians = [r["median_us"] for r in good]
     median = float(statistics.median(medians))
     first = good[0]

@@ -7,6 +7,7 @@ from typing import Any
 from lnbench import validate
 from lnbench.backends import get_backend
 from lnbench.device import Device
+from lnbench.results import PerfRow
 
 
 @dataclass(frozen=True)
@@ -33,10 +34,10 @@ class PerfCase:
         out.pop("skip")
         return out
 
-    def columns(self) -> dict[str, Any]:
-        """Identity columns of every row this case produces."""
-        return {"backend": self.backend, "op": self.op, "dtype": self.dtype, "shape": self.shape,
-                "M": self.m, "N": self.n, "mode": self.mode}
+    def row(self, **cells: Any) -> PerfRow:
+        """A row of this case: its identity columns, and `cells`."""
+        return PerfRow(backend=self.backend, op=self.op, dtype=self.dtype, shape=self.shape, M=self.m, N=self.n,
+                       mode=self.mode, **cells)
 
 
 def backend_skips(names: list[str], device: Device) -> dict[str, tuple[str, tuple[str, ...]]]:

@@ -12,12 +12,11 @@ from rich.markup import escape
 
 from lnbench import config as cfg
 from lnbench import validate
-from lnbench.backends import backend_names, source_metadata
+from lnbench.backends import backend_names
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_console, guarded, kernel_source_option,
                                 md_option, nothing_ran, output_options)
 from lnbench.device import Device
 from lnbench.gpus import devices_options
-from lnbench.metadata import run_metadata
 from lnbench.perf.aggregate import HEADLINES, failed
 from lnbench.clocks import gpu_facts
 from lnbench.measure import load
@@ -31,7 +30,7 @@ from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
-from lnbench.results import PERF, stamp
+from lnbench.results import PerfRow
 from lnbench.shard import shard_option
 from lnbench.perf.tables import PHASES, print_rows, summary_line
 from lnbench.tables import Column, fmt_number, fmt_time_us, render_table
@@ -86,18 +85,11 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @md_option
 @output_options
 @guarded
-def perf_command(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
-                 min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-                 headline, kernel_timer, eps, seed, device, devices, force, alone_below_mib, shard, config_path,
-                 peak_file, kernel_src, if_loaded, md_path, csv_path, json_path, quiet) -> int:
+def perf_command(if_loaded: str | None, quiet: bool, **options: Any) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
-    plan = build_plan(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
-                      min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-                      headline, kernel_timer, eps, seed, device, devices, force, alone_below_mib, shard, config_path,
-                      peak_file, kernel_src, md_path, csv_path, json_path)
-    return run(plan, if_loaded, quiet)
+    return run(build_plan(**options), if_loaded, quiet)
 
 
 def run(plan: PerfPlan, if_loaded: str | None, quiet: bool) -> int:
@@ -113,22 +105,17 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool) -> int:
     groups = plan.groups
     before = _facts(groups, plan.dev)
     start = time.monotonic()
-    early = stamp({**run_metadata(plan.dev), "lnbench_command": "perf", "P": plan.protocol.processes,
-                   "R": plan.protocol.runs, "baseline": plan.baseline, "headline": plan.headline, **plan.run_extra},
-                  PERF)
     csv_final, json_final, md_final = plan.outputs
-    with ResultSink(csv_final, json_final, early, sum(len(g.orders) for g in groups), "workers") as sink:
+    with ResultSink(csv_final, json_final, plan.run, sum(len(g.orders) for g in groups), "workers") as sink:
         if any(g.cases for g in groups):
             _time_groups(plan, sink, peak_gbps, quiet)
-        load_meta = load.metadata(load_before, load.check(lock))
+        load_facts = load.metadata(load_before, load.check(lock))
         lock.release()
-        rows = _finish(sink, plan.dev, plan.protocol, plan.cases, groups, plan.peak, peak_gbps, plan.baseline,
-                       plan.headline, plan.kernel_pass, plan.no_kernel_time, before, time.monotonic() - start,
-                       plan.backends, quiet, {**plan.run_extra, **load_meta}, md_final)
+        rows = _finish(plan, sink, peak_gbps, before, time.monotonic() - start, load_facts, quiet)
     results = [r for g in groups for r in g.results]
     console.print(summary_line(rows, results, time.monotonic() - start, groups))
-    if load.warning(load_meta):
-        err_console.print(f"[yellow]{escape(load.warning(load_meta))}[/yellow]", soft_wrap=True)
+    if load.warning(load_facts.load_flag):
+        err_console.print(f"[yellow]{escape(load.warning(load_facts.load_flag))}[/yellow]", soft_wrap=True)
     if not any(g.cases for g in groups):
         reasons = {str(c.skip) for c in plan.cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
@@ -141,7 +128,7 @@ def _say_no_peak(plan: PerfPlan) -> None:
     broken = cache_problem(cache)
     console.print(escape(f"peak file {cache} is not an lnbench peak cache ({broken}): % peak left blank "
                          f"(remove it, then run `lnbench peak`)" if broken else
-                         f"no measured peak for {run_metadata(plan.dev)['device_name']} in {cache}: % peak left "
+                         f"no measured peak for {plan.dev.label} in {cache}: % peak left "
                          f"blank (run `lnbench peak` once)"), style="yellow")
 
 
@@ -191,35 +178,29 @@ def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
             or {str(dev.torch_device): gpu_facts(dev.torch_device)})
 
 
-def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups: list[Group], peak: dict | None,
-            peak_gbps: float | None, base_name: str, headline: str, kernel_pass: bool, no_kernel_time: str,
-            before: dict[str, dict], seconds: float, backend_list: list[str], quiet: bool,
-            extra: dict[str, Any], md_path: Path | None = None) -> list[dict]:
+def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: dict[str, dict], seconds: float,
+            load_facts: load.LoadFacts, quiet: bool) -> list[PerfRow]:
     """The result rows of a finished run: table, notes, and the complete files (sink.finish; the Markdown
-    summary to `md_path`). `extra`: more metadata (shard, devices, load)."""
-    after = _facts(groups, dev)
+    summary to the plan's --md)."""
+    groups, protocol, peak = plan.groups, plan.protocol, plan.peak
+    after = _facts(groups, plan.dev)
     first = next(iter(before))
-    rows = joined_rows(cases, groups, peak_gbps, base_name, headline)
-    sources = source_metadata(backend_list).get("kernel_sources", {})
+    rows = joined_rows(plan.cases, groups, peak_gbps, plan.baseline, plan.headline)
+    sources = plan.run.kernel_sources or {}
     for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
         row.update(sources.get(row["backend"], {}))
     results = [r for g in groups for r in g.results]
-    metadata = {**run_metadata(dev), **source_metadata(backend_list), "schema": PERF.schema, "lnbench_command": "perf",
-                "P": protocol.processes, "R": protocol.runs,
-                "I_min": protocol.min_iters, "I_max": protocol.max_iters, "warmup_s_min": protocol.warmup_s,
-                "min_warmup_calls": protocol.min_warmup_calls, "target_run_s": protocol.target_run_s,
-                "modes": ",".join(protocol.modes), "baseline": base_name, "driver": before[first]["driver"],
-                "clocks_before": before[first]["clocks"], "clocks_after": after[first]["clocks"],
-                "peak_gbps": peak_gbps, "peak_timestamp": peak.get("timestamp") if peak else None,
-                "cold_factor": protocol.cold_factor, "wall_s": round(seconds, 2), "headline": headline,
-                "kernel_timer": ("on" if kernel_pass else
-                                 "off" if not protocol.kernel_timer else f"n/a ({no_kernel_time})"),
-                **extra}
-    title = (f"lnbench perf on {metadata['device_name']} — median of {protocol.processes} worker medians "
+    metadata = plan.run.with_(driver=before[first]["driver"], clocks_before=before[first]["clocks"],
+                              clocks_after=after[first]["clocks"], peak_gbps=peak_gbps,
+                              peak_timestamp=peak.get("timestamp") if peak else None, wall_s=round(seconds, 2),
+                              kernel_timer=("on" if plan.kernel_pass else "off" if not protocol.kernel_timer
+                                            else f"n/a ({plan.no_kernel_time})"),
+                              **load_facts.cells())
+    title = (f"lnbench perf on {metadata.device_label} — median of {protocol.processes} worker medians "
              f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}], fewer where a run would pass "
-             f"{protocol.max_run_s:g} s); GB/s from {headline} time; "
+             f"{protocol.max_run_s:g} s); GB/s from {plan.headline} time; "
              f"gap = median − kernel")
-    print_rows(rows, groups, results, title, base_name, backend_list, quiet)
+    print_rows(rows, groups, results, title, plan.baseline, plan.backends, quiet)
     workers_json = [{"gpu": g.gpu, "index": r.index, "ok": r.ok, "exit_code": r.exit_code,
                      "timed_out": r.timed_out, "duration_s": round(r.duration_s, 3), "problem": r.problem(),
                      "stderr_tail": r.stderr_tail, "order": [c.id for c in g.orders[r.index]],
@@ -229,7 +210,7 @@ def _finish(sink: ResultSink, dev: Device, protocol: PerfProtocol, cases, groups
                                  "clocks": {"before": before[first], "after": after[first]},
                                  "gpus": [{"gpu": gpu, "before": before[gpu], "after": after.get(gpu)}
                                           for gpu in before]},
-                md_path=md_path, summary=summary_line(rows, results, seconds, groups))
+                md_path=plan.outputs[2], summary=summary_line(rows, results, seconds, groups))
     return rows
 
 
@@ -260,7 +241,7 @@ def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> i
     load.refuse_if_loaded(load_before, policy)
     record = measure_copy_bandwidth(dev.torch_device, size, runs)
     record.update({k: v for k, v in gpu_facts(dev.torch_device).items() if k in ("driver", "clocks")})
-    record.update(load.metadata(load_before, load.check(lock)))
+    record.update(load.metadata(load_before, load.check(lock)).cells())
     lock.release()
     _, change = store_peak(dev.torch_device, record, path)
     name = dev.label
@@ -270,7 +251,7 @@ def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> i
                   Column("iters_per_run", "I")],
                  [{**record, "device": name, "copy_mib": record["copy_bytes"] / (1 << 20)}])
     console.print(f"peak cached in {path}")
-    for line in (load.warning(record), f"lnbench: warning: {change}" if change else ""):
+    for line in (load.warning(record.get("load_flag")), f"lnbench: warning: {change}" if change else ""):
         if line:
             err_console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)
     return EXIT_OK

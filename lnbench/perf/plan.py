@@ -8,20 +8,22 @@ from typing import Any
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
-                              runs_flydsl, set_kernel_src)
+                              record_sources, runs_flydsl, set_kernel_src)
 from lnbench.cli_common import config_input, prepare_outputs
 from lnbench.device import Device, parse_device
 from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
 from lnbench.flydsl import preflight
-from lnbench.gpus import devices_metadata, parse_devices
+from lnbench.gpus import parse_devices, record_devices
 from lnbench.measure import load
 from lnbench.measure.kernel_timer import unavailable_reason
+from lnbench.metadata import provenance
 from lnbench.perf.cases import backend_skips, build_cases
 from lnbench.perf.peak import default_peak_path, load_peak
 from lnbench.perf.protocol import PerfProtocol
 from lnbench.perf.spread import Group, plan_groups
-from lnbench.shard import parse_shard, shard_metadata
+from lnbench.shard import parse_shard, record_shard
+from lnbench.results import PERF, RunRecord
 
 
 def check_headline(timer: str, kernel_timer: bool, dev: Device, reason: str) -> str:
@@ -78,6 +80,17 @@ def loaded_policy(option: str | None, table: dict[str, Any]) -> str:
     return policy
 
 
+def perf_run(dev: Device, protocol: PerfProtocol, baseline: str, headline: str, backends: list[str]) -> RunRecord:
+    """The run record of a perf run as planned: identity, protocol, baseline and headline, kernel sources (the
+    rest, measured, is set when the run ends)."""
+    run = provenance(dev, PERF, "perf")
+    run.update(P=protocol.processes, R=protocol.runs, I_min=protocol.min_iters, I_max=protocol.max_iters,
+               warmup_s_min=protocol.warmup_s, min_warmup_calls=protocol.min_warmup_calls,
+               target_run_s=protocol.target_run_s, modes=",".join(protocol.modes), baseline=baseline,
+               cold_factor=protocol.cold_factor, headline=headline)
+    return record_sources(run, backends)
+
+
 #: tensors of M×N a perf case holds at once (x, y, dy, dx, and backends' workspace), each in the case dtype
 PERF_TENSORS = 8
 
@@ -95,7 +108,7 @@ class PerfPlan:
     baseline: str
     host_share: float
     spread: bool
-    run_extra: dict[str, Any]
+    run: RunRecord
     cases: list[Any]
     groups: list[Group]
     peak: dict | None
@@ -103,7 +116,7 @@ class PerfPlan:
     outputs: tuple[Path | None, Path | None, Path | None]
 
 
-def build_plan(backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
+def build_plan(*, backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
                min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
                headline, kernel_timer, eps, seed, device, devices, force, alone_below_mib, shard, config_path,
                peak_file, kernel_src, md_path, csv_path, json_path) -> PerfPlan:
@@ -150,10 +163,12 @@ def build_plan(backends, baseline, ops, modes, dtypes, shapes, shape_set, proces
     csv_final, json_final, md_final = prepare_outputs("perf", csv_path, json_path,
                                                       {**config_input(config_path), **peak_input}, md_path)
     spread = bool(slots) and len(slots) > 1          # one GPU: nothing else is timing, nothing runs apart
-    run_extra = {**shard_metadata(part, len(every_case)), **devices_metadata(slots, alone_mib if spread else None),
-                 **({"alone_host_fraction": host_share} if spread else {})}
+    run = perf_run(dev, protocol, base_name, headline, backend_list)
+    record_devices(record_shard(run, part, len(every_case)), slots, alone_mib if spread else None)
+    if spread:
+        run.alone_host_fraction = host_share
     groups = plan_groups(cases, backend_list, protocol.processes, str(dev.torch_device), slots,
                          alone_mib if spread else 0.0)
     peak = load_peak(dev.torch_device, peak_file)
     return PerfPlan(dev, slots, table, protocol, headline, kernel_pass, no_kernel_time, backend_list, base_name,
-                    host_share, spread, run_extra, cases, groups, peak, peak_file, (csv_final, json_final, md_final))
+                    host_share, spread, run, cases, groups, peak, peak_file, (csv_final, json_final, md_final))

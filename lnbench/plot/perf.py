@@ -16,7 +16,7 @@ from lnbench.plot.styles import backend_order, backend_styles
 
 
 def _peak(result: ResultFile) -> float | None:
-    value = result.metadata.get("peak_gbps")
+    value = result.run.peak_gbps or None
     if value is None and isinstance(result.extra.get("peak"), dict):
         value = result.extra["peak"].get("gbps")
     try:
@@ -59,7 +59,7 @@ def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
     """(name, Figure) per (dtype, mode) present in the result, named `<dtype>-<mode>`; [] when nothing was timed."""
     frame = timed_rows(result)
     peak = _peak(result)
-    device = result.metadata.get("device_name") or result.metadata.get("device") or ""
+    device = result.run.device_name or result.run.device or ""
     styles = backend_styles(frame.backend)      # once for the whole set: a backend looks the same in every panel
     figures = []
     for (dtype, mode), group in frame.groupby(["dtype", "mode"], sort=False):

@@ -62,14 +62,14 @@ def compare_figures(result: ResultFile) -> list[tuple[str, Any]]:
     if frame.empty:
         return []
     labels = [" ".join(str(r[c]) for c in ("backend", "op", "dtype", "shape", "mode")) for _, r in frame.iterrows()]
-    meta = result.metadata
-    conf = _number(meta.get("confidence"))
+    run = result.run
+    conf = _number(run.confidence)
     title = (f"lnbench compare: new/base time (> 1: NEW slower), "
              f"{'%.0f%% ' % (conf * 100) if conf else ''}interval\n"
-             f"base {meta.get('base', '?')} ({meta.get('base_device', '?')}) → new {meta.get('new', '?')}")
+             f"base {run.base or '?'} ({run.base_device or '?'}) → new {run.new or '?'}")
     return [("ratios", _ratio_figure(labels, frame.ratio, frame.ci_low, frame.ci_high, list(frame.verdict.astype(str)),
-                                     "new / base (time ratio)", title, _number(meta.get("threshold_pct")),
-                                     _number(meta.get("fail_if_slower_pct"))))]
+                                     "new / base (time ratio)", title, _number(run.threshold_pct),
+                                     _number(run.fail_if_slower_pct)))]
 
 
 def abi_figures(result: ResultFile) -> list[tuple[str, Any]]:
@@ -82,7 +82,7 @@ def abi_figures(result: ResultFile) -> list[tuple[str, Any]]:
     if frame.empty:
         return []
     labels = [f"{r['op']} {r['dtype']} {r['shape']} {r['metric']}" for _, r in frame.iterrows()]
-    pair = result.metadata.get("pair", "")
+    pair = result.run.pair or ""
     title = f"lnbench abi-compare {pair}: Tensor time / Pointer time (> 1: Pointer faster), bootstrap interval"
     return [("speedups", _ratio_figure(labels, frame.speedup, frame.ci_low, frame.ci_high,
                                        list(frame.verdict.astype(str)), "speed-up Pointer vs Tensor", title, None, None))]

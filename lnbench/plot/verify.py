@@ -31,7 +31,7 @@ def verify_figures(result: ResultFile) -> list[tuple[str, Any]]:
     frame["share"] = frame.max_abs_err / frame.allowed.where(frame.allowed > 0)
     zero_bar = frame.allowed == 0          # a config with k = atol = fp32_ulps = 0: any error fails, infinitely
     frame.loc[zero_bar, "share"] = frame.max_abs_err[zero_bar].map(lambda e: e if e != e else (np.inf if e > 0 else 0.0))
-    device = result.metadata.get("device_name") or result.metadata.get("device") or ""
+    device = result.run.device_name or result.run.device or ""
     figures = []
     for (backend, dtype), group in frame.groupby(["backend", "dtype"], sort=False):
         if group.share.notna().sum() == 0:

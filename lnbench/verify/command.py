@@ -105,7 +105,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1)
     if dev.emulated and estimate.wall_s > WARN_S:
         warn_long(estimate, job_count if parallel else 1, plan.shapes)
-    metadata["jobs"] = len(slots) if slots else job_count if parallel else 1
+    metadata.jobs = len(slots) if slots else job_count if parallel else 1
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink, \
             CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
 
@@ -120,7 +120,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
             prestart.discard()
             _run_inline(spec, dev, done)
         rows = sink.rows
-        print_rows(rows, metadata["device_name"], details, console if not quiet else silent_console())
+        print_rows(rows, metadata.device_label, details, console if not quiet else silent_console())
         unrunnable = {}
         for name in plan.explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason
             own = [row for row in rows if row["backend"] == name]
@@ -132,9 +132,9 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
                               soft_wrap=True)
         fidelity = rows_summary(rows)              # emulated runs: what executed, what is approximated
         if fidelity:
-            metadata["emu_fidelity"] = fidelity    # the sink's metadata too (the same dict)
+            metadata.emu_fidelity = fidelity       # the sink's run record too (the same record)
             console.print(fidelity)
-        sources = metadata.get("kernel_sources", {})
+        sources = metadata.kernel_sources or {}
         for row in rows:                        # a kernel source's rows name it (module, file, checkout commit)
             row.update(sources.get(row["backend"], {}))
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))

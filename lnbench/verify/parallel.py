@@ -32,6 +32,7 @@ from typing import IO, Any, Callable, Sequence
 
 from lnbench.gpus import GpuSlot
 from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+from lnbench.results import VerifyRow, plain
 from lnbench.tolerance import Tolerance
 from lnbench.verify import prestart
 from lnbench.verify.affinity import AffinityQueue
@@ -131,12 +132,12 @@ def _crash_rows(spec: VerifySpec, unit: int, worker: _Worker) -> list[dict[str, 
     code = worker.proc.returncode
     last = _tail(worker.stderr)
     detail = f"worker process died (exit {code}) while running this case" + (f": {last}" if last else "")
-    return [{"backend": name, **row} for row in status_rows(case, "error", detail)]
+    return [row.with_(backend=name) for row in status_rows(case, "error", detail)]
 
 
 def _named(rows: list[dict[str, Any]], slot: GpuSlot | None) -> list[dict[str, Any]]:
     """A spread run's rows name the GPU that ran them."""
-    return [{**row, "gpu": slot.label, "gpu_model": slot.model} for row in rows] if slot else rows
+    return [row.with_(gpu=slot.label, gpu_model=slot.model) for row in rows] if slot else rows
 
 
 def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone,
@@ -194,7 +195,8 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                     if unit != message["unit"]:
                         raise RuntimeError(f"verify worker answered unit {message['unit']}, was given {unit}")
                     worker.finished += 1
-                    on_done(unit, _named(message["rows"], worker.slot), float(message["seconds"]))
+                    on_done(unit, _named([VerifyRow.of(r) for r in message["rows"]], worker.slot),
+                            float(message["seconds"]))
                     if pending:
                         _give(worker, pending.take(worker.number))
                     else:
@@ -203,7 +205,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
 
         for unit in pending:       # every GPU failed: what is left cannot run
             name, case = spec.unit(unit)
-            on_done(unit, [{"backend": name, **row} for row in status_rows(
+            on_done(unit, [row.with_(backend=name) for row in status_rows(
                 case, "error", "not run: the workers of every GPU died (see the errors above)")], 0.0)
     finally:
         for worker in workers.values():
@@ -254,7 +256,8 @@ def _worker_main(argv: list[str]) -> None:
         name, case = spec.unit(unit)
         start = time.monotonic()
         rows = backend_case_rows(backends[name], case, device, spec.tol, avail[name], compiled[name])
-        out.write(json.dumps({"unit": unit, "rows": rows, "seconds": time.monotonic() - start}) + "\n")
+        out.write(json.dumps({"unit": unit, "rows": [plain(r) for r in rows],
+                             "seconds": time.monotonic() - start}) + "\n")
         out.flush()
 
 

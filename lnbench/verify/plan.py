@@ -11,15 +11,15 @@ import click
 from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, probe_backend, requested_names,
-                              runs_flydsl, set_kernel_src, source_metadata)
+                              record_sources, runs_flydsl, set_kernel_src)
 from lnbench.cli_common import apply_emu_checks, config_input, prepare_outputs
 from lnbench.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.flydsl import preflight
-from lnbench.gpus import devices_metadata, parse_devices
-from lnbench.metadata import run_metadata
-from lnbench.results import SELFTEST, VERIFY, stamp
-from lnbench.shard import WHOLE, parse_shard, shard_metadata
+from lnbench.gpus import parse_devices, record_devices
+from lnbench.metadata import provenance
+from lnbench.results import SELFTEST, VERIFY, RunRecord
+from lnbench.shard import WHOLE, parse_shard, record_shard
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.tolerance import Tolerance
 
@@ -83,7 +83,7 @@ class VerifyPlan:
     job_count: int
     checks_line: str | None
     outputs: tuple[Path | None, Path | None, Path | None]
-    metadata: dict[str, Any]
+    metadata: RunRecord
     names: list[str]
     explicit: list[str]
     banner: str
@@ -128,8 +128,9 @@ def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, s
     cases = part.part(every_case, "case(s)")
     csv_final, json_final, md_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
                                                       config_input(config_path), md_path)
-    metadata = stamp({**run_metadata(dev), "seed": base_seed, **shard_metadata(part, len(every_case)),
-                      **devices_metadata(slots)}, SELFTEST if self_test else VERIFY)
+    metadata = provenance(dev, SELFTEST if self_test else VERIFY)
+    metadata.seed = base_seed
+    record_devices(record_shard(metadata, part, len(every_case)), slots)
     names, banner, explicit = [], "", []
     if not self_test:
         names, banner = choose_backends(requested, dev)
@@ -138,6 +139,6 @@ def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, s
             preflight.toolkit()
         if any(name in OWN_FLYDSL for name in names):   # known limits of lnbench's kernels, before any compile
             preflight.kernel_widths([n for _, n in shape_list], dtype_list)
-        metadata.update(source_metadata(names))
+        record_sources(metadata, names)
     return VerifyPlan(self_test, tol, shape_list, cases, dev, slots, job_count, checks_line,
                       (csv_final, json_final, md_final), metadata, names, explicit, banner)

@@ -16,6 +16,7 @@ from lnbench.device import Device
 from lnbench.emu.ledger import recording, row_columns
 from lnbench.errors import one_line
 from lnbench.reference import TENSORS, reference
+from lnbench.results import VerifyRow
 from lnbench.tolerance import Conditioning, Tolerance
 from lnbench.verify.cases import Case, Inputs, make_inputs
 
@@ -126,7 +127,7 @@ def conditioning(case: Case, inp: Inputs, ref: dict[str, torch.Tensor]) -> Condi
 
 def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Tensor],
                tol: Tolerance, deterministic: bool, cond: Conditioning | None = None,
-               memo: dict[tuple[str, str], Any] | None = None) -> list[dict[str, Any]]:
+               memo: dict[tuple[str, str], Any] | None = None) -> list[VerifyRow]:
     """One row per tensor: errors, allowed error under the pass rule, margin and status. `memo` (a dict kept
     with the case's set-up) keeps what does not depend on the backend judged: torch's errors, the divisors."""
     rows = []
@@ -134,7 +135,7 @@ def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Ten
     memo = {} if memo is None else memo
     for name in names:
         if name in got.not_run:
-            rows.extend({**row, "tensor": name} for row in status_rows(case, "not run", got.not_run[name]))
+            rows.extend(row.with_(tensor=name) for row in status_rows(case, "not run", got.not_run[name]))
             continue
         if ("scale", name) not in memo:
             memo[("scale", name)] = relative_scale(ref[name]) if ref[name].numel() else None
@@ -149,21 +150,22 @@ def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Ten
             determinism = "bitwise" if got.bitwise_repeat else "differs"
             if not got.bitwise_repeat and deterministic:
                 status, detail = "FAIL", (detail + "; " if detail else "") + "dγ/dβ not bitwise reproducible"
-        rows.append({**case_columns(case), "tensor": name, "max_abs_err": err, "max_rel_err": rel,
-                     "torch_err": torch_err, "allowed": allowed, "margin": allowed - err,
-                     "determinism": determinism, "status": status, "detail": detail})
+        rows.append(case_row(case, tensor=name, max_abs_err=err, max_rel_err=rel, torch_err=torch_err,
+                             allowed=allowed, margin=allowed - err, determinism=determinism, status=status,
+                             detail=detail))
     return rows
 
 
-def case_columns(case: Case) -> dict[str, Any]:
-    return {"case": case.kind, "dtype": case.dtype, "shape": "x".join(map(str, case.shape)),
-            "M": case.rows, "N": case.n, "eps": case.eps, "seed": case.seed}
+def case_row(case: Case, **check: Any) -> VerifyRow:
+    """A check row of `case` (its backend set by the caller): the case's columns and the check's."""
+    return VerifyRow(case=case.kind, dtype=case.dtype, shape="x".join(map(str, case.shape)), M=case.rows,
+                     N=case.n, eps=case.eps, seed=case.seed, **check)
 
 
-def status_rows(case: Case, status: str, detail: str) -> list[dict[str, Any]]:
+def status_rows(case: Case, status: str, detail: str) -> list[VerifyRow]:
     """A single row for a case that did not produce values (not run, error, compiled only)."""
-    return [{**case_columns(case), "tensor": "-", "max_abs_err": None, "max_rel_err": None, "torch_err": None,
-             "allowed": None, "margin": None, "determinism": "", "status": status, "detail": detail}]
+    return [case_row(case, tensor="-", max_abs_err=None, max_rel_err=None, torch_err=None, allowed=None,
+                     margin=None, determinism="", status=status, detail=detail)]
 
 
 @dataclass
@@ -228,7 +230,7 @@ def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
             setup = set_up_case(case, device, baseline) if baseline is not None else shared_setup(case, device)
             got = setup.run(backend, setup.inp, case.eps)
         rows = judge_case(case, got, setup.base, setup.ref, tol, backend.deterministic, setup.cond, setup.memo)
-        return [{**row, **row_columns(launches)} for row in rows]
+        return [row.with_(**row_columns(launches)) for row in rows]
     except Exception as exc:  # one broken case must not lose the others
         return status_rows(case, "error", one_line(exc))
 
@@ -249,7 +251,7 @@ def backend_case_rows(backend: Backend, case: Case, device: Device, tol: Toleran
             case_rows = status_rows(case, "error", f"compile failed: {one_line(exc)}")
     else:
         case_rows = status_rows(case, "not run", avail.reason)
-    return [{"backend": backend.name, **row} for row in case_rows]
+    return [row.with_(backend=backend.name) for row in case_rows]
 
 
 def outcome(rows: Iterable[dict[str, Any]]) -> str:

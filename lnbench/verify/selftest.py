@@ -25,6 +25,7 @@ import torch
 
 from lnbench.device import Device
 from lnbench.errors import one_line
+from lnbench.results import SelftestRow
 from lnbench.tolerance import Tolerance
 from lnbench.verify.cases import Case
 from lnbench.verify.planted import BUGS, PlantedBackend
@@ -127,5 +128,5 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
         summary.append({"bug": bug, "meaning": meaning, "checks": n_checks, "failed_checks": len(failed),
                         "changed_checks": changes[bug], "caught_in": " ".join(caught_in), "outcome": outcome,
                         "status": status})
-        detail.extend({"planted_bug": bug, "backend": f"planted:{bug}", **r} for r in rows[bug])
+        detail.extend(SelftestRow(planted_bug=bug, **r.with_(backend=f"planted:{bug}")) for r in rows[bug])
     return summary, detail

@@ -1,0 +1,165 @@
+"""The row records of every result kind: one dataclass a kind, its fields the kind's columns in file order.
+
+    record        written by                        one per
+    VerifyRow     lnbench verify                    backend × case × tensor
+    SelftestRow   lnbench verify --self-test        planted bug × case × tensor
+    PerfRow       lnbench perf                      case × worker, + one aggregate row per case
+    AbiRow        lnbench abi-compare               runtime pair × case × metric, and static kernel pair
+    InspectRow    lnbench inspect                   compiled kernel (static), emulated launch (executed)
+    CompareRow    lnbench compare                   case of BASE and NEW
+
+Commands build these records (never dicts), so a column a writer names is declared here or the line that
+builds the row fails; lnbench.results.kinds derives each kind's columns, CSV/JSON encoding and loader from them.
+"""
+from __future__ import annotations
+
+from lnbench.constants import INSTRUCTION_CLASSES as CLASSES
+from lnbench.results.records import BOOL, FLOAT, INT, LIST, STR, cols, record_class
+
+#: the GPU a row ran on, with --devices (lnbench.gpus); `timed_alone`: perf/abi-compare cases timed with the
+#: other GPUs idle
+_GPU = (("gpu", STR, "--devices: the GPU the row ran on (cuda:N)"), ("gpu_model", STR, "--devices: its model"))
+_ALONE = (("timed_alone", BOOL, "--devices: timed with every other GPU idle (host-bound case)"),)
+#: perf: how much of a run the host's launches took, and why a --devices case ran alone
+_HOST = (("host_fraction", FLOAT, "share of an untimed run the host spent issuing its calls (1: host-bound)"),
+         ("alone_reason", STR, "--devices: size (bytes per call below alone_below_mib) or measured (host_fraction)"))
+#: a kernel source's provenance, on the rows of a `module:PKG.MOD` / flydsl-src backend (flydsl.contract)
+_SOURCE = (("source", STR, "kernel source backend name"), ("source_module", STR, "its Python module"),
+           ("source_file", STR, "the module's file"), ("source_commit", STR, "git commit of the file's checkout"))
+_CASE = (("case", STR, "case kind (random, offset rows, ...)"), ("dtype", STR, "f32, f16 or bf16"),
+         ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"), ("eps", FLOAT, "LayerNorm eps"),
+         ("seed", INT, "input seed of the case"))
+_CHECK = (("tensor", STR, "y, mean, rstd, dx, dweight, dbias, or - for a case without values"),
+          ("max_abs_err", FLOAT, "max |backend − fp64 reference|"),
+          ("max_rel_err", FLOAT, "max element-wise relative error (huge near zero references)"),
+          ("torch_err", FLOAT, "torch's own max abs error in the same dtype"),
+          ("allowed", FLOAT, "the pass bar (docs/verify.md)"), ("margin", FLOAT, "allowed − max_abs_err"),
+          ("determinism", STR, "dγ/dβ repeat check"), ("status", STR, "PASS, FAIL, error, not run, compiled ..."),
+          ("detail", STR, "why a row failed or did not run"))
+
+VerifyRow = record_class("VerifyRow", cols(
+    ("backend", STR, "backend checked"), *_CASE, *_CHECK,
+    ("emu_opcodes", STR, "emulated: opcodes the case's launches executed"),
+    ("emu_approx", STR, "emulated: those the emulator approximates"),
+    ("emu_code", STR, "emulated: SHA-256 (12 hex digits) of each FlyDSL code object launched"),
+    *_SOURCE, *_GPU, required=("backend", "case", "dtype", "shape", "tensor", "status")),
+    __name__, 'One check of lnbench verify: a backend × case × tensor.')
+
+SelftestRow = record_class("SelftestRow", cols(
+    ("planted_bug", STR, "planted bug (or control) in a copy of the reference math"),
+    ("backend", STR, "the planted copy's name"), *_CASE, *_CHECK,
+    required=("planted_bug", "case", "dtype", "shape", "tensor", "status")),
+    __name__, 'One check of lnbench verify --self-test: a planted bug × case × tensor.')
+
+#: kernel-timer columns (measure.kernel_stats.row_columns), with their prefix
+def _kernel(prefix: str = "", who: str = "") -> tuple[tuple[str, str, str], ...]:
+    return ((f"{prefix}kernel_status", STR, f"{who}kernel timer: ok, n/a (why), error (why), partial"),
+            (f"{prefix}kernel_us", FLOAT, f"{who}median GPU kernel time per call, µs"),
+            (f"{prefix}kernel_min_us", FLOAT, f"{who}fastest kernel time, µs"),
+            (f"{prefix}kernel_max_us", FLOAT, f"{who}slowest kernel time, µs"),
+            (f"{prefix}kernels_per_call", FLOAT, f"{who}kernel launches per call"),
+            (f"{prefix}kernel_names", STR, f"{who}kernel names and counts (JSON)"),
+            (f"{prefix}gap_us", FLOAT, f"{who}event time − kernel time, µs"))
+
+PerfRow = record_class("PerfRow", cols(
+    ("backend", STR, "backend timed"), ("op", STR, "fwd or bwd"), ("dtype", STR, "f32, f16 or bf16"),
+    ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"), ("mode", STR, "timing mode (hot, cold)"),
+    ("row_kind", STR, "worker (one worker's runs) or aggregate (across workers)"),
+    ("worker", INT, "worker index (worker rows)"), ("order", INT, "the case's place in its worker's order"),
+    ("iters", INT, "calls per run (I)"), ("runs", INT, "timed runs (R)"),
+    ("run_us", LIST, "µs per call of each run (aggregate: each worker's median)"),
+    ("median_us", FLOAT, "median µs per call (aggregate: median of worker medians)"),
+    ("min_us", FLOAT, "fastest, µs"), ("max_us", FLOAT, "slowest, µs"),
+    ("spread_pct", FLOAT, "(max − min) / median, %"), ("gbps", FLOAT, "GB/s at the headline time"),
+    ("pct_peak", FLOAT, "% of the measured copy bandwidth"), ("above_peak", BOOL, "gbps above the peak"),
+    ("speedup", FLOAT, "baseline time / this time (aggregate rows)"), ("nbytes", INT, "bytes moved per call"),
+    ("sets", INT, "input sets rotated (cold mode)"), ("working_set_mib", FLOAT, "bytes touched per call, MiB"),
+    ("llc_mib", FLOAT, "last-level cache size used, MiB"), ("timer", STR, "what timed the runs"),
+    ("warmup_calls", INT, "warm-up calls"), ("warmup_s", FLOAT, "warm-up seconds"), ("note", STR, "remarks"),
+    *_kernel(), ("kernel_run_us", LIST, "kernel µs per call of each run"),
+    ("kernel_window_us", FLOAT, "traced window per call, µs"),
+    ("kernel_untraced_window_us", FLOAT, "the same window without tracing, µs"),
+    ("kernel_note", STR, "kernel timer remarks"), ("headline", STR, "stream or kernel: the time rates use"),
+    ("worker_flag", STR, "why a worker stands out"), ("status", STR, "ok, partial, error, not run"),
+    ("detail", STR, "why a row is not ok"), ("iters_range", STR, "min-max calls per run across workers"),
+    *_SOURCE, *_GPU, *_ALONE, *_HOST, required=("backend", "op", "dtype", "shape", "mode", "row_kind", "status")),
+    __name__, "One row of lnbench perf: a case's worker (row_kind worker) or the case across workers (aggregate).")
+
+_SIDES = ("tensor", "pointer")
+_STATIC_FIELDS = (("kernarg", "kernarg bytes"), ("slots", "launcher slots"), ("vgpr", "VGPRs"), ("sgpr", "SGPRs"),
+                  ("lds", "LDS bytes"), ("scratch", "scratch bytes"), ("instr", "ISA instructions"),
+                  ("args", "kernel arguments"), ("spills", "VGPR + SGPR spills"))
+
+AbiRow = record_class("AbiRow", cols(
+    ("part", STR, "runtime or static"), ("pair", STR, "the call-path pair compared"),
+    ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16 or bf16"), ("shape", STR, "MxN (runtime)"),
+    ("M", INT, "rows"), ("N", INT, "row length"), ("metric", STR, "direct, wrapper or device (runtime)"),
+    ("tensor_label", STR, "what the Tensor slot runs"), ("pointer_label", STR, "what the Pointer slot runs"),
+    *((f"{s}_{what}", FLOAT, f"{s} side: {meaning}") for s in _SIDES
+      for what, meaning in (("us", "median of worker medians, µs per call"), ("min_us", "fastest worker, µs"),
+                            ("max_us", "slowest worker, µs"))),
+    ("tensor_calls_per_s", FLOAT, "Tensor calls per second"), ("pointer_calls_per_s", FLOAT, "Pointer calls per second"),
+    ("speedup", FLOAT, "tensor_us / pointer_us"), ("ci_low", FLOAT, "speed-up interval, low"),
+    ("ci_high", FLOAT, "speed-up interval, high"), ("confidence", FLOAT, "the interval's confidence"),
+    ("mw_p", FLOAT, "Mann-Whitney p"), ("verdict", STR, "faster, same, slower, too few runs"),
+    ("slowdown_pct", FLOAT, "Pointer slower by, %"), ("iters", INT, "calls per run"), ("workers", INT, "workers"),
+    ("runs", INT, "runs per worker"), ("spin_short", INT, "device runs whose spin ended early"),
+    ("status", STR, "ok, error, not run ..."), ("worker_flag", STR, "why a worker stands out"),
+    ("detail", STR, "remarks"), ("scope", STR, "what a runtime row measured (host only on the null device)"),
+    *_kernel("tensor_", "Tensor side: "), *_kernel("pointer_", "Pointer side: "),
+    ("kernel_speedup", FLOAT, "kernel-time speed-up Tensor / Pointer"), ("kernel_ci_low", FLOAT, "its interval, low"),
+    ("kernel_ci_high", FLOAT, "its interval, high"), ("kernel_verdict", STR, "its verdict"),
+    ("arch", STR, "static: target arch"), ("kernel", STR, "static: kernel role"),
+    ("tensor_kernel", STR, "static: Tensor-side kernel name"), ("pointer_kernel", STR, "static: Pointer-side kernel name"),
+    *((f"{what}_{s}", INT, f"static: {meaning}, {s} side") for what, meaning in _STATIC_FIELDS for s in _SIDES),
+    *((f"{what}_ratio", FLOAT, f"static: {what} pointer / tensor") for what in ("kernarg", "args", "slots", "instr")),
+    ("tensor_args_list", STR, "static: Tensor kernel arguments offset:size:kind"),
+    ("pointer_args_list", STR, "static: Pointer kernel arguments offset:size:kind"),
+    ("exec_rows", INT, "executed (emulated): rows M"),
+    *((f"exec_{s}", INT, f"executed: wave-instructions, {s} side") for s in _SIDES),
+    *((f"exec_per_row_{s}", FLOAT, f"executed: wave-instructions per row, {s} side") for s in _SIDES),
+    ("exec_ratio", FLOAT, "executed: pointer / tensor wave-instructions"),
+    *((f"exec_{c}_{s}", INT, f"executed: {c} wave-instructions, {s} side") for c in CLASSES for s in _SIDES),
+    *((f"exec_code_{s}", STR, f"executed: SHA-256 (16 hex digits) of the {s} side's code object") for s in _SIDES),
+    ("exec_status", STR, "executed: ok or error (why)"),
+    ("tensor_source", STR, "backend pair: the Tensor slot's kernels (module@commit)"),
+    ("pointer_source", STR, "backend pair: the Pointer slot's kernels (module@commit)"),
+    *_GPU, *_ALONE, required=("part", "status")),
+    __name__, 'One row of lnbench abi-compare: a runtime pair × case × metric, or a static kernel pair.')
+
+InspectRow = record_class("InspectRow", cols(
+    ("part", STR, "static (compiled) or executed (emulated launch)"), ("backend", STR, "kernels inspected"),
+    ("abi", STR, "pointer or tensor"), ("dgamma_strategy", STR, "deterministic or atomic (bwd)"),
+    ("arch", STR, "gfx942 or gfx950"), ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16 or bf16"),
+    ("n", INT, "row length N"), ("kernel_name", STR, "kernel symbol"), ("kernarg_bytes", INT, "kernarg segment bytes"),
+    ("kernel_args", STR, "arguments offset:size:kind"), ("launcher_slots", INT, "host dispatch slots"),
+    ("vgpr", INT, "VGPRs"), ("sgpr", INT, "SGPRs"), ("agpr", INT, "AGPRs"), ("vgpr_spills", INT, "VGPR spills"),
+    ("sgpr_spills", INT, "SGPR spills"), ("lds_bytes", INT, "static LDS bytes"), ("scratch_bytes", INT, "scratch bytes"),
+    ("loads_128bit", BOOL, "ISA has 128-bit loads"), ("stores_128bit", BOOL, "ISA has 128-bit stores"),
+    ("instruction_count", INT, "ISA instructions"), ("vectorized", BOOL, "the plan's vector path"),
+    ("arg_count", INT, "kernel arguments"), ("spills", STR, "VGPR/SGPR spills"),
+    ("status", STR, "ok, error, not run"), ("detail", STR, "why not ok"), ("isa_file", STR, "--isa: the file written"),
+    ("M", INT, "executed: rows"), ("shape", STR, "executed: MxN"), ("grid", STR, "executed: grid"),
+    ("block", STR, "executed: block"), ("waves", INT, "executed: waves launched"),
+    ("exec_instructions", INT, "executed: wave-instructions"),
+    ("exec_instructions_per_row", FLOAT, "executed: wave-instructions per row"),
+    ("global_bytes_loaded", INT, "executed: global bytes loaded"), ("global_bytes_stored", INT, "executed: stored"),
+    ("global_bytes_per_row", FLOAT, "executed: global bytes per row"), ("lds_bytes_executed", INT, "executed: LDS bytes"),
+    ("code_object", STR, "executed: SHA-256 (16 hex digits) of the code object launched"),
+    ("unique_bytes_loaded", INT, "executed: distinct bytes loaded"),
+    ("unique_bytes_stored", INT, "executed: distinct bytes stored"),
+    *((f"exec_{c}", INT, f"executed: {c} wave-instructions") for c in CLASSES),
+    ("kernel", STR, "executed: kernel role"), ("launch", STR, "executed: grid × block"),
+    ("unique_bytes", STR, "executed: distinct bytes loaded / stored"),
+    *_SOURCE, required=("part", "backend", "arch", "op", "dtype", "status")),
+    __name__, 'One row of lnbench inspect: a compiled kernel (static) or an emulated launch (executed).')
+
+CompareRow = record_class("CompareRow", cols(
+    ("backend", STR, "backend (abi-compare: pair:side)"), ("op", STR, "op"), ("dtype", STR, "dtype"),
+    ("shape", STR, "MxN"), ("mode", STR, "perf mode (abi-compare: metric)"), ("base_us", FLOAT, "BASE headline, µs"),
+    ("new_us", FLOAT, "NEW headline, µs"), ("ratio", FLOAT, "new / base"), ("ci_low", FLOAT, "interval, low"),
+    ("ci_high", FLOAT, "interval, high"), ("change_pct", FLOAT, "(ratio − 1) × 100"), ("p", FLOAT, "paired t p"),
+    ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared"),
+    ("workers", INT, "paired workers"), ("detail", STR, "remarks"),
+    required=("backend", "op", "dtype", "shape", "mode", "verdict")),
+    __name__, 'One case of lnbench compare: BASE against NEW.')
