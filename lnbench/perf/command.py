@@ -10,7 +10,7 @@ from typing import Any, Callable
 import click
 from rich.markup import escape
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.backends import backend_names, source_metadata
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_console, guarded, kernel_source_option,
