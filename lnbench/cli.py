@@ -1,4 +1,4 @@
-"""The `lnbench` command line: a thin click group; each subcommand lives with its feature."""
+"""The `lnbench` command line: a thin click group; each subcommand lives in its package, `lnbench/<name>/command.py`."""
 from __future__ import annotations
 
 import gc
