@@ -1,4 +1,4 @@
-"""The `lnbench` command line: a thin click group; each subcommand lives with its feature."""
+"""The `lnbench` command line: a thin click group; each subcommand lives in its package, `lnbench/<name>/command.py`."""
 from __future__ import annotations
 
 import gc
@@ -28,12 +28,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                     "Tensor vs Pointer launch ABI: compiled-kernel facts side by side"),
     "compare": ("lnbench.compare.command", "compare_command",
                 "Compare two `perf --json` (or `abi-compare --json`) results case by case"),
-    "config": ("lnbench.config_command", "config_group", "Show the effective configuration"),
-    "env": ("lnbench.env_command", "env_command",
+    "config": ("lnbench.config.command", "config_group", "Show the effective configuration"),
+    "env": ("lnbench.env.command", "env_command",
             "Print devices, software versions, the emulator, every backend's availability"),
-    "inspect": ("lnbench.inspect_command", "inspect_command",
+    "inspect": ("lnbench.inspect.command", "inspect_command",
                 "Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers"),
-    "merge": ("lnbench.merge", "merge_command",
+    "merge": ("lnbench.merge.command", "merge_command",
               "Join the result files of one command's parts (--shard K/N) into one result"),
     "peak": ("lnbench.perf.command", "peak_command",
              "Measure device-to-device copy bandwidth (bytes read + written) and cache it"),

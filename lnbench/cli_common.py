@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import fast_help, markdown, validate
 from lnbench.errors import ContractError, LnbenchUsageError
 from lnbench.processes import Terminated, terminate_on_signals

@@ -3,15 +3,16 @@ ones, never a higher one (tests/test_layering.py checks every import, top level 
 
     0  leaf utilities     errors, constants, validate, results (the result model), tables, outputs, markdown,
                           processes, ...
-    1  configuration      config: the packaged defaults, a user file, shapes and dtypes
+    1  configuration      settings: the packaged defaults, a user file, shapes and dtypes
     2  emulator           emu: the emulated CDNA device
     3  device             device (the Device value commands ask questions of), metadata
     4  kernels            flydsl: kernel math, launch geometry, launch/ABI, inspection, pre-flight checks
     5  backends           backends (the registry and every backend), reference, tolerance
     6  measurement        measure: protocol, timing, worker processes, kernel timer, statistics
-    7  command plumbing   cli_common, result_sink, env, gpus (--devices), shard (--shard)
-    8  commands           perf, verify, abi, compare, plot, merge, inspect, config, env: side by side, none importing
-                          another's internals (COMMANDS, SHARED)
+    7  command plumbing   cli_common, result_sink, gpus (--devices), shard (--shard)
+    8  commands           one package per command (its click command in `command.py`): perf (and peak), verify,
+                          abi (abi-compare), compare, plot, merge, inspect, config, env: side by side, none
+                          importing another's internals (COMMANDS, SHARED)
     9  entry point        cli
 """
 from __future__ import annotations
@@ -22,22 +23,21 @@ LAYERS: dict[str, int] = {
     "lnbench.tables": 0, "lnbench.outputs": 0, "lnbench.progress": 0, "lnbench.processes": 0, "lnbench.cache_dirs": 0,
     "lnbench.install": 0, "lnbench.rocm": 0, "lnbench.zig": 0, "lnbench.fast_help": 0, "lnbench.backend_table": 0,
     "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0,
-    "lnbench.config": 1,
+    "lnbench.settings": 1,
     "lnbench.emu": 2,
     "lnbench.device": 3, "lnbench.metadata": 3,
     "lnbench.flydsl": 4,
     "lnbench.backends": 5, "lnbench.reference": 5, "lnbench.tolerance": 5,
     "lnbench.measure": 6,
-    "lnbench.cli_common": 7, "lnbench.result_sink": 7, "lnbench.env": 7, "lnbench.gpus": 7, "lnbench.shard": 7,
+    "lnbench.cli_common": 7, "lnbench.result_sink": 7, "lnbench.gpus": 7, "lnbench.shard": 7,
     "lnbench.perf": 8, "lnbench.verify": 8, "lnbench.abi": 8, "lnbench.compare": 8, "lnbench.plot": 8,
-    "lnbench.merge": 8, "lnbench.inspect_command": 8, "lnbench.config_command": 8, "lnbench.env_command": 8,
+    "lnbench.merge": 8, "lnbench.inspect": 8, "lnbench.config": 8, "lnbench.env": 8,
     "lnbench.cli": 9,
 }
 
 #: the commands of layer 8: none imports another's modules (what they share lives in a lower layer)
 COMMANDS: tuple[str, ...] = ("lnbench.perf", "lnbench.verify", "lnbench.abi", "lnbench.compare", "lnbench.plot",
-                             "lnbench.merge", "lnbench.inspect_command", "lnbench.config_command",
-                             "lnbench.env_command")
+                             "lnbench.merge", "lnbench.inspect", "lnbench.config", "lnbench.env")
 
 #: (importer prefix, imported module) -> why one command may use that module of another
 SHARED: dict[tuple[str, str], str] = {
@@ -70,5 +70,5 @@ def layer_of(module: str) -> int | None:
 
 
 def command_of(module: str) -> str | None:
-    """The command package or module `module` belongs to, else None."""
+    """The command package `module` belongs to, else None."""
     return next((c for c in COMMANDS if module == c or module.startswith(c + ".")), None)

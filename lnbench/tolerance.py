@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lnbench.config import default_config, require, section
+from lnbench.settings import default_config, require, section
 from lnbench.constants import DTYPES
 from lnbench.validate import number as check_number
 from lnbench.reference import TENSORS

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench.compare.cases import timed_cases
 from lnbench.results import PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import FASTER, SLOWER, Settings, compare_all

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from lnbench.config import parse_shape
+from lnbench.settings import parse_shape
 from lnbench.constants import DTYPES
 from lnbench.device import resolve_device
 from lnbench.emu import runtime

@@ -31,7 +31,7 @@ def test_inspect_logs_one_line_per_variant_and_keeps_going_past_a_failed_one(mon
 
     from rich.console import Console
 
-    from lnbench import inspect_command
+    from lnbench.inspect import command as inspect_command
     from lnbench.flydsl import inspect as flydsl_inspect
     from lnbench.progress import CommandProgress
 

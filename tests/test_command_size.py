@@ -16,11 +16,11 @@ COMMAND_MODULES = (
     "abi/command.py",
     "verify/command.py",
     "compare/command.py",
-    "inspect_command.py",
-    "merge.py",
+    "inspect/command.py",
+    "merge/command.py",
     "plot/command.py",
-    "env_command.py",
-    "config_command.py",
+    "env/command.py",
+    "config/command.py",
 )
 MAX_BODY_LINES = 40
 

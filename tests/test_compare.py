@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.command import compare_command

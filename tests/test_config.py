@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench.errors import LnbenchUsageError
 
 

@@ -13,7 +13,7 @@ from lnbench.abi import static
 from lnbench.cli import main
 from lnbench.install import install_hint
 from lnbench.device import device_of, emu_device, parse_device, resolve_device
-from lnbench.env import backend_facts, emulator_fact
+from lnbench.env.facts import backend_facts, emulator_fact
 from lnbench.emu import runtime
 from lnbench.errors import LnbenchUsageError
 

@@ -326,7 +326,7 @@ def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monke
     from lnbench.verify.cases import build_cases as verify_cases
     from lnbench.verify.parallel import SLOT_DEATHS, VerifySpec, run_units
     from lnbench.tolerance import Tolerance
-    from lnbench import config as cfg
+    from lnbench import settings as cfg
 
     tol = Tolerance.from_config(cfg.section(cfg.load_config(None), "verify"))
     cases = verify_cases([(8, 64), (3, 33)], ["f32"], [1e-5], 7)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from lnbench import inspect_command
+from lnbench.inspect import command as inspect_command
 from lnbench.abi import static
 from lnbench.cli import main
 from lnbench.emu.memory import BufferTraffic, Memory, MemoryFault

@@ -56,7 +56,7 @@ def test_env_names_lnbench_python_and_the_emulators_packages(tmp_path):
     import platform
 
     import lnbench
-    from lnbench.env import software_facts
+    from lnbench.env.facts import software_facts
     facts = software_facts()
     assert facts["lnbench"] == lnbench.__version__ and facts["python"] == platform.python_version()
     assert "numpy" in facts and "msgpack" in facts

@@ -167,3 +167,16 @@ def test_peak_twice_keeps_the_first_in_the_history(tmp_path, monkeypatch):
     entry = json.loads(path.read_text())[device_name(torch.device("cpu"))]
     assert len(entry["history"]) == 1 and entry["history"][0]["timestamp"] <= entry["timestamp"]
     assert entry["load_before"] == 0.5 and entry["load_flag"] == ""
+
+
+def test_peak_refused_on_a_busy_machine_lets_its_timing_lock_go(tmp_path, monkeypatch):
+    """peak's run step releases the host's timing lock when the load policy refuses (before, the refusal left
+    it held until the process ended, so the other timing runs of a long-lived process saw a phantom peak)."""
+    _quiet_machine(monkeypatch, load_avg=9.0, cpus=2)
+    monkeypatch.setattr(workloads, "llc_bytes", lambda device: (MIB // 2, "test"))
+    monkeypatch.setenv("LNBENCH_LOCK_DIR", str(tmp_path / "locks"))
+    path = tmp_path / "peak.json"
+    result = CliRunner().invoke(peak_command, ["--device", "cpu", "--size-mib", "2", "--runs", "2",
+                                               "--if-loaded", "refuse", "--peak-file", str(path)])
+    assert result.exit_code == 2 and "timing refused" in result.output, result.output
+    assert not path.exists() and list((tmp_path / "locks").glob("*.lock")) == []

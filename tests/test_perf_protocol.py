@@ -44,7 +44,7 @@ def test_protocol_from_table_applies_overrides_and_keeps_defaults():
 
 
 def test_config_defaults_match_the_issue():
-    from lnbench.config import load_config, section, shape_set
+    from lnbench.settings import load_config, section, shape_set
     table = section(load_config(), "perf")
     proto = PerfProtocol.from_table(table)
     assert (proto.processes, proto.runs, proto.min_iters, proto.max_iters) == (3, 5, 150, 1000)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import deal
-from lnbench.merge import shard_note
+from lnbench.merge.command import shard_note
 from lnbench.results import PERF as PERF_RESULT, ResultFile, load_result
 from lnbench.shard import Shard, parse_shard
 

@@ -5,7 +5,7 @@ import torch
 
 from lnbench.backends.base import Availability
 from lnbench.backends.torch_native import TorchBackend
-from lnbench.config import load_config, section
+from lnbench.settings import load_config, section
 from lnbench.device import resolve_device
 from lnbench.verify.cases import KINDS, build_cases, make_inputs
 from lnbench.verify.planted import BUGS, PlantedBackend

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import click
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info, split_pair
 from lnbench.abi.null_device import CHECK_ELEMENTS

@@ -83,7 +83,7 @@ class SourceBackend(Backend):
     def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:
         """Compile fwd (with and without stats) and bwd (where there is one) for gfx942 and gfx950."""
         from lnbench.flydsl.inspect import source_facts
-        from lnbench.config import dtype_name
+        from lnbench.settings import dtype_name
         parts = []
         for arch in ARCHES:
             facts = [f for op in self.ops if op in KERNEL_OPS

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import lnbench
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.cli_common import config_input, reserve_outputs
 from lnbench.compare.cases import timed_cases

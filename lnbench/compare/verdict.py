@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.measure import stats
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase

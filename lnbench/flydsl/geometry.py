@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lnbench.config import parse_dtypes
+from lnbench.settings import parse_dtypes
 from lnbench.constants import ELEM_BYTES
 from lnbench.errors import LnbenchUsageError
 
@@ -64,7 +64,7 @@ MAX_ROW_BYTES = 2 ** 31 - 1
 
 
 def dtype_name(dtype: object) -> str:
-    """'f32' / 'f16' / 'bf16' from a torch dtype or a name (lnbench.config's alias table)."""
+    """'f32' / 'f16' / 'bf16' from a torch dtype or a name (lnbench.settings' alias table)."""
     try:
         return parse_dtypes([str(dtype).replace("torch.", "")])[0]
     except LnbenchUsageError:

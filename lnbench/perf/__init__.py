@@ -1,13 +1,18 @@
 """`lnbench perf` and `lnbench peak`: multi-process median timing of LayerNorm kernels.
 
 Modules, one job each:
+    plan         `lnbench perf`'s plan (PerfPlan, build_plan): options and config checked once
+    cases        the cases: backend × op × dtype × shape × mode
+    spread       which cases run on which GPU and when (--devices), the rows joined back
     protocol     PerfProtocol: the shared timing protocol (lnbench.measure.protocol) plus modes, ops, cold mode
     workloads    per backend × op × mode: inputs and a zero-argument callable (cold-mode buffer rotation)
     bytes_model  bytes moved per call, per op (the documented byte model behind GB/s)
     worker_main  the worker process entry (`python -m lnbench.perf.worker_main SPEC RESULT`)
     aggregate    median of worker medians, min–max across workers, GB/s, % of peak, speed-up
-    peak         `lnbench peak`: measured device-to-device copy bandwidth, cached under results/
-    command      the click commands `perf_command` ("perf") and `peak_command` ("peak")
+    peak         the measured device-to-device copy bandwidth and its cache under results/ (perf's % peak)
+    peak_run     `lnbench peak`'s plan (PeakPlan, build_peak_plan) and run (run_peak)
+    tables       what perf and peak print (print_rows, print_peak)
+    command      the click commands `perf_command` ("perf") and `peak_command` ("peak"), each plan → run → render
 
 Timing, worker processes, kernel timer and statistics live in lnbench.measure (shared with abi-compare).
 Nothing here imports flydsl at import time; the worker imports backends lazily through the registry.

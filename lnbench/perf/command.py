@@ -1,4 +1,5 @@
-"""`lnbench perf` and `lnbench peak`: config → protocol → cases → workers → rows → table + CSV/JSON."""
+"""`lnbench perf` and `lnbench peak`, each plan → run → render: perf's config → protocol → cases → workers → rows
+→ table + CSV/JSON; peak's options → the timed copy → the cached record → its table."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,6 @@ from typing import Any, Callable
 import click
 from rich.markup import escape
 
-from lnbench import config as cfg
 from lnbench import validate
 from lnbench.backends import backend_names
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_console, guarded, kernel_source_option,
@@ -20,11 +20,11 @@ from lnbench.gpus import devices_options
 from lnbench.perf.aggregate import HEADLINES, failed
 from lnbench.clocks import gpu_facts
 from lnbench.measure import load
-from lnbench.perf.peak import (PEAK_MIN_LLC_FACTOR, cache_problem, copy_size, default_peak_path,
-                               measure_copy_bandwidth, reserve_peak_file, store_peak)
+from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_path
+from lnbench.perf.peak_run import build_peak_plan, run_peak
 from lnbench.measure.protocol import protocol_options
 from lnbench.perf.protocol import MODES, PerfProtocol
-from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy, timed_device
+from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
 from lnbench.perf.spread import Group, group_spec, joined_rows, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
@@ -32,8 +32,7 @@ from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
 from lnbench.results import PerfRow
 from lnbench.shard import shard_option
-from lnbench.perf.tables import PHASES, print_rows, summary_line
-from lnbench.tables import Column, fmt_number, fmt_time_us, render_table
+from lnbench.perf.tables import PHASES, print_peak, print_rows, summary_line
 WORKER_MODULE = "lnbench.perf.worker_main"
 
 
@@ -228,32 +227,9 @@ def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: d
 def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> int:
     """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak; a
     figure that differs from the cached one beyond the noise is reported, and the cache keeps every earlier one."""
-    validate.number(runs, "peak_runs", "--runs")
-    if size_mib is not None:
-        validate.number(size_mib, "size_mib", "--size-mib")
-    policy = loaded_policy(if_loaded, cfg.section(cfg.load_config(config_path), "perf"))
-    dev = timed_device(device)
-    path = Path(peak_file or default_peak_path())
-    reserve_peak_file(path)
-    size = copy_size(dev.torch_device, size_mib)
-    lock = load.hold("peak")
-    load_before = load.check(lock)
-    load.refuse_if_loaded(load_before, policy)
-    record = measure_copy_bandwidth(dev.torch_device, size, runs)
-    record.update({k: v for k, v in gpu_facts(dev.torch_device).items() if k in ("driver", "clocks")})
-    record.update(load.metadata(load_before, load.check(lock)).cells())
-    lock.release()
-    _, change = store_peak(dev.torch_device, record, path)
-    name = dev.label
-    render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
-                 [Column("device", "device", justify="left"), Column("gbps", "GB/s", fmt_number(4)),
-                  Column("copy_mib", "copy MiB", fmt_number(4)), Column("median_us", "median time", fmt_time_us),
-                  Column("iters_per_run", "I")],
-                 [{**record, "device": name, "copy_mib": record["copy_bytes"] / (1 << 20)}])
-    console.print(f"peak cached in {path}")
-    for line in (load.warning(record.get("load_flag")), f"lnbench: warning: {change}" if change else ""):
-        if line:
-            err_console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)
+    plan = build_peak_plan(device, size_mib, runs, peak_file, config_path, if_loaded)
+    record, change = run_peak(plan)
+    print_peak(plan.dev.label, plan.path, record, change)
     return EXIT_OK
 
 

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 from typing import Any, Callable
 
 from rich.markup import escape
 
 from lnbench.cli_common import console, err_console
+from lnbench.measure import load
 from lnbench.measure.workers import WorkerResult
 from lnbench.perf.spread import Group
 from lnbench.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
@@ -142,3 +144,17 @@ def print_rows(rows: list[dict[str, Any]], groups: list[Group], results: list[Wo
         if group.error:
             err_console.print(f"[bold red]{escape(group.gpu)}: {escape(group.error)}[/bold red]", soft_wrap=True)
     _worker_lines(results)
+
+
+def print_peak(device: str, path: Path, record: dict[str, Any], change: str) -> None:
+    """What `lnbench peak` prints: the measured record as a one-row table, where it was cached, then the
+    warnings (a busy machine, a figure changed beyond the noise) on stderr."""
+    render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
+                 [Column("device", "device", justify="left"), Column("gbps", "GB/s", fmt_number(4)),
+                  Column("copy_mib", "copy MiB", fmt_number(4)), Column("median_us", "median time", fmt_time_us),
+                  Column("iters_per_run", "I")],
+                 [{**record, "device": device, "copy_mib": record["copy_bytes"] / (1 << 20)}])
+    console.print(f"peak cached in {path}")
+    for line in (load.warning(record.get("load_flag")), f"lnbench: warning: {change}" if change else ""):
+        if line:
+            err_console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)

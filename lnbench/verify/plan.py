@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, probe_backend, requested_names,
                               record_sources, runs_flydsl, set_kernel_src)

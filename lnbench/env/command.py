@@ -5,7 +5,7 @@ import click
 
 from lnbench.cli_common import console, guarded
 from lnbench.device import Device, activate, parse_device, resolve_kernel_device
-from lnbench.env import backend_facts, device_facts, software_facts
+from lnbench.env.facts import backend_facts, device_facts, software_facts
 from lnbench.tables import Column, render_table
 
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 import click
 from rich.markup import escape
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench.backends import (OWN_FLYDSL, configure_sources, record_sources, requested_names, runs_flydsl,
                               set_kernel_src)
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,

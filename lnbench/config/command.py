@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench.cli_common import guarded
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
