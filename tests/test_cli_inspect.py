@@ -2,6 +2,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from lnbench.cli import main
+from lnbench.results import InspectRow
 
 
 def test_inspect_compiles_both_abis_and_writes_csv(tmp_path):
@@ -42,8 +43,8 @@ def test_inspect_logs_one_line_per_variant_and_keeps_going_past_a_failed_one(mon
 
     monkeypatch.setattr(flydsl_inspect, "compile_facts", fake_compile)
     monkeypatch.setattr(flydsl_inspect, "facts_to_rows",
-                        lambda facts: [{"kernel_name": f"k_{facts[0]}_{facts[1]}", "kernel_args": "a b c",
-                                        "vgpr_spills": 0, "sgpr_spills": 1}])
+                        lambda facts: [InspectRow(kernel_name=f"k_{facts[0]}_{facts[1]}", kernel_args="a b c",
+                                                  vgpr_spills=0, sgpr_spills=1)])
     log = io.StringIO()
     with CommandProgress(Console(file=log, width=200), "compiling", 4) as progress:
         rows = inspect_command.inspect_rows(["gfx942"], ["pointer", "tensor"], ["fwd", "bwd"], ["f16"], [1000],

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from lnbench.compare.verdict import FASTER, SAME, SLOWER
 from lnbench.markdown import cell
+from lnbench.results import CompareRow, RunRecord
 from lnbench.tables import fmt_float, fmt_time_us
 
 _ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
@@ -32,22 +33,21 @@ def _line(row: dict[str, Any]) -> str:
     return "| " + " | ".join(cell(str(c)) for c in cells) + " |"
 
 
-def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str, gate: str) -> str:
-    """The comment: what was compared, the verdict line, the cases that changed, then every case folded."""
+def render(rows: Sequence[CompareRow], run: RunRecord, summary: str, gate: str) -> str:
+    """The comment: what was compared (the compare's run record), the verdict line, the cases that changed, then
+    every case folded."""
     changed = [r for r in rows if r["verdict"] in (SLOWER, FASTER)]
     other = [r for r in rows if r not in changed]
     out = ["## lnbench compare", "",
            f"**{summary}**" + (f" — {gate}" if gate else ""), "",
-           f"- base: `{context['base']}` ({context['base_device']}, commit {context['base_commit'] or '?'}, "
-           f"{context['base_timestamp']})",
-           f"- new: `{context['new']}` ({context['new_device']}, commit {context['new_commit'] or '?'}, "
-           f"{context['new_timestamp']})",
-           f"- ratio = new/base of the median of worker medians; {context['confidence']:.0%} paired t interval over "
+           f"- base: `{run.base}` ({run.base_device}, commit {run.base_commit or '?'}, {run.base_timestamp})",
+           f"- new: `{run.new}` ({run.new_device}, commit {run.new_commit or '?'}, {run.new_timestamp})",
+           f"- ratio = new/base of the median of worker medians; {run.confidence:.0%} paired t interval over "
            f"the worker medians (worker w of new against worker w of base); p = that t test's; SAME when the "
-           f"interval contains 1 or |change| < {context['threshold_pct']:g}%; too few runs with fewer than 2 "
+           f"interval contains 1 or |change| < {run.threshold_pct:g}%; too few runs with fewer than 2 "
            f"paired workers", ""]
-    if context.get("forced"):
-        out += [f"⚠️ compared with `--force` although {context['forced']}", ""]
+    if run.forced:
+        out += [f"⚠️ compared with `--force` although {run.forced}", ""]
     if changed:
         out += ["### Changed", "", HEADER, *(_line(r) for r in changed), ""]
     if other:

@@ -25,6 +25,7 @@ from lnbench.emu.registry import CLASSES
 from lnbench.flydsl import geometry, launch
 from lnbench.flydsl.guard import guarded_compile
 from lnbench.flydsl.toolkit import compile_env
+from lnbench.results import InspectRow
 
 if TYPE_CHECKING:
     from lnbench.emu.machine import LaunchProfile
@@ -166,14 +167,14 @@ def isa_file_name(f: KernelFacts, source: str = "") -> str:
     return f"{prefix + '-' if prefix else ''}{f.arch}-{f.abi}-{f.op}-{f.dtype}-N{f.n}-{kernel or 'kernel'}.s"
 
 
-def facts_to_rows(facts: list[KernelFacts]) -> list[dict]:
-    """Flat dicts for tables / CSV (kernel_args as 'offset:size:kind' joined by spaces)."""
+def facts_to_rows(facts: list[KernelFacts]) -> list[InspectRow]:
+    """inspect rows of compiled kernels (kernel_args as 'offset:size:kind' joined by spaces)."""
     rows = []
     for f in facts:
-        row = asdict(f)
-        row.pop("isa_text")
-        row["kernel_args"] = " ".join(f"{o}:{s}:{k}" for o, s, k in f.kernel_args)
-        rows.append(row)
+        cells = asdict(f)
+        cells.pop("isa_text")
+        cells["kernel_args"] = " ".join(f"{o}:{s}:{k}" for o, s, k in f.kernel_args)
+        rows.append(InspectRow.of(cells))
     return rows
 
 
@@ -220,20 +221,19 @@ class ExecutedKernel:
         items = [b for name, b in self.buffers.items() if include_kernarg or name != KERNARG]
         return sum(b["unique_loaded"] for b in items), sum(b["unique_stored"] for b in items)
 
-    def to_row(self) -> dict[str, Any]:
-        """Flat dict for tables / CSV: totals, per-row values and per-class counts."""
+    def to_row(self) -> InspectRow:
+        """The inspect row of this launch: totals, per-row values and per-class counts."""
         m = max(self.m, 1)
-        row: dict[str, Any] = {
-            "op": self.op, "kernel_name": self.kernel_name, "arch": self.arch, "abi": self.abi, "dtype": self.dtype,
-            "M": self.m, "n": self.n, "dgamma_strategy": self.dgamma_strategy,
-            "grid": "x".join(map(str, self.grid)), "block": "x".join(map(str, self.block)), "waves": self.waves,
-            "exec_instructions": self.total, "exec_instructions_per_row": self.total / m,
-            "global_bytes_loaded": self.global_bytes_loaded, "global_bytes_stored": self.global_bytes_stored,
-            "global_bytes_per_row": (self.global_bytes_loaded + self.global_bytes_stored) / m,
-            "lds_bytes_executed": self.lds_bytes, "code_object": self.code_object,
-        }
         loaded, stored = self.unique_bytes()
-        row.update(unique_bytes_loaded=loaded, unique_bytes_stored=stored)
+        row = InspectRow(
+            op=self.op, kernel_name=self.kernel_name, arch=self.arch, abi=self.abi, dtype=self.dtype, M=self.m,
+            n=self.n, dgamma_strategy=self.dgamma_strategy, grid="x".join(map(str, self.grid)),
+            block="x".join(map(str, self.block)), waves=self.waves, exec_instructions=self.total,
+            exec_instructions_per_row=self.total / m, global_bytes_loaded=self.global_bytes_loaded,
+            global_bytes_stored=self.global_bytes_stored,
+            global_bytes_per_row=(self.global_bytes_loaded + self.global_bytes_stored) / m,
+            lds_bytes_executed=self.lds_bytes, code_object=self.code_object, unique_bytes_loaded=loaded,
+            unique_bytes_stored=stored)
         for cls in INSTRUCTION_CLASSES:
             row[f"exec_{cls}"] = self.wave_instructions.get(cls, 0)
         return row

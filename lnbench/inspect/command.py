@@ -121,10 +121,10 @@ def _static_facts(variant: dict[str, Any], isa_dir: Path | None = None) -> list[
                 path.write_text(fact.isa_text, encoding="utf-8")
             except OSError as exc:
                 raise LnbenchUsageError(f"--isa: cannot write {path}: {exc.strerror or exc}") from None
-            row["isa_file"] = str(path)
+            row.isa_file = str(path)
     for row in rows:
-        row["arg_count"] = len(row["kernel_args"].split()) if row["kernel_args"] else 0
-        row["spills"] = f"{row['vgpr_spills']}/{row['sgpr_spills']}"
+        row.update(arg_count=len(row.kernel_args.split()) if row.kernel_args else 0,
+                   spills=f"{row.vgpr_spills}/{row.sgpr_spills}")
     return rows
 
 
@@ -137,10 +137,10 @@ def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for kernel in execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
                                   variant["arch"], dgamma_strategy=variant["dgamma_strategy"], source=spec):
-        row = {**kernel.to_row(), "shape": variant["shape"]}
-        row["kernel"] = kernel_role(row["kernel_name"])
-        row["launch"] = f"{kernel.grid[0]}×{kernel.block[0]}"
-        row["unique_bytes"] = f"{row['unique_bytes_loaded']:,} / {row['unique_bytes_stored']:,}"
+        row = kernel.to_row()
+        row.update(shape=variant["shape"], kernel=kernel_role(row.kernel_name),
+                   launch=f"{kernel.grid[0]}×{kernel.block[0]}",
+                   unique_bytes=f"{row.unique_bytes_loaded:,} / {row.unique_bytes_stored:,}")
         rows.append(row)
     return rows
 

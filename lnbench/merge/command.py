@@ -83,8 +83,7 @@ def _split(results: Sequence[ResultFile]) -> tuple[str, str]:
     if not all("/" in s and s != "1/1" for s in shards):       # 1/1: a whole run, no part of a split
         return "", ""
     # a split is its N and the size of the case list it divided (parts of another list cover nothing together)
-    splits = [f"{s} of {r.run.shard_total_cases if 'shard_total_cases' in r.run else '?'} cases"
-              for s, r in zip(shards, results)]
+    splits = [f"{s} of {r.run.shard_total_cases or '?'} cases" for s, r in zip(shards, results)]
     if len({s.split("/")[1] for s in splits}) != 1:
         text = f"the files are parts of different splits ({', '.join(sorted(set(splits)))})"
         return text, text

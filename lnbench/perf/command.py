@@ -228,8 +228,8 @@ def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> i
     """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak; a
     figure that differs from the cached one beyond the noise is reported, and the cache keeps every earlier one."""
     plan = build_peak_plan(device, size_mib, runs, peak_file, config_path, if_loaded)
-    record, change = run_peak(plan)
-    print_peak(plan.dev.label, plan.path, record, change)
+    record, change, facts = run_peak(plan)
+    print_peak(plan.dev.label, plan.path, record, change, facts.load_flag)
     return EXIT_OK
 
 

@@ -39,17 +39,19 @@ def build_peak_plan(device: str | None, size_mib: float | None, runs: int, peak_
     return PeakPlan(dev, copy_size(dev.torch_device, size_mib), runs, path, policy)
 
 
-def run_peak(plan: PeakPlan) -> tuple[dict[str, Any], str]:
+def run_peak(plan: PeakPlan) -> tuple[dict[str, Any], str, load.LoadFacts]:
     """Time the copy while holding the host's timing lock (refused on a busy machine when the policy says so),
-    store the record as the device's current one. Returns (the record, the change_beyond_noise line or '')."""
+    store the record as the device's current one. Returns (the record, the change_beyond_noise line or '', the
+    load the copy was timed under)."""
     lock = load.hold("peak")
     try:
         load_before = load.check(lock)
         load.refuse_if_loaded(load_before, plan.policy)
         record = measure_copy_bandwidth(plan.dev.torch_device, plan.size, plan.runs)
         record.update({k: v for k, v in gpu_facts(plan.dev.torch_device).items() if k in ("driver", "clocks")})
-        record.update(load.metadata(load_before, load.check(lock)).cells())
+        facts = load.metadata(load_before, load.check(lock))
+        record.update(facts.cells())
     finally:
         lock.release()
     _, change = store_peak(plan.dev.torch_device, record, plan.path)
-    return record, change
+    return record, change, facts

@@ -146,7 +146,7 @@ def print_rows(rows: list[dict[str, Any]], groups: list[Group], results: list[Wo
     _worker_lines(results)
 
 
-def print_peak(device: str, path: Path, record: dict[str, Any], change: str) -> None:
+def print_peak(device: str, path: Path, record: dict[str, Any], change: str, load_flag: str) -> None:
     """What `lnbench peak` prints: the measured record as a one-row table, where it was cached, then the
     warnings (a busy machine, a figure changed beyond the noise) on stderr."""
     render_table(console, "lnbench peak (device-to-device copy, bytes read + written)",
@@ -155,6 +155,6 @@ def print_peak(device: str, path: Path, record: dict[str, Any], change: str) -> 
                   Column("iters_per_run", "I")],
                  [{**record, "device": device, "copy_mib": record["copy_bytes"] / (1 << 20)}])
     console.print(f"peak cached in {path}")
-    for line in (load.warning(record.get("load_flag")), f"lnbench: warning: {change}" if change else ""):
+    for line in (load.warning(load_flag), f"lnbench: warning: {change}" if change else ""):
         if line:
             err_console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)
