@@ -1,0 +1,56 @@
+"""Result files written before the typed result model (issue 30) still load, and compare still takes them.
+
+tests/data/results-v1/ holds one file of every kind (schema 1.0), as `scripts/output_diff.py run` wrote them at
+commit 1fa0289 (the baseline of issue 30's output diff); the larger ones are cut to their first and last rows,
+the rest of each file as written.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lnbench.cli import main
+from lnbench.results import load_result
+
+DATA = Path(__file__).parent / "data" / "results-v1"
+
+#: file, kind, rows, and one cell of its first row that must read back as written
+FILES = [
+    ("verify.csv", "verify", 12, ("backend", "torch")),
+    ("verify.json", "verify", 12, ("backend", "torch")),
+    ("selftest.csv", "selftest", 8, ("planted_bug", "none")),
+    ("selftest.json", "selftest", 8, ("planted_bug", "none")),
+    ("perf.csv", "perf", 6, ("row_kind", "worker")),
+    ("perf.json", "perf", 6, ("row_kind", "worker")),
+    ("merge-perf.json", "perf", 6, ("row_kind", "worker")),
+    ("abi-null.csv", "abi-compare", 4, ("part", "runtime")),
+    ("abi-null.json", "abi-compare", 4, ("part", "runtime")),
+    ("inspect.csv", "inspect", 8, ("part", "static")),
+    ("inspect.json", "inspect", 8, ("part", "static")),
+    ("compare-perf.csv", "compare", 4, ("verdict", "FASTER")),
+    ("compare-perf.json", "compare", 4, ("verdict", "FASTER")),
+]
+
+
+@pytest.mark.parametrize(("name", "kind", "rows", "cell"), FILES, ids=[f[0] for f in FILES])
+def test_v1_result_loads_with_its_kind_schema_and_rows(name: str, kind: str, rows: int,
+                                                        cell: tuple[str, str]) -> None:
+    result = load_result(DATA / name)
+    assert (result.kind, result.version, len(result.rows)) == (kind, "1.0", rows)
+    column, value = cell
+    assert result.rows[column].iloc[0] == value
+
+
+def test_v1_perf_files_compare(tmp_path: Path) -> None:
+    out = tmp_path / "compare.json"
+    result = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "merge-perf.json"),
+                                       "--no-csv", "--json", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    compared = load_result(out)
+    assert compared.kind == "compare"
+    assert list(compared.rows["op"]) == ["fwd", "bwd"]
+    assert set(compared.rows["verdict"]) <= {"SAME", "FASTER", "SLOWER"}
+    assert json.loads(out.read_text())["metadata"]["source_command"] == "perf"
