@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from lnbench import output_claims
 from lnbench.errors import LnbenchUsageError
 from lnbench.results import SCHEMA_KEY, Kind, kind_of_metadata, ordered_columns, typed
 
@@ -116,9 +117,10 @@ def _dup(path: Path, fd: int) -> int:
 
 def check_writable(path: Path) -> Path:
     """Make an output ready before any work is done, so that a run never ends unable to write its results:
-    create the folder and the temporary file the result will be renamed from (a FIFO or character device is
-    opened instead, to be written in place). A usage error when that fails. Returns where the result goes:
-    the path, or a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
+    create the folder, claim the path for this run (lnbench.output_claims: a live run writing it is a usage
+    error) and make the temporary file the result will be renamed from; a FIFO or character device is opened
+    instead, to be written in place. A usage error when that fails. Returns where the result goes: the path, or
+    a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
     fd = _inherited_fd(Path(path))
     if fd is not None:
         key = os.path.abspath(path)
@@ -142,6 +144,12 @@ def check_writable(path: Path) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise LnbenchUsageError(f"output path {path} is not writable: {_create_failure(path, exc)}") from None
+    try:
+        output_claims.claim(path)
+    except LnbenchUsageError:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets what open() would give it
     _RESERVED[key] = _Reservation(tmp=Path(tmp))
@@ -163,9 +171,11 @@ def renamable(path: Path) -> bool:
 
 
 def release_outputs() -> None:
-    """Remove the temporary files (and close the descriptors) of outputs made ready but never written."""
+    """End of a command: remove the temporary files (and close the descriptors) of outputs made ready but never
+    written, and give back this run's claims on its result paths."""
     while _RESERVED:
         _RESERVED.popitem()[1].release()
+    output_claims.release_all()
 
 
 atexit.register(release_outputs)     # commands release theirs (cli_common.guarded); this catches library use
@@ -206,8 +216,10 @@ def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
     """Write several outputs all or nothing: every one to its temporary file first (a FIFO's or character
     device's bytes to a staging folder), then the FIFOs and devices in place, and only then rename the files
     over their paths (or links' targets): readers never see half a file, and a write that fails leaves no
-    result placed. A failure is a usage error `cannot write PATH: reason`. Returns where each result went."""
+    result placed. A failure is a usage error `cannot write PATH: reason`. Paths this call claims for itself (not
+    made ready before) are given back after it. Returns where each result went."""
     claimed: list[tuple[Path, _Reservation]] = []
+    before = output_claims.held()
     try:
         for path, _ in writes:
             claimed.append(_claim(path))
@@ -224,6 +236,7 @@ def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
     finally:
         for _, slot in claimed:
             slot.release()
+        output_claims.release_new(before)
     return [path for path, _ in claimed]
 
 
