@@ -5,9 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import importlib.metadata
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import torch
 import lnbench
 from lnbench.device import Device, torch_device_info
 from lnbench.results import Kind, RunRecord
+from lnbench.processes import command_line  # noqa: F401 - part of this module's interface (compare.plan)
 
 
 def package_version(name: str) -> str:
@@ -62,17 +61,6 @@ def git_commit_of(folder: Path) -> str:
     if not commit or not git("ls-files", "--", "."):
         return ""
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def command_line(argv: list[str] | None = None) -> str:
-    """The command line this process runs, shell-quoted so it can be pasted back: `lnbench verify --shapes
-    64x256` (lnbench's own entry points, `python -m lnbench.cli` too, read as `lnbench`)."""
-    argv = list(sys.argv if argv is None else argv)
-    if not argv:
-        return ""
-    head = Path(argv[0]).name
-    program = ["lnbench"] if head in ("lnbench", "cli.py", "__main__.py") else argv[:1]
-    return shlex.join(program + argv[1:])
 
 
 def driver_version(device: Device) -> str:

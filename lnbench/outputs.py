@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from lnbench import output_claims, output_fallback
 from lnbench.errors import LnbenchUsageError
 from lnbench.results import SCHEMA_KEY, csv_frame, json_table, kind_of_metadata, plain
 
@@ -114,9 +115,11 @@ def _dup(path: Path, fd: int) -> int:
 
 def check_writable(path: Path) -> Path:
     """Make an output ready before any work is done, so that a run never ends unable to write its results:
-    create the folder and the temporary file the result will be renamed from (a FIFO or character device is
-    opened instead, to be written in place). A usage error when that fails. Returns where the result goes:
-    the path, or a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
+    create the folder, claim the path for this run (lnbench.output_claims: a live run writing it is a usage
+    error) and make the temporary file the result will be renamed from, with a probe write in it
+    (lnbench.output_fallback: a full or read-only folder is found now); a FIFO or character device is opened
+    instead, to be written in place. A usage error when that fails. Returns where the result goes: the path, or
+    a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
     fd = _inherited_fd(Path(path))
     if fd is not None:
         key = os.path.abspath(path)
@@ -140,6 +143,13 @@ def check_writable(path: Path) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise LnbenchUsageError(f"output path {path} is not writable: {_create_failure(path, exc)}") from None
+    try:
+        output_claims.claim(path)
+        output_fallback.probe(fd, path)
+    except LnbenchUsageError:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a result file gets what open() would give it
     _RESERVED[key] = _Reservation(tmp=Path(tmp))
@@ -161,9 +171,12 @@ def renamable(path: Path) -> bool:
 
 
 def release_outputs() -> None:
-    """Remove the temporary files (and close the descriptors) of outputs made ready but never written."""
+    """End of a command: remove the temporary files (and close the descriptors) of outputs made ready but never
+    written, and give back this run's claims on its result paths."""
     while _RESERVED:
         _RESERVED.popitem()[1].release()
+    output_claims.release_all()
+    output_fallback.forget()
 
 
 atexit.register(release_outputs)     # commands release theirs (cli_common.guarded); this catches library use
@@ -204,8 +217,11 @@ def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
     """Write several outputs all or nothing: every one to its temporary file first (a FIFO's or character
     device's bytes to a staging folder), then the FIFOs and devices in place, and only then rename the files
     over their paths (or links' targets): readers never see half a file, and a write that fails leaves no
-    result placed. A failure is a usage error `cannot write PATH: reason`. Returns where each result went."""
+    result placed. A failure is ResultsNotWritten, `cannot write PATH: reason; the results are kept in FOLDER/
+    (NAMES)` (lnbench.output_fallback.keep). Paths this call claims for itself (not made ready before) are given
+    back after it. Returns where each result went."""
     claimed: list[tuple[Path, _Reservation]] = []
+    before = output_claims.held()
     try:
         for path, _ in writes:
             claimed.append(_claim(path))
@@ -219,10 +235,32 @@ def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
             for path, slot in claimed:
                 if slot.tmp is not None:
                     _io(path, os.replace, slot.tmp, path)
+    except (LnbenchUsageError, OSError) as exc:
+        for _, slot in claimed:          # the half-written temporary files first: their space may be needed
+            slot.release()
+        claimed.clear()
+        where, kept = output_fallback.keep(writes)
+        raise ResultsNotWritten(f"{_reason(exc)}; {where}", kept) from None
     finally:
         for _, slot in claimed:
             slot.release()
+        output_claims.release_new(before)
     return [path for path, _ in claimed]
+
+
+class ResultsNotWritten(LnbenchUsageError):
+    """Results that could not be written where asked (exit 2); `kept`: whether they are in the folder the
+    message names (lnbench.output_fallback)."""
+
+    def __init__(self, message: str, kept: bool) -> None:
+        super().__init__(message)
+        self.kept = kept
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return f"cannot write results: {exc.strerror or exc}"
+    return str(exc)
 
 
 def atomic_write(path: Path, write: Writer) -> Path:

@@ -18,6 +18,11 @@ complete files (`complete = true`). If the command is stopped before that:
 * by a usage error (exit 2): the files written so far are removed: exit 2 leaves no result file;
 * killed hard (SIGKILL, the machine going down): the last checkpoint stays, `complete = false`.
 
+A checkpoint that cannot be written (the disk filled during the run) does not stop the run: the rows so far go to
+the run's kept folder (lnbench.output_fallback), one warning line names it, and later checkpoints try the result
+paths again. If the final write fails too, the complete rows are in that folder and the exit-2 error line names
+it; if it succeeds, the kept folder is removed.
+
 FIFOs, character devices and standard output/error get the final content once, never checkpoints.
 `lnbench compare` refuses an incomplete file without --force and `lnbench plot` warns (lnbench.results).
 """
@@ -29,9 +34,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Sequence
 
+from lnbench import output_fallback
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
 from lnbench.processes import Terminated
-from lnbench.outputs import Writer, check_writable, renamable
+from lnbench.outputs import ResultsNotWritten, Writer, check_writable, renamable
 from lnbench.results import Record, RunRecord
 
 #: at most one checkpoint rewrite per this many seconds (the final and the incomplete write are never held back)
@@ -60,6 +66,10 @@ class ResultSink:
         self._last = time.monotonic()
         self._placed: list[Path] = []
         self._finished = False
+        self._fell_back = False                              # a checkpoint went to the kept folder
+        # the result files checkpoints rewrite: the regular files (asked once: after a failed write a path may
+        # have no temporary file ready, and is still one)
+        self._renamable = [p for p in (csv_path, json_path) if p is not None and renamable(p)]
 
     def __enter__(self) -> "ResultSink":
         return self
@@ -93,10 +103,18 @@ class ResultSink:
 
     def checkpoint(self) -> None:
         """Rewrite the renamable result files with the rows so far, marked as still running."""
-        paths = [p for p in (self.csv_path, self.json_path) if p is not None and renamable(p)]
+        paths = self._renamable
         if not self.rows or not paths:
             return
-        self._write(f"running (or crashed) after {self.progress_text()}", paths, last=False)
+        try:
+            self._write(f"running (or crashed) after {self.progress_text()}", paths, last=False)
+        except ResultsNotWritten as exc:
+            if not self._fell_back:
+                from lnbench.cli_common import err_console
+
+                err_console.print(f"lnbench: warning: {exc}; the run goes on", soft_wrap=True, markup=False,
+                                  highlight=False)
+            self._fell_back = True
         self._last = time.monotonic()
 
     def finish(self, rows: Sequence[Record] | None = None, metadata: RunRecord | None = None,
@@ -111,14 +129,20 @@ class ResultSink:
         emit_outputs(self.rows if rows is None else rows, meta, self.csv_path, self.json_path, extra_json, more,
                      md_path=md_path, summary=summary)
         self._finished = True
+        if self._fell_back:                      # the complete files are where asked: the kept copies are stale
+            output_fallback.discard()
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         if kind is None or self._finished or value is None:
             return
+        if isinstance(value, ResultsNotWritten) and not value.kept:
+            return                               # the last checkpoint is all there is: keep it
         if isinstance(value, (LnbenchUsageError, ContractError)):
-            for path in self._placed:            # exit 2 leaves no result file
+            for path in self._placed:            # exit 2 leaves no result file (where asked; a kept copy is named)
                 path.unlink(missing_ok=True)
+            if self._fell_back and not isinstance(value, ResultsNotWritten):
+                output_fallback.discard()        # nor a kept copy the error line does not name
             return
         if not self.rows:
             return
@@ -133,7 +157,8 @@ class ResultSink:
         try:
             self._write(f"{stopped_text(value)} after {self.progress_text()}", paths, last=True)
         except (OSError, LnbenchUsageError) as exc:
-            err_console.print(f"lnbench: the finished {self.unit} could not be written: {one_line(exc)}",
+            err_console.print(f"lnbench: the finished {self.unit} could not be written where asked: "
+                              f"{exc if isinstance(exc, ResultsNotWritten) else one_line(exc)}",
                               soft_wrap=True, markup=False, highlight=False)
             return
         where = ", ".join(str(p) for p in paths)
@@ -153,4 +178,7 @@ class ResultSink:
             if path not in self._placed:
                 self._placed.append(path)
             if not last:
-                check_writable(path)             # the next write's temporary file, made now (outputs.py)
+                try:
+                    check_writable(path)         # the next write's temporary file, made now (outputs.py)
+                except LnbenchUsageError:
+                    pass                         # (the disk filled) the next write makes it, or keeps the rows

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,8 @@ def error_line(result) -> str:
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))      # where results that fail are kept
     monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.delenv("LNBENCH_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -216,16 +219,23 @@ def test_a_folder_path_with_a_trailing_slash_is_refused(tmp_path, command):
 
 def test_a_full_device_is_one_line_and_leaves_no_result(tmp_path):
     result = invoke(*VERIFY, "--json", "/dev/full")
-    assert error_line(result) == "lnbench: error: cannot write /dev/full: No space left on device"
+    line = error_line(result)
+    assert line.startswith("lnbench: error: cannot write /dev/full: No space left on device; the results are kept "
+                           f"in {tmp_path}/tmp/lnbench-kept-"), line
     assert not list((tmp_path / "results").iterdir())            # neither the CSV nor its temporary file
+    kept = next((tmp_path / "tmp").glob("lnbench-kept-*"))
+    assert json.loads((kept / "full").read_text())["data"]      # the rows are not only on the screen
 
 
 def test_a_full_device_for_md_leaves_no_csv_or_json(pair, tmp_path):
     csv, out = tmp_path / "c.csv", tmp_path / "c.json"
     result = invoke("compare", str(pair[0]), str(pair[1]), "-q", "--csv", str(csv), "--json", str(out),
                     "--md", "/dev/full")
-    assert error_line(result) == "lnbench: error: cannot write /dev/full: No space left on device"
+    assert error_line(result).startswith("lnbench: error: cannot write /dev/full: No space left on device; the "
+                                         "results are kept in ")
     assert not csv.exists() and not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    kept = next((tmp_path / "tmp").glob("lnbench-kept-*"))
+    assert sorted(p.name for p in kept.iterdir()) == ["c.csv", "c.json", "full"]
 
 
 def test_atomic_write_all_places_nothing_when_a_later_write_fails(tmp_path):
@@ -234,7 +244,7 @@ def test_atomic_write_all_places_nothing_when_a_later_write_fails(tmp_path):
 
     with pytest.raises(LnbenchUsageError, match=r"cannot write .*b\.txt: No space left on device"):
         atomic_write_all([(tmp_path / "a.txt", lambda p: p.write_text("a")), (tmp_path / "b.txt", fail)])
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"]
 
 
 def test_proc_gives_the_real_reason(tmp_path):

@@ -23,6 +23,7 @@ from lnbench import processes
 from lnbench.cli import main
 from lnbench.device import emulator_status
 from lnbench.errors import LnbenchUsageError
+from lnbench.outputs import release_outputs
 from lnbench.processes import Terminated, terminate_on_signals
 from lnbench.result_sink import ResultSink
 
@@ -348,6 +349,7 @@ def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatc
         assert list(pd.read_csv(csv_path)["backend"]) == ["a", "b"]
         sink.add(2, [_row("c", "PASS", max_abs_err=0.5)])
         sink.finish()
+    release_outputs()                            # the end of the command (cli_common.guarded)
     payload = json.loads(json_path.read_text())
     assert payload["metadata"]["complete"] is True and len(payload["data"]) == 3
     assert not list(tmp_path.glob(".r.*")), "temporary files left"
