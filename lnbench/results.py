@@ -151,9 +151,10 @@ _CHECK = (("tensor", STR, "y, mean, rstd, dx, dweight, dbias, or - for a case wi
           ("torch_err", FLOAT, "torch's own max abs error in the same dtype"),
           ("allowed", FLOAT, "the pass bar (docs/verify.md)"), ("margin", FLOAT, "allowed − max_abs_err"),
           ("determinism", STR, "dγ/dβ repeat check"), ("status", STR, "PASS, FAIL, error, not run, compiled ..."),
-          ("detail", STR, "why a row failed or did not run"))
+          ("detail", STR, "why a row failed or did not run"),
+          ("diagnosis", STR, "FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty"))
 
-VERIFY = Kind("verify", "1.0", _cols(
+VERIFY = Kind("verify", "1.1", _cols(
     ("backend", STR, "backend checked"), *_CASE, *_CHECK,
     ("emu_opcodes", STR, "emulated: opcodes the case's launches executed"),
     ("emu_approx", STR, "emulated: those the emulator approximates"),
@@ -161,7 +162,7 @@ VERIFY = Kind("verify", "1.0", _cols(
     *_SOURCE, *_GPU, required=("backend", "case", "dtype", "shape", "tensor", "status")),
     frozenset({"tensor", "max_abs_err", "allowed", "case"}))
 
-SELFTEST = Kind("selftest", "1.0", _cols(
+SELFTEST = Kind("selftest", "1.1", _cols(
     ("planted_bug", STR, "planted bug (or control) in a copy of the reference math"),
     ("backend", STR, "the planted copy's name"), *_CASE, *_CHECK,
     required=("planted_bug", "case", "dtype", "shape", "tensor", "status")),
