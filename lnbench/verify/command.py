@@ -120,7 +120,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         else:
             prestart.discard()
             _run_inline(spec, dev, done)
-        rows = diagnose(sink.rows, abi_twins(get_backend(name) for name in names))
+        rows = diagnose(sink.rows, abi_twins(names))
         print_rows(rows, metadata["device_name"], details, console if not quiet else silent_console())
         unrunnable = {}
         for name in plan.explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason

@@ -268,11 +268,17 @@ def diagnose(rows: list[Row], twins: dict[str, str] | None = None) -> list[Row]:
     return rows
 
 
-def abi_twins(backends: Iterable[Any]) -> dict[str, str]:
+def abi_twins(names: Iterable[str]) -> dict[str, str]:
     """backend name -> its twin: the same kernel built for the other launch ABI (lnbench's flydsl and
-    flydsl-tensor; kernel sources differing only in `builder_kwargs` abi), among `backends`."""
+    flydsl-tensor; kernel sources differing only in `builder_kwargs` abi), among the backends `names`."""
+    from lnbench.backends import get_backend
+
     seen: dict[tuple, dict[str, str]] = defaultdict(dict)
-    for backend in backends:
+    for name in names:
+        try:
+            backend = get_backend(name)
+        except Exception:  # noqa: BLE001 - a backend that cannot be made here has its own rows saying why
+            continue
         variant = _variant(backend)
         if variant is not None:
             seen[variant[0]][variant[1]] = backend.name
