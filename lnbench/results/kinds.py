@@ -83,8 +83,8 @@ class Kind:
                     raise SchemaError(f"{self.name} row {i}: {key} = {value!r} is not {col.type} (lnbench.results)")
 
 
-VERIFY = Kind("verify", "1.0", R.VerifyRow, U.VerifyRun, frozenset({"tensor", "max_abs_err", "allowed", "case"}))
-SELFTEST = Kind("selftest", "1.0", R.SelftestRow, U.SelftestRun,
+VERIFY = Kind("verify", "1.1", R.VerifyRow, U.VerifyRun, frozenset({"tensor", "max_abs_err", "allowed", "case"}))
+SELFTEST = Kind("selftest", "1.1", R.SelftestRow, U.SelftestRun,
                 frozenset({"planted_bug", "tensor", "max_abs_err", "allowed"}))
 PERF = Kind("perf", "1.0", R.PerfRow, U.PerfRun, frozenset({"row_kind", "run_us", "median_us", "backend", "mode"}))
 ABI = Kind("abi-compare", "1.0", R.AbiRow, U.AbiRun, frozenset({"part"}))

@@ -35,7 +35,8 @@ _CHECK = (("tensor", STR, "y, mean, rstd, dx, dweight, dbias, or - for a case wi
           ("torch_err", FLOAT, "torch's own max abs error in the same dtype"),
           ("allowed", FLOAT, "the pass bar (docs/verify.md)"), ("margin", FLOAT, "allowed − max_abs_err"),
           ("determinism", STR, "dγ/dβ repeat check"), ("status", STR, "PASS, FAIL, error, not run, compiled ..."),
-          ("detail", STR, "why a row failed or did not run"))
+          ("detail", STR, "why a row failed or did not run"),
+          ("diagnosis", STR, "FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty"))
 
 VerifyRow = record_class("VerifyRow", cols(
     ("backend", STR, "backend checked"), *_CASE, *_CHECK,

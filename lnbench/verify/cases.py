@@ -1,6 +1,7 @@
 """Verify cases (kind × dtype × shape × eps) and their seeded random inputs."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,12 @@ KIND_HELP = {
     "eps2": "randn rows with each further eps of the config (2nd, 3rd, ...): eps must be honoured",
     "autograd-3d": "3-D input (2, T, N) through the backend's public autograd path",
 }
+#: the offset kind's row mean (x = OFFSET + N(0, 1))
+OFFSET = 1e3
+#: |mean|/σ of the rows each kind generates, what cancellation in E[x²]−E[x]² grows with (verify.diagnosis):
+#: ~0 for N(0, 1) rows (|mean| ~ 1/√N), OFFSET for offset rows, unbounded for constant rows (σ = 0)
+MEAN_OVER_SIGMA: dict[str, float] = {"randn": 0.0, "offset": OFFSET, "constant": math.inf, "eps2": 0.0,
+                                     "autograd-3d": 0.0}
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ def make_inputs(case: Case, device: torch.device) -> Inputs:
     else:
         x = torch.randn(*shape, generator=gen)
         if case.kind == "offset":
-            x = x + 1e3
+            x = x + OFFSET
     weight = 1.0 + 0.5 * torch.randn(n, generator=gen)
     bias = 0.5 * torch.randn(n, generator=gen)
     dy = torch.randn(*shape, generator=gen)

@@ -18,6 +18,7 @@ from lnbench.errors import LnbenchUsageError
 from lnbench.progress import CommandProgress
 from lnbench.tables import render_table, silent_console
 from lnbench.result_sink import ResultSink
+from lnbench.verify.diagnosis import abi_twins, diagnose
 from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
 from lnbench.gpus import devices_options
 from lnbench.shard import shard_option
@@ -119,7 +120,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         else:
             prestart.discard()
             _run_inline(spec, dev, done)
-        rows = sink.rows
+        rows = diagnose(sink.rows, abi_twins(names))
         print_rows(rows, metadata.device_label, details, console if not quiet else silent_console())
         unrunnable = {}
         for name in plan.explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason

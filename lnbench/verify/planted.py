@@ -16,6 +16,8 @@ BUGS: dict[str, str] = {
     "bf16-mean": "mean stored in bf16 instead of fp32 (and used by the backward)",
     "eps-decade": "eps off by one decade (eps/10 used)",
     "naive-variance": "variance as E[x²]−mean² in fp32, clamped at 0 (cancellation at large mean)",
+    "f16-stats": "mean and rstd rounded to f16 on their way into the fp32 stats buffers",
+    "bwd-own-stats": "backward ignores the saved stats and recomputes them as E[x²]−mean² (wrong at large mean)",
 }
 
 
@@ -31,12 +33,14 @@ class PlantedBackend(Backend):
             raise ValueError(f"unknown planted bug {bug!r}")
         self.bug = bug
         self.name = f"planted:{bug}"
+        self.eps = 0.0          # the last forward's eps: a kernel module is built with its eps
 
     def availability(self, device: Device) -> Availability:
         return Availability(True)
 
     def forward(self, x, weight, bias, eps, store_stats=True):
         xf = x.float()
+        self.eps = eps
         eps_used = eps / 10 if self.bug == "eps-decade" else eps
         mean = xf.mean(dim=-1)
         if self.bug == "naive-variance":
@@ -47,9 +51,15 @@ class PlantedBackend(Backend):
         y = ((xf - mean[:, None]) * rstd[:, None] * weight.float() + bias.float()).to(x.dtype)
         if self.bug == "bf16-mean":
             mean = mean.to(torch.bfloat16)
+        if self.bug == "f16-stats":
+            mean, rstd = mean.half().float(), rstd.half().float()
         return (y, mean, rstd) if store_stats else (y, None, None)
 
     def backward(self, dy, x, weight, mean, rstd):
+        if self.bug == "bwd-own-stats":
+            xf = x.float()
+            mean = xf.mean(dim=-1)
+            rstd = torch.rsqrt((xf.square().mean(dim=-1) - mean.square()).clamp_min(0.0) + self.eps)
         xhat = (x.float() - mean.float()[:, None]) * rstd[:, None]
         dyf = dy.float()
         wdy = dyf * weight.float()

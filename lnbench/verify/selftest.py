@@ -28,6 +28,7 @@ from lnbench.errors import one_line
 from lnbench.results import SelftestRow
 from lnbench.tolerance import Tolerance
 from lnbench.verify.cases import Case
+from lnbench.verify.diagnosis import diagnose, rule_of
 from lnbench.verify.planted import BUGS, PlantedBackend
 from lnbench.verify.runner import Outputs, judge_case, set_up_case, status_rows
 
@@ -88,10 +89,21 @@ def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[lis
     return out
 
 
+def diagnosed_as(rows: list[dict[str, Any]]) -> str:
+    """The diagnosis rules of a planted bug's FAIL/error rows, most rows first, with their counts."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row["status"] in ("FAIL", "error"):
+            for rule in rule_of(row["diagnosis"]) or ["none"]:
+                counts[rule] = counts.get(rule, 0) + 1
+    return ", ".join(f"{rule} ({n})" for rule, n in sorted(counts.items(), key=lambda item: -item[1]))
+
+
 def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
                   advance: Callable[[str], None] = lambda label: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(summary rows, one per bug; detail rows, one per case × tensor × bug).
 
+    Every detail row carries its `diagnosis` (verify.diagnosis), and a summary row the rules its FAIL rows got.
     A summary row's status is "ok" when the control passes everything / the bug fails a check the control
     passes, UNDETECTABLE when the bug changes no output beyond rounding on these cases, else "FAIL".
     """
@@ -110,6 +122,10 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
             caught[bug].extend((index, t) for t in sorted(bad if bug == CONTROL else bad - control_bad))
             outcome = "FAIL" if bad else "PASS"
             advance(f"planted:{bug} {case.kind} {case.dtype} {'x'.join(map(str, case.shape))} eps={case.eps:g} {outcome}")
+    for bug, bug_rows in rows.items():
+        for row in bug_rows:
+            row["backend"] = f"planted:{bug}"
+    diagnose([row for bug_rows in rows.values() for row in bug_rows])
     summary, detail = [], []
     for bug, meaning in BUGS.items():
         failed = caught[bug]
@@ -127,6 +143,6 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
             outcome = f"NOT caught: the pass rule is too loose (the bug changes {changes[bug]} checks, none fails)"
         summary.append({"bug": bug, "meaning": meaning, "checks": n_checks, "failed_checks": len(failed),
                         "changed_checks": changes[bug], "caught_in": " ".join(caught_in), "outcome": outcome,
-                        "status": status})
-        detail.extend(SelftestRow(planted_bug=bug, **r.with_(backend=f"planted:{bug}")) for r in rows[bug])
+                        "status": status, "diagnosis": diagnosed_as(rows[bug])})
+        detail.extend(SelftestRow(planted_bug=bug, **r) for r in rows[bug])
     return summary, detail

@@ -7,6 +7,7 @@ from rich.console import Console
 
 from lnbench.cli_common import err_console
 from lnbench.tables import Column, fmt_duration, fmt_float, render_table, styled_status
+from lnbench.verify.diagnosis import by_rule, rule_of
 from lnbench.verify.estimate import Estimate
 from lnbench.verify.plan import usable_cores
 from lnbench.verify.summary import SUMMARY_COLUMNS, summary_rows, worth_a_look
@@ -18,10 +19,18 @@ RESULT_COLUMNS = [
     Column("allowed", "allowed", fmt_float()), Column("margin", "margin", fmt_float()),
     Column("_used", "err/allowed", fmt_float(2)), Column("determinism", "dγ/dβ repeat", justify="left"),
     Column("status", "status", styled_status, justify="left", markup=True),
+    Column("diagnosis", "diagnosis", lambda text: "; ".join(rule_of(text or "")), justify="left"),
 ]
 SELFTEST_COLUMNS = [
     Column("bug", "planted bug", justify="left"), Column("meaning", "what it does", justify="left"),
     Column("outcome", "outcome", justify="left"), Column("status", "status", styled_status, justify="left", markup=True),
+    Column("diagnosis", "diagnosed as", justify="left"),
+]
+#: verify's "why" table: one row per backend × diagnosis rule (diagnosis.by_rule)
+WHY_COLUMNS = [
+    Column("backend", "backend", justify="left"), Column("rule", "diagnosis", justify="left"),
+    Column("rows", "rows"), Column("where", "where (dtype case: tensors)", justify="left"),
+    Column("why", "why (numbers of the row furthest outside its bar)", justify="left"),
 ]
 
 
@@ -61,7 +70,8 @@ def warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]]) -> N
 
 
 def print_rows(rows: list[dict], device_name: str, details: bool, out: Console) -> None:
-    """The summary table and the rows worth a look (every row with --details), then why each FAIL/error."""
+    """The summary table and the rows worth a look (every row with --details), then the diagnoses of the FAIL and
+    error rows (one row per backend × rule) and each FAIL/error row's detail."""
     shown = [{**row, "_used": bar_used(row)} for row in rows]
     if details:
         render_table(out, f"lnbench verify on {device_name}", RESULT_COLUMNS, shown)
@@ -71,6 +81,10 @@ def print_rows(rows: list[dict], device_name: str, details: bool, out: Console) 
         look = [row for row in shown if worth_a_look(row)]
         if look:
             render_table(out, "FAIL and error rows, and rows within 10% of their bar", RESULT_COLUMNS, look)
+    why = by_rule(rows)
+    if why:
+        render_table(out, "Why: the pattern each FAIL/error row's numbers fit (each row's in the CSV/JSON `diagnosis`)",
+                     WHY_COLUMNS, why)
     for row in rows:
         if row["detail"] and row["status"] in ("FAIL", "error"):
             out.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
