@@ -1,7 +1,8 @@
 """Run worker processes (start-up side by side, timed turns one at a time), each with a timeout, and read their
-JSON results from files.
+JSON results from files: one spec per worker, in a pool of lnbench.measure.pool (how workers start, what a dead
+one left on stderr, how all are stopped).
 
-Shared with `lnbench abi-compare`. The worker contract:
+Used by `lnbench perf` and `lnbench abi-compare`. The worker contract:
 
     python -m <module> SPEC_JSON RESULT_JSON PROGRESS_TXT
 
@@ -37,21 +38,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from lnbench.processes import Stopped, child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+from lnbench.measure.pool import Pool, Worker, last_line, stderr_tail, worker_setup
+from lnbench.processes import Stopped
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
-_TAIL_CHARS = 2000
 _POLL_S = 0.05
 #: at most this many workers are started (and held in memory) at once
 MAX_TOGETHER = 8
@@ -87,7 +85,7 @@ class WorkerResult:
             return ""
         if self.stopped:
             return f"worker {self.index} was stopped with the run before it got here"
-        last = next((line.strip() for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
+        last = last_line(self.stderr_tail)
         if self.timed_out:
             where = f" {self.timed_out_where}" if self.timed_out_where else ""
             head = f"worker {self.index} timed out{where} after {self.duration_s:.3g} s (killed, exit {self.exit_code})"
@@ -100,9 +98,8 @@ class WorkerResult:
 
 def read_spec(argv: list[str] | None = None) -> tuple[dict[str, Any], Path, Path | None]:
     """Worker side: (spec, result path, progress path) from the command line. Also makes this worker die with
-    its parent (lnbench.processes.die_with_parent): every worker calls this first."""
-    die_with_parent()
-    pin_to_gpu_cpus()
+    its parent and run on its GPU's CPUs (lnbench.measure.pool.worker_setup): every worker calls this first."""
+    worker_setup()
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:
         raise SystemExit("usage: python -m <worker module> SPEC_JSON RESULT_JSON [PROGRESS_TXT]")
@@ -145,17 +142,6 @@ def _waited(path: Path, now: float) -> float:
     return float(total) + (now - float(since) if since else 0.0)
 
 
-def _tail(path: Path, limit: int = _TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - limit))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def _lines(path: Path) -> tuple[int, str]:
     """(finished lines, the last one) of a progress file."""
     try:
@@ -167,9 +153,9 @@ def _lines(path: Path) -> tuple[int, str]:
     return text.count("\n"), (lines[-1] if lines else "")
 
 
-def _child_env(index: int, count: int, root: Path, env: dict[str, str] | None) -> dict[str, str]:
-    """os.environ + `env` (wins), own cache folders unless `env` names them, lnbench importable."""
-    child = child_environment(env)
+def _child_env(index: int, count: int, root: Path, env: dict[str, str | None] | None) -> dict[str, str | None]:
+    """`env` (wins over os.environ: lnbench.measure.pool.spawn), own cache folders unless `env` names them."""
+    child = dict(env or {})
     for var in CACHE_VARS:
         if env and var in env:
             continue
@@ -201,20 +187,26 @@ def wait_turn() -> None:
 
 @dataclass
 class _Live:
-    """A started worker: its process (None when it could not start), folder, and timing state."""
+    """A started worker of the pool (its process None when it could not start), its folder, and timing state."""
 
-    index: int
-    proc: subprocess.Popen | None
+    worker: Worker
     root: Path
-    start_error: str = ""
     seen: int = 0
     turns_s: float = 0.0
     timed_out: bool = False
     timed_out_where: str = ""
     collected: bool = False
 
+    @property
+    def index(self) -> int:
+        return self.worker.number
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self.worker.proc
+
     def exited(self) -> bool:
-        return self.proc is None or self.proc.poll() is not None
+        return self.worker.exited()
 
     def waited(self, now: float) -> float:
         return _waited(self.root / "waiting", now)
@@ -224,34 +216,17 @@ class _Live:
         return self.exited() or (self.root / f"ready.{phase}").exists()
 
 
-def _start(module: str, spec: dict[str, Any], index: int, count: int, env: dict[str, str] | None,
-           root: Path) -> _Live:
+def _start(pool: Pool, module: str, spec: dict[str, Any], index: int, count: int,
+           env: dict[str, str | None] | None) -> _Live:
     """Write the worker's files and start it (it runs its start-up, then waits in `wait_turn`)."""
-    root.mkdir(parents=True, exist_ok=True)
+    root = pool.folder(f"w{index}")
     (root / "spec.json").write_text(json.dumps(spec, default=str))
     (root / "progress.txt").write_text("")
-    cmd = [sys.executable, "-m", module, str(root / "spec.json"), str(root / "result.json"), str(root / "progress.txt")]
     child = _child_env(index, count, root, env)
     child[_READY_VAR] = str(root / "ready")
     child[_WAITING_VAR] = str(root / "waiting")
-    with open(root / "stderr.txt", "wb") as err, open(root / "stdout.txt", "wb") as out:
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=out, stderr=err, env=child,
-                                    start_new_session=True)
-        except OSError as exc:
-            return _Live(index, None, root, f"cannot start worker: {exc}")
-    return _Live(index, proc, root)
-
-
-def _go(live: _Live, last: bool) -> None:
-    """Let a waiting worker start its next phase (stdin is closed with its last one)."""
-    try:
-        live.proc.stdin.write(b"go\n")
-        live.proc.stdin.flush()
-        if last:
-            live.proc.stdin.close()
-    except (OSError, ValueError):  # it already exited: its result (or crash) is collected as usual
-        pass
+    args = [str(root / "spec.json"), str(root / "result.json"), str(root / "progress.txt")]
+    return _Live(pool.start(index, module, args, child, root, own_stdout=True), root)
 
 
 def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: float,
@@ -272,7 +247,7 @@ def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: fl
                 if now - start - (live.waited(now) - waited_before[id(live)]) > timeout_s:
                     live.timed_out = True
                     killed.append(live)
-                    kill_group(live.proc)
+                    live.worker.stop()
             _report(lives, on_progress)
             time.sleep(_POLL_S)
     finally:
@@ -303,7 +278,7 @@ def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: flo
         start = time.monotonic()
         for live in group:
             if not live.exited():
-                _go(live, last)
+                live.worker.send("go", last)   # (one that exited already: its result or crash is collected)
         _wait_until(group, finished, timeout_s, on_progress, stop)
         if mode == SEQUENTIAL:
             group[0].turns_s += time.monotonic() - start
@@ -311,7 +286,7 @@ def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: flo
 
 def _result(live: _Live) -> WorkerResult:
     if live.proc is None:
-        return WorkerResult(live.index, False, None, False, None, live.start_error, 0.0)
+        return WorkerResult(live.index, False, None, False, None, live.worker.start_error, 0.0)
     try:
         payload = json.loads((live.root / "result.json").read_text())
     except (OSError, ValueError):
@@ -319,7 +294,7 @@ def _result(live: _Live) -> WorkerResult:
     code = live.proc.returncode
     ok = code == 0 and not live.timed_out and isinstance(payload, dict)
     return WorkerResult(live.index, ok, code, live.timed_out, payload if isinstance(payload, dict) else None,
-                        _tail(live.root / "stderr.txt"), live.turns_s, live.timed_out_where)
+                        stderr_tail(live.worker.stderr), live.turns_s, live.timed_out_where)
 
 
 def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
@@ -338,35 +313,31 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
     stopped as on Ctrl-C and `Stopped` is raised (runs on several GPUs: lnbench.gpus).
     """
     results: list[WorkerResult] = []
-    root = Path(tempfile.mkdtemp(prefix="lnbench-workers-"))
-    batch: list[_Live] = []
-    try:
-        for first in range(0, len(specs), MAX_TOGETHER):
-            indices = range(first, min(first + MAX_TOGETHER, len(specs)))
-            batch = []
-            for i in indices:       # one by one: a started worker is in `batch` before the next one starts
-                batch.append(_start(module, specs[i], i, len(specs), env, root / f"w{i}"))
-            for number, mode in enumerate(phases):
-                _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress, stop)
-            for live in batch:
-                if live.proc is not None:
-                    live.proc.wait()
-                result = _result(live)
-                results.append(result)
-                live.collected = True
-                if on_done is not None:
-                    on_done(result)
-            batch = []
-    finally:
-        for live in batch:  # interrupted (Ctrl-C, SIGTERM: any BaseException): no worker outlives the parent
-            if live.proc is not None and live.proc.poll() is None:
-                kill_group(live.proc)
-        if batch and on_done is not None:  # what the stopped workers finished (their result files) still counts
-            for live in batch:
-                if not live.collected:
-                    with contextlib.suppress(Exception):
-                        result = _result(live)
-                        on_done(result if result.ok else replace(result, stopped=True))
-        if not os.environ.get("LNBENCH_KEEP_WORKER_DIRS"):
-            shutil.rmtree(root, ignore_errors=True)
+    with Pool("lnbench-workers-") as pool:
+        batch: list[_Live] = []
+        try:
+            for first in range(0, len(specs), MAX_TOGETHER):
+                batch = []
+                for i in range(first, min(first + MAX_TOGETHER, len(specs))):
+                    batch.append(_start(pool, module, specs[i], i, len(specs), env))   # in `batch` once started
+                for number, mode in enumerate(phases):
+                    _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress, stop)
+                for live in batch:
+                    if live.proc is not None:
+                        live.proc.wait()
+                    result = _result(live)
+                    results.append(result)
+                    live.collected = True
+                    if on_done is not None:
+                        on_done(result)
+                    pool.forget(live.worker)
+                batch = []
+        finally:
+            pool.stop_all()  # interrupted (Ctrl-C, SIGTERM: any BaseException): no worker outlives the parent
+            if on_done is not None:  # what the stopped workers finished (their result files) still counts
+                for live in batch:
+                    if not live.collected:
+                        with contextlib.suppress(Exception):
+                            result = _result(live)
+                            on_done(result if result.ok else replace(result, stopped=True))
     return results

@@ -1,18 +1,19 @@
 """`verify --jobs N`: the cases of an emulated run in N worker processes, with the same rows as one process.
 
 A unit is one case on one backend (index = backend position × number of cases + case position). The parent
-starts N workers (`python -m lnbench.verify.parallel SPEC FD`), hands each one unit at a time on its stdin
-(longest first, by the estimate, each worker keeping to the kernels it has: lnbench.verify.affinity) and reads
-back one JSON line per unit on a pipe of its own: the unit's rows and how long it took. Rows are built by the
-same code as in one process (runner.backend_case_rows), on the same seeded inputs, with torch on as many threads
-as the parent uses (torch's CPU reductions split work by thread count), and JSON keeps every float exactly: the
-files are bitwise those of --jobs 1, whatever worker runs a unit and whatever order units finish in
-(lnbench.result_sink orders them by index).
+starts N workers (`python -m lnbench.verify.parallel SPEC FD`) in a pool of lnbench.measure.pool and deals
+them the units through lnbench.measure.units: one at a time on stdin (longest first, by the estimate, each
+worker keeping to the kernels it has: lnbench.verify.affinity), one JSON line back per unit on the worker's
+answer pipe: the unit's rows and how long it took. Rows are built by the same code as in one process
+(runner.backend_case_rows), on the same seeded inputs, with torch on as many threads as the parent uses
+(torch's CPU reductions split work by thread count), and JSON keeps every float exactly: the files are bitwise
+those of --jobs 1, whatever worker runs a unit and whatever order units finish in (lnbench.result_sink orders
+them by index). Workers started early (lnbench.verify.prestart) are adopted into the pool.
 
 A worker that dies (a segfault, the OOM killer) costs only the unit it was running: that unit gets an `error`
 row naming the exit status and the last line of the worker's stderr, and a fresh worker takes over. On any
-exit of `run_units` (done, Ctrl-C, SIGTERM) every worker is stopped (processes.kill_group) and the temporary
-folder removed; a worker also dies with the parent when the parent is killed hard (processes.die_with_parent).
+exit of `run_units` (done, Ctrl-C, SIGTERM) every worker is stopped and the temporary folder removed (the
+pool); a worker also dies with the parent when the parent is killed hard (processes.die_with_parent).
 """
 from __future__ import annotations
 
@@ -20,26 +21,21 @@ import gc
 import json
 import os
 import pickle
-import selectors
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from lnbench.gpus import GpuSlot
-from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+from lnbench.measure import units
+from lnbench.measure.pool import Pool, Worker, worker_setup
+from lnbench.processes import child_environment
 from lnbench.results import VerifyRow, plain
 from lnbench.tolerance import Tolerance
 from lnbench.verify import prestart
 from lnbench.verify.affinity import AffinityQueue
 from lnbench.verify.cases import Case
 
-#: characters of a dead worker's stderr kept for its error row
-_TAIL_CHARS = 2000
 #: what a worker started by lnbench.verify.prestart imports while it waits for its spec (the emulated device's
 #: path: FlyDSL, the emulator), so that those imports too overlap the parent's
 _EARLY_IMPORTS = ("lnbench.verify.runner", "lnbench.backends.flydsl_backend", "lnbench.flydsl.launch",
@@ -67,72 +63,27 @@ class VerifySpec:
 
 
 OnDone = Callable[[int, list[dict[str, Any]], float], None]
-
-
-@dataclass
-class _Worker:
-    proc: subprocess.Popen
-    fd: int
-    stderr: Path | IO[bytes]
-    number: int
-    slot: GpuSlot | None = None
-    unit: int | None = None
-    started: float = 0.0
-    buffer: bytes = b""
-    finished: int = 0
-
-
 #: a GPU whose workers die this many times in a row without finishing a unit takes no more units
-SLOT_DEATHS = 2
+SLOT_DEATHS = units.SLOT_DEATHS
 
 
-def _tail(stderr: Path | IO[bytes]) -> str:
-    """The last non-empty line a worker wrote to its stderr (a file, or the unnamed file of an early worker)."""
-    try:
-        if isinstance(stderr, Path):
-            data = stderr.read_bytes()[-_TAIL_CHARS:]
-        else:
-            data = os.pread(stderr.fileno(), _TAIL_CHARS, max(0, os.fstat(stderr.fileno()).st_size - _TAIL_CHARS))
-        text = data.decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return ""
-    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
-
-
-def _start(spec_path: Path, root: Path, number: int, slot: GpuSlot | None) -> _Worker:
+def _start(pool: Pool, spec_path: Path, number: int, slot: GpuSlot | None) -> Worker:
     """A worker for `slot` (None: the emulated device), adopted from lnbench.verify.prestart where one waits."""
     early = prestart.take() if slot is None else None
     if early is not None:
         env = child_environment(prestart.WORKER_ENV)      # what the parent set since (--emu-checks, ...)
-        try:
-            early.proc.stdin.write(f"{spec_path}\n{json.dumps(env)}\n".encode())
-            early.proc.stdin.flush()
-        except (OSError, ValueError):   # it died already: its EOF makes a fresh one
-            pass
-        return _Worker(early.proc, early.fd, early.stderr, number, slot)
-    stderr = root / f"worker{number}.err"
-    with open(stderr, "wb") as err:
-        proc, fd = prestart.start_worker(err, slot.env() if slot else {}, spec_path)
-    return _Worker(proc, fd, stderr, number, slot)
+        early.send(f"{spec_path}\n{json.dumps(env)}")      # (one that died already: its EOF makes a fresh one)
+        early.number = number
+        return pool.adopt(early)
+    return pool.start(number, "lnbench.verify.parallel", [str(spec_path)],
+                      {**prestart.WORKER_ENV, **(slot.env() if slot else {})}, pool.folder(f"w{number}"), answers=True)
 
 
-def _give(worker: _Worker, unit: int) -> None:
-    worker.unit, worker.started = unit, time.monotonic()
-    try:
-        worker.proc.stdin.write(f"{unit}\n".encode())
-        worker.proc.stdin.flush()
-    except (OSError, ValueError):   # it died already: its EOF reports the unit
-        pass
-
-
-def _crash_rows(spec: VerifySpec, unit: int, worker: _Worker) -> list[dict[str, Any]]:
+def _unit_rows(spec: VerifySpec, unit: int, status: str, detail: str) -> list[dict[str, Any]]:
     from lnbench.verify.runner import status_rows
 
     name, case = spec.unit(unit)
-    code = worker.proc.returncode
-    last = _tail(worker.stderr)
-    detail = f"worker process died (exit {code}) while running this case" + (f": {last}" if last else "")
-    return [row.with_(backend=name) for row in status_rows(case, "error", detail)]
+    return [row.with_(backend=name) for row in status_rows(case, status, detail)]
 
 
 def _named(rows: list[dict[str, Any]], slot: GpuSlot | None) -> list[dict[str, Any]]:
@@ -148,79 +99,41 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
     slots: GPUs (--devices): one worker per GPU, which sees only that GPU (jobs is ignored); a unit's rows name
     the GPU. A GPU whose workers die SLOT_DEATHS times in a row without finishing a unit is given no more units:
     the others take them (its lost units have their error rows)."""
-    pending = AffinityQueue(order, spec.group)
-    root = Path(tempfile.mkdtemp(prefix="lnbench-verify-"))
-    workers: dict[int, _Worker] = {}
-    selector = selectors.DefaultSelector()
-    started = 0
-    deaths: dict[int, int] = {}
-    try:
-        spec_path = root / "spec.pickle"
+
+    def answered(unit: int, answer: dict[str, Any], slot: GpuSlot | None) -> None:
+        on_done(unit, _named([VerifyRow.of(r) for r in answer["rows"]], slot), float(answer["seconds"]))
+
+    def lost(gone: units.Lost, slot: GpuSlot | None) -> None:
+        detail = f"worker process died (exit {gone.exit_code}) while running this case" + (
+            f": {gone.last_line}" if gone.last_line else "")
+        on_done(gone.unit, _named(_unit_rows(spec, gone.unit, "error", detail), slot), gone.seconds)
+
+    with Pool("lnbench-verify-") as pool:
+        spec_path = pool.root / "spec.pickle"
         spec_path.write_bytes(pickle.dumps(spec))
+        every = list(slots) or [None] * jobs
+        first = min(len(every), len(order))            # workers started at once: one per slot with a unit
 
-        def launch(slot: GpuSlot | None) -> None:
-            nonlocal started
-            worker = _start(spec_path, root, started, slot)
-            started += 1
-            workers[worker.fd] = worker
-            selector.register(worker.fd, selectors.EVENT_READ)
-            _give(worker, pending.take(worker.number))
+        def start(number: int, slot: GpuSlot | None) -> Worker:
+            worker = _start(pool, spec_path, number, slot)
+            if number == first - 1:
+                prestart.discard()                     # early workers this run has no unit for
+            return worker
 
-        for number in range(min(len(slots) or jobs, len(pending))):
-            launch(slots[number] if slots else None)
-        prestart.discard()                                     # early workers this run has no unit for
-        while workers:
-            for key, _ in selector.select(timeout=0.5):
-                worker = workers[key.fd]
-                data = os.read(key.fd, 1 << 16)
-                if not data:                                   # the worker is gone
-                    selector.unregister(key.fd)
-                    os.close(key.fd)
-                    del workers[key.fd]
-                    worker.proc.wait()
-                    pending.release(worker.number)
-                    if worker.unit is not None:
-                        on_done(worker.unit, _named(_crash_rows(spec, worker.unit, worker), worker.slot),
-                                time.monotonic() - worker.started)
-                    gpu = worker.slot.index if worker.slot else -1
-                    deaths[gpu] = 0 if worker.finished else deaths.get(gpu, 0) + 1
-                    if pending and (worker.slot is None or deaths[gpu] < SLOT_DEATHS):
-                        launch(worker.slot)
-                    continue
-                worker.buffer += data
-                while b"\n" in worker.buffer:
-                    line, worker.buffer = worker.buffer.split(b"\n", 1)
-                    message = json.loads(line)
-                    unit, worker.unit = worker.unit, None
-                    if unit != message["unit"]:
-                        raise RuntimeError(f"verify worker answered unit {message['unit']}, was given {unit}")
-                    worker.finished += 1
-                    on_done(unit, _named([VerifyRow.of(r) for r in message["rows"]], worker.slot),
-                            float(message["seconds"]))
-                    if pending:
-                        _give(worker, pending.take(worker.number))
-                    else:
-                        worker.proc.stdin.close()              # no more work: it exits, EOF follows
-        from lnbench.verify.runner import status_rows
-
-        for unit in pending:       # every GPU failed: what is left cannot run
-            name, case = spec.unit(unit)
-            on_done(unit, [row.with_(backend=name) for row in status_rows(
-                case, "error", "not run: the workers of every GPU died (see the errors above)")], 0.0)
-    finally:
-        for worker in workers.values():
-            if worker.proc.poll() is None:
-                kill_group(worker.proc)
-            os.close(worker.fd)
-        selector.close()
-        shutil.rmtree(root, ignore_errors=True)
+        try:
+            left = units.run_units(pool, start, AffinityQueue(order, spec.group), every, answered, lost, SLOT_DEATHS)
+        finally:
+            prestart.discard()
+    for unit in left:       # every GPU failed: what is left cannot run
+        on_done(unit, _unit_rows(spec, unit, "error", "not run: the workers of every GPU died (see the errors above)"),
+                0.0)
 
 
 def _worker_main(argv: list[str]) -> None:
-    """Worker side: activate the device, then run each unit named on stdin and answer on the pipe. SPEC `-`
-    (lnbench.verify.prestart): import first, then read the spec's path from stdin."""
-    die_with_parent()
-    pin_to_gpu_cpus()
+    """Worker side: activate the device, then run each unit named on stdin and answer on the pipe
+    (lnbench.measure.units.serve). SPEC `-` (lnbench.verify.prestart): import first, then read the spec's path
+    from stdin."""
+    worker_setup()
     if argv[0] == "-":
         import importlib
 
@@ -238,7 +151,6 @@ def _worker_main(argv: list[str]) -> None:
     else:
         spec_path = argv[0]
     spec: VerifySpec = pickle.loads(Path(spec_path).read_bytes())
-    out = os.fdopen(int(argv[1]), "w")
     import torch
 
     from lnbench.backends import get_backend
@@ -251,14 +163,13 @@ def _worker_main(argv: list[str]) -> None:
     avail = {name: backend.availability(device) for name, backend in backends.items()}
     compiled: dict[str, dict[tuple[int, str, float], str]] = {name: {} for name in backends}
     gc.freeze()     # the modules live as long as the worker: the collections while it runs need not scan them
-    for line in sys.stdin:
-        unit = int(line)
+
+    def answer(unit: int) -> dict[str, Any]:
         name, case = spec.unit(unit)
-        start = time.monotonic()
         rows = backend_case_rows(backends[name], case, device, spec.tol, avail[name], compiled[name])
-        out.write(json.dumps({"unit": unit, "rows": [plain(r) for r in rows],
-                             "seconds": time.monotonic() - start}) + "\n")
-        out.flush()
+        return {"rows": [plain(r) for r in rows]}
+
+    units.serve(answer, int(argv[1]))
 
 
 if __name__ == "__main__":

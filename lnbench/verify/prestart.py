@@ -5,9 +5,10 @@ The command line calls `prestart(argv)` before it imports the verify command (st
 workers only where the run will most likely hand cases to workers: the emulated device (installed; no --device
 other than emu, no GPU device node), no --jobs 1, --devices or --self-test. A worker started here imports, then
 waits for the spec's path and the environment a worker started now would get (what the parent set since:
---emu-checks, kernel sources) on stdin (lnbench.verify.parallel). run_units adopts them with `take`; any not
-adopted are stopped (`discard`: when the run needs none, when it needs fewer, at exit), and each dies with
-the parent (processes.die_with_parent). Their stderr goes to unnamed files: nothing is left behind.
+--emu-checks, kernel sources) on stdin (lnbench.verify.parallel). They start like every worker
+(lnbench.measure.pool.spawn); run_units adopts them into its pool with `take`; any not adopted are stopped
+(`discard`: when the run needs none, when it needs fewer, at exit), and each dies with the parent
+(processes.die_with_parent). Their stderr goes to unnamed files: nothing is left behind.
 """
 from __future__ import annotations
 
@@ -15,14 +16,9 @@ import atexit
 import importlib.util
 import os
 import platform
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass
-from pathlib import Path
-from typing import IO
 
-from lnbench.processes import child_environment, kill_group
+from lnbench.measure.pool import Worker, spawn
 
 #: OpenMP threads that sleep when idle instead of spinning: torch's threads in one worker would otherwise burn
 #: the core another worker's emulation needs (the main job: ~30 s less CPU on 2 cores); values are unchanged.
@@ -35,36 +31,8 @@ _GPU_NODES = ("/dev/kfd", "/dev/nvidia0")
 MAX_EARLY = 8
 
 
-@dataclass
-class Started:
-    """A worker process: its answer pipe's read end and where its stderr goes (a file, or an unnamed one)."""
-
-    proc: subprocess.Popen
-    fd: int
-    stderr: Path | IO[bytes]
-
-
-_pool: list[Started] = []
+_pool: list[Worker] = []
 _started = False
-
-
-def start_worker(err: IO[bytes], env: dict[str, str | None],
-                 spec_path: Path | None = None) -> tuple[subprocess.Popen, int]:
-    """One worker (`python -m lnbench.verify.parallel SPEC|- FD`, stdout and stderr to `err`; SPEC `-`: it
-    reads the spec's path from stdin) and its answer pipe's read end."""
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "lnbench.verify.parallel",
-                                 str(spec_path) if spec_path else "-", str(write_fd)],
-                                stdin=subprocess.PIPE, stdout=err, stderr=err,
-                                env=child_environment({**WORKER_ENV, **env}), pass_fds=(write_fd,),
-                                start_new_session=True)
-    except BaseException:
-        os.close(read_fd)
-        raise
-    finally:
-        os.close(write_fd)
-    return proc, read_fd
 
 
 def _wanted(argv: list[str]) -> int:
@@ -120,13 +88,13 @@ def prestart(argv: list[str]) -> None:
     try:
         for _ in range(count):
             err = tempfile.TemporaryFile()        # unnamed: nothing is left behind, however the parent ends
-            proc, fd = start_worker(err, {})
-            _pool.append(Started(proc, fd, err))
+            proc, fd = spawn("lnbench.verify.parallel", ["-"], WORKER_ENV, err, answers=True)
+            _pool.append(Worker(len(_pool), proc, err, fd))
     except Exception:      # (no early workers: the run starts its own, and reports what stops them)
         discard()
 
 
-def take() -> Started | None:
+def take() -> Worker | None:
     """A started worker for run_units (None when none is left)."""
     return _pool.pop(0) if _pool else None
 
@@ -134,8 +102,4 @@ def take() -> Started | None:
 def discard() -> None:
     """Stop the started workers nothing adopted."""
     while _pool:
-        worker = _pool.pop()
-        if worker.proc.poll() is None:
-            kill_group(worker.proc)
-        os.close(worker.fd)
-        worker.stderr.close()
+        _pool.pop().stop()

@@ -1,0 +1,200 @@
+"""The worker processes of `verify`, `perf` and `abi-compare`: how one starts, what is read back when one dies,
+and how every one of them is stopped however a run ends.
+
+A `Pool` owns a temporary folder and every worker started in it (or adopted into it: lnbench.verify.prestart).
+Each worker is `python -m <module> ARGS...` in a session of its own (a terminal's Ctrl-C reaches only the
+parent, which stops the workers itself), stdin a pipe from the parent, stderr (and stdout) to a file, and,
+where the worker answers on a pipe, that pipe's write end as its last argument. Leaving the pool (done, an
+exception, Ctrl-C, SIGTERM: any BaseException) stops every worker still running (processes.kill_group: its
+whole process group) and removes the folder (kept with $LNBENCH_KEEP_WORKER_DIRS). What a dead worker leaves
+behind is read in one way: `stderr_tail` and its last line, with the exit status (negative: killed by that
+signal). A worker calls `worker_setup()` first: it dies with its parent (processes.die_with_parent) and runs
+on the CPUs of its GPU (processes.pin_to_gpu_cpus).
+
+Two ways of handing out work are built on it, and the commands pass in what differs (modules, specs, units,
+callbacks): lnbench.measure.workers (one spec per worker, start-up side by side, timed turns one at a time,
+results in files: perf, abi-compare) and lnbench.measure.units (a queue of units dealt to workers as they come
+free, answers on a pipe: verify --jobs).
+
+Standard library only: lnbench.verify.prestart starts workers with it before the command line imports torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+
+#: characters of a worker's stderr kept when it fails (its last line names the failure)
+TAIL_CHARS = 2000
+#: set (to anything) to keep the workers' folders (spec, result, stderr files) for debugging
+KEEP_VAR = "LNBENCH_KEEP_WORKER_DIRS"
+
+
+def worker_setup() -> None:
+    """Worker side, the first thing every worker does: die with the parent, run on its GPU's CPUs."""
+    die_with_parent()
+    pin_to_gpu_cpus()
+
+
+def stderr_tail(stderr: Path | IO[bytes] | None, limit: int = TAIL_CHARS) -> str:
+    """The last `limit` characters a worker wrote to its stderr: a file, or an open (possibly unnamed) one."""
+    if stderr is None:
+        return ""
+    try:
+        if isinstance(stderr, Path):
+            with open(stderr, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - limit))
+                data = handle.read()
+        else:
+            fileno = stderr.fileno()
+            data = os.pread(fileno, limit, max(0, os.fstat(fileno).st_size - limit))
+    except (OSError, ValueError):
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line of `text`, stripped ('' when none)."""
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+
+
+@dataclass
+class Worker:
+    """A started worker: its process (None when it could not start, with `start_error`), where its stderr goes,
+    and the read end of its answer pipe (None when it answers in files)."""
+
+    number: int
+    proc: subprocess.Popen | None
+    stderr: Path | IO[bytes] | None
+    fd: int | None = None
+    start_error: str = ""
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
+
+    @property
+    def exit_code(self) -> int | None:
+        """Its exit status (negative: killed by that signal); None while it runs or when it never started."""
+        return None if self.proc is None else self.proc.returncode
+
+    def tail(self) -> str:
+        return self.start_error or stderr_tail(self.stderr)
+
+    def last_line(self) -> str:
+        return last_line(self.tail())
+
+    def send(self, line: str, last: bool = False) -> None:
+        """Write one line to its stdin (closed after the `last` one); a worker that already exited is skipped:
+        its exit is collected as usual."""
+        try:
+            self.proc.stdin.write(f"{line}\n".encode())
+            self.proc.stdin.flush()
+            if last:
+                self.proc.stdin.close()
+        except (AttributeError, OSError, ValueError):
+            pass
+
+    def close_stdin(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except (AttributeError, OSError, ValueError):
+            pass
+
+    def stop(self) -> None:
+        """Stop it if it still runs (its whole process group); close its answer pipe and unnamed stderr."""
+        if self.proc is not None and self.proc.poll() is None:
+            kill_group(self.proc)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.stderr is not None and not isinstance(self.stderr, Path):
+            self.stderr.close()
+
+
+def spawn(module: str, args: list[str], env: dict[str, str | None] | None, stderr: IO[bytes],
+          stdout: IO[bytes] | None = None, answers: bool = False) -> tuple[subprocess.Popen, int | None]:
+    """Start `python -m module ARGS` (module docstring) with os.environ + `env` (processes.child_environment);
+    stdout goes to `stdout` (default: with stderr). With `answers`, the write end of a fresh pipe is its last
+    argument; returns (process, that pipe's read end or None)."""
+    read_fd = write_fd = None
+    if answers:
+        read_fd, write_fd = os.pipe()
+        args = [*args, str(write_fd)]
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE,
+                                stdout=stdout if stdout is not None else stderr, stderr=stderr,
+                                env=child_environment(env), pass_fds=(write_fd,) if answers else (),
+                                start_new_session=True)
+    except BaseException:
+        if read_fd is not None:
+            os.close(read_fd)
+        raise
+    finally:
+        if write_fd is not None:
+            os.close(write_fd)
+    return proc, read_fd
+
+
+class Pool:
+    """Workers started in (or adopted into) one temporary folder; leaving the `with` block stops every one still
+    running and removes the folder (module docstring)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix=prefix))
+        self.workers: list[Worker] = []
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def folder(self, name: str) -> Path:
+        """A worker's own folder in the pool's."""
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def start(self, number: int, module: str, args: list[str], env: dict[str, str | None] | None, folder: Path,
+              *, answers: bool = False, own_stdout: bool = False) -> Worker:
+        """Start a worker; its stderr goes to FOLDER/stderr.txt (its stdout too, unless `own_stdout`: then
+        FOLDER/stdout.txt). A worker that cannot start is returned with proc None and `start_error`."""
+        stderr = folder / "stderr.txt"
+        with open(stderr, "wb") as err, \
+                open(folder / "stdout.txt", "wb") if own_stdout else contextlib.nullcontext() as out:
+            try:
+                proc, fd = spawn(module, args, env, err, out, answers)
+            except OSError as exc:
+                return self.adopt(Worker(number, None, stderr, start_error=f"cannot start worker: {exc}"))
+        return self.adopt(Worker(number, proc, stderr, fd))
+
+    def adopt(self, worker: Worker) -> Worker:
+        """Make a worker started elsewhere (lnbench.verify.prestart) the pool's: it is stopped with the others."""
+        self.workers.append(worker)
+        return worker
+
+    def forget(self, worker: Worker) -> None:
+        """A worker that is gone and collected: close what the pool holds of it."""
+        worker.stop()
+        self.workers.remove(worker)
+
+    def stop_all(self) -> None:
+        """Stop every worker still running (and close their pipes); their files stay until `close`."""
+        for worker in self.workers:
+            worker.stop()
+
+    def close(self) -> None:
+        self.stop_all()
+        self.workers.clear()
+        if not os.environ.get(KEEP_VAR):
+            shutil.rmtree(self.root, ignore_errors=True)
+

@@ -1,0 +1,144 @@
+"""The one worker pool (lnbench.measure.pool) under its two ways of handing out work: a worker killed in the
+middle of a run loses no other result, for a queue of units (verify --jobs: lnbench.measure.units) and for one
+spec per worker with timed turns (perf, abi-compare: lnbench.measure.workers). Tiny stand-in workers: no torch."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pytest
+
+from lnbench.measure import units
+from lnbench.measure.pool import Pool, last_line, stderr_tail
+from lnbench.measure.workers import run_workers
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process model")
+
+#: a queue worker: answers unit u with u*u; the unit named by $POOL_TEST_DIE kills its worker (SIGKILL) after a
+#: line on stderr, once (a marker file), so the fresh worker that takes over answers the others
+UNIT_WORKER = """
+import os, signal, sys, time
+from pathlib import Path
+from lnbench.measure.pool import worker_setup
+from lnbench.measure.units import serve
+
+worker_setup()
+mark = Path(os.environ["POOL_TEST_MARK"])
+
+def answer(unit):
+    if unit == int(os.environ["POOL_TEST_DIE"]) and not mark.exists():
+        mark.write_text("died")
+        sys.stderr.write(f"dying on unit {unit}\\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(float(os.environ.get("POOL_TEST_SLEEP", "0")))
+    return {"square": unit * unit, "pid": os.getpid()}
+
+serve(answer, int(sys.argv[1]))
+"""
+
+#: a spec worker: writes its result after each of its items; worker $POOL_TEST_DIE is SIGKILLed after 2 items
+SPEC_WORKER = """
+import os, signal, sys
+from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
+
+spec, result, progress = read_spec()
+wait_turn()
+payload = {"items": []}
+for item in spec["items"]:
+    if int(os.environ["LNBENCH_WORKER_INDEX"]) == int(os.environ["POOL_TEST_DIE"]) and len(payload["items"]) == 2:
+        sys.stderr.write("dying after 2 items\\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    payload["items"].append(item * 10)
+    write_result(result, payload)
+    report_progress(progress, str(item))
+"""
+
+
+def _module(tmp_path, name: str, text: str) -> dict[str, str]:
+    (tmp_path / f"{name}.py").write_text(text)
+    return {"PYTHONPATH": str(tmp_path)}
+
+
+@linux
+def test_a_killed_queue_worker_costs_only_its_own_unit(tmp_path):
+    env = {**_module(tmp_path, "pool_unit_worker", UNIT_WORKER), "POOL_TEST_DIE": "3",
+           "POOL_TEST_MARK": str(tmp_path / "died")}
+    answers: dict[int, dict] = {}
+    lost: list[units.Lost] = []
+    with Pool("lnbench-pool-test-") as pool:
+        def start(number, slot):
+            return pool.start(number, "pool_unit_worker", [], env, pool.folder(f"w{number}"), answers=True)
+
+        left = units.run_units(pool, start, units.InOrder(range(8)), [None, None],
+                               lambda unit, answer, slot: answers.setdefault(unit, answer),
+                               lambda gone, slot: lost.append(gone))
+        root = pool.root
+    assert left == []
+    assert [gone.unit for gone in lost] == [3]
+    assert lost[0].exit_code == -signal.SIGKILL and lost[0].last_line == "dying on unit 3"
+    assert sorted(answers) == [0, 1, 2, 4, 5, 6, 7]                  # every other unit, answered once
+    assert all(answer["square"] == unit * unit for unit, answer in answers.items())
+    assert len({answer["pid"] for answer in answers.values()}) >= 2
+    assert not root.exists()                                        # the pool's folder is gone
+
+
+@linux
+def test_a_slot_whose_workers_keep_dying_leaves_its_units_to_the_others(tmp_path):
+    env = {**_module(tmp_path, "pool_unit_worker", UNIT_WORKER), "POOL_TEST_DIE": "-1",
+           "POOL_TEST_MARK": str(tmp_path / "died"), "POOL_TEST_SLEEP": "0.3"}    # the bad slot dies meanwhile
+    broken = {**env, "PYTHONPATH": str(tmp_path / "nowhere")}      # its module cannot be found: exits at once
+    answers: dict[int, dict] = {}
+    lost: list[units.Lost] = []
+    with Pool("lnbench-pool-test-") as pool:
+        def start(number, slot):
+            return pool.start(number, "pool_unit_worker", [], broken if slot == "bad" else env,
+                              pool.folder(f"w{number}"), answers=True)
+
+        left = units.run_units(pool, start, units.InOrder(range(10)), ["good", "bad"],
+                               lambda unit, answer, slot: answers.setdefault(unit, answer),
+                               lambda gone, slot: lost.append(gone))
+    assert left == []
+    assert len(lost) == units.SLOT_DEATHS and all(gone.exit_code == 1 for gone in lost)
+    assert "No module named" in lost[0].last_line
+    assert sorted([*answers, *(gone.unit for gone in lost)]) == list(range(10))  # none dropped, none twice
+
+
+@linux
+def test_a_killed_spec_worker_keeps_what_it_finished_and_the_others_all_theirs(tmp_path):
+    env = {**_module(tmp_path, "pool_spec_worker", SPEC_WORKER), "POOL_TEST_DIE": "1"}
+    specs = [{"items": [1, 2, 3]}, {"items": [4, 5, 6, 7]}, {"items": [8, 9]}]
+    done: list[int] = []
+    results = run_workers("pool_spec_worker", specs, timeout_s=60.0, env=env, on_done=lambda r: done.append(r.index))
+    assert done == [0, 1, 2]
+    first, killed, after = results
+    assert first.ok and first.payload == {"items": [10, 20, 30]}
+    assert not killed.ok and killed.exit_code == -signal.SIGKILL
+    assert killed.payload == {"items": [40, 50]}                     # what it finished before it died
+    assert "dying after 2 items" in killed.stderr_tail and "dying after 2 items" in killed.problem()
+    assert after.ok and after.payload == {"items": [80, 90]}         # the worker after it still ran
+
+
+def test_stderr_tail_reads_a_named_or_an_unnamed_file(tmp_path):
+    path = tmp_path / "err.txt"
+    path.write_bytes(b"x" * 5000 + b"\nfirst\nlast line  \n\n")
+    assert stderr_tail(path).endswith("last line  \n\n") and len(stderr_tail(path)) == 2000
+    assert last_line(stderr_tail(path)) == "last line"
+    with open(path, "rb") as handle:
+        assert stderr_tail(handle, 20) == stderr_tail(path, 20)
+    assert stderr_tail(tmp_path / "missing") == "" and last_line("") == ""
+
+
+@linux
+def test_leaving_the_pool_stops_every_worker_it_holds(tmp_path):
+    env = _module(tmp_path, "pool_sleeper", "import time\ntime.sleep(600)\n")
+    with pytest.raises(KeyboardInterrupt):
+        with Pool("lnbench-pool-test-") as pool:
+            workers = [pool.start(n, "pool_sleeper", [], env, pool.folder(f"w{n}")) for n in range(2)]
+            raise KeyboardInterrupt
+    assert all(worker.proc.returncode is not None for worker in workers)
+    for worker in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(worker.proc.pid, 0)
