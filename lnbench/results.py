@@ -206,7 +206,7 @@ _STATIC_FIELDS = (("kernarg", "kernarg bytes"), ("slots", "launcher slots"), ("v
                   ("lds", "LDS bytes"), ("scratch", "scratch bytes"), ("instr", "ISA instructions"),
                   ("args", "kernel arguments"), ("spills", "VGPR + SGPR spills"))
 
-ABI = Kind("abi-compare", "1.0", _cols(
+ABI = Kind("abi-compare", "1.1", _cols(     # 1.1: verdicts in the words of compare (1.0: lowercase)
     ("part", STR, "runtime or static"), ("pair", STR, "the call-path pair compared"),
     ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16 or bf16"), ("shape", STR, "MxN (runtime)"),
     ("M", INT, "rows"), ("N", INT, "row length"), ("metric", STR, "direct, wrapper or device (runtime)"),
@@ -215,16 +215,18 @@ ABI = Kind("abi-compare", "1.0", _cols(
       for what, meaning in (("us", "median of worker medians, µs per call"), ("min_us", "fastest worker, µs"),
                             ("max_us", "slowest worker, µs"))),
     ("tensor_calls_per_s", FLOAT, "Tensor calls per second"), ("pointer_calls_per_s", FLOAT, "Pointer calls per second"),
-    ("speedup", FLOAT, "tensor_us / pointer_us"), ("ci_low", FLOAT, "speed-up interval, low"),
-    ("ci_high", FLOAT, "speed-up interval, high"), ("confidence", FLOAT, "the interval's confidence"),
-    ("mw_p", FLOAT, "Mann-Whitney p"), ("verdict", STR, "faster, same, slower, too few runs"),
+    ("speedup", FLOAT, "tensor_us / pointer_us"), ("ci_low", FLOAT, "speed-up, paired bootstrap interval, low"),
+    ("ci_high", FLOAT, "speed-up, paired bootstrap interval, high"),
+    ("confidence", FLOAT, "the interval's confidence"),
+    ("mw_p", FLOAT, "Mann-Whitney p"), ("verdict", STR, "FASTER, SAME, SLOWER, too few runs (lnbench.verdicts)"),
     ("slowdown_pct", FLOAT, "Pointer slower by, %"), ("iters", INT, "calls per run"), ("workers", INT, "workers"),
     ("runs", INT, "runs per worker"), ("spin_short", INT, "device runs whose spin ended early"),
     ("status", STR, "ok, error, not run ..."), ("worker_flag", STR, "why a worker stands out"),
     ("detail", STR, "remarks"), ("scope", STR, "what a runtime row measured (host only on the null device)"),
     *_kernel("tensor_", "Tensor side: "), *_kernel("pointer_", "Pointer side: "),
-    ("kernel_speedup", FLOAT, "kernel-time speed-up Tensor / Pointer"), ("kernel_ci_low", FLOAT, "its interval, low"),
-    ("kernel_ci_high", FLOAT, "its interval, high"), ("kernel_verdict", STR, "its verdict"),
+    ("kernel_speedup", FLOAT, "kernel-time speed-up Tensor / Pointer"),
+    ("kernel_ci_low", FLOAT, "its paired bootstrap interval, low"),
+    ("kernel_ci_high", FLOAT, "its interval, high"), ("kernel_verdict", STR, "its verdict (lnbench.verdicts)"),
     ("arch", STR, "static: target arch"), ("kernel", STR, "static: kernel role"),
     ("tensor_kernel", STR, "static: Tensor-side kernel name"), ("pointer_kernel", STR, "static: Pointer-side kernel name"),
     *((f"{what}_{s}", INT, f"static: {meaning}, {s} side") for what, meaning in _STATIC_FIELDS for s in _SIDES),
@@ -275,7 +277,7 @@ COMPARE = Kind("compare", "1.0", _cols(
     ("shape", STR, "MxN"), ("mode", STR, "perf mode (abi-compare: metric)"), ("base_us", FLOAT, "BASE headline, µs"),
     ("new_us", FLOAT, "NEW headline, µs"), ("ratio", FLOAT, "new / base"), ("ci_low", FLOAT, "interval, low"),
     ("ci_high", FLOAT, "interval, high"), ("change_pct", FLOAT, "(ratio − 1) × 100"), ("p", FLOAT, "paired t p"),
-    ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared"),
+    ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared (lnbench.verdicts)"),
     ("workers", INT, "paired workers"), ("detail", STR, "remarks"),
     required=("backend", "op", "dtype", "shape", "mode", "verdict")),
     frozenset({"verdict", "ratio", "ci_low", "ci_high"}))

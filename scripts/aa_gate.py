@@ -19,8 +19,9 @@ from pathlib import Path
 from lnbench import config as cfg
 from lnbench.compare.cases import timed_cases
 from lnbench.results import PERF_KIND as PERF, load_result
-from lnbench.compare.verdict import FASTER, SLOWER, Settings, compare_all
+from lnbench.compare.verdict import Settings, compare_all
 from lnbench.errors import LnbenchUsageError
+from lnbench.verdicts import Verdict
 
 
 def tally(files: list[Path], settings: Settings) -> tuple[list[dict], list[dict]]:
@@ -31,7 +32,7 @@ def tally(files: list[Path], settings: Settings) -> tuple[list[dict], list[dict]
     for pair, (base, new) in enumerate(zip(cases, cases[1:]), 1):
         for row in compare_all(base, new, settings):
             rows.append({"pair": pair, "base": files[pair - 1].name, "new": files[pair].name, **row,
-                         "false_flag": row["verdict"] in (SLOWER, FASTER)})
+                         "false_flag": Verdict(row["verdict"]).changed})
     load = [{"file": path.name, **{k: result.metadata.get(k) for k in
                                    ("load_before", "load_after", "cpus_available", "other_timing_runs", "load_flag")}}
             for path, result in zip(files, results)]
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     groups: dict[str, list[int]] = {}
     for row in rows:
-        if row["verdict"] in (SLOWER, FASTER, "SAME"):
+        if row["verdict"] in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
             counts = groups.setdefault(f"{row['shape']} {row['mode']}", [0, 0])
             counts[0] += row["false_flag"]
             counts[1] += 1

@@ -4,11 +4,9 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from lnbench.compare.verdict import FASTER, SAME, SLOWER
 from lnbench.markdown import cell
 from lnbench.tables import fmt_float, fmt_time_us
-
-_ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
+from lnbench.verdicts import Verdict
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
           "|---|---|---|---|---|---:|---:|---:|---:|---|")
 
@@ -24,8 +22,9 @@ def ratio_text(row: dict[str, Any]) -> str:
 
 
 def _line(row: dict[str, Any]) -> str:
-    verdict = _ICONS.get(row["verdict"], row["verdict"])
-    if row.get("detail") and row["verdict"] not in _ICONS:
+    word = Verdict(row["verdict"])
+    verdict = word.markdown
+    if row.get("detail") and word not in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
         verdict = f"{verdict}: {row['detail']}"
     cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
              fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
@@ -34,7 +33,7 @@ def _line(row: dict[str, Any]) -> str:
 
 def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str, gate: str) -> str:
     """The comment: what was compared, the verdict line, the cases that changed, then every case folded."""
-    changed = [r for r in rows if r["verdict"] in (SLOWER, FASTER)]
+    changed = [r for r in rows if Verdict(r["verdict"]).changed]
     other = [r for r in rows if r not in changed]
     out = ["## lnbench compare", "",
            f"**{summary}**" + (f" — {gate}" if gate else ""), "",

@@ -9,8 +9,8 @@ Modules, one job each:
     workers      run_workers(): one subprocess per spec, results read from JSON files; the worker side's helpers
     load         the timing lock and the machine-load check taken around timed work
     cache        the device's last-level cache and free memory
-    stats        A/B statistics (BASE vs NEW): bootstrap speed-up, Mann–Whitney U, verdict, the paired worker
-                 interval of `compare`, and the worker flags
+    stats        A/B statistics (BASE vs NEW): abi-compare's paired bootstrap speed-up and Mann–Whitney U, the
+                 paired worker interval of `compare`, and the worker flags (verdict words: lnbench.verdicts)
 
 Nothing here imports a command package (perf, abi, compare, plot) or flydsl.
 """

@@ -1,5 +1,6 @@
-"""A/B statistics of repeated timings: speed-up with a bootstrap interval, Mann–Whitney U, a verdict, the
-paired worker interval of `compare`, and the worker flags of `perf`.
+"""A/B statistics of repeated timings: abi-compare's paired bootstrap (speed-up, interval, Mann–Whitney U), the
+paired worker interval of `compare`, and the worker flags of `perf`. Both comparisons say their verdict in the
+shared words of lnbench.verdicts.
 
 The two sides are BASE and NEW (abi-compare: BASE = the Tensor ABI, NEW = the Pointer ABI). Input per
 measurement: for each worker process, the R per-run µs/call values of each side, measured in the same
@@ -8,9 +9,10 @@ process (ABBA order), so the two sides are *paired by worker*. The headline spee
     speedup = median of BASE worker medians / median of NEW worker medians
 
 (> 1: NEW is faster; abi-compare's Pointer ABI, the seed's "1.23× throughput"). Its interval comes from a
-paired, two-level bootstrap with a fixed seed: resample workers (both sides together, keeping the
-pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict is
-`same` when the interval contains 1.0 (a difference inside the noise), else `faster`/`slower`.
+*paired bootstrap*, two-level, with a fixed seed: resample workers (both sides together, keeping the
+pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict (verdicts.judge
+of the time ratio, the inverse interval) is SAME when the interval contains 1.0 (a difference inside the
+noise), else FASTER/SLOWER.
 
 `lnbench compare` judges two *separate* invocations instead (worker_ratio_interval): there the runs inside one
 worker process are correlated (same process, same memory layout, same minute of machine load), so resampling
@@ -29,22 +31,20 @@ import numpy as np
 import pandas as pd
 
 from lnbench.tables import plain_number
-
-SAME, FASTER, SLOWER = "same", "faster", "slower"
-#: too few runs for any difference to be significant at the confidence level (see smallest_p)
-TOO_FEW = "too few runs"
+from lnbench.verdicts import Verdict, judge
 
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """Speed-up of the NEW side over the BASE side (time_base / time_new) and its interval."""
+    """Speed-up of the NEW side over the BASE side (time_base / time_new), its paired bootstrap interval and
+    verdict."""
 
     speedup: float
     ci_low: float
     ci_high: float
     confidence: float
     p_value: float          # Mann–Whitney U, two-sided, on the pooled per-run values (informational)
-    verdict: str
+    verdict: Verdict
 
     @property
     def slowdown_pct(self) -> float:
@@ -130,11 +130,12 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return pd.Series(values).rank(method="average").to_numpy()
 
 
-def classify(ci_low: float, ci_high: float) -> str:
-    """`same` when the interval contains 1.0, `faster` when it lies above 1 (NEW faster), else `slower`."""
-    if ci_low <= 1.0 <= ci_high:
-        return SAME
-    return FASTER if ci_low > 1.0 else SLOWER
+def speedup_verdict(ci_low: float, ci_high: float) -> Verdict:
+    """The verdict of a speed-up interval (BASE/NEW time): verdicts.judge of the NEW/BASE time ratio's interval,
+    [1 / ci_high, 1 / ci_low]: SAME when it contains 1, FASTER when the speed-up lies above 1, else SLOWER."""
+    def inverse(x: float) -> float:
+        return 1.0 / x if x > 0 else math.inf
+    return judge(inverse(ci_high), inverse(ci_low))
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
@@ -158,15 +159,15 @@ def too_few_warning(count: int, what: str, confidence: float) -> str:
             f"{confidence:.0%} (see their detail); time more runs (-R, -P) to get a verdict")
 
 
-def compare(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *,
-            n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
-    """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case (TOO_FEW when the runs
-    are too few for any verdict at this confidence)."""
+def paired_bootstrap(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *,
+                     n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
+    """abi-compare's statistics for one measurement of one case: speed-up, paired bootstrap interval,
+    Mann–Whitney p and verdict (TOO_FEW when the runs are too few for any verdict at this confidence)."""
     speedup, low, high = bootstrap_speedup(base_runs, new_runs, n_boot=n_boot,
                                            confidence=confidence, seed=seed)
     pooled_t = [v for runs in base_runs for v in runs]
     pooled_p = [v for runs in new_runs for v in runs]
-    verdict = TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else classify(low, high)
+    verdict = Verdict.TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else speedup_verdict(low, high)
     return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), verdict)
 
 
@@ -256,12 +257,6 @@ def worker_ratio_interval(base_runs: Sequence[Sequence[float]], new_runs: Sequen
 def too_few_workers(workers: int) -> bool:
     """Fewer than 2 paired workers: no spread between worker processes to judge a difference by."""
     return workers < 2
-
-
-def significantly_slower(estimate: RatioEstimate, pct: float) -> bool:
-    """The `--fail-if-slower PCT` rule: verdict `slower` (interval excludes 1) and the NEW side's
-    median time more than PCT percent above the BASE side's."""
-    return estimate.verdict == SLOWER and estimate.slowdown_pct > pct
 
 
 #: worker flag rule (see worker_flags)
