@@ -42,7 +42,8 @@ def render(rows: Sequence[dict[str, Any]], context: dict[str, Any], summary: str
            f"- new: `{context['new']}` ({context['new_device']}, commit {context['new_commit'] or '?'}, "
            f"{context['new_timestamp']})",
            f"- ratio = new/base of the median of worker medians; {context['confidence']:.0%} paired t interval over "
-           f"the worker medians (worker w of new against worker w of base); p = that t test's; SAME when the "
+           f"the worker medians (worker w of new against worker w of base) with a "
+           f"{context.get('run_noise_pct', 0):g}% run noise floor; p = that test's; SAME when the "
            f"interval contains 1 or |change| < {context['threshold_pct']:g}%; too few runs with fewer than 2 "
            f"paired workers", ""]
     if context.get("forced"):

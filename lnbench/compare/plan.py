@@ -70,6 +70,8 @@ def context(plan: ComparePlan) -> dict[str, Any]:
         out[f"{side}_timestamp"] = meta.get("timestamp") or ""
         out[f"{side}_lnbench_version"] = meta.get("lnbench_version") or ""
     out.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
-               interval="paired t over worker medians", fail_if_slower_pct=plan.fail_pct,
+               run_noise_pct=settings.run_noise_pct,
+               interval="paired t over worker medians + run noise floor (Welch-Satterthwaite)",
+               fail_if_slower_pct=plan.fail_pct,
                forced="; ".join(plan.problems))
     return out

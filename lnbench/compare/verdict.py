@@ -3,8 +3,9 @@
 BASE and NEW are two separate invocations. Inside one worker process the runs are correlated (one process,
 one memory layout, one minute of machine load), so they are summarised by their median and the *worker* is
 the unit: worker w of NEW is paired with worker w of BASE (perf rotates the backend order by worker index, so
-they ran in the same position) and lnbench.measure.stats.worker_ratio_interval gives the paired t interval of the
-ratio of their medians. Verdict (lnbench.verdicts, the words abi-compare uses too): SAME when the interval
+they ran in the same position) and lnbench.measure.stats.worker_ratio_interval gives the interval of the ratio
+of their medians: the paired t interval widened by the run noise floor ([compare] run_noise_pct), the session
+shift two invocations differ by that no worker of one invocation shows. Verdict (lnbench.verdicts, the words abi-compare uses too): SAME when the interval
 contains 1 or the change is smaller than the threshold, else SLOWER (ratio > 1) or FASTER; TOO_FEW with fewer
 than 2 paired workers (no spread between processes to judge by). docs/measurements.md has the A/A false-flag
 rates this gives (and the run-bootstrap it replaced).
@@ -30,15 +31,17 @@ class Settings:
 
     threshold_pct: float = 3.0
     confidence: float = 0.95
+    run_noise_pct: float = 0.0      # the run noise floor (stats.worker_ratio_interval); the config's default: 1.0
 
     @classmethod
     def from_config(cls, config: dict[str, Any], threshold_pct: float | None = None) -> "Settings":
         table = cfg.section(config, TABLE)
         threshold = cfg.option_or_config(threshold_pct, table, "threshold_pct", "--threshold", (int, float), TABLE,
                                          lambda value, label: validate.number(value, "threshold_pct", label))
-        return cls(float(threshold),
-                   float(validate.number(cfg.require(table, "confidence", (int, float), TABLE), "confidence",
-                                         f"config [{TABLE}] confidence")))
+
+        def number(key: str) -> float:
+            return float(validate.number(cfg.require(table, key, (int, float), TABLE), key, f"config [{TABLE}] {key}"))
+        return cls(float(threshold), number("confidence"), number("run_noise_pct"))
 
 
 def _identity(key: CaseKey) -> dict[str, Any]:
@@ -70,7 +73,7 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> dict[st
                      f"(time with -P 2 or more)")
     else:
         est = stats.worker_ratio_interval([base.runs[w] for w in common], [new.runs[w] for w in common],
-                                          settings.confidence, center=ratio)
+                                          settings.confidence, center=ratio, run_noise_pct=settings.run_noise_pct)
         low, high, p = est.low, est.high, est.p_value
         verdict = verdicts.judge(low, high, change, settings.threshold_pct)
     if len(common) < max(len(base.runs), len(new.runs)):

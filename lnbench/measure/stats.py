@@ -16,8 +16,9 @@ noise), else FASTER/SLOWER.
 
 `lnbench compare` judges two *separate* invocations instead (worker_ratio_interval): there the runs inside one
 worker process are correlated (same process, same memory layout, same minute of machine load), so resampling
-them as if independent gives intervals far too narrow. Its unit is the worker median: a paired t interval of
-the log ratio of worker medians, worker w of NEW against worker w of BASE.
+them as if independent gives intervals far too narrow. Its unit is the worker median: a paired interval of
+the log ratio of worker medians, worker w of NEW against worker w of BASE, widened by the run noise floor
+(what separates two invocations that none of one invocation's workers can show).
 """
 from __future__ import annotations
 
@@ -224,7 +225,7 @@ def t_quantile(confidence: float, df: float) -> float:
 
 @dataclass(frozen=True)
 class WorkerInterval:
-    """NEW/BASE time ratio of paired worker medians: the geometric mean, its t interval and p (H0: ratio 1)."""
+    """NEW/BASE time ratio of paired worker medians: the centre, its interval and p (H0: ratio 1)."""
 
     ratio: float
     low: float
@@ -233,25 +234,72 @@ class WorkerInterval:
     workers: int
 
 
+#: above this many degrees of freedom the t distribution is taken as the normal one
+_NORMAL_DF = 1e4
+
+
+def _critical(confidence: float, df: float) -> float:
+    if df > _NORMAL_DF:
+        return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return t_quantile(confidence, df)
+
+
+def _two_sided_p(t: float, df: float) -> float:
+    if df > _NORMAL_DF:
+        return 2.0 * (1.0 - statistics.NormalDist().cdf(abs(t)))
+    return t_two_sided_p(t, df)
+
+
+def run_noise_variance(run_noise_pct: float) -> float:
+    """The variance a run noise floor of `run_noise_pct` % adds to log(NEW headline / BASE headline): each of
+    the two invocations carries its own session shift, sd ln(1 + pct/100) on the log scale."""
+    return 2.0 * math.log1p(run_noise_pct / 100.0) ** 2
+
+
 def worker_ratio_interval(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]],
-                          confidence: float = 0.95, center: float | None = None) -> WorkerInterval:
-    """Paired t interval of log(new worker median / base worker median) over workers (w of NEW against w of
-    BASE), back on the ratio scale; around `center` (compare passes its headline ratio, the ratio of the
-    medians of worker medians, so the interval holds the figure it is shown with) else the geometric mean. Each worker is its own process, so the spread of their medians holds the
-    process-to-process variance (layout, clocks, the load of that minute) that separates two invocations,
-    which the run-to-run spread inside one worker does not. Needs at least 2 workers (see too_few_workers)."""
+                          confidence: float = 0.95, center: float | None = None,
+                          run_noise_pct: float = 0.0) -> WorkerInterval:
+    """Random-effects interval of log(NEW / BASE) from paired worker medians (w of NEW against w of BASE),
+    back on the ratio scale; around `center` (compare passes its headline ratio, the ratio of the medians of
+    worker medians, so the interval holds the figure it is shown with) else the mean log ratio.
+
+    Each worker is its own process, so the spread of the paired differences d_w holds the process-to-process
+    variance that the runs inside one worker lack. What the workers of one invocation share (the minute's
+    load, clocks, the host's state: a session shift) they cannot show, yet it differs between invocations: a
+    variance component of its own. So the log ratio's variance is
+
+        var(d_w) / n  +  2 τ²,    τ = ln(1 + run_noise_pct / 100)
+
+    (the worker part estimated with n − 1 degrees of freedom, τ known: measured by A/A runs, see
+    run_noise_estimate), with Welch–Satterthwaite degrees of freedom (var)² / ((var(d_w)/n)² / (n − 1));
+    run_noise_pct = 0 is the paired t interval. Needs at least 2 workers (see too_few_workers)."""
     if len(base_runs) != len(new_runs) or len(base_runs) < 2:
         raise ValueError("a paired interval needs the same 2 or more workers on both sides")
     diffs = np.log(worker_medians(new_runs)) - np.log(worker_medians(base_runs))
     n = len(diffs)
     mean = float(diffs.mean()) if center is None else math.log(center)
-    se = float(diffs.std(ddof=1)) / math.sqrt(n)
-    if se < 1e-12:          # identical worker ratios (rounding aside): the interval is the point
+    workers_var = float(diffs.var(ddof=1)) / n
+    variance = workers_var + run_noise_variance(run_noise_pct)
+    if variance < 1e-24:          # identical worker ratios and no floor: the interval is the point
         p = 1.0 if mean == 0.0 else 0.0
         return WorkerInterval(math.exp(mean), math.exp(mean), math.exp(mean), p, n)
-    half = t_quantile(confidence, n - 1) * se
+    df = variance ** 2 / (workers_var ** 2 / (n - 1)) if workers_var > 0 else math.inf
+    se = math.sqrt(variance)
+    half = _critical(confidence, df) * se
     return WorkerInterval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                          t_two_sided_p(mean / se, n - 1), n)
+                          _two_sided_p(mean / se, df), n)
+
+
+def run_noise_estimate(log_changes: Sequence[float], workers_vars: Sequence[float]) -> float:
+    """The run noise floor, in %, from A/A comparisons (nothing changed between the runs): each gives the
+    headline log ratio c and its worker part v = var(d_w) / n. E[c²] = v + 2 τ², so the moment estimate
+    (DerSimonian–Laird's, for the between-study variance of a random-effects meta-analysis) is
+    τ² = max(0, mean(c² − v) / 2)."""
+    c, v = np.asarray(log_changes, dtype=float), np.asarray(workers_vars, dtype=float)
+    if c.size == 0:
+        return math.nan
+    tau2 = max(0.0, float(np.mean(c ** 2 - v)) / 2.0)
+    return math.expm1(math.sqrt(tau2)) * 100.0
 
 
 def too_few_workers(workers: int) -> bool:
