@@ -9,9 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from lnbench.verdicts import Verdict
+
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
-                 "compiled, not executed": "cyan", "ok": "green", "same": "dim", "faster": "green",
-                 "slower": "red", "too few runs": "yellow"}
+                 "compiled, not executed": "cyan", "ok": "green", **{v.value: v.style for v in Verdict}}
 
 
 @dataclass(frozen=True)

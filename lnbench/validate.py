@@ -114,6 +114,7 @@ LIMITS: dict[str, Range] = {
     "bootstrap": Range(100, 100_000, integer=True),
     "confidence": Range(0, 1, low_open=True, high_open=True),
     "threshold_pct": Range(0, 1_000_000),
+    "run_noise_pct": Range(0, 100),
     "fail_if_slower": Range(0, 1_000_000),
     "planted_delay_us": Range(0, 1_000_000),
     "check_elements": Range(1, 1 << 24, integer=True),

@@ -8,7 +8,9 @@
 # Run from the repository root on a machine with a CUDA GPU and torch:
 #   bash scripts/device_aa_gate.sh                 # results in results/aa-gate
 #   OUT=/some/folder RUNS=21 bash scripts/device_aa_gate.sh
-# OUT (the output folder) and RUNS are optional environment variables. Writes into the output folder:
+#   PERF_ARGS="--shapes 1024x1024" RUNS=21 bash scripts/device_aa_gate.sh   # the CPU protocol: default perf
+# OUT (the output folder), RUNS and PERF_ARGS (the perf options, replacing the GPU set above) are optional
+# environment variables. Writes into the output folder:
 #   aa.json   every comparison, the false-flag rate per shape × mode and overall, the load of each run
 #   aa.log    the perf summaries and the rate table, as printed
 #   runs.tgz  the perf JSON of every run (aa_gate.py re-reads them: python scripts/aa_gate.py FOLDER)
@@ -33,7 +35,8 @@ if "$PY" -c "import liger_kernel" 2>/dev/null; then BACKENDS=torch,liger; else e
 mkdir -p "$TMP_DIR/runs"
 for i in $(seq -w 1 "$RUNS"); do
   echo "== run $i $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$LOG"
-  "$PY" -m lnbench.cli perf --backend "$BACKENDS" --shapes 4096x4096,64x256 --dtype bf16 -q \
+  # shellcheck disable=SC2086  # PERF_ARGS is a list of options
+  "$PY" -m lnbench.cli perf ${PERF_ARGS:---backend $BACKENDS --shapes 4096x4096,64x256 --dtype bf16} -q \
     --json "$TMP_DIR/runs/run-$i.json" --csv "$TMP_DIR/runs/run-$i.csv" 2>&1 | tail -2 | tee -a "$LOG"
   tar czf "$OUT_DIR/runs.tgz" -C "$TMP_DIR/runs" .      # after every run: a run cut short keeps what finished
 done

@@ -122,7 +122,7 @@ def test_fail_if_slower_with_planted_slow_pair(tmp_path, results_dir):
     assert failing.exit_code == 1, failing.output
     assert "--fail-if-slower 5" in failing.output
     frame = pd.read_csv(tmp_path / "slow.csv")
-    assert set(frame["verdict"]) == {"slower"}
+    assert set(frame["verdict"]) == {"SLOWER"}
     # far above any slowdown (the most it takes): on a loaded machine the planted 300 µs sleep overshot to 3.5 ms
     passing = _invoke([*base, "--fail-if-slower", "999999", "--csv", str(tmp_path / "ok.csv")])
     assert passing.exit_code == 0, passing.output

@@ -185,8 +185,9 @@ def test_a_planted_slowdown_timed_with_too_few_runs_gets_no_verdict_and_fails_no
 
 def test_too_few_is_decided_by_the_smallest_attainable_p():
     from lnbench.measure import stats
+    from lnbench.verdicts import Verdict
     assert stats.too_few(2, 2, 0.95) and stats.too_few(3, 3, 0.95) and not stats.too_few(4, 4, 0.95)
     assert stats.too_few(4, 4, 0.99) and not stats.too_few(15, 15, 0.99)
-    few = stats.compare([[10.0, 10.1]], [[20.0, 20.2]])
-    many = stats.compare([[10.0, 10.1, 10.2, 9.9, 10.05]], [[20.0, 20.2, 20.1, 19.9, 20.05]])
-    assert few.verdict == stats.TOO_FEW and many.verdict == stats.SLOWER
+    few = stats.paired_bootstrap([[10.0, 10.1]], [[20.0, 20.2]])
+    many = stats.paired_bootstrap([[10.0, 10.1, 10.2, 9.9, 10.05]], [[20.0, 20.2, 20.1, 19.9, 20.05]])
+    assert few.verdict == Verdict.TOO_FEW and many.verdict == Verdict.SLOWER

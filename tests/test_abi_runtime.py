@@ -50,7 +50,7 @@ def test_worker_times_every_unit_in_abba_order():
     assert len(measured) == 2 * 2 * 2
     for row in measured:
         assert row["ci_low"] <= row["speedup"] <= row["ci_high"]
-        assert row["verdict"] in ("faster", "same", "slower")
+        assert row["verdict"] in ("FASTER", "SAME", "SLOWER")
         assert row["tensor_min_us"] <= row["tensor_us"] <= row["tensor_max_us"]
 
 
@@ -60,7 +60,7 @@ def test_planted_slow_pair_comes_out_slower():
     rows = aggregate("planted-slow", PAIRS["planted-slow"].labels, payloads, ["direct", "wrapper"], n_boot=1000)
     assert len(rows) == 4
     for row in rows:
-        assert row["verdict"] == "slower", row
+        assert row["verdict"] == "SLOWER", row
         assert row["pointer_us"] > row["tensor_us"] + 200
 
 

@@ -1,4 +1,4 @@
-"""abi-compare statistics (bootstrap CI, Mann–Whitney, verdicts) and measurement order (ABBA, alternation)."""
+"""abi-compare statistics (paired bootstrap CI, Mann–Whitney, verdicts) and measurement order (ABBA, alternation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +6,7 @@ import pytest
 
 from lnbench.abi import schedule
 from lnbench.measure import stats
+from lnbench.verdicts import Verdict, fails_gate
 
 
 def _synthetic(rng: np.random.Generator, workers: int, runs: int, tensor_us: float, ratio: float,
@@ -33,17 +34,17 @@ def test_bootstrap_interval_covers_true_ratio():
 
 def test_identical_distributions_are_same():
     rng = np.random.default_rng(11)
-    verdicts = [stats.compare(*_synthetic(rng, 3, 5, 10.0, 1.0), n_boot=2000, seed=s).verdict for s in range(30)]
-    assert verdicts.count(stats.SAME) >= 26          # ~95 % interval: few false alarms
+    verdicts = [stats.paired_bootstrap(*_synthetic(rng, 3, 5, 10.0, 1.0), n_boot=2000, seed=s).verdict for s in range(30)]
+    assert verdicts.count(Verdict.SAME) >= 26          # ~95 % interval: few false alarms
 
 
 def test_clearly_slower_and_faster():
     rng = np.random.default_rng(3)
-    slow = stats.compare(*_synthetic(rng, 3, 5, 10.0, 1 / 1.3), n_boot=2000)
-    assert slow.verdict == stats.SLOWER and slow.ci_high < 1.0
+    slow = stats.paired_bootstrap(*_synthetic(rng, 3, 5, 10.0, 1 / 1.3), n_boot=2000)
+    assert slow.verdict == Verdict.SLOWER and slow.ci_high < 1.0
     assert slow.slowdown_pct == pytest.approx(30.0, abs=6.0)
-    fast = stats.compare(*_synthetic(rng, 3, 5, 10.0, 1.3), n_boot=2000)
-    assert fast.verdict == stats.FASTER and fast.ci_low > 1.0
+    fast = stats.paired_bootstrap(*_synthetic(rng, 3, 5, 10.0, 1.3), n_boot=2000)
+    assert fast.verdict == Verdict.FASTER and fast.ci_low > 1.0
 
 
 def test_bootstrap_is_reproducible_with_fixed_seed():
@@ -67,15 +68,15 @@ def test_mann_whitney_exact_and_normal():
     assert far < 1e-6
 
 
-def test_classify_and_fail_rule():
-    assert stats.classify(0.9, 1.1) == stats.SAME
-    assert stats.classify(1.01, 1.2) == stats.FASTER
-    assert stats.classify(0.7, 0.95) == stats.SLOWER
-    slower = stats.RatioEstimate(0.8, 0.75, 0.85, 0.95, 0.01, stats.SLOWER)          # 25 % slower
-    assert stats.significantly_slower(slower, 10.0)
-    assert not stats.significantly_slower(slower, 30.0)
-    noisy = stats.RatioEstimate(0.8, 0.5, 1.2, 0.95, 0.3, stats.SAME)
-    assert not stats.significantly_slower(noisy, 0.0)
+def test_speedup_verdict_and_fail_rule():
+    assert stats.speedup_verdict(0.9, 1.1) == Verdict.SAME
+    assert stats.speedup_verdict(1.01, 1.2) == Verdict.FASTER
+    assert stats.speedup_verdict(0.7, 0.95) == Verdict.SLOWER
+    slower = stats.RatioEstimate(0.8, 0.75, 0.85, 0.95, 0.01, Verdict.SLOWER)          # 25 % slower
+    assert fails_gate(slower.verdict, slower.slowdown_pct, 10.0)
+    assert not fails_gate(slower.verdict, slower.slowdown_pct, 30.0)
+    noisy = stats.RatioEstimate(0.8, 0.5, 1.2, 0.95, 0.3, Verdict.SAME)
+    assert not fails_gate(noisy.verdict, noisy.slowdown_pct, 0.0)
 
 
 def test_abba_order():

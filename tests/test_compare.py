@@ -15,9 +15,12 @@ from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.command import compare_command
 from lnbench.compare.planted import main as planted_main, plant_slowdown
-from lnbench.compare.verdict import FASTER, SAME, SLOWER, Settings, compare_case
+from lnbench.compare.verdict import Settings, compare_case
 from lnbench.perf.command import perf_command
 from lnbench.outputs import write_json
+from lnbench.verdicts import Verdict
+
+FASTER, SAME, SLOWER = Verdict.FASTER, Verdict.SAME, Verdict.SLOWER
 
 # short protocol: many short runs (R = 15 of ~4 ms) keep the per-worker medians steady on a busy CPU
 SHORT = ["--device", "cpu", "--dtype", "bf16", "-R", "15", "--warmup-s", "0.01", "--min-warmup-calls", "2",

@@ -13,8 +13,11 @@ from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.command import compare_command
 from lnbench.measure.stats import t_quantile
-from lnbench.compare.verdict import SAME, SLOWER, TOO_FEW, Settings, compare_case
+from lnbench.compare.verdict import Settings, compare_case
 from lnbench.perf.command import perf_command
+from lnbench.verdicts import Verdict
+
+SAME, SLOWER, TOO_FEW = Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW
 
 ENV = {"OMP_NUM_THREADS": "1"}
 KEY = ("torch", "bwd", "bf16", "8x64", "hot")

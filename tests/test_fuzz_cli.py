@@ -186,6 +186,7 @@ LOAD_CHECKED = [
     ("abi_compare", "planted_delay_us", ["20.0", "0"], ["-1", "inf", "1e7"]),
     ("abi_compare", "check_elements", ["65536"], ["0", "-5", "1e3"]),
     ("compare", "threshold_pct", ["3.0", "0"], ["-1", "nan"]),
+    ("compare", "run_noise_pct", ["1.0", "0"], ["-1", "nan", "101"]),
     ("compare", "bootstrap", [], ["4000"]),                    # gone with the run bootstrap: an unknown key
     ("perf", "if_loaded", ['"warn"'], []),             # refuse would depend on this machine's load
     ("compare", "confidence", ["0.95"], ["1.5"]),

@@ -501,7 +501,7 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
     assert row["tensor_kernel_us"] == pytest.approx(20.1) and row["pointer_kernel_us"] == pytest.approx(19.1)
     assert row["tensor_gap_us"] == pytest.approx(5.0) and row["pointer_gap_us"] == pytest.approx(3.0)
     assert row["tensor_kernels_per_call"] == 1.0 and row["tensor_kernel_status"] == "ok"
-    assert row["kernel_speedup"] == pytest.approx(20.1 / 19.1) and row["kernel_verdict"] == "faster"
+    assert row["kernel_speedup"] == pytest.approx(20.1 / 19.1) and row["kernel_verdict"] == "FASTER"
     assert row["kernel_ci_low"] <= row["kernel_speedup"] <= row["kernel_ci_high"]
 
 

@@ -1,4 +1,5 @@
-"""Worker payloads -> one runtime row per case × measurement (median of worker medians, ratio, CI, verdict)."""
+"""Worker payloads -> one runtime row per case × measurement (median of worker medians, speed-up, paired bootstrap
+interval, verdict)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -80,7 +81,7 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
             p_runs = [list(r["pointer"]) for r in records]
             t_med, t_min, t_max = _spread(t_runs)
             p_med, p_min, p_max = _spread(p_runs)
-            est = stats.compare(t_runs, p_runs, n_boot=n_boot, confidence=confidence, seed=seed)
+            est = stats.paired_bootstrap(t_runs, p_runs, n_boot=n_boot, confidence=confidence, seed=seed)
             names = [f"worker {r.get('worker', i)}" for i, r in enumerate(records)]
             flags = [f"{side}: {text}" for side, runs in (("Tensor", t_runs), ("Pointer", p_runs))
                      for text in worker_flags(runs, names).values()]
@@ -104,7 +105,8 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
 def kernel_columns(records: Sequence[dict[str, Any]], row: dict[str, Any], *, n_boot: int, confidence: float,
                    seed: int) -> dict[str, Any]:
     """Kernel time of a `device` row, per side (median of worker medians, min–max, kernels per call, names,
-    gap = event time − kernel time), and the kernel-time speed-up Tensor / Pointer with its interval."""
+    gap = event time − kernel time), and the kernel-time speed-up Tensor / Pointer with its paired bootstrap
+    interval."""
     out: dict[str, Any] = {}
     for side in SIDES:
         agg = kernel_stats.aggregate([(r.get("kernel") or {}).get(side) for r in records])
@@ -112,8 +114,9 @@ def kernel_columns(records: Sequence[dict[str, Any]], row: dict[str, Any], *, n_
     paired = [r["kernel"] for r in records
               if all(((r.get("kernel") or {}).get(side) or {}).get("status") == "ok" for side in SIDES)]
     if paired:  # paired by worker, as the stream-time speed-up
-        est = stats.compare([k["tensor"]["run_us"] for k in paired], [k["pointer"]["run_us"] for k in paired],
-                            n_boot=n_boot, confidence=confidence, seed=seed)
+        est = stats.paired_bootstrap([k["tensor"]["run_us"] for k in paired],
+                                     [k["pointer"]["run_us"] for k in paired],
+                                     n_boot=n_boot, confidence=confidence, seed=seed)
         out.update(kernel_speedup=est.speedup, kernel_ci_low=est.ci_low, kernel_ci_high=est.ci_high,
                    kernel_verdict=est.verdict)
     return out

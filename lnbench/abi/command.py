@@ -18,6 +18,8 @@ import click
 
 from lnbench import settings as cfg
 from lnbench import validate
+from lnbench import verdicts
+from lnbench.verdicts import Verdict
 from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
@@ -311,15 +313,15 @@ def _bad(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> li
 def _verdicts(runtime_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
     ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
     return ok_rows, {v: sum(r.get("verdict") == v for r in ok_rows)
-                     for v in (stats.FASTER, stats.SAME, stats.SLOWER, stats.TOO_FEW)}
+                     for v in (Verdict.FASTER, Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW)}
 
 
 def _summary_line(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> str:
-    """`runtime: 6 measured (3 faster, ...), 3 not measured; static: 8 of 8 kernel rows compiled; 0 errors`."""
-    ok_rows, verdicts = _verdicts(runtime_rows)
+    """`runtime: 6 measured (3 FASTER, ...), 3 not measured; static: 8 of 8 kernel rows compiled; 0 errors`."""
+    ok_rows, counts = _verdicts(runtime_rows)
     parts = []
     if runtime_rows:
-        parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in verdicts.items())}), "
+        parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in counts.items())}), "
                      f"{len(runtime_rows) - len(ok_rows)} not measured")
     if static:
         parts.append(f"static: {sum(r.get('status') == 'ok' for r in static)} of {len(static)} kernel rows compiled")
@@ -330,16 +332,10 @@ def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]],
                fail_pct: float | None) -> int:
     """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
     bad = _bad(runtime_rows, static)
-    slower = []
-    if fail_pct is not None:
-        for r in runtime_rows:
-            if r.get("status") == "ok":
-                est = stats.RatioEstimate(r["speedup"], r["ci_low"], r["ci_high"], r["confidence"], r["mw_p"],
-                                          r["verdict"])
-                if stats.significantly_slower(est, fail_pct):
-                    slower.append(r)
-    ok_rows, verdicts = _verdicts(runtime_rows)
-    warning = stats.too_few_warning(verdicts[stats.TOO_FEW], "measurement",
+    slower = [r for r in runtime_rows if r.get("status") == "ok"
+              and verdicts.fails_gate(r["verdict"], r["slowdown_pct"], fail_pct)] if fail_pct is not None else []
+    ok_rows, counts = _verdicts(runtime_rows)
+    warning = stats.too_few_warning(counts[Verdict.TOO_FEW], "measurement",
                                     float(ok_rows[0]["confidence"]) if ok_rows else 0.95)
     if warning:
         err_console.print(warning, soft_wrap=True, highlight=False)

@@ -37,7 +37,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
                     md_path: Path | None, config_path: Path | None, csv_path: Path | None, json_path: Path | None,
                     quiet: bool) -> int:
     """Compare two `perf --json` (or `abi-compare --json`) results case by case: ratio new/base of the headline
-    medians, a paired t interval over the worker medians (each worker is its own process), its p-value,
+    medians, a paired t interval over the worker medians (each worker is its own process) widened by the run
+    noise floor ([compare] run_noise_pct), its p-value,
     FASTER / SLOWER / SAME, or 'too few runs' with fewer than 2 paired workers (-P 1)."""
     plan = build_plan(base, new, threshold_pct, fail_pct, force, md_path, config_path, csv_path, json_path)
     rows = compare_all(plan.base_cases, plan.new_cases, plan.settings)

@@ -4,12 +4,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from lnbench.compare.verdict import FASTER, SAME, SLOWER
 from lnbench.markdown import cell
 from lnbench.results import CompareRow, RunRecord
 from lnbench.tables import fmt_float, fmt_time_us
-
-_ICONS = {SLOWER: "🔴 SLOWER", FASTER: "🟢 FASTER", SAME: "SAME"}
+from lnbench.verdicts import Verdict
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
           "|---|---|---|---|---|---:|---:|---:|---:|---|")
 
@@ -25,8 +23,9 @@ def ratio_text(row: dict[str, Any]) -> str:
 
 
 def _line(row: dict[str, Any]) -> str:
-    verdict = _ICONS.get(row["verdict"], row["verdict"])
-    if row.get("detail") and row["verdict"] not in _ICONS:
+    word = Verdict(row["verdict"])
+    verdict = word.markdown
+    if row.get("detail") and word not in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
         verdict = f"{verdict}: {row['detail']}"
     cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
              fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
@@ -36,14 +35,15 @@ def _line(row: dict[str, Any]) -> str:
 def render(rows: Sequence[CompareRow], run: RunRecord, summary: str, gate: str) -> str:
     """The comment: what was compared (the compare's run record), the verdict line, the cases that changed, then
     every case folded."""
-    changed = [r for r in rows if r["verdict"] in (SLOWER, FASTER)]
+    changed = [r for r in rows if Verdict(r["verdict"]).changed]
     other = [r for r in rows if r not in changed]
     out = ["## lnbench compare", "",
            f"**{summary}**" + (f" — {gate}" if gate else ""), "",
            f"- base: `{run.base}` ({run.base_device}, commit {run.base_commit or '?'}, {run.base_timestamp})",
            f"- new: `{run.new}` ({run.new_device}, commit {run.new_commit or '?'}, {run.new_timestamp})",
            f"- ratio = new/base of the median of worker medians; {run.confidence:.0%} paired t interval over "
-           f"the worker medians (worker w of new against worker w of base); p = that t test's; SAME when the "
+           f"the worker medians (worker w of new against worker w of base) with a "
+           f"{run.run_noise_pct or 0:g}% run noise floor; p = that test's; SAME when the "
            f"interval contains 1 or |change| < {run.threshold_pct:g}%; too few runs with fewer than 2 "
            f"paired workers", ""]
     if run.forced:

@@ -69,6 +69,8 @@ def context(plan: ComparePlan) -> RunRecord:
                new_device=n.device_name or n.device or None, new_commit=n.commit,
                new_timestamp=n.timestamp or "", new_lnbench_version=n.lnbench_version or "")
     run.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
-               interval="paired t over worker medians", fail_if_slower_pct=plan.fail_pct,
+               run_noise_pct=settings.run_noise_pct,
+               interval="paired t over worker medians + run noise floor (Welch-Satterthwaite)",
+               fail_if_slower_pct=plan.fail_pct,
                forced="; ".join(plan.problems))
     return run

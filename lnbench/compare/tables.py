@@ -7,12 +7,13 @@ from rich.markup import escape
 
 from lnbench.cli_common import console, err_console
 from lnbench.compare.markdown import ratio_text
-from lnbench.compare.verdict import FASTER, NOT_COMPARED, ONLY_BASE, ONLY_NEW, SAME, SLOWER, TOO_FEW, Settings
+from lnbench.compare.verdict import Settings
 from lnbench.measure import stats
 from lnbench.tables import Column, fmt_float, fmt_time_us, render_table
+from lnbench.verdicts import Verdict
 
-_STYLES = {SLOWER: "bold red", FASTER: "green", SAME: "dim", ONLY_BASE: "yellow", ONLY_NEW: "yellow",
-           NOT_COMPARED: "yellow", TOO_FEW: "yellow"}
+SLOWER, FASTER, SAME, TOO_FEW, NOT_COMPARED = (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME, Verdict.TOO_FEW,
+                                               Verdict.NOT_COMPARED)
 TABLE_COLUMNS = [
     Column("backend", "backend", justify="left"), Column("op", "op", justify="left"),
     Column("dtype", "dtype", justify="left"), Column("shape", "shape"), Column("mode", "mode", justify="left"),
@@ -23,19 +24,18 @@ TABLE_COLUMNS = [
 
 
 def _verdict_cell(verdict: str) -> str:
-    style = _STYLES.get(verdict, "")
-    return f"[{style}]{escape(verdict)}[/{style}]" if style else escape(verdict)
+    style = Verdict(verdict).style
+    return f"[{style}]{escape(verdict)}[/{style}]"
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
     """One line counting the verdicts."""
-    counts = {v: sum(r["verdict"] == v for r in rows)
-              for v in (SLOWER, FASTER, SAME, TOO_FEW, ONLY_BASE, ONLY_NEW, NOT_COMPARED)}
-    compared = counts[SLOWER] + counts[FASTER] + counts[SAME] + counts[TOO_FEW]
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in Verdict}
+    compared = sum(counts[v] for v in Verdict if v.judged)
     text = f"{compared} cases compared: {counts[SLOWER]} SLOWER, {counts[FASTER]} FASTER, {counts[SAME]} SAME"
     if counts[TOO_FEW]:
         text += f", {counts[TOO_FEW]} with {TOO_FEW}"
-    listed = [f"{counts[v]} {v}" for v in (ONLY_BASE, ONLY_NEW, NOT_COMPARED) if counts[v]]
+    listed = [f"{counts[v]} {v}" for v in Verdict if not v.judged and counts[v]]
     return text + (f"; {', '.join(listed)}" if listed else "")
 
 
@@ -62,7 +62,8 @@ def print_table(rows: list[dict[str, Any]], title: str, settings: Settings, prob
     shown = [{**r, "_ratio": ratio_text(r), "_verdict": _verdict_cell(r["verdict"])} for r in rows]
     render_table(console, title, TABLE_COLUMNS, shown)
     console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
-                  f"worker medians; SAME when it contains 1 or |change| < {settings.threshold_pct:g}%; "
+                  f"worker medians with a {settings.run_noise_pct:g}% run noise floor; SAME when it contains 1 or "
+                  f"|change| < {settings.threshold_pct:g}%; "
                   f"{TOO_FEW} with fewer than 2 paired workers")
 
 

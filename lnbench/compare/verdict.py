@@ -3,10 +3,12 @@
 BASE and NEW are two separate invocations. Inside one worker process the runs are correlated (one process,
 one memory layout, one minute of machine load), so they are summarised by their median and the *worker* is
 the unit: worker w of NEW is paired with worker w of BASE (perf rotates the backend order by worker index, so
-they ran in the same position) and lnbench.measure.stats.worker_ratio_interval gives the paired t interval of the
-ratio of their medians. Verdict: SAME when the interval contains 1 or the change is smaller than the threshold,
-else SLOWER (ratio > 1) or FASTER; TOO_FEW with fewer than 2 paired workers (no spread between processes to
-judge by). docs/measurements.md has the A/A false-flag rates this gives (and the run-bootstrap it replaced).
+they ran in the same position) and lnbench.measure.stats.worker_ratio_interval gives the interval of the ratio
+of their medians: the paired t interval widened by the run noise floor ([compare] run_noise_pct), the session
+shift two invocations differ by that no worker of one invocation shows. Verdict (lnbench.verdicts, the words abi-compare uses too): SAME when the interval
+contains 1 or the change is smaller than the threshold, else SLOWER (ratio > 1) or FASTER; TOO_FEW with fewer
+than 2 paired workers (no spread between processes to judge by). docs/measurements.md has the A/A false-flag
+rates this gives (and the run-bootstrap it replaced).
 """
 from __future__ import annotations
 
@@ -15,14 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lnbench import settings as cfg
-from lnbench import validate
+from lnbench import validate, verdicts
 from lnbench.measure import stats
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
 from lnbench.results import CompareRow
+from lnbench.verdicts import Verdict
 
-FASTER, SLOWER, SAME = "FASTER", "SLOWER", "SAME"
-ONLY_BASE, ONLY_NEW, NOT_COMPARED = "only in base", "only in new", "not compared"
-TOO_FEW = stats.TOO_FEW
 TABLE = "compare"
 
 
@@ -32,15 +32,17 @@ class Settings:
 
     threshold_pct: float = 3.0
     confidence: float = 0.95
+    run_noise_pct: float = 0.0      # the run noise floor (stats.worker_ratio_interval); the config's default: 1.0
 
     @classmethod
     def from_config(cls, config: dict[str, Any], threshold_pct: float | None = None) -> "Settings":
         table = cfg.section(config, TABLE)
         threshold = cfg.option_or_config(threshold_pct, table, "threshold_pct", "--threshold", (int, float), TABLE,
                                          lambda value, label: validate.number(value, "threshold_pct", label))
-        return cls(float(threshold),
-                   float(validate.number(cfg.require(table, "confidence", (int, float), TABLE), "confidence",
-                                         f"config [{TABLE}] confidence")))
+
+        def number(key: str) -> float:
+            return float(validate.number(cfg.require(table, key, (int, float), TABLE), key, f"config [{TABLE}] {key}"))
+        return cls(float(threshold), number("confidence"), number("run_noise_pct"))
 
 
 def case_row(key: CaseKey, **cells: Any) -> CompareRow:
@@ -48,7 +50,8 @@ def case_row(key: CaseKey, **cells: Any) -> CompareRow:
     return CompareRow(**dict(zip(KEY_FIELDS, key)), **cells)
 
 
-def listed_row(key: CaseKey, verdict: str, base: TimedCase | None, new: TimedCase | None, detail: str) -> CompareRow:
+def listed_row(key: CaseKey, verdict: Verdict, base: TimedCase | None, new: TimedCase | None,
+               detail: str) -> CompareRow:
     """A case that is not compared: only in one file, or not timed in one of them."""
     return case_row(key, base_us=base.headline_us if base else math.nan,
                     new_us=new.headline_us if new else math.nan, ratio=math.nan, ci_low=math.nan,
@@ -59,25 +62,22 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings) -> Compare
     """The comparison row of a case timed in both files."""
     if not (base.timed and new.timed):
         why = "; ".join(f"{side}: {case.status}" for side, case in (("base", base), ("new", new)) if not case.timed)
-        return listed_row(base.key, NOT_COMPARED, base, new, why)
+        return listed_row(base.key, Verdict.NOT_COMPARED, base, new, why)
     common = sorted(set(base.runs) & set(new.runs))
     if not common:
-        return listed_row(base.key, NOT_COMPARED, base, new, "no worker index timed in both files")
+        return listed_row(base.key, Verdict.NOT_COMPARED, base, new, "no worker index timed in both files")
     ratio = new.headline_us / base.headline_us
     change = (ratio - 1.0) * 100.0
     notes = []
     if stats.too_few_workers(len(common)):
-        verdict, low, high, p = TOO_FEW, math.nan, math.nan, math.nan
+        verdict, low, high, p = Verdict.TOO_FEW, math.nan, math.nan, math.nan
         notes.append(f"{len(common)} paired worker: no spread between worker processes to judge a difference by "
                      f"(time with -P 2 or more)")
     else:
         est = stats.worker_ratio_interval([base.runs[w] for w in common], [new.runs[w] for w in common],
-                                          settings.confidence, center=ratio)
+                                          settings.confidence, center=ratio, run_noise_pct=settings.run_noise_pct)
         low, high, p = est.low, est.high, est.p_value
-        if low <= 1.0 <= high or abs(change) < settings.threshold_pct:
-            verdict = SAME
-        else:
-            verdict = SLOWER if low > 1.0 else FASTER
+        verdict = verdicts.judge(low, high, change, settings.threshold_pct)
     if len(common) < max(len(base.runs), len(new.runs)):
         notes.append(f"paired on worker(s) {','.join(map(str, common))} "
                      f"(base has {len(base.runs)}, new {len(new.runs)})")
@@ -93,10 +93,10 @@ def compare_all(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, T
     for key, base in base_cases.items():
         new = new_cases.get(key)
         rows.append(compare_case(base, new, settings) if new is not None
-                    else listed_row(key, ONLY_BASE, base, None, base.status if not base.timed else ""))
+                    else listed_row(key, Verdict.ONLY_BASE, base, None, base.status if not base.timed else ""))
     for key, new in new_cases.items():
         if key not in base_cases:
-            rows.append(listed_row(key, ONLY_NEW, None, new, new.status if not new.timed else ""))
+            rows.append(listed_row(key, Verdict.ONLY_NEW, None, new, new.status if not new.timed else ""))
     return rows
 
 
@@ -108,7 +108,8 @@ def lost_cases(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, Ti
 
 
 def gate_hits(rows: list[dict[str, Any]], pct: float, lost: set[CaseKey] = frozenset()) -> list[dict[str, Any]]:
-    """The `--fail-if-slower PCT` rule (abi-compare's `stats.significantly_slower`): verdict SLOWER and the
-    new median more than PCT % above the base's; and every lost case (lost_cases)."""
-    return [row for row in rows if (row["verdict"] == SLOWER and row["change_pct"] > pct)
+    """The cases `--fail-if-slower PCT` fails on: those the gate rule shared with abi-compare
+    (verdicts.fails_gate: SLOWER and the new median more than PCT % above the base's) fails, and every lost
+    case (lost_cases)."""
+    return [row for row in rows if verdicts.fails_gate(row["verdict"], row["change_pct"], pct)
             or tuple(row[f] for f in KEY_FIELDS) in lost]

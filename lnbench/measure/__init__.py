@@ -11,8 +11,8 @@ Modules, one job each:
     units        run_units(): a queue of units dealt to the pool's workers as they come free (verify --jobs)
     load         the timing lock and the machine-load check taken around timed work
     cache        the device's last-level cache and free memory
-    stats        A/B statistics (BASE vs NEW): bootstrap speed-up, Mann–Whitney U, verdict, the paired worker
-                 interval of `compare`, and the worker flags
+    stats        A/B statistics (BASE vs NEW): abi-compare's paired bootstrap speed-up and Mann–Whitney U, the
+                 paired worker interval of `compare`, and the worker flags (verdict words: lnbench.verdicts)
 
 Nothing here imports a command package (perf, abi, compare, plot) or flydsl.
 """

@@ -1,5 +1,6 @@
-"""A/B statistics of repeated timings: speed-up with a bootstrap interval, Mann–Whitney U, a verdict, the
-paired worker interval of `compare`, and the worker flags of `perf`.
+"""A/B statistics of repeated timings: abi-compare's paired bootstrap (speed-up, interval, Mann–Whitney U), the
+paired worker interval of `compare`, and the worker flags of `perf`. Both comparisons say their verdict in the
+shared words of lnbench.verdicts.
 
 The two sides are BASE and NEW (abi-compare: BASE = the Tensor ABI, NEW = the Pointer ABI). Input per
 measurement: for each worker process, the R per-run µs/call values of each side, measured in the same
@@ -8,14 +9,16 @@ process (ABBA order), so the two sides are *paired by worker*. The headline spee
     speedup = median of BASE worker medians / median of NEW worker medians
 
 (> 1: NEW is faster; abi-compare's Pointer ABI, the seed's "1.23× throughput"). Its interval comes from a
-paired, two-level bootstrap with a fixed seed: resample workers (both sides together, keeping the
-pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict is
-`same` when the interval contains 1.0 (a difference inside the noise), else `faster`/`slower`.
+*paired bootstrap*, two-level, with a fixed seed: resample workers (both sides together, keeping the
+pairing), then runs inside each chosen worker, and recompute the ratio of medians. The verdict (verdicts.judge
+of the time ratio, the inverse interval) is SAME when the interval contains 1.0 (a difference inside the
+noise), else FASTER/SLOWER.
 
 `lnbench compare` judges two *separate* invocations instead (worker_ratio_interval): there the runs inside one
 worker process are correlated (same process, same memory layout, same minute of machine load), so resampling
-them as if independent gives intervals far too narrow. Its unit is the worker median: a paired t interval of
-the log ratio of worker medians, worker w of NEW against worker w of BASE.
+them as if independent gives intervals far too narrow. Its unit is the worker median: a paired interval of
+the log ratio of worker medians, worker w of NEW against worker w of BASE, widened by the run noise floor
+(what separates two invocations that none of one invocation's workers can show).
 """
 from __future__ import annotations
 
@@ -29,22 +32,20 @@ import numpy as np
 import pandas as pd
 
 from lnbench.tables import plain_number
-
-SAME, FASTER, SLOWER = "same", "faster", "slower"
-#: too few runs for any difference to be significant at the confidence level (see smallest_p)
-TOO_FEW = "too few runs"
+from lnbench.verdicts import Verdict, judge
 
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """Speed-up of the NEW side over the BASE side (time_base / time_new) and its interval."""
+    """Speed-up of the NEW side over the BASE side (time_base / time_new), its paired bootstrap interval and
+    verdict."""
 
     speedup: float
     ci_low: float
     ci_high: float
     confidence: float
     p_value: float          # Mann–Whitney U, two-sided, on the pooled per-run values (informational)
-    verdict: str
+    verdict: Verdict
 
     @property
     def slowdown_pct(self) -> float:
@@ -130,11 +131,12 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return pd.Series(values).rank(method="average").to_numpy()
 
 
-def classify(ci_low: float, ci_high: float) -> str:
-    """`same` when the interval contains 1.0, `faster` when it lies above 1 (NEW faster), else `slower`."""
-    if ci_low <= 1.0 <= ci_high:
-        return SAME
-    return FASTER if ci_low > 1.0 else SLOWER
+def speedup_verdict(ci_low: float, ci_high: float) -> Verdict:
+    """The verdict of a speed-up interval (BASE/NEW time): verdicts.judge of the NEW/BASE time ratio's interval,
+    [1 / ci_high, 1 / ci_low]: SAME when it contains 1, FASTER when the speed-up lies above 1, else SLOWER."""
+    def inverse(x: float) -> float:
+        return 1.0 / x if x > 0 else math.inf
+    return judge(inverse(ci_high), inverse(ci_low))
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
@@ -158,15 +160,15 @@ def too_few_warning(count: int, what: str, confidence: float) -> str:
             f"{confidence:.0%} (see their detail); time more runs (-R, -P) to get a verdict")
 
 
-def compare(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *,
-            n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
-    """Speed-up, interval, Mann–Whitney p and verdict for one measurement of one case (TOO_FEW when the runs
-    are too few for any verdict at this confidence)."""
+def paired_bootstrap(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]], *,
+                     n_boot: int = 4000, confidence: float = 0.95, seed: int = 0) -> RatioEstimate:
+    """abi-compare's statistics for one measurement of one case: speed-up, paired bootstrap interval,
+    Mann–Whitney p and verdict (TOO_FEW when the runs are too few for any verdict at this confidence)."""
     speedup, low, high = bootstrap_speedup(base_runs, new_runs, n_boot=n_boot,
                                            confidence=confidence, seed=seed)
     pooled_t = [v for runs in base_runs for v in runs]
     pooled_p = [v for runs in new_runs for v in runs]
-    verdict = TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else classify(low, high)
+    verdict = Verdict.TOO_FEW if too_few(len(pooled_t), len(pooled_p), confidence) else speedup_verdict(low, high)
     return RatioEstimate(speedup, low, high, confidence, mann_whitney_p(pooled_t, pooled_p), verdict)
 
 
@@ -223,7 +225,7 @@ def t_quantile(confidence: float, df: float) -> float:
 
 @dataclass(frozen=True)
 class WorkerInterval:
-    """NEW/BASE time ratio of paired worker medians: the geometric mean, its t interval and p (H0: ratio 1)."""
+    """NEW/BASE time ratio of paired worker medians: the centre, its interval and p (H0: ratio 1)."""
 
     ratio: float
     low: float
@@ -232,36 +234,77 @@ class WorkerInterval:
     workers: int
 
 
+#: above this many degrees of freedom the t distribution is taken as the normal one
+_NORMAL_DF = 1e4
+
+
+def _critical(confidence: float, df: float) -> float:
+    if df > _NORMAL_DF:
+        return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return t_quantile(confidence, df)
+
+
+def _two_sided_p(t: float, df: float) -> float:
+    if df > _NORMAL_DF:
+        return 2.0 * (1.0 - statistics.NormalDist().cdf(abs(t)))
+    return t_two_sided_p(t, df)
+
+
+def run_noise_variance(run_noise_pct: float) -> float:
+    """The variance a run noise floor of `run_noise_pct` % adds to log(NEW headline / BASE headline): each of
+    the two invocations carries its own session shift, sd ln(1 + pct/100) on the log scale."""
+    return 2.0 * math.log1p(run_noise_pct / 100.0) ** 2
+
+
 def worker_ratio_interval(base_runs: Sequence[Sequence[float]], new_runs: Sequence[Sequence[float]],
-                          confidence: float = 0.95, center: float | None = None) -> WorkerInterval:
-    """Paired t interval of log(new worker median / base worker median) over workers (w of NEW against w of
-    BASE), back on the ratio scale; around `center` (compare passes its headline ratio, the ratio of the
-    medians of worker medians, so the interval holds the figure it is shown with) else the geometric mean. Each worker is its own process, so the spread of their medians holds the
-    process-to-process variance (layout, clocks, the load of that minute) that separates two invocations,
-    which the run-to-run spread inside one worker does not. Needs at least 2 workers (see too_few_workers)."""
+                          confidence: float = 0.95, center: float | None = None,
+                          run_noise_pct: float = 0.0) -> WorkerInterval:
+    """Random-effects interval of log(NEW / BASE) from paired worker medians (w of NEW against w of BASE),
+    back on the ratio scale; around `center` (compare passes its headline ratio, the ratio of the medians of
+    worker medians, so the interval holds the figure it is shown with) else the mean log ratio.
+
+    Each worker is its own process, so the spread of the paired differences d_w holds the process-to-process
+    variance that the runs inside one worker lack. What the workers of one invocation share (the minute's
+    load, clocks, the host's state: a session shift) they cannot show, yet it differs between invocations: a
+    variance component of its own. So the log ratio's variance is
+
+        var(d_w) / n  +  2 τ²,    τ = ln(1 + run_noise_pct / 100)
+
+    (the worker part estimated with n − 1 degrees of freedom, τ known: measured by A/A runs, see
+    run_noise_estimate), with Welch–Satterthwaite degrees of freedom (var)² / ((var(d_w)/n)² / (n − 1));
+    run_noise_pct = 0 is the paired t interval. Needs at least 2 workers (see too_few_workers)."""
     if len(base_runs) != len(new_runs) or len(base_runs) < 2:
         raise ValueError("a paired interval needs the same 2 or more workers on both sides")
     diffs = np.log(worker_medians(new_runs)) - np.log(worker_medians(base_runs))
     n = len(diffs)
     mean = float(diffs.mean()) if center is None else math.log(center)
-    se = float(diffs.std(ddof=1)) / math.sqrt(n)
-    if se < 1e-12:          # identical worker ratios (rounding aside): the interval is the point
+    workers_var = float(diffs.var(ddof=1)) / n
+    variance = workers_var + run_noise_variance(run_noise_pct)
+    if variance < 1e-24:          # identical worker ratios and no floor: the interval is the point
         p = 1.0 if mean == 0.0 else 0.0
         return WorkerInterval(math.exp(mean), math.exp(mean), math.exp(mean), p, n)
-    half = t_quantile(confidence, n - 1) * se
+    df = variance ** 2 / (workers_var ** 2 / (n - 1)) if workers_var > 0 else math.inf
+    se = math.sqrt(variance)
+    half = _critical(confidence, df) * se
     return WorkerInterval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                          t_two_sided_p(mean / se, n - 1), n)
+                          _two_sided_p(mean / se, df), n)
+
+
+def run_noise_estimate(log_changes: Sequence[float], workers_vars: Sequence[float]) -> float:
+    """The run noise floor, in %, from A/A comparisons (nothing changed between the runs): each gives the
+    headline log ratio c and its worker part v = var(d_w) / n. E[c²] = v + 2 τ², so the moment estimate
+    (DerSimonian–Laird's, for the between-study variance of a random-effects meta-analysis) is
+    τ² = max(0, mean(c² − v) / 2)."""
+    c, v = np.asarray(log_changes, dtype=float), np.asarray(workers_vars, dtype=float)
+    if c.size == 0:
+        return math.nan
+    tau2 = max(0.0, float(np.mean(c ** 2 - v)) / 2.0)
+    return math.expm1(math.sqrt(tau2)) * 100.0
 
 
 def too_few_workers(workers: int) -> bool:
     """Fewer than 2 paired workers: no spread between worker processes to judge a difference by."""
     return workers < 2
-
-
-def significantly_slower(estimate: RatioEstimate, pct: float) -> bool:
-    """The `--fail-if-slower PCT` rule: verdict `slower` (interval excludes 1) and the NEW side's
-    median time more than PCT percent above the BASE side's."""
-    return estimate.verdict == SLOWER and estimate.slowdown_pct > pct
 
 
 #: worker flag rule (see worker_flags)

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Any
 from lnbench.errors import LnbenchUsageError
 from lnbench.install import install_hint
 from lnbench.outputs import Writer
+from lnbench.verdicts import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 DPI = 100
-VERDICT_COLOURS = {"SLOWER": "#d62728", "FASTER": "#2ca02c", "SAME": "#7f7f7f",
-                   "slower": "#d62728", "faster": "#2ca02c", "same": "#7f7f7f"}
+VERDICT_COLOURS = {Verdict.SLOWER: "#d62728", Verdict.FASTER: "#2ca02c", Verdict.SAME: "#7f7f7f"}
 
 
 def new_figure(width_in: float, height_in: float, **subplots: Any) -> tuple["Figure", Any]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from lnbench.results import ResultFile, require_columns
 from lnbench.plot.figures import VERDICT_COLOURS, new_figure
+from lnbench.verdicts import parse
 
 
 def _number(value: object) -> float | None:
@@ -36,7 +37,8 @@ def _ratio_figure(labels: list[str], ratio: pd.Series, low: pd.Series, high: pd.
                   xlabel: str, title: str, band_pct: float | None, fail_pct: float | None) -> Any:
     fig, ax = new_figure(8.5, 1.3 + 0.28 * len(labels))
     y = list(range(len(labels)))[::-1]                                   # first case on top
-    frame = pd.DataFrame({"ratio": list(ratio), "low": list(low), "high": list(high), "y": y, "verdict": verdicts})
+    frame = pd.DataFrame({"ratio": list(ratio), "low": list(low), "high": list(high), "y": y,
+                          "verdict": [str(parse(v)) for v in verdicts]})     # abi-compare 1.0's lowercase words too
     for verdict, group in frame.groupby("verdict", sort=False):
         ax.errorbar(group.ratio, group.y, xerr=[group.ratio - group.low, group.high - group.ratio], fmt="o",
                     markersize=4, capsize=3, color=VERDICT_COLOURS.get(str(verdict), "#1f77b4"), label=str(verdict))
@@ -83,6 +85,6 @@ def abi_figures(result: ResultFile) -> list[tuple[str, Any]]:
         return []
     labels = [f"{r['op']} {r['dtype']} {r['shape']} {r['metric']}" for _, r in frame.iterrows()]
     pair = result.run.pair or ""
-    title = f"lnbench abi-compare {pair}: Tensor time / Pointer time (> 1: Pointer faster), bootstrap interval"
+    title = f"lnbench abi-compare {pair}: Tensor time / Pointer time (> 1: Pointer faster), paired bootstrap interval"
     return [("speedups", _ratio_figure(labels, frame.speedup, frame.ci_low, frame.ci_high,
                                        list(frame.verdict.astype(str)), "speed-up Pointer vs Tensor", title, None, None))]

@@ -80,6 +80,7 @@ COMPARE_RUN = (
       for what, meaning in (("device", "device"), ("commit", "lnbench commit"), ("timestamp", "time"),
                             ("lnbench_version", "lnbench version"))),
     ("threshold_pct", FLOAT, "changes below this are SAME"), ("confidence", FLOAT, "the interval's confidence"),
+    ("run_noise_pct", FLOAT, "the run-to-run noise floor the interval adds (τ, %)"),
     ("interval", STR, "how the interval is computed"), ("fail_if_slower_pct", FLOAT, "the gate's threshold"),
     ("forced", STR, "what --force compared past"))
 MERGE = (("merged_from", INT, "lnbench merge: part files joined"),)
