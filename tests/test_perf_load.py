@@ -167,3 +167,15 @@ def test_peak_twice_keeps_the_first_in_the_history(tmp_path, monkeypatch):
     entry = json.loads(path.read_text())[device_name(torch.device("cpu"))]
     assert len(entry["history"]) == 1 and entry["history"][0]["timestamp"] <= entry["timestamp"]
     assert entry["load_before"] == 0.5 and entry["load_flag"] == ""
+
+
+def test_nothing_timed_gives_no_busy_machine_warning(tmp_path, monkeypatch):
+    """perf with nothing runnable (FlyDSL kernels on the CPU) warned "timed on a busy machine" though nothing was
+    timed; the run that times on the same busy machine still warns."""
+    _quiet_machine(monkeypatch, load_avg=9.0, cpus=2)
+    untimed = [*TINY[:TINY.index("--backend")], "--backend", "flydsl", *TINY[TINY.index("--backend") + 2:]]
+    result = CliRunner().invoke(perf_command, [*untimed, "--json", str(tmp_path / "none.json")], env=ENV)
+    assert result.exit_code == 1 and "nothing could run here" in result.output, result.output
+    assert "busy machine" not in result.output
+    timed = CliRunner().invoke(perf_command, [*TINY, "--json", str(tmp_path / "busy.json")], env=ENV)
+    assert timed.exit_code == 0 and "lnbench: warning: timed on a busy machine" in timed.output, timed.output
