@@ -27,6 +27,13 @@ KERNEL_OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
 #: the forward ops (with and without saved stats)
 FORWARD_OPS: tuple[str, ...] = ("fwd", "fwd-nostats")
 
+#: how perf times a case: hot buffers, cold (rotated) buffers, host wall time (lnbench.perf.protocol.MODE_HELP)
+PERF_MODES: tuple[str, ...] = ("hot", "cold", "wall")
+#: what abi-compare measures per call (lnbench.abi.pair_timing.METRIC_HELP)
+ABI_METRICS: tuple[str, ...] = ("direct", "wrapper", "device")
+#: what a timing command does on a busy machine (lnbench.measure.load)
+LOAD_POLICIES: tuple[str, ...] = ("warn", "refuse")
+
 #: dγ/dβ strategies of the FlyDSL backward: a second reduce kernel (bitwise reproducible) or fp32 atomics
 STRATEGIES: tuple[str, ...] = ("deterministic", "atomic")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import importlib.metadata
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,23 @@ def git_commit_of(folder: Path) -> str:
     if not commit or not git("ls-files", "--", "."):
         return ""
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def content_hash(folder: Path) -> str:
+    """`content:<12 hex>`: sha256 of every .py file under `folder` (relative path and bytes, in path order; hidden
+    folders and __pycache__ left out), naming a source tree that has no git checkout (a `git archive` export)."""
+    digest = hashlib.sha256()
+    files = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        files += [Path(root, name) for name in names if name.endswith(".py")]
+    for path in sorted(files, key=lambda p: p.relative_to(folder).as_posix()):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + data + b"\0")
+    return f"content:{digest.hexdigest()[:12]}"
 
 
 def driver_version(device: Device) -> str:

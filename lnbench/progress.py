@@ -4,6 +4,10 @@ A CI log (stderr not a terminal) gets one line per finished unit, "[7/24 29%] wo
 4096x4096 cold ok (12 s)", so it shows life; with many units (verify's hundreds of cases) at most one line
 every LINE_INTERVAL_S seconds, and always the last one. Given a `remaining` callback (seconds left, from an
 estimate such as lnbench.verify.estimate), both show it: "(12 s, ~3 min left)".
+
+The bar stays on screen when it ends, at its last count (N/N when every unit finished), on its own line; a
+command prints its tables after leaving the `with` block. Nothing is redirected while the bar runs: a table
+printed to stdout under a live bar on stderr landed on the bar's line and froze it short of N/N.
 """
 from __future__ import annotations
 
@@ -38,14 +42,15 @@ class CommandProgress:
         if self.console.is_terminal and not self.quiet:
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.fields[left]}"), console=self.console,
-                                 transient=True)
+                                 transient=False, redirect_stdout=False, redirect_stderr=False)
             self._bar.__enter__()
             self._task = self._bar.add_task(self.description, total=self.total, left=self._left())
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        if self._bar is not None:
+        if self._bar is not None:           # its last state drawn, then a new line: what follows starts below it
+            self._bar.update(self._task, completed=self.done, left="")
             self._bar.__exit__(kind, value, traceback)
 
     def advance(self, label: str = "", description: str | None = None) -> None:

@@ -15,7 +15,7 @@ import torch
 
 from lnbench import validate
 from lnbench.backend_table import check_source_table
-from lnbench.constants import DTYPE_ALIASES, DTYPES
+from lnbench.constants import ABI_METRICS, DTYPE_ALIASES, DTYPES, KERNEL_OPS, LOAD_POLICIES, OPS, PERF_MODES, STRATEGIES
 from lnbench.errors import LnbenchUsageError
 from lnbench.validate import listed, split_list  # noqa: F401 - re-exported: one list rule everywhere
 
@@ -30,6 +30,13 @@ DEFAULT_CONFIG = importlib.resources.files("lnbench") / "configs" / "default.tom
 OPTIONAL_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {"abi_compare": {"check_elements": int}}
 #: tables whose keys are names the user chooses (each value a list of MxN strings)
 FREE_TABLES = ("shape_sets",)
+#: (table, key) -> the names its items may take, and whether the command reads them in any case (FWD as fwd)
+NAMED_LISTS: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {
+    ("perf", "ops"): (OPS, False), ("perf", "modes"): (PERF_MODES, False),
+    ("abi_compare", "ops"): (KERNEL_OPS, True), ("abi_compare", "metrics"): (ABI_METRICS, True)}
+#: (table, key) -> the values a single name may take
+NAMED_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("perf", "if_loaded"): LOAD_POLICIES, ("abi_compare", "dgamma_strategy"): STRATEGIES}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -133,6 +140,60 @@ def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = ""
     return out
 
 
+def check_eps_values(eps_values: list[float]) -> None:
+    """`[verify] eps` needs at least one value, all different (a repeat would give an eps2 case testing nothing)."""
+    if not eps_values:
+        raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
+    repeated = sorted({e for e in eps_values if eps_values.count(e) > 1})
+    if repeated:
+        raise LnbenchUsageError(f"config [verify] eps repeats {', '.join(f'{e:g}' for e in repeated)}: "
+                                f"each further eps gets its own eps2 case, so the values must differ")
+
+
+def _names(values: list[str], allowed: tuple[str, ...], any_case: bool, what: str) -> None:
+    items = validate.listed(values, what)
+    for item in items:
+        if (item.lower() if any_case else item) not in allowed:
+            raise LnbenchUsageError(f"unknown {what} {item!r}; choose from {', '.join(allowed)}")
+
+
+def _keyed(table: str, key: str, check: Callable[[], Any]) -> None:
+    """Run `check`; its usage error is said again with the table and key it is about in front."""
+    try:
+        check()
+    except LnbenchUsageError as exc:
+        text = str(exc)
+        raise LnbenchUsageError(text if text.startswith(f"config [{table}]") else f"config [{table}] {key}: {text}") \
+            from None
+
+
+def check_values(config: dict[str, Any]) -> None:
+    """The config's names and shapes, checked as the commands read them (dtypes, every shape set, the chosen set,
+    [verify] eps, ops, modes, metrics, policies), so `config show` refuses what a command would refuse. The
+    numbers are validate.config_numbers'. Which backends exist depends on the run (--kernel-src, plugins): the
+    commands check those."""
+    for table in ("verify", "perf", "abi_compare"):
+        tab = config.get(table) or {}
+        if "dtypes" in tab:
+            _keyed(table, "dtypes", lambda: parse_dtypes(tab["dtypes"]))
+        for name, values in (tab.get("shape_sets") or {}).items():
+            _keyed(f"{table}.shape_sets", _key_name(name), lambda: parse_shapes(values))
+        if "shape_set" in tab and "shape_sets" in tab:
+            _keyed(table, "shape_set", lambda: shape_set(config, table))
+    _keyed("abi_compare", "shapes", lambda: parse_shapes(config["abi_compare"]["shapes"]))
+    _keyed("verify", "eps", lambda: check_eps_values(list(config["verify"]["eps"])))
+    for (table, key), (allowed, any_case) in NAMED_LISTS.items():
+        _keyed(table, key, lambda: _names(config[table][key], allowed, any_case, key.removesuffix("s")))
+    for (table, key), allowed in NAMED_VALUES.items():
+        value = config[table][key]
+        if value not in allowed:
+            raise LnbenchUsageError(f"config [{table}] {key} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _key_name(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else repr(name)
+
+
 def default_config() -> dict[str, Any]:
     """The packaged defaults."""
     return tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8"))
@@ -164,8 +225,12 @@ def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         raise LnbenchUsageError(f"cannot read config {named}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LnbenchUsageError(f"malformed config {named}: {exc}") from None
-    merged = merge_config(defaults, user)
-    validate.config_numbers(merged)
+    try:
+        merged = merge_config(defaults, user)
+        validate.config_numbers(merged)
+        check_values(merged)
+    except LnbenchUsageError as exc:             # every message names the file it is about
+        raise LnbenchUsageError(f"{named}: {exc}") from None
     return merged
 
 

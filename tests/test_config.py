@@ -43,3 +43,58 @@ def test_a_missing_config_from_the_environment_names_the_variable(tmp_path, monk
     with pytest.raises(LnbenchUsageError) as given:          # --config names its own file: no variable
         cfg.load_config(tmp_path / "other.toml")
     assert "LNBENCH_CONFIG" not in str(given.value)
+
+
+# ---- `config show` refuses what the commands refuse (issue 33 item 7) ------------------------------------------
+
+BAD_VALUES = [
+    ('[verify]\ndtypes = ["fp8"]\n', "verify", "config [verify] dtypes: unknown dtype 'fp8'"),
+    ('[verify.shape_sets]\ndefault = ["0x5"]\n', "verify", "config [verify.shape_sets] default: malformed shape '0x5'"),
+    ('[verify]\nshape_set = "nope"\n', "verify", "config [verify] has no shape set 'nope'"),
+    ('[verify]\neps = [1e-5, 1e-5]\n', "verify", "config [verify] eps repeats 1e-05"),
+    ('[perf]\nmodes = ["hott"]\n', "perf", "config [perf] modes: unknown mode 'hott'"),
+    ('[perf]\nif_loaded = "maybe"\n', "perf", "config [perf] if_loaded must be one of warn, refuse"),
+    ('[perf.shape_sets]\nquick = ["4096x"]\n', "perf", "config [perf.shape_sets] quick: malformed shape '4096x'"),
+    ('[abi_compare]\nmetrics = ["wall"]\n', "abi-compare", "config [abi_compare] metrics: unknown metric 'wall'"),
+    ('[abi_compare]\nshapes = []\n', "abi-compare", "config [abi_compare] shapes: empty shape list"),
+]
+COMMAND_ARGS = {"verify": ["--backend", "torch", "--device", "cpu", "--shape-set", "quick", "-q"],
+                "perf": ["--backend", "torch", "--device", "cpu", "--shape-set", "quick", "-q"],
+                "abi-compare": ["--pair", "torch-entry", "--device", "cpu", "-q"]}
+
+
+@pytest.mark.parametrize("text,command,message", BAD_VALUES)
+def test_config_show_refuses_what_the_command_refuses_naming_file_and_key(tmp_path, monkeypatch, text, command,
+                                                                         message):
+    """`config show` accepted dtypes = ["fp8"] and a shape 0x5 with exit 0, and verify then refused them without
+    naming the file or the key: both now say the same one line, file and key in it, exit 2."""
+    from click.testing import CliRunner
+
+    from lnbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    lines = {}
+    for args in (["config", "show", "--config", str(bad)], [command, "--config", str(bad), *COMMAND_ARGS[command]]):
+        result = CliRunner().invoke(main, args)
+        out = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(out) == 1, result.output
+        lines[args[0]] = out[0]
+    assert lines["config"] == lines[command] == f"lnbench: error: {bad}: {message}" + lines["config"].split(message, 1)[1]
+    assert not list(tmp_path.glob("results*")) and not list(tmp_path.rglob("*.csv"))
+
+
+def test_config_show_of_a_bad_config_from_the_environment_in_a_real_process(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[verify]\ndtypes = ["fp8"]\n')
+    done = subprocess.run([sys.executable, "-m", "lnbench.cli", "config", "show"], capture_output=True, text=True,
+                          env={**os.environ, "LNBENCH_CONFIG": str(bad)}, timeout=120)
+    assert done.returncode == 2 and not done.stdout, done
+    assert done.stderr.strip().splitlines() == [
+        f"lnbench: error: {bad} (from $LNBENCH_CONFIG): config [verify] dtypes: unknown dtype 'fp8'; choose from "
+        "f32, f16, bf16"], done.stderr

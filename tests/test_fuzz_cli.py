@@ -165,7 +165,16 @@ def outputs(draw, line: Line, options: tuple[str, ...] = ("--csv", "--json")) ->
 #: (table, key, good TOML literals, bad ones): checked whenever a file is loaded, whichever command reads it
 LOAD_CHECKED = [
     ("verify", "seed", ["1", "99"], ["-1", "1.5", '"7"']),
-    ("verify", "eps", ["[1e-5, 1e-2]", "[1e-3]"], ["[0]", "[inf]", "[1e-5, nan]", '[1e-5, "x"]', "1e-5"]),
+    ("verify", "eps", ["[1e-5, 1e-2]", "[1e-3]"], ["[0]", "[inf]", "[1e-5, nan]", '[1e-5, "x"]', "1e-5", "[]",
+                                                  "[1e-3, 1e-3]"]),
+    # names and shapes: checked as the file loads (config show refuses them too), whatever flag overrides them
+    ("verify", "dtypes", ['["f32"]', '["bf16", "f32"]'], ["[]", '["f8"]', '[""]']),
+    ("perf", "dtypes", ['["f32"]'], ["[]", '["f8"]']),
+    ("perf", "modes", ['["hot"]'], ["[]", '["warm"]']),
+    ("abi_compare", "dtypes", ['["f32"]'], ["[]", '["f8"]']),
+    ("abi_compare", "metrics", ['["direct"]'], ["[]", '["bogus"]']),
+    ("abi_compare", "dgamma_strategy", ['"atomic"', '"deterministic"'], ['"bogus"', '""']),
+    ("perf.shape_sets", "spare", ['["2x8"]'], ['["0x8"]', "[]"]),
     ("verify.tolerance", "k", ["2.0", "1", "3.0"], ["nan", "inf", "-1", "1e300", '"2"']),
     ("verify.tolerance", "fp32_ulps", ["4.0", "8"], ["-inf", "-1", "1e9"]),
     ("verify.tolerance.atol.f32", "y", ["1e-5", "1e-4"], ["inf", "-1e-5", "11"]),
@@ -195,16 +204,9 @@ LOAD_CHECKED = [
 ]
 #: (command, table, key, good, bad, flags that override it): checked when that command uses the value
 USE_CHECKED = [
-    ("verify", "verify", "dtypes", ['["f32"]', '["bf16", "f32"]'], ["[]", '["f8"]', '[""]'], ("--dtype",)),
-    ("verify", "verify", "eps", [], ["[]"], ()),
     ("perf", "perf", "backends", ['["torch"]'], ["[]", '["bogus"]'], ("--backend",)),
     ("perf", "perf", "baseline", ['"torch"'], ['"bogus"', '""'], ("--baseline",)),
-    ("perf", "perf", "dtypes", ['["f32"]'], ["[]", '["f8"]'], ("--dtype",)),
-    ("perf", "perf", "modes", ['["hot"]'], ["[]", '["warm"]'], ("--mode",)),
     ("abi-compare", "abi_compare", "pair", ['"torch-entry"'], ['"bogus"'], ("--pair",)),
-    ("abi-compare", "abi_compare", "dtypes", ['["f32"]'], ["[]", '["f8"]'], ("--dtype",)),
-    ("abi-compare", "abi_compare", "metrics", ['["direct"]'], ["[]", '["bogus"]'], ("--metric",)),
-    ("abi-compare", "abi_compare", "dgamma_strategy", ['"atomic"', '"deterministic"'], ['"bogus"', '""'], ()),
 ]
 MALFORMED = ["[verify\nk = ", "[verify]\nseed = = 3\n", "\x00"]
 

@@ -326,3 +326,48 @@ def test_two_sources_with_one_module_name_each_get_their_own_module(tmp_path):
     finally:
         for key in [k for k in sys.modules if k == "twinpkg" or k.startswith("twinpkg.")]:
             del sys.modules[key]
+
+
+@pytest.mark.parametrize("backend,words", [
+    ("flydsl-src", "is not a FlyDSL checkout (it has no kernels/norm/layernorm_kernel.py)"),
+    ("module:lnbench_nowhere.ln", "is not where lnbench_nowhere.ln is (no such module there, nor installed)")])
+def test_a_kernel_src_that_is_not_a_kernel_source_is_one_usage_line_before_any_work(tmp_path, backend, words):
+    """--kernel-src at a folder without the module gave one `error` row per case, each with the same
+    ModuleNotFoundError, after the whole run: now one line, exit 2, and nothing written."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "not-a-source"
+    folder.mkdir()
+    (folder / "README.md").write_text("a folder, but no kernels in it\n")
+    out = tmp_path / "v.csv"
+    env = {k: v for k, v in os.environ.items() if k not in (backends.KERNEL_SRC_ENV, backends.SOURCES_ENV)}
+    done = subprocess.run([sys.executable, "-m", "lnbench.cli", "verify", "--backend", backend, "--kernel-src",
+                           str(folder), "--device", kernel_device_names()[0], "--shapes", "3x100,8x64", "--csv",
+                           str(out), "-q"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == [f"lnbench: error: kernel source {backend}: {folder} {words}"], done.stderr
+    assert not out.exists() and not done.stdout.strip()
+
+
+def test_a_source_tree_without_git_is_named_by_a_content_hash(tmp_path):
+    """A `git archive` export has no .git: source_commit was empty, so two different trees looked the same."""
+    import shutil
+
+    from lnbench.metadata import content_hash
+
+    tree = tmp_path / "export"
+    shutil.copytree(SOURCES, tree, ignore=shutil.ignore_patterns("__pycache__"))
+    result, frame = verify(tmp_path, POINTER, src=tree, shapes="3x100")
+    assert result.exit_code == 0, result.output
+    commits = set(frame["source_commit"])
+    assert commits == {content_hash(tree)} and next(iter(commits)).startswith("content:"), commits
+    assert len(next(iter(commits))) == len("content:") + 12
+    module = tree / "lnbench_test_sources" / "pointer_ln.py"
+    before = content_hash(tree)
+    module.write_text(module.read_text() + "\n# one more line\n")
+    edited = content_hash(tree)
+    assert edited != before                                   # another tree, another name
+    (tree / "lnbench_test_sources" / "__pycache__").mkdir(exist_ok=True)
+    (tree / "lnbench_test_sources" / "__pycache__" / "x.py").write_text("junk")
+    assert content_hash(tree) == edited                       # byte-code caches are not the source

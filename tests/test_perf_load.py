@@ -180,3 +180,15 @@ def test_peak_refused_on_a_busy_machine_lets_its_timing_lock_go(tmp_path, monkey
                                                "--if-loaded", "refuse", "--peak-file", str(path)])
     assert result.exit_code == 2 and "timing refused" in result.output, result.output
     assert not path.exists() and list((tmp_path / "locks").glob("*.lock")) == []
+
+
+def test_nothing_timed_gives_no_busy_machine_warning(tmp_path, monkeypatch):
+    """perf with nothing runnable (FlyDSL kernels on the CPU) warned "timed on a busy machine" though nothing was
+    timed; the run that times on the same busy machine still warns."""
+    _quiet_machine(monkeypatch, load_avg=9.0, cpus=2)
+    untimed = [*TINY[:TINY.index("--backend")], "--backend", "flydsl", *TINY[TINY.index("--backend") + 2:]]
+    result = CliRunner().invoke(perf_command, [*untimed, "--json", str(tmp_path / "none.json")], env=ENV)
+    assert result.exit_code == 1 and "nothing could run here" in result.output, result.output
+    assert "busy machine" not in result.output
+    timed = CliRunner().invoke(perf_command, [*TINY, "--json", str(tmp_path / "busy.json")], env=ENV)
+    assert timed.exit_code == 0 and "lnbench: warning: timed on a busy machine" in timed.output, timed.output

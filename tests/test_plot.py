@@ -17,6 +17,7 @@ from lnbench.results import load_result
 from lnbench.metadata import device_name
 from lnbench.perf.command import perf_command
 from lnbench.plot.command import plot_command
+from lnbench.plot.figures import png_writer
 from lnbench.plot.perf import perf_figures
 from lnbench.plot.ratios import compare_figures
 from lnbench.plot.verify import verify_figures
@@ -251,3 +252,81 @@ def test_a_backend_keeps_its_colour_and_marker_in_every_panel(files):
     assert {name: next(iter(s))[0] for name, s in seen.items()} == {
         name: style["color"] for name, style in backend_styles(seen).items()}
     assert backend_styles(["liger"])["liger"]["color"] == COLOURS[2] == backend_styles(seen)["liger"]["color"]
+
+
+def _assert_readable(fig) -> None:
+    """What a reader of the PNG needs: every data point and interval end inside its panel's limits, and a key on
+    every panel (a legend; a colour bar for a heat map)."""
+    from matplotlib.collections import LineCollection
+
+    panels = [ax for ax in fig.axes if not hasattr(ax, "_colorbar")]
+    assert panels
+    for ax in panels:
+        (x0, x1), (y0, y1) = sorted(ax.get_xlim()), sorted(ax.get_ylim())
+        slack_x, slack_y = 1e-9 * (x1 - x0), 1e-9 * (y1 - y0)
+        points = [line.get_xydata() for line in ax.lines if line.get_transform() == ax.transData]
+        points += [np.asarray(seg).reshape(-1, 2) for c in ax.collections if isinstance(c, LineCollection)
+                   for seg in c.get_segments()]
+        xy = np.concatenate(points) if points else np.empty((0, 2))
+        outside = xy[(xy[:, 0] < x0 - slack_x) | (xy[:, 0] > x1 + slack_x)
+                     | (xy[:, 1] < y0 - slack_y) | (xy[:, 1] > y1 + slack_y)]
+        assert not len(outside), f"{ax.get_title()!r}: {outside.tolist()} outside x {x0, x1} y {y0, y1}"
+        if ax.images:
+            assert any(hasattr(other, "_colorbar") for other in fig.axes), "a heat map without its colour bar"
+        else:
+            assert ax.get_legend() is not None, f"panel {ax.get_title()!r} has no legend"
+
+
+def test_every_png_shows_all_its_points_and_a_legend_per_panel(files, tmp_path, monkeypatch):
+    """Each figure `lnbench plot` writes, checked on matplotlib's own objects as they are saved."""
+    import lnbench.plot.command as command
+
+    saved = []
+    monkeypatch.setattr(command, "png_writer", lambda fig: (saved.append(fig), png_writer(fig))[1])
+    args = [str(files[n]) for n in ("perf.json", "cmp.json", "verify.json")]
+    result = CliRunner().invoke(plot_command, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert len(saved) == len(list(tmp_path.glob("*.png"))) == 4
+    for fig in saved:
+        _assert_readable(fig)
+
+
+def test_perf_panels_keep_their_own_y_range_and_legend(files):
+    """The H200 sweep: bwd 4096x4096 at 3.29 GB/s lay above a y axis shared with fwd (top ~3.1, fixed by the fwd
+    panel) and was not drawn, and the bwd panel had no legend. Here bwd runs 10x faster than fwd."""
+    from dataclasses import replace
+
+    result = load_result(files["perf.json"])
+    rows = result.rows.copy()
+    bwd = rows.op == "bwd"
+    rows.loc[bwd, "gbps"] = pd.to_numeric(rows.loc[bwd, "gbps"]) * 10
+    for fig in dict(perf_figures(replace(result, rows=rows))).values():
+        panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title() in ("fwd", "bwd")}
+        assert set(panels) == {"fwd", "bwd"}
+        _assert_readable(fig)
+        assert panels["bwd"].get_ylim()[1] > 5 * panels["fwd"].get_ylim()[1] * 0.9 > 0
+        assert {t.get_text() for t in panels["bwd"].get_legend().get_texts()} >= {"torch"}
+
+
+@pytest.mark.parametrize("bad", [(None, 1.75e7), (-3e4, None), (0.0, 9e9)])
+def test_compare_ratios_stay_readable_when_one_interval_is_huge(files, tmp_path, bad):
+    """One case's interval to 1.75e7 put every other point on 0: the x axis stays near the ratios, the interval is
+    clipped at the edge with an arrow head and its true end written, and every point stays inside."""
+    data = json.loads(files["cmp.json"].read_text())
+    rows = [row for row in data["data"] if row["ratio"] is not None and row["ci_low"] is not None]
+    assert len(rows) > 2
+    low, high = bad
+    rows[1].update(ci_low=rows[1]["ci_low"] if low is None else low,
+                   ci_high=rows[1]["ci_high"] if high is None else high)
+    edited = tmp_path / "huge.json"
+    edited.write_text(json.dumps(data))
+    ((_, fig),) = compare_figures(load_result(edited))
+    ax = fig.axes[0]
+    _assert_readable(fig)
+    ratios = [row["ratio"] for row in rows]
+    x0, x1 = ax.get_xlim()
+    spread = max(ratios + [1.05]) - min(ratios + [0.95])
+    assert x0 > min(ratios + [0.95]) - 3 * spread and x1 < max(ratios + [1.05]) + 3 * spread
+    assert "interval clipped (its end written)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    clipped = next(v for v in bad if v is not None and not (x0 <= v <= x1))
+    assert f"{clipped:.3g}" in [t.get_text() for t in ax.texts]

@@ -28,11 +28,12 @@ import torch
 from lnbench.abi.cases import PairCase, Side
 from lnbench.abi.checks import Checker, run_checks
 from lnbench.abi.schedule import SIDES, schedule
+from lnbench.constants import ABI_METRICS
 from lnbench.errors import one_line
 from lnbench.measure import kernel_stats, kernel_timer, timing
 from lnbench.measure.protocol import Protocol
 
-METRICS: tuple[str, ...] = ("direct", "wrapper", "device")
+METRICS = ABI_METRICS
 METRIC_HELP = {
     "direct": "hot call on preallocated outputs, host wall time, synchronised once per run",
     "wrapper": "public wrapper, allocation included, host wall time, synchronised once per run",

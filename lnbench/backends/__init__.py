@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.metadata
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -136,8 +138,30 @@ def check_backend_names(names: list[str]) -> None:
         if name == FLYDSL_SRC and not kernel_src():
             raise LnbenchUsageError(f"--backend {FLYDSL_SRC} needs --kernel-src DIR (a FlyDSL checkout) or "
                                     f"${KERNEL_SRC_ENV}")
-        if source_spec(name) is not None and kernel_src() and not Path(kernel_src()).is_dir():
+        spec = source_spec(name)
+        if spec is not None and kernel_src() and not Path(kernel_src()).is_dir():
             raise LnbenchUsageError(f"${KERNEL_SRC_ENV}={kernel_src()}: not a folder")
+        if spec is not None and spec.path and not _module_found(spec.module, Path(spec.path)):
+            what = ("a FlyDSL checkout (it has no kernels/norm/layernorm_kernel.py)" if name == FLYDSL_SRC
+                    else f"where {spec.module} is (no such module there, nor installed)")
+            raise LnbenchUsageError(f"kernel source {name}: {spec.path} is not {what}")
+
+
+def _module_found(module: str, folder: Path) -> bool:
+    """Would importing `module` with `folder` first on sys.path find it, without importing anything: its file
+    under the folder (a/b/c.py, a/b/c/__init__.py, an extension), else a top-level package found elsewhere. A
+    folder that is not a kernel source is one usage line before any work, not an `error` row per case."""
+    *parents, last = module.split(".")
+    base = folder.joinpath(*parents)
+    if (base / last / "__init__.py").is_file() or any((base / (last + suffix)).is_file()
+                                                        for suffix in importlib.machinery.all_suffixes()):
+        return True
+    if (folder / module.split(".")[0]).exists():      # its package is here, the module is not
+        return False
+    try:
+        return importlib.util.find_spec(module.split(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def source_spec(name: str):

@@ -169,9 +169,11 @@ def _provenance_of(spec: SourceSpec) -> dict[str, str]:
         return out
     file = getattr(module, "__file__", None)
     if file:
-        out["source_file"] = str(Path(file).resolve())
-        from lnbench.metadata import git_commit_of
-        out["source_commit"] = git_commit_of(Path(file).resolve().parent)
+        path = Path(file).resolve()
+        out["source_file"] = str(path)
+        from lnbench.metadata import content_hash, git_commit_of
+        tree = Path(spec.path).resolve() if spec.path and path.is_relative_to(Path(spec.path).resolve()) else path.parent
+        out["source_commit"] = git_commit_of(path.parent) or content_hash(tree)    # no checkout: what the tree holds
     return out
 
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lnbench.constants import LOAD_POLICIES
 from lnbench.errors import LnbenchUsageError
 
-WARN, REFUSE = "warn", "refuse"
-POLICIES: tuple[str, ...] = (WARN, REFUSE)
+POLICIES = LOAD_POLICIES
+WARN, REFUSE = POLICIES
 
 
 def cpus_available() -> int:

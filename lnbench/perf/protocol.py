@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lnbench.constants import OPS
+from lnbench.constants import OPS, PERF_MODES
 from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
 
-MODES: tuple[str, ...] = ("hot", "cold", "wall")
+MODES = PERF_MODES
 MODE_HELP = {
     "hot": "same buffers back to back, device timer (launch-bound / cache-warm behaviour)",
     "cold": "rotate input/output sets whose total exceeds the last-level cache; device time with the stream held",

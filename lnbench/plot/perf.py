@@ -1,7 +1,8 @@
 """perf results: GB/s against shape per backend, one panel per op, one picture per (dtype, mode).
 
 Points are the headline (median of worker medians); error bars span the worker min–max; the measured copy
-peak is a dashed line, and the right-hand axis reads % of that peak.
+peak is a dashed line, and the right-hand axis reads % of that peak. Each panel has its own y range (fwd and
+bwd reach different GB/s; a shared range fixed by the first panel cut the other's points off) and its own legend.
 """
 from __future__ import annotations
 
@@ -46,15 +47,6 @@ def _shape_order(frame: pd.DataFrame) -> list[str]:
     return list(shapes["shape"])
 
 
-def _legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
-    """Every panel's entries, each label once: a backend timed in a later panel only is in the legend too."""
-    entries: dict[str, Any] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    return list(entries.values()), list(entries)
-
-
 def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
     """(name, Figure) per (dtype, mode) present in the result, named `<dtype>-<mode>`; [] when nothing was timed."""
     frame = timed_rows(result)
@@ -66,8 +58,7 @@ def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
         ops = list(dict.fromkeys(group.op))
         shapes = _shape_order(group)
         x_of = {s: i for i, s in enumerate(shapes)}
-        fig, axes = new_figure(1.2 + max(3.2, 0.55 * len(shapes)) * len(ops), 4.2, ncols=len(ops), sharey=True,
-                               squeeze=False)
+        fig, axes = new_figure(1.2 + max(3.2, 0.55 * len(shapes)) * len(ops), 4.2, ncols=len(ops), squeeze=False)
         for ax, op in zip(axes[0], ops):
             sub = group[group.op == op]
             for backend in backend_order(sub.backend):
@@ -87,9 +78,9 @@ def perf_figures(result: ResultFile) -> list[tuple[str, Any]]:
             ax.set_title(op)
             ax.set_xlabel("shape M×N (by N)")
             ax.grid(True, alpha=0.3)
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(bottom=0)          # after drawing: the top is this panel's own points, bars and peak
+            ax.legend(fontsize=8, loc="best")
         axes[0][0].set_ylabel("GB/s (median of worker medians)")
-        axes[0][0].legend(*_legend_entries(axes[0]), fontsize=8, loc="best")
         fig.suptitle(f"lnbench perf — {device}, {dtype}, {mode} mode\nbars: worker min–max"
                      + ("" if peak else "; no measured peak (run `lnbench peak`)"), fontsize=10)
         figures.append((f"{dtype}-{mode}", fig))

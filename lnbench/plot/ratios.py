@@ -33,15 +33,49 @@ def _points(frame: pd.DataFrame, value: str) -> pd.DataFrame:
     return frame.assign(ci_low=frame.ci_low.where(held, frame[value]), ci_high=frame.ci_high.where(held, frame[value]))
 
 
+#: an interval end further from the points than this many times their spread is clipped at the axis edge
+REACH = 2.0
+
+
+def x_range(points: list[float], marks: list[float], low: list[float], high: list[float]) -> tuple[float, float]:
+    """The x axis: every point and mark (1, the SAME band, the gate) with room around them; an interval end within
+    REACH × their spread widens it, one further out is clipped there. A huge interval (one case's to 1.75e7) would
+    otherwise squeeze every other point onto one spot."""
+    core_lo, core_hi = min(points + marks), max(points + marks)
+    spread = max(core_hi - core_lo, 0.05 * abs(core_hi), 1e-9)
+    reach_lo, reach_hi = core_lo - REACH * spread, core_hi + REACH * spread
+    lo = min([core_lo] + [end for end in low if end >= reach_lo])
+    hi = max([core_hi] + [end for end in high if end <= reach_hi])
+    pad = 0.05 * (hi - lo) or 0.05 * spread
+    return lo - pad, hi + pad
+
+
+def _mark_clipped(ax: Any, frame: pd.DataFrame, left: float, right: float) -> None:
+    """An arrow head at the edge where an interval runs past it, its true end written beside it, and one legend
+    entry saying so."""
+    arrows = [(left, row.y, "<", row.low, "left") for row in frame.itertuples() if row.low < left]
+    arrows += [(right, row.y, ">", row.high, "right") for row in frame.itertuples() if row.high > right]
+    for i, (x, y, marker, end, side) in enumerate(arrows):
+        ax.plot([x], [y], marker=marker, color="black", markersize=7, linestyle="none", clip_on=False,
+                label="interval clipped (its end written)" if i == 0 else None)
+        ax.annotate(f"{end:.3g}", (x, y), xytext=(-9 if side == "right" else 9, 4), textcoords="offset points",
+                    ha=side, fontsize=7)
+
+
 def _ratio_figure(labels: list[str], ratio: pd.Series, low: pd.Series, high: pd.Series, verdicts: list[str],
                   xlabel: str, title: str, band_pct: float | None, fail_pct: float | None) -> Any:
     fig, ax = new_figure(8.5, 1.3 + 0.28 * len(labels))
     y = list(range(len(labels)))[::-1]                                   # first case on top
     frame = pd.DataFrame({"ratio": list(ratio), "low": list(low), "high": list(high), "y": y,
                           "verdict": [str(parse(v)) for v in verdicts]})     # abi-compare 1.0's lowercase words too
+    marks = [1.0] + ([1 - band_pct / 100, 1 + band_pct / 100] if band_pct else []) \
+        + ([1 + fail_pct / 100] if fail_pct is not None else [])
+    left, right = x_range(list(frame.ratio), marks, list(frame.low), list(frame.high))
     for verdict, group in frame.groupby("verdict", sort=False):
-        ax.errorbar(group.ratio, group.y, xerr=[group.ratio - group.low, group.high - group.ratio], fmt="o",
+        shown_low, shown_high = group.low.clip(lower=left), group.high.clip(upper=right)
+        ax.errorbar(group.ratio, group.y, xerr=[group.ratio - shown_low, shown_high - group.ratio], fmt="o",
                     markersize=4, capsize=3, color=VERDICT_COLOURS.get(str(verdict), "#1f77b4"), label=str(verdict))
+    _mark_clipped(ax, frame, left, right)
     ax.axvline(1.0, color="black", linewidth=1)
     if band_pct:
         ax.axvspan(1 - band_pct / 100, 1 + band_pct / 100, color="grey", alpha=0.15,
@@ -49,6 +83,8 @@ def _ratio_figure(labels: list[str], ratio: pd.Series, low: pd.Series, high: pd.
     if fail_pct is not None:
         ax.axvline(1 + fail_pct / 100, color=VERDICT_COLOURS["SLOWER"], linestyle=":",
                    label=f"--fail-if-slower {fail_pct:g}")
+    ax.set_xlim(left, right)
+    ax.set_ylim(-0.7, len(labels) - 0.3)
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlabel(xlabel)
     ax.grid(True, axis="x", alpha=0.3)

@@ -25,7 +25,8 @@ _HOST = (("host_fraction", FLOAT, "share of an untimed run the host spent issuin
          ("alone_reason", STR, "--devices: size (bytes per call below alone_below_mib) or measured (host_fraction)"))
 #: a kernel source's provenance, on the rows of a `module:PKG.MOD` / flydsl-src backend (flydsl.contract)
 _SOURCE = (("source", STR, "kernel source backend name"), ("source_module", STR, "its Python module"),
-           ("source_file", STR, "the module's file"), ("source_commit", STR, "git commit of the file's checkout"))
+           ("source_file", STR, "the module's file"),
+           ("source_commit", STR, "git commit of the file's checkout, or content:<12 hex> for a tree without git"))
 _CASE = (("case", STR, "case kind (random, offset rows, ...)"), ("dtype", STR, "f32, f16 or bf16"),
          ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"), ("eps", FLOAT, "LayerNorm eps"),
          ("seed", INT, "input seed of the case"))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from lnbench import validate
+from lnbench.config import check_eps_values  # noqa: F401 - one rule for the config and the cases
 from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
 
@@ -63,16 +64,6 @@ class Inputs:
     weight: torch.Tensor
     bias: torch.Tensor
     dy: torch.Tensor
-
-
-def check_eps_values(eps_values: list[float]) -> None:
-    """`[verify] eps` needs at least one value, all different (a repeat would give an eps2 case testing nothing)."""
-    if not eps_values:
-        raise LnbenchUsageError("config [verify] eps must be a non-empty list of positive numbers")
-    repeated = sorted({e for e in eps_values if eps_values.count(e) > 1})
-    if repeated:
-        raise LnbenchUsageError(f"config [verify] eps repeats {', '.join(f'{e:g}' for e in repeated)}: "
-                                f"each further eps gets its own eps2 case, so the values must differ")
 
 
 def build_cases(shapes: list[tuple[int, int]], dtypes: list[str], eps_values: list[float], seed: int,

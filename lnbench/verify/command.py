@@ -107,19 +107,19 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     if dev.emulated and estimate.wall_s > WARN_S:
         warn_long(estimate, job_count if parallel else 1, plan.shapes)
     metadata.jobs = len(slots) if slots else job_count if parallel else 1
-    with ResultSink(csv_final, json_final, metadata, len(units)) as sink, \
-            CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
+    with ResultSink(csv_final, json_final, metadata, len(units)) as sink:
+        with CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
 
-        def done(unit: int, unit_rows: list[dict], seconds: float) -> None:
-            sink.add(unit, unit_rows)
-            estimate.finished(unit)
-            progress.advance(case_label(spec.unit(unit)[0], spec.unit(unit)[1], unit_rows))
+            def done(unit: int, unit_rows: list[dict], seconds: float) -> None:
+                sink.add(unit, unit_rows)
+                estimate.finished(unit)
+                progress.advance(case_label(spec.unit(unit)[0], spec.unit(unit)[1], unit_rows))
 
-        if parallel:
-            run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or ())
-        else:
-            prestart.discard()
-            _run_inline(spec, dev, done)
+            if parallel:
+                run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or ())
+            else:
+                prestart.discard()
+                _run_inline(spec, dev, done)
         rows = diagnose(sink.rows, abi_twins(names))
         print_rows(rows, metadata.device_label, details, console if not quiet else silent_console())
         unrunnable = {}
