@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from lnbench import validate
-from lnbench.config import check_eps_values  # noqa: F401 - one rule for the config and the cases
+from lnbench.settings import check_eps_values  # noqa: F401 - one rule for the config and the cases
 from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
 
