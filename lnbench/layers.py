@@ -2,7 +2,7 @@
 ones, never a higher one (tests/test_layering.py checks every import, top level and inside functions).
 
     0  leaf utilities     errors, constants, validate, results (the result model), tables, outputs, markdown,
-                          processes, ...
+                          processes, eta, ...
     1  configuration      config: the packaged defaults, a user file, shapes and dtypes
     2  emulator           emu: the emulated CDNA device
     3  device             device (the Device value commands ask questions of), metadata
@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "lnbench": 0, "lnbench.layers": 0, "lnbench.errors": 0, "lnbench.constants": 0, "lnbench.validate": 0,
     "lnbench.tables": 0, "lnbench.outputs": 0, "lnbench.progress": 0, "lnbench.processes": 0, "lnbench.cache_dirs": 0,
     "lnbench.install": 0, "lnbench.rocm": 0, "lnbench.zig": 0, "lnbench.fast_help": 0, "lnbench.backend_table": 0,
-    "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0,
+    "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0, "lnbench.eta": 0,
     "lnbench.config": 1,
     "lnbench.emu": 2,
     "lnbench.device": 3, "lnbench.metadata": 3,

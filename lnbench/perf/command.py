@@ -18,7 +18,9 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_c
 from lnbench.device import Device
 from lnbench.gpus import devices_options
 from lnbench.metadata import run_metadata
+from lnbench.eta import announce
 from lnbench.perf.aggregate import HEADLINES, failed
+from lnbench.perf.estimate import PerfEstimate
 from lnbench.clocks import gpu_facts
 from lnbench.measure import load
 from lnbench.perf.peak import (PEAK_MIN_LLC_FACTOR, cache_problem, copy_size, default_peak_path,
@@ -154,7 +156,15 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
     done_units: dict[tuple[int, int], int] = {}
     total = sum(len(o) * each for g in groups for o in g.orders)
     guard = threading.Lock()
-    with CommandProgress(err_console, "timing", total, quiet) as progress:
+    kind = plan.dev.torch_device.type
+    estimate = PerfEstimate([g.orders for g in groups], protocol, kind, peak_gbps if kind == "cuda" else None,
+                            plan.kernel_pass)
+    if not quiet:
+        workers = sum(len(g.orders) for g in groups)
+        err_console.print(escape(announce(estimate.wall_s, f"{workers} worker{'s' if workers > 1 else ''}, "
+                                                           f"{sum(len(g.cases) for g in groups)} cases")),
+                          soft_wrap=True, highlight=False)
+    with CommandProgress(err_console, "timing", total, quiet, estimate.remaining_s) as progress:
 
         def run_group(group: Group, stop: threading.Event | None) -> list[WorkerResult]:
             number = groups.index(group)
@@ -167,6 +177,7 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
                 where = f"{group.gpu} " if plan.slots else ""
                 with guard:
                     done_units[(number, index)] = done
+                    estimate.update(number, index, done)
                     progress.update(sum(done_units.values()), what, f"{where}worker {index + 1}/{protocol.processes}")
 
             def on_done(result: WorkerResult) -> None:   # what the workers finished so far, as result rows
