@@ -2,7 +2,7 @@
 
 A run is P workers per GPU group: their start-ups side by side (STARTUP_S each, on the cores there are), then
 their timed turns one after another, each worker every case of its order. One case, per lnbench.measure.timing:
-its set-up (inputs: cold mode fills sets of at least cold_factor × the last-level cache; SETUP_S_PER_GB), one
+its set-up (inputs: cold mode fills sets of at least cold_factor × the last-level cache; SETUP_S_PER_GB, SET_S), one
 first call, a warm-up (at least warmup_s and min_warmup_calls calls, at most 2 × warmup_s), on a GPU one untimed
 run, then R runs of I calls (I from choose_iters); with the kernel timer, the same again. A call moves the byte
 model's bytes at BANDWIDTH_GBPS (the measured copy peak where there is one) plus a fixed CALL_S; a backward on
@@ -10,17 +10,23 @@ the CPU costs CPU_BWD_FACTOR more (autograd's arithmetic, not the bytes). Groups
 """
 from __future__ import annotations
 
+import math
+
 from lnbench.constants import DTYPES
 from lnbench.eta import RunningEstimate, busy_threads, slowdown
 from lnbench.measure.timing import choose_iters
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.protocol import PerfProtocol
+from lnbench.perf.workloads import MAX_SETS
 
 #: one worker's start-up, in seconds of one idle core (importing torch and the backends, the device context)
 STARTUP_S = 1.0
 #: a case's fixed set-up (building the workload, its first call, freeing it) and its inputs' cost per GB filled, on one idle core
 SETUP_S, SETUP_S_PER_GB = 0.3, 5.0
+#: building one rotated input set of a cold case (its own x and dy, and a forward for a backward's stats): tiny
+#: shapes need thousands of sets to fill the cache (at most MAX_SETS)
+SET_S = 8e-4
 #: bytes per second of a call when no copy peak is measured, by device type (CPU: torch's bf16 LayerNorm here)
 BANDWIDTH_GBPS = {"cpu": 1.0, "cuda": 2000.0}
 #: a call's fixed cost (the launch on a GPU, the dispatch on the CPU)
@@ -47,11 +53,12 @@ def case_seconds(case: PerfCase, protocol: PerfProtocol, kind: str, bandwidth_gb
     call = call_seconds(case, kind, bandwidth_gbps) * (scale if kind == "cpu" else 1.0)
     nbytes = op_bytes(case.op, case.m, case.n, DTYPES[case.dtype].itemsize)
     llc = protocol.llc_mib * (1 << 20) or LLC_BYTES.get(kind, 32 << 20)
+    sets = min(MAX_SETS, max(2, math.ceil(protocol.cold_factor * llc / nbytes))) if case.mode == "cold" else 1
     filled = max(nbytes, protocol.cold_factor * llc) if case.mode == "cold" else nbytes
     warm = min(max(protocol.warmup_s, protocol.min_warmup_calls * call), 2 * protocol.warmup_s) + call
     iters = choose_iters(call, protocol.target_run_s, protocol.min_iters, protocol.max_iters, protocol.max_run_s)
     runs = (protocol.runs + (1 if kind == "cuda" else 0)) * iters * call
-    return (SETUP_S + SETUP_S_PER_GB * filled / 1e9) * scale + call + warm + runs
+    return (SETUP_S + SETUP_S_PER_GB * filled / 1e9 + SET_S * sets) * scale + call + warm + runs
 
 
 class PerfEstimate:
