@@ -34,22 +34,34 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def busy_threads(samples: int = 10, interval_s: float = 0.005) -> float:
+def _running(pid: int) -> bool:
+    """Whether process `pid` is running or runnable now (state R in /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
+def busy_threads(own: Iterable[int] = (), samples: int = 10, interval_s: float = 0.005) -> float:
     """Runnable threads of other work on this machine now: the kernel's count of running tasks (procs_running in
-    /proc/stat), averaged over a few samples, less this process; the 1-minute load average where there is no
-    /proc. The load average lags a minute: after a busy spell it still counts threads that have finished (a
-    previous run's workers), and an estimate made from it came out 2.5× long when the load fell from 12 to 8."""
+    /proc/stat), averaged over a few samples, less this process and those of `own` (pids: workers already
+    started) that are running; the 1-minute load average where there is no /proc. The load average lags a
+    minute: after a busy spell it still counts threads that have finished (a previous run's workers), and an
+    estimate made from it came out 2.5× long when the load fell from 12 to 8."""
+    own = list(own)
     counts = []
     for i in range(samples):
         try:
             with open("/proc/stat", encoding="ascii") as stat:
-                counts += [int(line.split()[1]) for line in stat if line.startswith("procs_running")]
+                running = [int(line.split()[1]) for line in stat if line.startswith("procs_running")]
         except (OSError, ValueError, IndexError):
             break
+        counts += [n - 1 - sum(map(_running, own)) for n in running]
         if i + 1 < samples:
             time.sleep(interval_s)
     if counts:
-        return max(0.0, sum(counts) / len(counts) - 1)
+        return max(0.0, sum(counts) / len(counts))
     try:
         return max(0.0, os.getloadavg()[0])
     except (AttributeError, OSError):
@@ -99,10 +111,10 @@ class RunningEstimate:
         return self.ratio * max(0.0, self.total_s - self.done_s)
 
 
-def announce(wall_s: float, what: str) -> str:
-    """The line a command prints before it starts: `estimated time: ~130 s (60 cases, 2 jobs; load 1.3 on 2
-    cores)`; `what` is the part in brackets before the load."""
+def announce(wall_s: float, what: str, others: float) -> str:
+    """The line a command prints before it starts: `estimated time: ~130 s (60 cases, 2 jobs; 7 other busy
+    threads on 2 cores)`; `what` is the part in brackets before the load, `others` the busy threads counted."""
     from lnbench.tables import fmt_duration
 
     shown = f"{wall_s:.0f} s" if wall_s < 600 else fmt_duration(wall_s)     # seconds: rounding to minutes costs 1.2×
-    return f"estimated time: ~{shown} ({what}; {busy_threads():.0f} other busy threads on {cores()} cores)"
+    return f"estimated time: ~{shown} ({what}; {others:.0f} other busy threads on {cores()} cores)"

@@ -148,3 +148,23 @@ def test_perf_prints_an_estimate_within_1_5x_of_its_wall_time(tmp_path):
     estimate, actual, text = _timed_run(["perf", "--device", "cpu", "--shapes", "64x256", "--op", "fwd", "--mode",
                                          "hot", "-P", "2", "-R", "3"], tmp_path)
     assert 1 / 1.5 <= max(estimate, 1) / max(actual, 1) <= 1.5, text
+
+
+def test_busy_threads_counts_running_tasks_less_lnbench_and_its_own_workers(monkeypatch):
+    import builtins
+    import io
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.5)
+        assert eta._running(busy.pid) and not eta._running(idle.pid)
+    finally:
+        busy.kill(), idle.kill()
+        busy.wait(), idle.wait()
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO("cpu 1 2\nprocs_running 9\n")
+                        if path == "/proc/stat" else real_open(path, *a, **k))
+    monkeypatch.setattr(eta, "_running", lambda pid: pid == 101)
+    assert eta.busy_threads(samples=2, interval_s=0) == 8            # 9 running, one of them lnbench itself
+    assert eta.busy_threads([101, 102], samples=2, interval_s=0) == 7  # and one of its early workers

@@ -162,7 +162,7 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
     if not quiet:
         workers = sum(len(g.orders) for g in groups)
         err_console.print(escape(announce(estimate.wall_s, f"{workers} worker{'s' if workers > 1 else ''}, "
-                                                           f"{sum(len(g.cases) for g in groups)} cases")),
+                                                           f"{sum(len(g.cases) for g in groups)} cases", estimate.others)),
                           soft_wrap=True, highlight=False)
     with CommandProgress(err_console, "timing", total, quiet, estimate.remaining_s) as progress:
 

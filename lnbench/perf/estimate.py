@@ -69,7 +69,7 @@ class PerfEstimate:
                  bandwidth_gbps: float | None = None, kernel_pass: bool = False, others: float | None = None,
                  cpus: int | None = None) -> None:
         """orders: per group, per worker, the cases it times in order (with the kernel timer, twice over)."""
-        measured = busy_threads() if others is None else others
+        self.others = measured = busy_threads() if others is None else others
         scale = slowdown(1, measured, cpus)
         workers = sum(len(group) for group in orders)
         self.startup = STARTUP_S * slowdown(workers, measured, cpus) if workers else 0.0

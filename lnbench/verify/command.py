@@ -109,7 +109,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         warn_long(estimate, job_count if parallel else 1, plan.shapes)
     elif not quiet:
         err_console.print(escape(announce(estimate.wall_s, f"{len(units)} cases, {estimate.jobs} "
-                                                           f"job{'s' if estimate.jobs > 1 else ''}")),
+                                                           f"job{'s' if estimate.jobs > 1 else ''}", estimate.others)),
                           soft_wrap=True, highlight=False)
     metadata["jobs"] = len(slots) if slots else job_count if parallel else 1
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink, \

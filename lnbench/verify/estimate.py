@@ -10,7 +10,8 @@ runs, eta.RunningEstimate corrects the model by the wall time the finished units
 from __future__ import annotations
 
 from lnbench.device import Device
-from lnbench.eta import RunningEstimate, makespan, slowdown
+from lnbench.eta import RunningEstimate, busy_threads, makespan, slowdown
+from lnbench.verify import prestart
 from lnbench.verify.cases import Case
 
 #: (seconds per unit, seconds per element of x) of a FlyDSL verify case on the emulated device (forward,
@@ -58,7 +59,8 @@ class Estimate:
     def __init__(self, costs: dict[int, float], jobs: int, compile_s: float = 0.0, others: float | None = None,
                  cpus: int | None = None) -> None:
         self.costs, self.jobs = costs, max(1, jobs)
-        self.scale = slowdown(self.jobs, others, cpus)
+        self.others = busy_threads(prestart.pids()) if others is None else others    # not its own early workers
+        self.scale = slowdown(self.jobs, self.others, cpus)
         self.fixed = (STARTUP_S + compile_s / self.jobs) * self.scale
         self.wall_s = self.fixed + makespan(costs.values(), self.jobs) * self.scale
         self.done_cost = 0.0
