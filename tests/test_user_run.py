@@ -293,7 +293,7 @@ def test_estimate_grows_with_elements_and_refines_with_measured_time(monkeypatch
     emu = emu_device("gfx942")
     small, big = Case("randn", "f32", 64, 256, 1e-5, 1), Case("randn", "f32", 4096, 4096, 1e-5, 1)
     assert unit_seconds("flydsl", big, emu) > 100 * unit_seconds("flydsl", small, emu)
-    assert unit_seconds("torch", big, emu) < unit_seconds("flydsl", big, emu) / 3
+    assert unit_seconds("torch", big, emu) < unit_seconds("flydsl", big, emu) / 2
     est = Estimate({0: 10.0, 1: 30.0}, jobs=2, others=0, cpus=2)     # an idle 2-core machine: longest first
     assert est.wall_s == pytest.approx(STARTUP_S + 30.0)
     clock = [est.running.start + STARTUP_S + 20.0]   # the first unit (10 modelled s) took 20 s: twice as slow
