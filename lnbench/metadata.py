@@ -9,7 +9,6 @@ import importlib.metadata
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import torch
 

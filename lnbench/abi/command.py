@@ -35,7 +35,7 @@ from lnbench.gpus import GpuSlot, deal, devices_options, run_spread
 from lnbench.measure.host_lock import lock_environment
 from lnbench.measure.protocol import Protocol, protocol_options
 from lnbench.progress import CommandProgress
-from lnbench.abi.tables import render_runtime, render_static
+from lnbench.abi.summary import MORE, print_runtime, print_static
 from lnbench.tables import silent_console
 from lnbench.shard import shard_option
 
@@ -190,6 +190,8 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                              "kernel backends side by side, e.g. flydsl-src,flydsl (FlyDSL's LayerNorm vs lnbench's; "
                              "A takes the Tensor slot, B the Pointer slot).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 32x1024,4096x4096 (default: config). Static part: their N.")
+@click.option("--shape-set", help="Named shape set of the config's [abi_compare.shape_sets], e.g. full (the default run: "
+                                  "[abi_compare] shapes).")
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
 @click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (repeatable or comma list).")
 @click.option("--metric", "metrics", multiple=True, help="direct, wrapper, device (repeatable or comma list).")
@@ -210,6 +212,8 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                               "its arch, runtime rows `not run`).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
 @click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
+@click.option("--details", is_flag=True, help="Print every row (default: a summary per op and measurement, and per "
+                                              "arch, op and kernel; every row is in the CSV/JSON).")
 @click.option("--in-process", is_flag=True, hidden=True, help="Run the P workers inside this process (tests, debugging).")
 @devices_options
 @shard_option
@@ -217,19 +221,19 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @md_option
 @output_options
 @guarded
-def abi_compare_command(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+def abi_compare_command(pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                         processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
-                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
-                        shard, kernel_src, md_path, csv_path, json_path, quiet) -> int:
+                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, details, in_process, devices,
+                        force, shard, kernel_src, md_path, csv_path, json_path, quiet) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
-    plan = build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+    plan = build_plan(pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                       processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
                       worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
                       shard, kernel_src, md_path, csv_path, json_path)
-    return run(plan, quiet)
+    return run(plan, quiet, details)
 
 
-def run(plan: AbiPlan, quiet: bool) -> int:
+def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
     """The runtime part in workers, the static part compiled (and executed), tables printed, rows written."""
     (pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev, arch_list,
      eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table) = (
@@ -250,8 +254,8 @@ def run(plan: AbiPlan, quiet: bool) -> int:
                 pair_options, in_process, quiet, slots)
             how = (f"median of {protocol.processes} worker medians × {protocol.runs} runs" if payloads or problems
                    else "no worker ran: nothing timed")
-            render_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata.device_label} ({how})",
-                           console if not quiet else silent_console())
+            print_runtime(runtime_rows, f"abi-compare runtime: {pair} on {metadata.device_label} ({how})",
+                          details, console if not quiet else silent_console())
             if not quiet:
                 labels = pair_info(pair).labels
                 console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
@@ -276,8 +280,8 @@ def run(plan: AbiPlan, quiet: bool) -> int:
                     pair_fns = {"facts_fn": pair_facts_fn(backend_pair), "execute_fn": pair_execute_fn(backend_pair)}
                 static = static_rows(arch_list, op_list, dtype_list, widths, eps=eps_value, dgamma_strategy=strategy,
                                      on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
-            render_static(static, pair_info(pair).labels if backend_pair else None,
-                           console if not quiet else silent_console())
+            print_static(static, pair_info(pair).labels if backend_pair else None, details,
+                         console if not quiet else silent_console())
 
         if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
             sources = metadata.kernel_sources or {}
@@ -289,6 +293,8 @@ def run(plan: AbiPlan, quiet: bool) -> int:
         sink.finish(runtime_rows + static, metadata,
                     {"checks": checks, "worker_problems": problems, "workers": payloads},
                     md_path=md_final, summary=_summary_line(runtime_rows, static))
+    if not details and not quiet:
+        console.print(MORE)
     code = _exit_code(runtime_rows, static, problems, fail_pct)
     if not static and not any(row.get("status") == "ok" for row in runtime_rows) and not problems:
         why = next((str(row.get("status")) for row in runtime_rows if row.get("status")), "no measurement")

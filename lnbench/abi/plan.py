@@ -123,7 +123,7 @@ class AbiPlan:
     outputs: tuple[Path | None, Path | None, Path | None]
 
 
-def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+def build_plan(pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
                worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
                shard, kernel_src, md_path, csv_path, json_path) -> AbiPlan:
@@ -142,7 +142,8 @@ def build_plan(pair, shapes, dtypes, ops, metrics, arches, static_only, runtime_
     backend_pair = check_backend_pair(pair)
     refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us, execute)
     execute = True if execute is None else execute
-    every_shape = cfg.parse_shapes(shapes) if shapes else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE))
+    every_shape = (cfg.chosen_shapes(config, TABLE, shapes, shape_set) if shapes or shape_set is not None
+                   else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE)))
     part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
     shape_list = part.part(every_shape, "shape(s)")
     if static_only:                        # then the parts split the widths alone: each part needs one

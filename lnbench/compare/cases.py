@@ -7,7 +7,6 @@ worker payloads in the JSON.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any

@@ -26,7 +26,6 @@ bar = SPREAD_FACTOR × max(typical, SPREAD_FLOOR_PCT) (3 × at least 1 %), worke
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from typing import Any

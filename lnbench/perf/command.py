@@ -17,13 +17,15 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_c
                                 md_option, nothing_ran, output_options)
 from lnbench.device import Device
 from lnbench.gpus import devices_options
+from lnbench.eta import announce
 from lnbench.perf.aggregate import HEADLINES, failed
+from lnbench.perf.estimate import PerfEstimate
 from lnbench.clocks import gpu_facts
 from lnbench.measure import load
 from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_path
 from lnbench.perf.peak_run import build_peak_plan, run_peak
 from lnbench.measure.protocol import protocol_options
-from lnbench.perf.protocol import MODES, PerfProtocol
+from lnbench.perf.protocol import MODES
 from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
 from lnbench.perf.spread import Group, group_spec, joined_rows, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
@@ -141,7 +143,15 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
     done_units: dict[tuple[int, int], int] = {}
     total = sum(len(o) * each for g in groups for o in g.orders)
     guard = threading.Lock()
-    with CommandProgress(err_console, "timing", total, quiet) as progress:
+    kind = plan.dev.torch_device.type
+    estimate = PerfEstimate([g.orders for g in groups], protocol, kind, peak_gbps if kind == "cuda" else None,
+                            plan.kernel_pass)
+    if not quiet:
+        workers = sum(len(g.orders) for g in groups)
+        err_console.print(escape(announce(estimate.wall_s, f"{workers} worker{'s' if workers > 1 else ''}, "
+                                                           f"{sum(len(g.cases) for g in groups)} cases", estimate.others)),
+                          soft_wrap=True, highlight=False)
+    with CommandProgress(err_console, "timing", total, quiet, estimate.remaining_s) as progress:
 
         def run_group(group: Group, stop: threading.Event | None) -> list[WorkerResult]:
             number = groups.index(group)
@@ -154,6 +164,7 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
                 where = f"{group.gpu} " if plan.slots else ""
                 with guard:
                     done_units[(number, index)] = done
+                    estimate.update(number, index, done)
                     progress.update(sum(done_units.values()), what, f"{where}worker {index + 1}/{protocol.processes}")
 
             def on_done(result: WorkerResult) -> None:   # what the workers finished so far, as result rows

@@ -14,12 +14,13 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, emu
                                 kernel_source_option, md_option, nothing_ran, output_options)
 from lnbench.device import Device
 from lnbench.emu.ledger import rows_summary
+from lnbench.eta import announce
 from lnbench.errors import LnbenchUsageError
 from lnbench.progress import CommandProgress
 from lnbench.tables import render_table, silent_console
 from lnbench.result_sink import ResultSink
 from lnbench.verify.diagnosis import abi_twins, diagnose
-from lnbench.verify.estimate import WARN_S, Estimate, unit_seconds
+from lnbench.verify.estimate import WARN_S, Estimate, compile_seconds, unit_seconds
 from lnbench.gpus import devices_options
 from lnbench.shard import shard_option
 from lnbench.verify import prestart
@@ -101,11 +102,16 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     spec = VerifySpec(tuple(names), tuple(cases), slots[0].worker_device if slots else dev.name, plan.tol,
                       torch_threads())
     units = range(len(names) * len(cases))
-    costs = {unit: unit_seconds(*spec.unit(unit), dev) for unit in units}
     parallel = bool(slots) or (dev.emulated and job_count > 1 and len(units) > 1)
-    estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1)
+    costs = {unit: unit_seconds(*spec.unit(unit), dev, inline=not parallel) for unit in units}
+    estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1,
+                        compile_seconds([spec.unit(unit) for unit in units], dev))
     if dev.emulated and estimate.wall_s > WARN_S:
         warn_long(estimate, job_count if parallel else 1, plan.shapes)
+    elif not quiet:
+        err_console.print(escape(announce(estimate.wall_s, f"{len(units)} cases, {estimate.jobs} "
+                                                           f"job{'s' if estimate.jobs > 1 else ''}", estimate.others)),
+                          soft_wrap=True, highlight=False)
     metadata.jobs = len(slots) if slots else job_count if parallel else 1
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink:
         with CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:

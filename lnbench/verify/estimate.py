@@ -1,56 +1,74 @@
-"""How long a verify run will take, before it starts and while it runs.
+"""How long a verify run will take, before it starts and while it runs (the arithmetic: lnbench.eta).
 
-Before: each unit (a case on a backend) costs a fixed part plus a part per element of x, measured per backend
-kind (EMULATED_COST for the FlyDSL kernels on the emulated device, HOST_COST for a backend running on the host
-or a GPU). While the run goes on, the estimate is refined: the wall time so far divided by the estimated
-seconds of the units finished so far scales what is left (the measured speed of this machine, its load and the
-number of jobs included).
+The model, in seconds of one idle core: each unit (a case on a backend) costs a fixed part plus a part per
+element of x, per backend kind (EMULATED_COST for FlyDSL kernels on the emulated device, HOST_COST for a
+backend on the CPU, GPU_COST on a GPU); each (backend, dtype, N, eps) the FlyDSL kernels meet costs a compile
+(COMPILE_S); the run costs a start-up (STARTUP_S: imports, workers, the first reference). The units are spread
+over the jobs longest first (eta.makespan) and the whole scaled by how busy the machine is (eta.slowdown). While it
+runs, eta.RunningEstimate corrects the model by the wall time the finished units really took.
 """
 from __future__ import annotations
 
-import time
-
 from lnbench.device import Device
+from lnbench.eta import RunningEstimate, busy_threads, makespan, slowdown
+from lnbench.verify import prestart
 from lnbench.verify.cases import Case
 
 #: (seconds per unit, seconds per element of x) of a FlyDSL verify case on the emulated device (forward,
-#: backward twice; autograd-3d: forward and backward once) on one core of an x86-64 host: fitted to the main job
-#: (`verify --dtype bf16`, ~80 s on an idle 2-core machine) and a 4096x4096 case (~65 s) with the emulator of
-#: November 2026. A faster emulator or machine only makes the first estimate high: the run refines it.
-EMULATED_COST = (0.25, 4.0e-6)
-#: the same for torch (and any backend running on the host or a GPU): fp64 reference and checks included
-HOST_COST = (0.01, 3.0e-7)
+#: backward twice; autograd-3d: forward and backward once) on one idle core of the 2-core x86-64 development
+#: machine: wall times of units from 8x64 to 4096x8192 divided by the machine's slowdown when they ran (eta.slowdown),
+#: December 2026; the table of runs is in docs/running.md
+EMULATED_COST = (0.06, 5.0e-7)
+#: the same for torch (and any backend) on the CPU: fp64 reference and checks included
+HOST_COST = (0.06, 1.8e-7)
+#: the same on a GPU (inputs and the fp64 reference on the GPU; not calibrated on this machine)
+GPU_COST = (0.05, 2.0e-9)
+#: compiling the FlyDSL kernels of one (backend, dtype, N, eps) for the emulated device, in each worker
+COMPILE_S = 0.1
+#: a run's fixed start left once the estimate is printed: the workers' imports (started early, beside the
+#: parent's: lnbench.verify.prestart), the first fp64 reference
+STARTUP_S = 0.5
+#: an emulated run in one process (--jobs 1) goes this many times slower per unit than in workers: the parent's
+#: torch threads spin while they wait (workers run with OMP_WAIT_POLICY=PASSIVE), measured on 80 units
+INLINE_EMULATED = 2.2
 #: the estimated wall time above which verify warns before it starts
 WARN_S = 180.0
 
 
-def unit_seconds(backend: str, case: Case, device: Device) -> float:
-    """Estimated seconds of one case on one backend, on one core."""
-    fixed, per_element = EMULATED_COST if device.emulated and backend.startswith("flydsl") else HOST_COST
-    elements = case.rows * case.n
-    return fixed + per_element * elements
+def unit_seconds(backend: str, case: Case, device: Device, inline: bool = False) -> float:
+    """Modelled seconds of one case on one backend, on one idle core (its kernels' compile not included);
+    `inline`: the run is in this process, not in workers."""
+    if device.emulated and backend.startswith("flydsl"):
+        fixed, per_element = EMULATED_COST
+    else:
+        fixed, per_element = GPU_COST if device.torch_device.type == "cuda" else HOST_COST
+    return (fixed + per_element * case.rows * case.n) * (INLINE_EMULATED if inline and device.emulated else 1.0)
+
+
+def compile_seconds(units: list[tuple[str, Case]], device: Device) -> float:
+    """Modelled seconds of the FlyDSL compiles a run on the emulated device makes (one per backend, dtype, N, eps)."""
+    if not device.emulated:
+        return 0.0
+    return COMPILE_S * len({(b, c.dtype, c.n, c.eps) for b, c in units if b.startswith("flydsl")})
 
 
 class Estimate:
-    """Remaining time of a run of units with estimated costs, refined as units finish."""
+    """Wall time of a run of units with modelled costs, before it starts (`wall_s`) and while it runs
+    (`remaining_s`, after each `finished(unit)`)."""
 
-    def __init__(self, costs: dict[int, float], jobs: int) -> None:
+    def __init__(self, costs: dict[int, float], jobs: int, compile_s: float = 0.0, others: float | None = None,
+                 cpus: int | None = None) -> None:
         self.costs, self.jobs = costs, max(1, jobs)
-        self.total = sum(costs.values())
+        self.others = busy_threads(prestart.pids()) if others is None else others    # not its own early workers
+        self.scale = slowdown(self.jobs, self.others, cpus)
+        self.fixed = (STARTUP_S + compile_s / self.jobs) * self.scale
+        self.wall_s = self.fixed + makespan(costs.values(), self.jobs) * self.scale
         self.done_cost = 0.0
-        self.start = time.monotonic()
-
-    @property
-    def wall_s(self) -> float:
-        """The estimated wall time of the whole run before any unit finished."""
-        return self.total / self.jobs
+        self.running = RunningEstimate(self.wall_s)
 
     def finished(self, unit: int) -> None:
         self.done_cost += self.costs.get(unit, 0.0)
+        self.running.done(self.fixed + self.done_cost / self.jobs * self.scale)
 
     def remaining_s(self) -> float:
-        left = max(0.0, self.total - self.done_cost)
-        elapsed = time.monotonic() - self.start
-        if self.done_cost <= 0 or elapsed <= 0:
-            return max(0.0, self.wall_s - elapsed)
-        return left * elapsed / self.done_cost
+        return self.running.remaining_s()

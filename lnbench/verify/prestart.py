@@ -94,6 +94,11 @@ def prestart(argv: list[str]) -> None:
         discard()
 
 
+def pids() -> list[int]:
+    """The process ids of the started workers nothing adopted yet."""
+    return [worker.proc.pid for worker in _pool]
+
+
 def take() -> Worker | None:
     """A started worker for run_units (None when none is left)."""
     return _pool.pop(0) if _pool else None

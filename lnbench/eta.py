@@ -1,0 +1,120 @@
+"""How long a run will take, before it starts and while it runs: a cost model's prediction, corrected by the run.
+
+A command models its work in seconds of one idle core (verify: lnbench.verify.estimate; perf:
+lnbench.perf.estimate) and turns that into wall seconds here: `makespan` spreads the units over its jobs
+(longest first, as verify hands them out), `slowdown` scales for a busy machine (more runnable threads than
+cores share them, counted at the start: busy_threads), and `RunningEstimate` says what is left while the run goes on.
+
+The running estimate never trusts one observation alone: it scales the modelled seconds left by the ratio of
+the wall time so far to the modelled seconds of the work finished so far, with the model itself counted as if
+PRIOR_SHARE of the run had already gone exactly as modelled:
+
+    ratio = (prior + elapsed) / (prior + modelled done),   prior = PRIOR_SHARE × modelled total
+    left  = ratio × (modelled total − modelled done)
+
+So a first unit that costs 50× its model (a first call's set-up) moves the ratio by little, and after the first
+tenth of the work no single unit can move it far: the estimate drifts to the observed rate instead of jumping.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from typing import Callable, Iterable
+
+#: the model counts as this share of the modelled run having gone as modelled (the running ratio's prior)
+PRIOR_SHARE = 0.1
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` is running or runnable now (state R in /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
+def busy_threads(own: Iterable[int] = (), samples: int = 10, interval_s: float = 0.005) -> float:
+    """Runnable threads of other work on this machine now: the kernel's count of running tasks (procs_running in
+    /proc/stat), averaged over a few samples, less this process and those of `own` (pids: workers already
+    started) that are running; the 1-minute load average where there is no /proc. The load average lags a
+    minute: after a busy spell it still counts threads that have finished (a previous run's workers), and an
+    estimate made from it came out 2.5× long when the load fell from 12 to 8."""
+    own = list(own)
+    counts = []
+    for i in range(samples):
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                running = [int(line.split()[1]) for line in stat if line.startswith("procs_running")]
+        except (OSError, ValueError, IndexError):
+            break
+        counts += [n - 1 - sum(map(_running, own)) for n in running]
+        if i + 1 < samples:
+            time.sleep(interval_s)
+    if counts:
+        return max(0.0, sum(counts) / len(counts))
+    try:
+        return max(0.0, os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def slowdown(threads: int, others: float | None = None, cpus: int | None = None) -> float:
+    """How many times slower than on an idle machine a run of `threads` busy threads goes next to `others`
+    runnable threads of other work (busy_threads when None): the runnable threads per core, at least 1."""
+    if others is None:
+        others = busy_threads()
+    return max(1.0, (max(0.0, others) + max(1, threads)) / max(1, cpus or cores()))
+
+
+def makespan(costs: Iterable[float], jobs: int) -> float:
+    """Seconds until `jobs` workers finish `costs` handed out longest first (each to the first free worker)."""
+    free = [0.0] * max(1, jobs)
+    for cost in sorted(costs, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + cost)
+    return max(free)
+
+
+class RunningEstimate:
+    """Seconds left of a run whose whole is modelled as `total_s` wall seconds; `done(s)` reports the modelled
+    wall seconds of the work finished so far."""
+
+    def __init__(self, total_s: float, clock: Callable[[], float] | None = None) -> None:
+        self.total_s = max(0.0, total_s)
+        self.done_s = 0.0
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
+
+    def done(self, modelled_s: float) -> None:
+        """The modelled wall seconds of all the work finished so far (not an increment)."""
+        self.done_s = min(self.total_s, max(0.0, modelled_s))
+
+    @property
+    def ratio(self) -> float:
+        """Observed over modelled seconds so far, the model weighing PRIOR_SHARE of the run."""
+        prior = PRIOR_SHARE * self.total_s
+        if prior + self.done_s <= 0:
+            return 1.0
+        return (prior + max(0.0, self.clock() - self.start)) / (prior + self.done_s)
+
+    def remaining_s(self) -> float:
+        """Wall seconds left: the modelled seconds left, scaled by `ratio`."""
+        return self.ratio * max(0.0, self.total_s - self.done_s)
+
+
+def announce(wall_s: float, what: str, others: float) -> str:
+    """The line a command prints before it starts: `estimated time: ~130 s (60 cases, 2 jobs; 7 other busy
+    threads on 2 cores)`; `what` is the part in brackets before the load, `others` the busy threads counted."""
+    from lnbench.tables import fmt_duration
+
+    shown = f"{wall_s:.0f} s" if wall_s < 600 else fmt_duration(wall_s)     # seconds: rounding to minutes costs 1.2×
+    return f"estimated time: ~{shown} ({what}; {others:.0f} other busy threads on {cores()} cores)"

@@ -1,0 +1,91 @@
+"""How long a perf run will take, from its protocol (the arithmetic of blending with the run: lnbench.eta).
+
+A run is P workers per GPU group: their start-ups side by side (STARTUP_S each, on the cores there are), then
+their timed turns one after another, each worker every case of its order. One case, per lnbench.measure.timing:
+its set-up (inputs: cold mode fills sets of at least cold_factor × the last-level cache; SETUP_S_PER_GB, SET_S), one
+first call, a warm-up (at least warmup_s and min_warmup_calls calls, at most 2 × warmup_s), on a GPU one untimed
+run, then R runs of I calls (I from choose_iters); with the kernel timer, the same again. A call moves the byte
+model's bytes at BANDWIDTH_GBPS (the measured copy peak where there is one) plus a fixed CALL_S; a backward on
+the CPU costs CPU_BWD_FACTOR more (autograd's arithmetic, not the bytes). Groups on several GPUs run side by side.
+"""
+from __future__ import annotations
+
+import math
+
+from lnbench.constants import DTYPES
+from lnbench.eta import RunningEstimate, busy_threads, slowdown
+from lnbench.measure.timing import choose_iters
+from lnbench.perf.bytes_model import op_bytes
+from lnbench.perf.cases import PerfCase
+from lnbench.perf.protocol import PerfProtocol
+from lnbench.perf.workloads import MAX_SETS
+
+#: one worker's start-up, in seconds of one idle core (importing torch and the backends, the device context)
+STARTUP_S = 1.0
+#: a case's fixed set-up (building the workload, its first call, freeing it) and its inputs' cost per GB filled, on one idle core
+SETUP_S, SETUP_S_PER_GB = 0.3, 5.0
+#: building one rotated input set of a cold case (its own x and dy, and a forward for a backward's stats): tiny
+#: shapes need thousands of sets to fill the cache (at most MAX_SETS)
+SET_S = 8e-4
+#: bytes per second of a call when no copy peak is measured, by device type (CPU: torch's bf16 LayerNorm here)
+BANDWIDTH_GBPS = {"cpu": 1.0, "cuda": 2000.0}
+#: a call's fixed cost (the launch on a GPU, the dispatch on the CPU)
+CALL_S = {"cpu": 2e-5, "cuda": 1e-5}
+#: a backward on the CPU takes this many times its bytes' time (autograd's arithmetic, not the bytes)
+CPU_BWD_FACTOR = 1.5
+#: rotated bytes of a cold case are at least cold_factor × this last-level cache when the device's is not known
+LLC_BYTES = {"cpu": 32 << 20, "cuda": 50 << 20}
+
+
+def call_seconds(case: PerfCase, kind: str, bandwidth_gbps: float | None = None) -> float:
+    """Modelled seconds of one call of `case` on an idle device of type `kind` (cpu, cuda)."""
+    nbytes = op_bytes(case.op, case.m, case.n, DTYPES[case.dtype].itemsize)
+    seconds = nbytes / ((bandwidth_gbps or BANDWIDTH_GBPS.get(kind, 1.0)) * 1e9)
+    if kind == "cpu" and case.op in ("bwd", "fwd+bwd"):
+        seconds *= CPU_BWD_FACTOR
+    return CALL_S.get(kind, 1e-5) + seconds
+
+
+def case_seconds(case: PerfCase, protocol: PerfProtocol, kind: str, bandwidth_gbps: float | None = None,
+                 scale: float = 1.0) -> float:
+    """Modelled wall seconds of one worker's turn at `case` (one pass) on a machine `scale` times slower than
+    idle: set-up and calls scale, while the warm-up and the runs are bounded in wall time by the protocol."""
+    call = call_seconds(case, kind, bandwidth_gbps) * (scale if kind == "cpu" else 1.0)
+    nbytes = op_bytes(case.op, case.m, case.n, DTYPES[case.dtype].itemsize)
+    llc = protocol.llc_mib * (1 << 20) or LLC_BYTES.get(kind, 32 << 20)
+    sets = min(MAX_SETS, max(2, math.ceil(protocol.cold_factor * llc / nbytes))) if case.mode == "cold" else 1
+    filled = max(nbytes, protocol.cold_factor * llc) if case.mode == "cold" else nbytes
+    warm = min(max(protocol.warmup_s, protocol.min_warmup_calls * call), 2 * protocol.warmup_s) + call
+    iters = choose_iters(call, protocol.target_run_s, protocol.min_iters, protocol.max_iters, protocol.max_run_s)
+    runs = (protocol.runs + (1 if kind == "cuda" else 0)) * iters * call
+    return (SETUP_S + SETUP_S_PER_GB * filled / 1e9 + SET_S * sets) * scale + call + warm + runs
+
+
+class PerfEstimate:
+    """The wall time of a perf run's groups of workers (`wall_s`), and what is left as workers report cases
+    done (`update(group, worker, done)`, `remaining_s`)."""
+
+    def __init__(self, orders: list[list[list[PerfCase]]], protocol: PerfProtocol, kind: str,
+                 bandwidth_gbps: float | None = None, kernel_pass: bool = False, others: float | None = None,
+                 cpus: int | None = None) -> None:
+        """orders: per group, per worker, the cases it times in order (with the kernel timer, twice over)."""
+        self.others = measured = busy_threads() if others is None else others
+        scale = slowdown(1, measured, cpus)
+        workers = sum(len(group) for group in orders)
+        self.startup = STARTUP_S * slowdown(workers, measured, cpus) if workers else 0.0
+        passes = 2 if kernel_pass else 1
+        self.costs = [[[case_seconds(c, protocol, kind, bandwidth_gbps, scale) for c in order] * passes
+                       for order in group] for group in orders]
+        self.done = {(g, w): 0 for g, group in enumerate(orders) for w in range(len(group))}
+        self.wall_s = self.startup + max((sum(map(sum, group)) for group in self.costs), default=0.0)
+        self.running = RunningEstimate(self.wall_s)
+
+    def update(self, group: int, worker: int, done: int) -> None:
+        """Worker `worker` of group `group` has reported `done` units (its cases, then again in a kernel pass)."""
+        self.done[(group, worker)] = done
+        finished = max((sum(sum(costs[:self.done[(g, w)]]) for w, costs in enumerate(grp))
+                        for g, grp in enumerate(self.costs)), default=0.0)
+        self.running.done(self.startup + finished)
+
+    def remaining_s(self) -> float:
+        return self.running.remaining_s()
