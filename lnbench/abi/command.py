@@ -221,16 +221,9 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @md_option
 @output_options
 @guarded
-def abi_compare_command(pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
-                        processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
-                        worker_timeout_s, eps, seed, device, config_path, planted_delay_us, details, in_process, devices,
-                        force, shard, kernel_src, md_path, csv_path, json_path, quiet) -> int:
+def abi_compare_command(details: bool, quiet: bool, **options: Any) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
-    plan = build_plan(pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
-                      processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
-                      worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
-                      shard, kernel_src, md_path, csv_path, json_path)
-    return run(plan, quiet, details)
+    return run(build_plan(**options), quiet, details)
 
 
 def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:

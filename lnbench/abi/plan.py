@@ -123,7 +123,7 @@ class AbiPlan:
     outputs: tuple[Path | None, Path | None, Path | None]
 
 
-def build_plan(pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
+def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
                processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
                worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
                shard, kernel_src, md_path, csv_path, json_path) -> AbiPlan:

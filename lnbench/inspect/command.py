@@ -216,13 +216,10 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @md_option
 @output_options
 @guarded
-def inspect_command(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
-                    isa_dir, emu_checks, md_path, csv_path, json_path, quiet) -> int:
+def inspect_command(quiet: bool, **options: Any) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
-    plan = build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src,
-                      isa_dir, emu_checks, md_path, csv_path, json_path)
-    return run(plan, quiet)
+    return run(build_plan(**options), quiet)
 
 
 @dataclass
@@ -245,7 +242,7 @@ class InspectPlan:
     metadata: RunRecord
 
 
-def build_plan(arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src, isa_dir,
+def build_plan(*, arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src, isa_dir,
                emu_checks, md_path, csv_path, json_path) -> InspectPlan:
     """Check the options and the toolkit once (exit 2 on bad input), reserve the outputs."""
     set_kernel_src(kernel_src)

@@ -81,8 +81,10 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
     if self_test and idle:      # the planted bugs run in this process, on the reference math: no kernel, no worker
         raise LnbenchUsageError(f"{', '.join(idle)} does nothing with --self-test (it checks planted bugs in a copy "
                                 f"of the reference math, in this process)")
-    plan = build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
-                      devices, force, shard, emu_checks, md_path, csv_path, json_path)
+    plan = build_plan(backends=backends, dtypes=dtypes, shapes=shapes, shape_set=shape_set, config_path=config_path,
+                      device=device, seed=seed, self_test=self_test, kernel_src=kernel_src, jobs=jobs, devices=devices,
+                      force=force, shard=shard, emu_checks=emu_checks, md_path=md_path, csv_path=csv_path,
+                      json_path=json_path)
     if plan.self_test:
         return _self_test(plan.cases, plan.dev, plan.tol, plan.metadata, *plan.outputs, quiet)
     return run(plan, details, quiet)

@@ -89,7 +89,7 @@ class VerifyPlan:
     banner: str
 
 
-def build_plan(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
+def build_plan(*, backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
                devices, force, shard, emu_checks, md_path, csv_path, json_path) -> VerifyPlan:
     """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
     config = cfg.load_config(config_path)
