@@ -37,11 +37,10 @@ def _insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str
     dialect = conn.dialect.name
     if dialect in ("sqlite", "postgresql"):
         module = __import__(f"sqlalchemy.dialects.{dialect}", fromlist=["insert"])
-        stmt = module.insert(table).on_conflict_do_nothing(index_elements=list(key))
-        total = 0
-        for start in range(0, len(rows), _CHUNK):
-            total += conn.execute(stmt, list(rows[start:start + _CHUNK])).rowcount or 0
-        return total
+        # RETURNING counts the rows inserted (an executemany's rowcount is not reliable on every driver)
+        stmt = module.insert(table).on_conflict_do_nothing(index_elements=list(key)).returning(table.c[key[0]])
+        return sum(len(conn.execute(stmt, list(rows[start:start + _CHUNK])).all())
+                   for start in range(0, len(rows), _CHUNK))
     inserted = 0                                    # another backend: ask first (in the same transaction)
     for row in rows:
         where = sa.and_(*(table.c[k] == row[k] for k in key))
