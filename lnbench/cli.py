@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plot": ("lnbench.plot.command", "plot_command", "Draw PNGs from result files (JSON or CSV)"),
     "store": ("lnbench.history.command", "store_command",
               "Record result files (any command's CSV or JSON) in the results store, each run once"),
+    "history": ("lnbench.history.command", "history_command",
+                "Per case over the stored runs: latest value, trend, change points; since when a check fails"),
     "verify": ("lnbench.verify.command", "verify_command",
                "Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference"),
 }

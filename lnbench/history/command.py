@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from lnbench.cli_common import EXIT_OK, console, guarded
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, guarded, md_option
 from lnbench.tables import Column, render_table
 
 _STORE_HELP = ("The results store: an SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://user@host/db) or an "
@@ -41,3 +41,50 @@ def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | 
     render_table(console, f"Recorded in {store.url}", [Column("file", "file", justify="left"), Column("kind", "kind"),
                  Column("run", "run"), Column("recorded", "recorded"), Column("points", "new/points")], rows)
     return EXIT_OK
+
+
+def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
+    for name, help_ in reversed((("--kind", "Only results of this command (perf, verify, abi-compare, ...)."),
+                                 ("--backend", "Only this backend."), ("--op", "Only this op (fwd, bwd)."),
+                                 ("--dtype", "Only this dtype."), ("--shape", "Only this shape (MxN)."),
+                                 ("--mode", "Only this mode (perf: hot/cold; abi-compare: metric; verify: tensor)."),
+                                 ("--machine", "Only machines whose description contains this text."),
+                                 ("--branch", "Only runs of this branch."),
+                                 ("--since", "Only runs from this date (YYYY-MM-DD) or commit on."))):
+        func = click.option(name, name.lstrip("-"), help=help_)(func)
+    return func
+
+
+@click.command("history")
+@_filter_options
+@click.option("--last", "last", type=click.IntRange(2), default=200, show_default=True,
+              help="Read the newest this many runs that pass the filters.")
+@click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
+@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(0), metavar="PCT",
+              help="Exit 1 when a timed series' newest change point is a slowdown of at least PCT %.")
+@click.option("--store", "url", help=_STORE_HELP)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@click.option("--csv", "csv_path", type=OutputFile(), help="Also write the series as CSV.")
+@click.option("--json", "json_path", type=OutputFile(), help="Also write the series (with change points) as JSON.")
+@md_option
+@click.option("--quiet", "-q", is_flag=True, help="Print no table.")
+@guarded
+def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, csv_path: Path | None,
+                    json_path: Path | None, md_path: Path | None, quiet: bool, **filters: object) -> int:
+    """Per series (one case on one machine under one protocol) over the stored runs: the latest value, a trend,
+    and the change points e-divisive finds (the commit range each happened in, its size and p: no fixed
+    threshold); for verify, since which commit a case FAILs or errors."""
+    from lnbench.history.render import render
+    from lnbench.history.query import Filters, load_points
+    from lnbench.history.summary import regressions, summarize
+    from lnbench.store.db import open_store
+    from lnbench.store.url import store_url
+
+    store = open_store(store_url(url, config_path))
+    try:
+        rows = summarize(load_points(store, Filters(**filters)))     # type: ignore[arg-type]
+    finally:
+        store.close()
+    slower = regressions(rows, fail_pct) if fail_pct is not None else []
+    render(rows, slower, fail_pct, csv_path, json_path, md_path, quiet)
+    return EXIT_FAILED if slower else EXIT_OK
