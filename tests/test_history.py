@@ -119,3 +119,21 @@ def test_without_the_change_point_library_history_says_how_to_install_it(tmp_pat
     code, output = _history(url, "--kind", "perf")
     assert code == 2 and "pip install --no-deps signal-processing-algorithms" in output
     assert len([line for line in output.splitlines() if line.strip()]) == 1
+
+
+def test_change_points_are_searched_once_per_series_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lnbench.history.cache as cache
+
+    url = _store(tmp_path)
+    out = tmp_path / "h.json"
+    assert _history(url, "--json", str(out))[0] == 0
+    first = json.loads(out.read_text())["series"]
+
+    def boom(values):  # noqa: ANN001, ANN202
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(cache, "_search", boom)
+    assert _history(url, "--json", str(out))[0] == 0
+    assert json.loads(out.read_text())["series"] == first
+    code, output = _history(url, "--last", "30")                  # other runs: a new key, searched
+    assert code == 2 and "searched again" in output

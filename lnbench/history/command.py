@@ -74,6 +74,7 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
     """Per series (one case on one machine under one protocol) over the stored runs: the latest value, a trend,
     and the change points e-divisive finds (the commit range each happened in, its size and p: no fixed
     threshold); for verify, since which commit a case FAILs or errors."""
+    from lnbench.history.cache import found_changes
     from lnbench.history.render import render
     from lnbench.history.query import Filters, load_points
     from lnbench.history.summary import regressions, summarize
@@ -82,7 +83,8 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
 
     store = open_store(store_url(url, config_path))
     try:
-        rows = summarize(load_points(store, Filters(**filters)))     # type: ignore[arg-type]
+        rows = summarize(load_points(store, Filters(**filters)),     # type: ignore[arg-type]
+                         lambda wanted: found_changes(store, wanted))
     finally:
         store.close()
     slower = regressions(rows, fail_pct) if fail_pct is not None else []

@@ -3,11 +3,12 @@ commit range each happened in, its size and p), and for checks (verify, selftest
 FAILs or errors."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
-from lnbench.history.changes import change_points, sparkline
+from lnbench.history.cache import cache_key
+from lnbench.history.changes import ChangePoint, change_points, sparkline
 
 #: kinds whose series are checks: their history is the status, not the value
 CHECK_KINDS = ("verify", "selftest")
@@ -32,29 +33,36 @@ def _failing_since(group: pd.DataFrame) -> str:
     return _label(row["commit"], bool(row["dirty"]))
 
 
-def summarize(points: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per series (module docstring), in series order."""
+def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]], dict[str, list[ChangePoint]]]
+              = lambda wanted: {k: change_points(v) for k, v in wanted.items()}) -> list[dict[str, Any]]:
+    """One row per series (module docstring), in series order. `changes_of` finds the change points of many
+    series at once (cache key -> values; lnbench.history.cache keeps them in the store)."""
+    groups = [group for _, group in points.groupby("series_id", sort=True)] if len(points) else []
+    valued = {}
+    for group in groups:
+        if group["kind"].iloc[0] not in CHECK_KINDS:
+            have = group[group["value"].notna()]
+            valued[int(group["series_id"].iloc[0])] = (cache_key(int(group["series_id"].iloc[0]), have["run_id"]), have)
+    found = changes_of({key: have["value"].astype(float).tolist() for key, have in valued.values()})
     out = []
-    for _, group in points.groupby("series_id", sort=True):
-        first = group.iloc[0]
-        last = group.iloc[-1]
+    for group in groups:
+        first, last = group.iloc[0], group.iloc[-1]
         row = {k: first[k] for k in ("kind", "backend", "op", "dtype", "shape", "mode", "case_name", "machine", "unit")}
         row.update(runs=len(group), latest=last["value"], latest_status=last["status"],
-                   latest_commit=_label(last["commit"], bool(last["dirty"])), since="", changes=[], newest_change_pct=None)
+                   latest_commit=_label(last["commit"], bool(last["dirty"])), since="", trend="", changes=[],
+                   newest_change_pct=None)
         if first["kind"] in CHECK_KINDS:
             row["since"] = _failing_since(group)
         else:
-            valued = group[group["value"].notna()]
-            values = valued["value"].astype(float).tolist()
-            row["trend"] = sparkline(values)
-            commits = [_label(c, bool(d)) for c, d in zip(valued["commit"], valued["dirty"])]
-            for cp in change_points(values):
+            key, have = valued[int(first["series_id"])]
+            row["trend"] = sparkline(have["value"].astype(float).tolist())
+            commits = [_label(c, bool(d)) for c, d in zip(have["commit"], have["dirty"])]
+            for cp in found[key]:
                 row["changes"].append({"from_commit": commits[cp.index - 1], "to_commit": commits[cp.index],
-                                       "run": int(valued["run_id"].iloc[cp.index]),
+                                       "run": int(have["run_id"].iloc[cp.index]),
                                        "size_pct": round(cp.size_pct, 3), "p": round(cp.p, 4)})
             if row["changes"]:
                 row["newest_change_pct"] = row["changes"][-1]["size_pct"]
-        row.setdefault("trend", "")
         out.append(row)
     return out
 

@@ -30,7 +30,7 @@ class Recorded:
     points: int
 
 
-def _insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]], key: Sequence[str]) -> int:
+def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]], key: Sequence[str]) -> int:
     """Insert `rows`, skipping those whose `key` columns are already there; the number inserted."""
     if not rows:
         return 0
@@ -61,7 +61,7 @@ def _run_row(ident: Identity, complete: bool) -> dict[str, Any]:
 
 def _run_id(conn: Connection, ident: Identity, complete: bool) -> tuple[int, bool]:
     """The run's id (inserted when new); a shard part joins its run: parts, earliest time, completeness."""
-    new = _insert_ignore(conn, S.runs, [_run_row(ident, complete)], ["run_key"]) > 0
+    new = insert_ignore(conn, S.runs, [_run_row(ident, complete)], ["run_key"]) > 0
     row = conn.execute(sa.select(S.runs.c.id, S.runs.c.parts, S.runs.c.timestamp, S.runs.c.complete,
                                  S.runs.c.load_flag).where(S.runs.c.run_key == ident.run_key)).one()
     if not new and ident.shard:
@@ -80,7 +80,7 @@ def _series_ids(conn: Connection, kind: str, ident: Identity, cases: list[tuple[
     rows = [{"series_key": keyed[case], "kind": kind, "backend": case[0], "op": case[1], "dtype": case[2],
              "shape": case[3], "mode": case[4], "case_name": case[5], "machine": ident.machine,
              "protocol_hash": ident.protocol_hash, "unit": unit} for case, unit in cases]
-    _insert_ignore(conn, S.series, rows, ["series_key"])
+    insert_ignore(conn, S.series, rows, ["series_key"])
     ids: dict[str, int] = {}
     keys = list(keyed.values())
     for start in range(0, len(keys), _CHUNK):
@@ -111,7 +111,7 @@ def record(store: Store, kind: str, version: str, run: RunRecord, rows: pd.DataF
     with store.transaction() as conn:
         run_id, new = _run_id(conn, ident, complete)
         ids = _series_ids(conn, kind, ident, [(p.case, p.unit) for p in points])
-        added = _insert_ignore(conn, S.points, [
+        added = insert_ignore(conn, S.points, [
             {"run_id": run_id, "series_id": ids[p.case], "value": p.value, "value2": p.value2, "values": p.values,
              "status": p.status, "detail": p.detail[:2000]} for p in points], ["run_id", "series_id"])
     return Recorded(run_id, new, added, len(points))

@@ -4,6 +4,7 @@
     runs    one run: a command's result (its shard parts and --devices GPUs together), keyed by `run_key`
     series  one case on one machine under one protocol, keyed by `series_key`
     points  a series' values in one run (the headline value, worker values, status, ...)
+    change_cache  change points history found before (a cache: dropping it loses nothing)
 """
 from __future__ import annotations
 
@@ -57,6 +58,14 @@ points = Table(
     Column("values", Text),                 # JSON list: perf worker medians
     Column("status", String(64), nullable=False),    # PASS/FAIL/error/ok/not run, ... or a compare verdict
     Column("detail", Text, nullable=False),
+)
+
+#: change points already found, by a hash of the series, the runs its values came from and the method's settings
+#: (points never change once recorded, so the same key always has the same answer); migration 0003
+change_cache = Table(
+    "change_cache", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("result", Text, nullable=False),        # JSON list of [index, size_pct, p]
 )
 
 Index("ix_points_series_run", points.c.series_id, points.c.run_id)     # migration 0002
