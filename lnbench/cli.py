@@ -40,6 +40,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "perf": ("lnbench.perf.command", "perf_command",
              "Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls"),
     "plot": ("lnbench.plot.command", "plot_command", "Draw PNGs from result files (JSON or CSV)"),
+    "report": ("lnbench.history.command", "report_command",
+               "Write a static HTML dashboard of the results store (trends, change points, latest verify)"),
     "store": ("lnbench.history.command", "store_command",
               "Record result files (any command's CSV or JSON) in the results store, each run once"),
     "history": ("lnbench.history.command", "history_command",

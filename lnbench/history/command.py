@@ -90,3 +90,38 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
     slower = regressions(rows, fail_pct) if fail_pct is not None else []
     render(rows, slower, fail_pct, csv_path, json_path, md_path, quiet)
     return EXIT_FAILED if slower else EXIT_OK
+
+
+@click.command("report")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Folder to write the dashboard into (index.html; created if missing).")
+@_filter_options
+@click.option("--last", "last", type=click.IntRange(2), default=200, show_default=True,
+              help="Chart the newest this many runs that pass the filters.")
+@click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
+@click.option("--store", "url", help=_STORE_HELP)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@guarded
+def report_command(out_dir: Path, url: str | None, config_path: Path | None, **filters: object) -> int:
+    """Write a static HTML dashboard of the store to a folder (works offline: no script, no CDN): per machine
+    the latest verify (failures first), the latest compare, and a trend chart per timed case with its change
+    points and the runs of a busy machine marked."""
+    from lnbench.history.cache import found_changes
+    from lnbench.history.query import Filters, load_points
+    from lnbench.history.report import render_html
+    from lnbench.history.summary import summarize
+    from lnbench.outputs import atomic_write
+    from lnbench.store.db import open_store
+    from lnbench.store.url import store_url
+
+    store = open_store(store_url(url, config_path))
+    try:
+        points = load_points(store, Filters(**filters))     # type: ignore[arg-type]
+        rows = summarize(points, lambda wanted: found_changes(store, wanted))
+    finally:
+        store.close()
+    html = render_html(points, rows, store.url)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = atomic_write(out_dir / "index.html", lambda tmp: Path(tmp).write_text(html, encoding="utf-8"))
+    console.print(f"Report written to {path}", markup=False, highlight=False)
+    return EXIT_OK

@@ -48,7 +48,7 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]
     for group in groups:
         first, last = group.iloc[0], group.iloc[-1]
         row = {k: first[k] for k in ("kind", "backend", "op", "dtype", "shape", "mode", "case_name", "machine", "unit")}
-        row.update(runs=len(group), latest=last["value"], latest_status=last["status"],
+        row.update(series_id=int(first["series_id"]), runs=len(group), latest=last["value"], latest_status=last["status"],
                    latest_commit=_label(last["commit"], bool(last["dirty"])), since="", trend="", changes=[],
                    newest_change_pct=None)
         if first["kind"] in CHECK_KINDS:
@@ -59,7 +59,7 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]
             commits = [_label(c, bool(d)) for c, d in zip(have["commit"], have["dirty"])]
             for cp in found[key]:
                 row["changes"].append({"from_commit": commits[cp.index - 1], "to_commit": commits[cp.index],
-                                       "run": int(have["run_id"].iloc[cp.index]),
+                                       "run": int(have["run_id"].iloc[cp.index]), "index": cp.index,
                                        "size_pct": round(cp.size_pct, 3), "p": round(cp.p, 4)})
             if row["changes"]:
                 row["newest_change_pct"] = row["changes"][-1]["size_pct"]
