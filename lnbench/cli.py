@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "Write a static HTML dashboard of the results store (trends, change points, latest verify)"),
     "store": ("lnbench.history.command", "store_command",
               "Record result files (any command's CSV or JSON) in the results store, each run once"),
+    "flydsl-table": ("lnbench.history.command", "flydsl_table_command",
+                     "Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS)"),
     "history": ("lnbench.history.command", "history_command",
                 "Per case over the stored runs: latest value, trend, change points; since when a check fails"),
     "verify": ("lnbench.verify.command", "verify_command",

@@ -19,18 +19,24 @@ _CONFIG_HELP = "TOML file merged over the packaged defaults (default: $LNBENCH_C
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
 @guarded
 def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | None) -> int:
-    """Record result files (CSV or JSON of verify, perf, abi-compare, inspect, compare, merge) in the results
-    store: each run once (the same run again adds nothing; the shard parts of one run are one run). Every file
+    """Record result files (CSV or JSON of verify, perf, abi-compare, inspect, compare, merge; or FlyDSL's CI
+    dashboard history.json) in the results store: each run once (the same run again adds nothing; the shard parts of one run are one run). Every file
     is read before anything is written: one that is not a whole lnbench result stops the command (exit 2)."""
     from lnbench.results import load_result
+    from lnbench.store import flydsl
     from lnbench.store.db import open_store
     from lnbench.store.record import record_result
     from lnbench.store.url import store_url
 
-    results = [load_result(path) for path in files]
+    imports = {p: flydsl.load_history(p) for p in files if flydsl.is_flydsl_history(p)}
+    results = [load_result(path) for path in files if path not in imports]
     store = open_store(store_url(url, config_path))
     try:
         rows = []
+        for path, records in imports.items():
+            runs, points = flydsl.import_history(store, records)
+            rows.append({"file": str(path), "kind": "FlyDSL history", "run": f"{runs} new",
+                         "recorded": "imported" if runs or points else "already there", "points": f"{points}/{len(records)}"})
         for result in results:
             done = record_result(store, result)
             rows.append({"file": str(result.path), "kind": result.kind, "run": done.run_id,
@@ -124,4 +130,19 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
     out_dir.mkdir(parents=True, exist_ok=True)
     path = atomic_write(out_dir / "index.html", lambda tmp: Path(tmp).write_text(html, encoding="utf-8"))
     console.print(f"Report written to {path}", markup=False, highlight=False)
+    return EXIT_OK
+
+
+@click.command("flydsl-table")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--backend", help="The backend whose rows are printed (default: flydsl if the file has it, else the "
+                                "first).")
+@guarded
+def flydsl_table_command(file: Path, backend: str | None) -> int:
+    """Print a perf result as the benchmark table FlyDSL's CI dashboard ingest parses (`op shape dtype TB/s
+    TFLOPS`: layernorm / layernorm_bwd, TB/s at the headline time), for a FlyDSL CI log."""
+    from lnbench.history.flydsl_table import table_text
+    from lnbench.results import PERF_KIND, load_result
+
+    click.echo(table_text(load_result(file, (PERF_KIND,)), backend), nl=False)
     return EXIT_OK
