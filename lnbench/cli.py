@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("lnbench.history.command", "report_command",
                "Write a static HTML dashboard of the results store (trends, change points, latest verify)"),
     "store": ("lnbench.history.command", "store_command",
-              "Record result files (any command's CSV or JSON) in the results store, each run once"),
+              "Record result files in the results store, each run once"),
     "flydsl-table": ("lnbench.history.command", "flydsl_table_command",
                      "Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS)"),
     "history": ("lnbench.history.command", "history_command",

@@ -19,8 +19,8 @@ _CONFIG_HELP = "TOML file merged over the packaged defaults (default: $LNBENCH_C
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
 @guarded
 def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | None) -> int:
-    """Record result files (CSV or JSON of verify, perf, abi-compare, inspect, compare, merge; or FlyDSL's CI
-    dashboard history.json) in the results store: each run once (the same run again adds nothing; the shard parts of one run are one run). Every file
+    """Record result files in the results store, each run once (CSV or JSON of verify, perf, abi-compare,
+    inspect, compare, merge; or FlyDSL's CI dashboard history.json) (the same run again adds nothing; the shard parts of one run are one run). Every file
     is read before anything is written: one that is not a whole lnbench result stops the command (exit 2)."""
     from lnbench.results import load_result
     from lnbench.store import flydsl
@@ -77,8 +77,8 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
 @guarded
 def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, csv_path: Path | None,
                     json_path: Path | None, md_path: Path | None, quiet: bool, **filters: object) -> int:
-    """Per series (one case on one machine under one protocol) over the stored runs: the latest value, a trend,
-    and the change points e-divisive finds (the commit range each happened in, its size and p: no fixed
+    """Per case over the stored runs: latest value, trend, change points; since when a check fails. A series is
+    one case on one machine under one protocol; its change points are those e-divisive finds (the commit range each happened in, its size and p: no fixed
     threshold); for verify, since which commit a case FAILs or errors."""
     from lnbench.history.cache import found_changes
     from lnbench.history.render import render
@@ -109,7 +109,8 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
 @guarded
 def report_command(out_dir: Path, url: str | None, config_path: Path | None, **filters: object) -> int:
-    """Write a static HTML dashboard of the store to a folder (works offline: no script, no CDN): per machine
+    """Write a static HTML dashboard of the results store (trends, change points, latest verify) to a folder.
+    It works offline (no script, no CDN): per machine
     the latest verify (failures first), the latest compare, and a trend chart per timed case with its change
     points and the runs of a busy machine marked."""
     from lnbench.history.cache import found_changes
@@ -139,8 +140,8 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
                                 "first).")
 @guarded
 def flydsl_table_command(file: Path, backend: str | None) -> int:
-    """Print a perf result as the benchmark table FlyDSL's CI dashboard ingest parses (`op shape dtype TB/s
-    TFLOPS`: layernorm / layernorm_bwd, TB/s at the headline time), for a FlyDSL CI log."""
+    """Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS), the table FlyDSL's
+    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log."""
     from lnbench.history.flydsl_table import table_text
     from lnbench.results import PERF_KIND, load_result
 
