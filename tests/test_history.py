@@ -16,6 +16,7 @@ from lnbench.history.changes import change_points, sparkline
 from lnbench.results import load_result
 from lnbench.store.db import open_store
 from lnbench.store.record import record
+from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 DATA = Path(__file__).parent / "data" / "results-v1"
 
@@ -40,10 +41,11 @@ def test_sparkline_spans_low_to_high() -> None:
     assert sparkline([1, 2, 3]) == "▁▄█" and sparkline([5, 5]) == "▄▄"
 
 
-def _store(tmp_path: Path, step_at: int = 25, runs: int = 40, loaded: set[int] = frozenset()) -> str:
+def _store(tmp_path: Path, step_at: int = 25, runs: int = 40, loaded: set[int] = frozenset(),
+           url: str | None = None) -> str:
     """perf.json's two cases over `runs` commits, 1% noise; the first backend's fwd 5% slower from `step_at`;
     verify.json's first check failing from the 7th of 10 runs."""
-    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    url = url or f"sqlite:///{tmp_path / 'h.sqlite'}"
     store = open_store(url)
     perf = load_result(DATA / "perf.json")
     rng = np.random.default_rng(1)
@@ -72,8 +74,8 @@ def _history(url: str, *args: str) -> tuple[int, str]:
     return out.exit_code, out.output
 
 
-def test_history_finds_the_step_with_its_commit_range_and_the_failing_check(tmp_path: Path) -> None:
-    url = _store(tmp_path)
+def test_history_finds_the_step_with_its_commit_range_and_the_failing_check(tmp_path: Path, store_url: str) -> None:
+    url = _store(tmp_path, url=store_url)          # on SQLite and on PostgreSQL
     code, output = _history(url, "--json", str(tmp_path / "h.json"), "--csv", str(tmp_path / "h.csv"),
                             "--md", str(tmp_path / "h.md"))
     assert code == 0, output

@@ -127,3 +127,39 @@ def test_a_recording_killed_at_random_points_leaves_whole_runs(tmp_path: Path) -
         store.close()
         assert len(per_run) == runs and set(per_run) <= {points}
     assert runs > 0
+
+
+FULL = """
+import resource, signal, sys
+from lnbench.results import load_result
+from lnbench.store.db import StoreError, open_store
+from lnbench.store.record import record
+result = load_result(sys.argv[2])
+store = open_store(sys.argv[1])
+rows = result.rows.loc[result.rows.index.repeat(400)].reset_index(drop=True)
+rows["case"] = [f"case{i}" for i in range(len(rows))]          # 4800 points: more than the file may grow by
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+import os
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(sys.argv[1].removeprefix("sqlite:///")) + 8192,) * 2)
+try:
+    record(store, result.kind, result.version, result.run.with_(timestamp="full"), rows)
+except StoreError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_full_disk_during_recording_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    """The store's file may not grow (RLIMIT_FSIZE: the disk is full for it): the run is refused with one line
+    and the store holds exactly what it held."""
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    store = open_store(url)
+    from lnbench.results import load_result
+    from lnbench.store.record import record_result
+
+    record_result(store, load_result(DATA / "perf.json"))
+    store.close()
+    out = subprocess.run([sys.executable, "-c", FULL, url, str(DATA / "verify.json")], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("refused:"), out.stdout + out.stderr
+    assert "full" in out.stdout or "disk" in out.stdout or "large" in out.stdout, out.stdout
+    assert _runs(url) == 1
