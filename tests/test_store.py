@@ -178,3 +178,22 @@ def test_the_main_job_does_not_import_the_store() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_a_store_failing_at_the_end_exits_2_with_the_result_files_kept(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store opened before the work but refused the run at the end: one error line, exit 2, the CSV written."""
+    import lnbench.store.record as rec
+    from lnbench.store.db import StoreError
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise StoreError("store X: database is locked")
+
+    monkeypatch.setattr(rec, "record_rows", refuse)
+    monkeypatch.delenv("LNBENCH_STORE", raising=False)
+    out = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
+                                    str(tmp_path / "c.csv"), "--store", str(tmp_path / "s.sqlite")])
+    assert out.exit_code == 2 and (tmp_path / "c.csv").is_file()
+    errors = [line for line in out.output.splitlines() if line.startswith("lnbench: error:")]
+    assert errors == ["lnbench: error: store X: database is locked (the run is not recorded; its result files are "
+                      "written)"]
