@@ -20,6 +20,7 @@ from lnbench.outputs import (Writer, atomic_write_all, check_writable, csv_write
                              release_outputs, result_json_writer)
 from lnbench.tables import SHOWN
 from lnbench.results import kind_of_metadata
+from lnbench.store import hook as store_hook
 
 
 def console_width() -> int | None:
@@ -108,6 +109,10 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
             fail_usage(f"internal error: {type(exc).__name__}: {first} (set LNBENCH_DEBUG=1 for a traceback)")
         finally:
             release_outputs()       # outputs made ready by prepare_outputs but not written (an error on the way)
+            failed = store_hook.failure()
+            store_hook.reset()
+        if failed:                  # the result files are written; the store could not take the run
+            fail_usage(f"{failed} (the run is not recorded; its result files are written)")
         sys.exit(code or EXIT_OK)
     return wrapper
 
@@ -142,7 +147,8 @@ def no_csv_requested() -> bool:
 
 
 def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--csv, --no-csv, --json, --quiet."""
+    """--csv, --no-csv, --json, --quiet, --store."""
+    func = store_hook.store_option(func)
     func = click.option("--quiet", "-q", is_flag=True,
                         help="Print no tables: only the summary line, where the result files went, and warnings.")(func)
     func = click.option("--no-csv", is_flag=True, expose_value=False, callback=_no_csv,
@@ -206,7 +212,9 @@ def reserve_outputs(command: str, outputs: Mapping[str, Path | None], inputs: In
         paths = {k: v for k, v in outputs.items() if k != "--csv"}
     else:
         paths = {**outputs, "--csv": outputs.get("--csv") or default_output_path(command, "csv")}
-    return {option: check_writable(path) for option, path in paths.items() if path}
+    final = {option: check_writable(path) for option, path in paths.items() if path}
+    store_hook.prepare()            # --store: the store opened (or refused) before any work
+    return final
 
 
 def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
@@ -243,6 +251,9 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
     for (what, _, _), path in zip(outputs, placed):
         if announce:
             console.print(f"{what} written to {path}")
+    recorded = store_hook.record(rows, metadata) if announce else None
+    if recorded:
+        console.print(recorded, markup=False, highlight=False)
     problem = markdown.append_step_summary(md_text) if step_summary and md_text else None
     if problem:
         err_console.print(f"lnbench: warning: the step summary could not be appended: {problem}", soft_wrap=True,

@@ -9,9 +9,10 @@ ones, never a higher one (tests/test_layering.py checks every import, top level 
     4  kernels            flydsl: kernel math, launch geometry, launch/ABI, inspection, pre-flight checks
     5  backends           backends (the registry and every backend), reference, tolerance
     6  measurement        measure: protocol, timing, worker processes, kernel timer, statistics
-    7  command plumbing   cli_common, result_sink, gpus (--devices), shard (--shard)
+    7  command plumbing   cli_common, result_sink, gpus (--devices), shard (--shard), store (the results store)
     8  commands           one package per command (its click command in `command.py`): perf (and peak), verify,
-                          abi (abi-compare), compare, plot, merge, inspect, config, env: side by side, none
+                          abi (abi-compare), compare, plot, merge, inspect, config, env, history (store,
+                          history): side by side, none
                           importing another's internals (COMMANDS, SHARED)
     9  entry point        cli
 """
@@ -30,15 +31,16 @@ LAYERS: dict[str, int] = {
     "lnbench.flydsl": 4,
     "lnbench.backends": 5, "lnbench.reference": 5, "lnbench.tolerance": 5,
     "lnbench.measure": 6,
-    "lnbench.cli_common": 7, "lnbench.result_sink": 7, "lnbench.gpus": 7, "lnbench.shard": 7,
+    "lnbench.cli_common": 7, "lnbench.result_sink": 7, "lnbench.gpus": 7, "lnbench.shard": 7, "lnbench.store": 7,
     "lnbench.perf": 8, "lnbench.verify": 8, "lnbench.abi": 8, "lnbench.compare": 8, "lnbench.plot": 8,
-    "lnbench.merge": 8, "lnbench.inspect": 8, "lnbench.config": 8, "lnbench.env": 8,
+    "lnbench.merge": 8, "lnbench.inspect": 8, "lnbench.config": 8, "lnbench.env": 8, "lnbench.history": 8,
     "lnbench.cli": 9,
 }
 
 #: the commands of layer 8: none imports another's modules (what they share lives in a lower layer)
 COMMANDS: tuple[str, ...] = ("lnbench.perf", "lnbench.verify", "lnbench.abi", "lnbench.compare", "lnbench.plot",
-                             "lnbench.merge", "lnbench.inspect", "lnbench.config", "lnbench.env")
+                             "lnbench.merge", "lnbench.inspect", "lnbench.config", "lnbench.env",
+                             "lnbench.history")
 
 #: (importer prefix, imported module) -> why one command may use that module of another
 SHARED: dict[tuple[str, str], str] = {

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "plot/command.py",
     "env/command.py",
     "config/command.py",
+    "history/command.py",
 )
 MAX_BODY_LINES = 40
 

@@ -1,0 +1,149 @@
+"""`lnbench store FILE...` and `lnbench history`: the click commands over the results store (lnbench.store)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, guarded, md_option
+from lnbench.tables import Column, render_table
+
+_STORE_HELP = ("The results store: an SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://user@host/db) or an "
+               "SQLite path (default: $LNBENCH_STORE, the config's [store] url, else results/lnbench.sqlite).")
+_CONFIG_HELP = "TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none)."
+
+
+@click.command("store")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--store", "url", help=_STORE_HELP)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@guarded
+def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | None) -> int:
+    """Record result files in the results store, each run once (CSV or JSON of verify, perf, abi-compare,
+    inspect, compare, merge; or FlyDSL's CI dashboard history.json) (the same run again adds nothing; the shard parts of one run are one run). Every file
+    is read before anything is written: one that is not a whole lnbench result stops the command (exit 2)."""
+    from lnbench.results import load_result
+    from lnbench.store import flydsl
+    from lnbench.store.db import open_store
+    from lnbench.store.record import record_result
+    from lnbench.store.url import store_url
+
+    imports = {p: flydsl.load_history(p) for p in files if flydsl.is_flydsl_history(p)}
+    results = [load_result(path) for path in files if path not in imports]
+    store = open_store(store_url(url, config_path))
+    try:
+        rows = []
+        for path, records in imports.items():
+            runs, points = flydsl.import_history(store, records)
+            rows.append({"file": str(path), "kind": "FlyDSL history", "run": f"{runs} new",
+                         "recorded": "imported" if runs or points else "already there", "points": f"{points}/{len(records)}"})
+        for result in results:
+            done = record_result(store, result)
+            rows.append({"file": str(result.path), "kind": result.kind, "run": done.run_id,
+                         "recorded": "new run" if done.new_run else "new points" if done.new_points else "already there",
+                         "points": f"{done.new_points}/{done.points}"})
+    finally:
+        store.close()
+    render_table(console, f"Recorded in {store.url}", [Column("file", "file", justify="left"), Column("kind", "kind"),
+                 Column("run", "run"), Column("recorded", "recorded"), Column("points", "new/points")], rows)
+    return EXIT_OK
+
+
+def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
+    for name, help_ in reversed((("--kind", "Only results of this command (perf, verify, abi-compare, ...)."),
+                                 ("--backend", "Only this backend."), ("--op", "Only this op (fwd, bwd)."),
+                                 ("--dtype", "Only this dtype."), ("--shape", "Only this shape (MxN)."),
+                                 ("--mode", "Only this mode (perf: hot/cold; abi-compare: metric; verify: tensor)."),
+                                 ("--machine", "Only machines whose description contains this text."),
+                                 ("--branch", "Only runs of this branch."),
+                                 ("--since", "Only runs from this date (YYYY-MM-DD) or commit on."))):
+        func = click.option(name, name.lstrip("-"), help=help_)(func)
+    return func
+
+
+@click.command("history")
+@_filter_options
+@click.option("--last", "last", type=click.IntRange(2), default=200, show_default=True,
+              help="Read the newest this many runs that pass the filters.")
+@click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
+@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(0), metavar="PCT",
+              help="Exit 1 when a timed series' newest change point is a slowdown of at least PCT %.")
+@click.option("--store", "url", help=_STORE_HELP)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@click.option("--csv", "csv_path", type=OutputFile(), help="Also write the series as CSV.")
+@click.option("--json", "json_path", type=OutputFile(), help="Also write the series (with change points) as JSON.")
+@md_option
+@click.option("--quiet", "-q", is_flag=True, help="Print no table.")
+@guarded
+def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, csv_path: Path | None,
+                    json_path: Path | None, md_path: Path | None, quiet: bool, **filters: object) -> int:
+    """Per case over the stored runs: latest value, trend, change points; since when a check fails. A series is
+    one case on one machine under one protocol; its change points are those e-divisive finds (the commit range each happened in, its size and p: no fixed
+    threshold); for verify, since which commit a case FAILs or errors."""
+    from lnbench.history.cache import found_changes
+    from lnbench.history.render import render
+    from lnbench.history.query import Filters, load_points
+    from lnbench.history.summary import regressions, summarize
+    from lnbench.store.db import open_store
+    from lnbench.store.url import store_url
+
+    store = open_store(store_url(url, config_path))
+    try:
+        rows = summarize(load_points(store, Filters(**filters)),     # type: ignore[arg-type]
+                         lambda wanted: found_changes(store, wanted))
+    finally:
+        store.close()
+    slower = regressions(rows, fail_pct) if fail_pct is not None else []
+    render(rows, slower, fail_pct, csv_path, json_path, md_path, quiet)
+    return EXIT_FAILED if slower else EXIT_OK
+
+
+@click.command("report")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Folder to write the dashboard into (index.html; created if missing).")
+@_filter_options
+@click.option("--last", "last", type=click.IntRange(2), default=200, show_default=True,
+              help="Chart the newest this many runs that pass the filters.")
+@click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
+@click.option("--store", "url", help=_STORE_HELP)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@guarded
+def report_command(out_dir: Path, url: str | None, config_path: Path | None, **filters: object) -> int:
+    """Write a static HTML dashboard of the results store (trends, change points, latest verify) to a folder.
+    It works offline (no script, no CDN): per machine
+    the latest verify (failures first), the latest compare, and a trend chart per timed case with its change
+    points and the runs of a busy machine marked."""
+    from lnbench.history.cache import found_changes
+    from lnbench.history.query import Filters, load_points
+    from lnbench.history.report import render_html
+    from lnbench.history.summary import summarize
+    from lnbench.outputs import atomic_write
+    from lnbench.store.db import open_store
+    from lnbench.store.url import store_url
+
+    store = open_store(store_url(url, config_path))
+    try:
+        points = load_points(store, Filters(**filters))     # type: ignore[arg-type]
+        rows = summarize(points, lambda wanted: found_changes(store, wanted))
+    finally:
+        store.close()
+    html = render_html(points, rows, store.url)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = atomic_write(out_dir / "index.html", lambda tmp: Path(tmp).write_text(html, encoding="utf-8"))
+    console.print(f"Report written to {path}", markup=False, highlight=False)
+    return EXIT_OK
+
+
+@click.command("flydsl-table")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--backend", help="The backend whose rows are printed (default: flydsl if the file has it, else the "
+                                "first).")
+@guarded
+def flydsl_table_command(file: Path, backend: str | None) -> int:
+    """Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS), the table FlyDSL's
+    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log."""
+    from lnbench.history.flydsl_table import table_text
+    from lnbench.results import PERF_KIND, load_result
+
+    click.echo(table_text(load_result(file, (PERF_KIND,)), backend), nl=False)
+    return EXIT_OK

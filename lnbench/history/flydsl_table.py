@@ -1,0 +1,35 @@
+"""A perf result as the benchmark table FlyDSL's CI prints and its dashboard ingest reads: a header
+`op shape dtype TB/s TFLOPS` and one row per case in fixed-width columns (22, 34, 10, 10, 10 characters), TB/s at
+the headline time (lnbench's GB/s / 1000), TFLOPS `-` (LayerNorm is memory-bound), `missing` for a case that did
+not time."""
+from __future__ import annotations
+
+import math
+
+from lnbench.errors import LnbenchUsageError
+
+#: lnbench op -> FlyDSL's benchmark op name; dtype names as FlyDSL's table writes them
+OPS = {"fwd": "layernorm", "bwd": "layernorm_bwd"}
+DTYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
+
+
+def _line(op: str, shape: str, dtype: str, tbps: str, tflops: str) -> str:
+    return f"{op[:22]:<22} {shape[:34]:<34} {dtype[:10]:<10} {tbps:>10} {tflops:>10}\n"
+
+
+def table_text(result, backend: str | None = None) -> str:  # noqa: ANN001 - a results.ResultFile of perf
+    rows = result.rows
+    agg = rows[rows["row_kind"] == "aggregate"]
+    backends = list(dict.fromkeys(agg["backend"]))
+    chosen = backend or ("flydsl" if "flydsl" in backends else backends[0] if backends else None)
+    if chosen not in backends:
+        raise LnbenchUsageError(f"{result.path} has no perf rows of backend {chosen!r} (it has {', '.join(backends)})")
+    mine = agg[agg["backend"] == chosen]
+    mode = mine["mode"].iloc[0]                  # one table a mode: the first the run timed
+    out = ["\n", _line("op", "shape", "dtype", "TB/s", "TFLOPS")]
+    for row in mine[mine["mode"] == mode].to_dict("records"):
+        gbps = row.get("gbps")
+        ok = row.get("status") == "ok" and gbps is not None and not (isinstance(gbps, float) and math.isnan(gbps))
+        out.append(_line(OPS.get(row["op"], row["op"]), row["shape"], DTYPES.get(row["dtype"], row["dtype"]),
+                         f"{gbps / 1000:.3f}" if ok else "missing", "-"))
+    return "".join(out)

@@ -1,0 +1,141 @@
+"""lnbench history: change points from e-divisive on planted series (a 5% step in a flat noisy series is found
+at the right run; identical distributions give none), verify's failing-since, filters, --fail-on-regression,
+--exclude-loaded, and the table/CSV/JSON/Markdown outputs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from lnbench.cli import main
+from lnbench.history.changes import change_points, sparkline
+from lnbench.results import load_result
+from lnbench.store.db import open_store
+from lnbench.store.record import record
+from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
+
+DATA = Path(__file__).parent / "data" / "results-v1"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_planted_5pct_step_in_a_noisy_series_is_found_at_its_run(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = 100 * (1 + rng.normal(0, 0.01, 60))
+    values[37:] *= 1.05
+    found = change_points(values)
+    assert [cp.index for cp in found] == [37]
+    assert found[0].size_pct == pytest.approx(5, abs=1.5) and found[0].p <= 0.01
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_series_of_one_distribution_has_no_change_point(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    assert change_points(100 * (1 + rng.normal(0, 0.01, 60))) == []
+
+
+def test_sparkline_spans_low_to_high() -> None:
+    assert sparkline([1, 2, 3]) == "▁▄█" and sparkline([5, 5]) == "▄▄"
+
+
+def _store(tmp_path: Path, step_at: int = 25, runs: int = 40, loaded: set[int] = frozenset(),
+           url: str | None = None) -> str:
+    """perf.json's two cases over `runs` commits, 1% noise; the first backend's fwd 5% slower from `step_at`;
+    verify.json's first check failing from the 7th of 10 runs."""
+    url = url or f"sqlite:///{tmp_path / 'h.sqlite'}"
+    store = open_store(url)
+    perf = load_result(DATA / "perf.json")
+    rng = np.random.default_rng(1)
+    agg = perf.rows["row_kind"] == "aggregate"
+    for i in range(runs):
+        rows = perf.rows.copy()
+        noise = 1 + rng.normal(0, 0.01, int(agg.sum()))
+        step = np.where((rows.loc[agg, "op"] == "fwd") & (i >= step_at), 1.05, 1.0)
+        rows.loc[agg, "median_us"] = rows.loc[agg, "median_us"].to_numpy() * noise * step
+        run = perf.run.with_(timestamp=f"2026-05-01T00:{i:02d}:00", git_commit=f"c{i:03d}",
+                             load_flag="busy" if i in loaded else "")
+        record(store, perf.kind, perf.version, run, rows)
+    verify = load_result(DATA / "verify.json")
+    for i in range(10):
+        rows = verify.rows.copy()
+        if i >= 6:
+            rows.loc[0, "status"] = "FAIL"
+        record(store, verify.kind, verify.version,
+               verify.run.with_(timestamp=f"2026-05-01T01:{i:02d}:00", git_commit=f"v{i:03d}"), rows)
+    store.close()
+    return url
+
+
+def _history(url: str, *args: str) -> tuple[int, str]:
+    out = CliRunner().invoke(main, ["history", "--store", url, *args])
+    return out.exit_code, out.output
+
+
+def test_history_finds_the_step_with_its_commit_range_and_the_failing_check(tmp_path: Path, store_url: str) -> None:
+    url = _store(tmp_path, url=store_url)          # on SQLite and on PostgreSQL
+    code, output = _history(url, "--json", str(tmp_path / "h.json"), "--csv", str(tmp_path / "h.csv"),
+                            "--md", str(tmp_path / "h.md"))
+    assert code == 0, output
+    series = json.loads((tmp_path / "h.json").read_text())["series"]
+    perf = {s["op"]: s for s in series if s["kind"] == "perf"}
+    assert [(c["from_commit"], c["to_commit"]) for c in perf["fwd"]["changes"]] == [("c024", "c025")]
+    assert perf["fwd"]["changes"][0]["size_pct"] == pytest.approx(5, abs=1.5)
+    assert perf["bwd"]["changes"] == []
+    failing = [s for s in series if s["since"]]
+    assert len(failing) == 1 and failing[0]["since"] == "v006" and failing[0]["latest_status"] == "FAIL"
+    assert len(pd.read_csv(tmp_path / "h.csv")) == len(series)
+    assert "c024..c025" in (tmp_path / "h.md").read_text() and "c024..c025" in output
+
+
+def test_fail_on_regression_exits_1_only_for_a_slowdown_of_that_size(tmp_path: Path) -> None:
+    url = _store(tmp_path)
+    assert _history(url, "--fail-on-regression", "3")[0] == 1
+    assert _history(url, "--fail-on-regression", "20")[0] == 0
+    assert _history(url, "--fail-on-regression", "3", "--op", "bwd")[0] == 0
+
+
+def test_filters_and_exclude_loaded(tmp_path: Path) -> None:
+    url = _store(tmp_path, step_at=30, loaded=set(range(30, 40)))
+    out = tmp_path / "h.json"
+    assert _history(url, "--kind", "perf", "--json", str(out))[0] == 0
+    series = json.loads(out.read_text())["series"]
+    assert {s["kind"] for s in series} == {"perf"} and any(s["changes"] for s in series)
+    assert _history(url, "--kind", "perf", "--exclude-loaded", "--json", str(out))[0] == 0
+    series = json.loads(out.read_text())["series"]
+    assert all(s["runs"] == 30 and not s["changes"] for s in series)       # the slow runs were the loaded ones
+    assert _history(url, "--since", "2026-05-01T01:00:00", "--json", str(out))[0] == 0
+    assert {s["kind"] for s in json.loads(out.read_text())["series"]} == {"verify"}
+    code, output = _history(url, "--since", "nosuchcommit")
+    assert code == 2 and "nosuchcommit" in output
+
+
+def test_without_the_change_point_library_history_says_how_to_install_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    url = _store(tmp_path, runs=8)
+    monkeypatch.setitem(sys.modules, "signal_processing_algorithms.energy_statistics", None)
+    code, output = _history(url, "--kind", "perf")
+    assert code == 2 and "pip install --no-deps signal-processing-algorithms" in output
+    assert len([line for line in output.splitlines() if line.strip()]) == 1
+
+
+def test_change_points_are_searched_once_per_series_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lnbench.history.cache as cache
+
+    url = _store(tmp_path)
+    out = tmp_path / "h.json"
+    assert _history(url, "--json", str(out))[0] == 0
+    first = json.loads(out.read_text())["series"]
+
+    def boom(values):  # noqa: ANN001, ANN202
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(cache, "_search", boom)
+    assert _history(url, "--json", str(out))[0] == 0
+    assert json.loads(out.read_text())["series"] == first
+    code, output = _history(url, "--last", "30")                  # other runs: a new key, searched
+    assert code == 2 and "searched again" in output

@@ -1,0 +1,62 @@
+"""lnbench report: a static HTML dashboard, offline (no script, no external URL), checked in a real headless
+Chromium (Debian's package): the page loads without console errors and a screenshot shows the charts."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lnbench.cli import main
+from test_history import _store
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-extensions",
+         "--no-first-run", "--disable-sync", "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0"]
+
+
+def _report(tmp_path: Path) -> Path:
+    url = _store(tmp_path, loaded={3})
+    out = CliRunner().invoke(main, ["report", "--store", url, "--out", str(tmp_path / "site")])
+    assert out.exit_code == 0, out.output
+    return tmp_path / "site" / "index.html"
+
+
+def test_the_report_is_one_offline_page_with_charts_change_points_and_failures_first(tmp_path: Path) -> None:
+    html = _report(tmp_path).read_text()
+    assert "<script" not in html and not re.search(r"(src|href)=\"(https?:)?//", html)
+    assert html.count("<svg") == 2 and html.count('class="change"') == 1 and 'class="loaded"' in html
+    assert "c024..c025" in html
+    statuses = re.findall(r'<td class="(PASS|FAIL|error)">', html)          # verify's machine's table
+    assert statuses[0] == "FAIL" and set(statuses[1:]) == {"PASS"}
+
+
+def _chromium(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _console_errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
+def test_the_report_loads_in_chromium_without_console_errors_and_shows_its_charts(tmp_path: Path) -> None:
+    page = _report(tmp_path)
+    dom = _chromium("--dump-dom", page.as_uri())
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<svg") == 2 and _console_errors(dom.stderr) == []
+    # the check sees console errors: a page that throws is caught
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>console.error('planted'); undefined_fn();</script></body></html>")
+    assert _console_errors(_chromium("--dump-dom", bad.as_uri()).stderr)
+    shot = tmp_path / "shot.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1200,1600", "--hide-scrollbars", page.as_uri())
+    import matplotlib.image
+
+    pixels = (matplotlib.image.imread(shot)[..., :3] * 255).round()
+    blue = ((abs(pixels[..., 0] - 31) < 8) & (abs(pixels[..., 1] - 119) < 8) & (abs(pixels[..., 2] - 180) < 8)).sum()
+    red = ((abs(pixels[..., 0] - 214) < 20) & (abs(pixels[..., 1] - 39) < 25) & (abs(pixels[..., 2] - 40) < 25)).sum()
+    assert blue > 200 and red > 20, (blue, red)      # the trend lines and the change point's line are drawn

@@ -1,0 +1,199 @@
+"""The results store (lnbench.store): recording every kind, idempotence, shard parts as one run, parallel
+writers (real processes), the commands' --store, speed, and migrations from the first schema; on SQLite and on a
+real PostgreSQL server (tests/store_fixtures.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from lnbench.cli import main
+from lnbench.results import load_result
+from lnbench.store import schema as S
+from lnbench.store.db import head_revision, open_store
+from lnbench.store.record import record, record_result
+from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
+
+DATA = Path(__file__).parent / "data" / "results-v1"
+ROOT = Path(__file__).resolve().parents[1]
+ALL = sorted(DATA.glob("*.json")) + sorted(DATA.glob("*.csv"))
+
+
+def counts(url: str) -> tuple[int, int, int]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        out = tuple(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+                    for t in (S.runs, S.series, S.points))
+    engine.dispose()
+    return out  # type: ignore[return-value]
+
+
+def test_every_kind_is_recorded_once_however_often_it_is_stored(store_url: str) -> None:
+    store = open_store(store_url)
+    first = [record_result(store, load_result(path)) for path in ALL]
+    after_first = counts(store_url)
+    again = [record_result(store, load_result(path)) for path in ALL]
+    store.close()
+    assert counts(store_url) == after_first
+    assert all(r.points > 0 for r in first)
+    assert not any(r.new_run or r.new_points for r in again)
+    # a run's CSV and JSON are one run: 7 JSON results (merge-perf has no CSV), each CSV adds nothing new
+    assert after_first[0] == 7
+    kinds = {load_result(p).kind for p in ALL}
+    assert kinds == {"verify", "selftest", "perf", "abi-compare", "inspect", "compare"}
+
+
+def test_the_values_of_a_perf_run_are_its_aggregate_medians(store_url: str) -> None:
+    result = load_result(DATA / "perf.json")
+    store = open_store(store_url)
+    record_result(store, result)
+    with store.engine.connect() as conn:
+        got = sorted(conn.execute(sa.select(S.series.c.backend, S.series.c.shape, S.points.c.value)
+                                  .join(S.points, S.points.c.series_id == S.series.c.id)).all())
+    store.close()
+    agg = result.rows[result.rows["row_kind"] == "aggregate"]
+    assert got == sorted(zip(agg["backend"], agg["shape"], agg["median_us"].astype(float)))
+
+
+def test_shard_parts_of_one_run_are_one_run(store_url: str) -> None:
+    result = load_result(DATA / "verify.json")
+    half = len(result.rows) // 2
+    store = open_store(store_url)
+    a = record(store, result.kind, result.version,
+               result.run.with_(shard="1/2", shard_total_cases=4, timestamp="2026-01-01T00:00:00+00:00",
+                                command_line="lnbench verify --shard 1/2"), result.rows.iloc[:half])
+    b = record(store, result.kind, result.version,
+               result.run.with_(shard="2/2", shard_total_cases=4, timestamp="2026-01-01T00:05:00+00:00",
+                                command_line="lnbench verify --shard 2/2"), result.rows.iloc[half:])
+    with store.engine.connect() as conn:
+        parts, when = conn.execute(sa.select(S.runs.c.parts, S.runs.c.timestamp)).one()
+    store.close()
+    assert a.run_id == b.run_id and counts(store_url)[0] == 1
+    assert parts == '["1/2", "2/2"]' and when.startswith("2026-01-01T00:00:00")
+    assert a.new_points + b.new_points == a.points + b.points
+
+
+def test_repeated_runs_at_one_commit_are_separate_runs(store_url: str) -> None:
+    result = load_result(DATA / "perf.json")
+    store = open_store(store_url)
+    for minute in range(3):
+        record(store, result.kind, result.version, result.run.with_(timestamp=f"2026-01-01T00:0{minute}:00+00:00"),
+               result.rows)
+    store.close()
+    assert counts(store_url)[0] == 3 and counts(store_url)[1] == 2
+
+
+WRITER = """
+import sys
+from lnbench.results import load_result
+from lnbench.store.db import open_store
+from lnbench.store.record import record
+url, who, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+result = load_result(sys.argv[4])
+store = open_store(url)
+for i in range(n):
+    record(store, result.kind, result.version, result.run.with_(timestamp=f"2026-02-{who + 1:02d}T00:00:{i:02d}"),
+           result.rows)
+"""
+
+
+def test_parallel_writers_lose_nothing(store_url: str) -> None:
+    """Four real processes create (migrate) and write one store at once: every run is there, whole."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, store_url, str(w), "5", str(DATA / "verify.json")],
+                              env=env, stderr=subprocess.PIPE, text=True) for w in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    points = len(load_result(DATA / "verify.json").rows)
+    assert counts(store_url) == (20, points, 20 * points)
+
+
+def test_recording_a_run_takes_under_a_second(store_url: str) -> None:
+    result = load_result(DATA / "verify.json")
+    store = open_store(store_url)
+    record_result(store, result)                  # warm: imports, the first statements
+    start = time.perf_counter()
+    for i in range(5):
+        record(store, result.kind, result.version, result.run.with_(timestamp=f"2026-03-01T00:00:0{i}"), result.rows)
+    took = (time.perf_counter() - start) / 5
+    store.close()
+    assert took < 1.0, f"{took:.3f} s per run"
+
+
+def test_a_store_of_the_first_schema_is_migrated_forward_with_its_runs(store_url: str) -> None:
+    old = open_store(store_url, migrate_to="0001")
+    with old.engine.begin() as conn:
+        assert "load_flag" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}
+        conn.exec_driver_sql(
+            "INSERT INTO runs (run_key, kind, schema_version, \"commit\", dirty, branch, timestamp, machine, device, "
+            "protocol, protocol_hash, lnbench_version, command_line, complete, parts) VALUES ('k', 'perf', '1.0', "
+            "'abc', false, 'main', '2025-01-01', 'm', 'cpu', '{}', 'p', '0.1.0', 'lnbench perf', true, '[]')")
+    old.close()
+    store = open_store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(S.runs.c.commit, S.runs.c.load_flag)).one() == ("abc", "")
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == head_revision()
+    record_result(store, load_result(DATA / "perf.json"))
+    store.close()
+    assert counts(store_url)[0] == 2
+
+
+def test_commands_record_their_run_with_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--store` on a command (compare, the cheapest to run) records the run when its files are written; again is
+    one run; $LNBENCH_STORE alone records too."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LNBENCH_STORE", raising=False)
+    monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
+    args = ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv", str(tmp_path / "c.csv")]
+    out = CliRunner().invoke(main, [*args, "--store"])
+    assert out.exit_code == 0, out.output
+    default = tmp_path / "results" / "lnbench.sqlite"
+    assert "Run recorded in store" in out.output and default.is_file()
+    assert counts(f"sqlite:///{default}")[0] == 1
+    monkeypatch.setenv("LNBENCH_STORE", str(tmp_path / "env.sqlite"))
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 0, out.output
+    assert counts(f"sqlite:///{tmp_path / 'env.sqlite'}")[0] == 1
+
+
+def test_lnbench_store_records_files(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    out = CliRunner().invoke(main, ["store", *map(str, ALL), "--store", url])
+    assert out.exit_code == 0, out.output
+    assert counts(url)[0] == 7
+    out = CliRunner().invoke(main, ["store", str(DATA / "perf.json"), "--store", url])
+    assert "already there" in out.output and counts(url)[0] == 7
+
+
+def test_the_main_job_does_not_import_the_store() -> None:
+    code = ("import sys, lnbench.cli_common, lnbench.verify.command; "
+            "print(sorted(m for m in sys.modules if m.startswith(('sqlalchemy', 'alembic', 'lnbench.store.db'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_a_store_failing_at_the_end_exits_2_with_the_result_files_kept(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store opened before the work but refused the run at the end: one error line, exit 2, the CSV written."""
+    import lnbench.store.record as rec
+    from lnbench.store.db import StoreError
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise StoreError("store X: database is locked")
+
+    monkeypatch.setattr(rec, "record_rows", refuse)
+    monkeypatch.delenv("LNBENCH_STORE", raising=False)
+    out = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
+                                    str(tmp_path / "c.csv"), "--store", str(tmp_path / "s.sqlite")])
+    assert out.exit_code == 2 and (tmp_path / "c.csv").is_file()
+    errors = [line for line in out.output.splitlines() if line.startswith("lnbench: error:")]
+    assert errors == ["lnbench: error: store X: database is locked (the run is not recorded; its result files are "
+                      "written)"]
