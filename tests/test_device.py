@@ -138,7 +138,12 @@ def test_env_lists_flydsl_src_unavailable_when_its_checkout_is_not_a_folder(monk
     facts = {row["backend"]: row for row in backend_facts(parse_device("cpu"))}
     assert facts["flydsl-src"]["status"] == "unavailable", facts["flydsl-src"]   # was: compile-only / runnable
     assert facts["flydsl-src"]["reason"].endswith("no-such-checkout: not a folder")
-    monkeypatch.setenv("LNBENCH_KERNEL_SRC", str(tmp_path))
+    monkeypatch.setenv("LNBENCH_KERNEL_SRC", str(tmp_path))                   # a folder, but no FlyDSL checkout
+    empty = {row["backend"]: row for row in backend_facts(parse_device("cpu"))}["flydsl-src"]
+    assert empty["status"] == "unavailable" and "not a FlyDSL checkout" in empty["reason"], empty
+    module = tmp_path / "kernels" / "norm" / "layernorm_kernel.py"                # the module a checkout holds
+    module.parent.mkdir(parents=True)
+    module.write_text("")
     assert {row["backend"]: row for row in backend_facts(parse_device("cpu"))}["flydsl-src"]["status"] != "unavailable"
 
 
