@@ -148,6 +148,8 @@ InspectRow = record_class("InspectRow", cols(
     ("code_object", STR, "executed: SHA-256 (16 hex digits) of the code object launched"),
     ("unique_bytes_loaded", INT, "executed: distinct bytes loaded"),
     ("unique_bytes_stored", INT, "executed: distinct bytes stored"),
+    ("lds_bank_cycles", INT, "executed: LDS clocks of ds_read/ds_write at 32 banks × 4 bytes (lnbench/emu/lds_banks.py)"),
+    ("lds_conflict_cycles", INT, "executed: those clocks beyond one per pass (bank conflicts)"),
     *((f"exec_{c}", INT, f"executed: {c} wave-instructions") for c in CLASSES),
     ("kernel", STR, "executed: kernel role"), ("launch", STR, "executed: grid × block"),
     ("unique_bytes", STR, "executed: distinct bytes loaded / stored"),
