@@ -82,6 +82,11 @@ COMPARE_RUN = (
     ("threshold_pct", FLOAT, "changes below this are SAME"), ("confidence", FLOAT, "the interval's confidence"),
     ("interval", STR, "how the interval is computed"), ("fail_if_slower_pct", FLOAT, "the gate's threshold"),
     ("forced", STR, "what --force compared past"))
+PROFILE_RUN = (("modelled", BOOL, "the rows are modelled floors, not measurements"),
+               ("targets", JSON, "the figures of each target the floors used ([targets.NAME])"),
+               ("modes", STR, "memory modes modelled"), ("eps", FLOAT, "LayerNorm eps"), ("seed", INT, "input seed"),
+               ("jobs", INT, "worker processes"), ("wall_s", FLOAT, "the run's seconds"),
+               ("emu_fidelity", STR, "what the emulator executed and approximates"))
 MERGE = (("merged_from", INT, "lnbench merge: part files joined"),)
 PLANTED = (("planted_slowdown", STR, "a planted slowdown for proving the gate (lnbench.compare.planted)"),)
 
@@ -163,3 +168,5 @@ AbiRun = _run("AbiRun", "An abi-compare run: identity, pair, protocol.", *_COMMO
 InspectRun = _run("InspectRun", "An inspect run: identity, toolkit, executed devices.", *_COMMON, INSPECT_RUN)
 CompareRun = _run("CompareRun", "A compare of BASE and NEW: both runs' identities, the statistics.",
                   IDENTITY, COMPLETION, COMPARE_RUN)
+ProfileRun = _run("ProfileRun", "A perf --device emu run: identity, the targets' figures (modelled).", *_COMMON,
+                  PROFILE_RUN, agree=("lnbench_version", "device", "modes", "eps", "seed", "targets"))
