@@ -36,7 +36,7 @@ COMPARED = tuple(c.name for c in PROFILE.columns if c.name not in KEY and c.name
 
 def load_pair(base: Path, new: Path) -> tuple[ResultFile, ResultFile] | None:
     """Both files when either is modelled (None: neither is, the statistical compare takes them)."""
-    what = "the JSON of lnbench perf (measured or --device emu) or abi-compare"
+    what = "the JSON of lnbench perf or abi-compare"
     pair = (load_result(base, (PERF_KIND, ABI_KIND, PROFILE_KIND), what=what),
             load_result(new, (PERF_KIND, ABI_KIND, PROFILE_KIND), what=what))
     return pair if any(r.kind == PROFILE_KIND for r in pair) else None
