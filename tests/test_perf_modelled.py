@@ -61,6 +61,10 @@ def test_two_emulated_perf_runs_are_identical_and_compare_all_same(tmp_path):
     done = compare(a, b, "--fail-if-slower", "5")
     assert done.exit_code == 0, done.output
     assert "4 SAME" in done.output and "SLOWER" not in done.output
+    drawn = CliRunner().invoke(main, ["plot", str(a), "--out", str(tmp_path / "png")])
+    assert drawn.exit_code == 0, drawn.output
+    assert {p.name for p in (tmp_path / "png").glob("*.png")} == {
+        f"a-{kind}-{t}.png" for kind in ("roofline", "bound") for t in ("MI300X", "MI325X")}
 
 
 def test_a_planted_heavier_kernel_fails_the_gate_naming_what_grew(tmp_path):
