@@ -90,6 +90,11 @@ def test_modelled_against_measured_is_refused_unless_forced(tmp_path):
     assert timed.exit_code == 0, timed.output
     refused = compare(modelled, measured)
     assert refused.exit_code == 2 and "never mixed" in refused.output and "Traceback" not in refused.output
+    assert compare(measured, modelled).exit_code == 2
+    forced = compare(modelled, measured, "--force")
+    assert forced.exit_code == 0, forced.output
+    bad_gate = compare(modelled, modelled, "--fail-if-slower", "-3")
+    assert bad_gate.exit_code == 2 and "--fail-if-slower" in bad_gate.output
 
 
 @pytest.mark.parametrize("args, message", [

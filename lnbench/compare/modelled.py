@@ -17,6 +17,7 @@ import pandas as pd
 from rich.markup import escape
 
 import lnbench
+from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, reserve_outputs
 from lnbench.compare.verdict import FASTER, ONLY_BASE, ONLY_NEW, SAME, SLOWER
 from lnbench.errors import LnbenchUsageError
@@ -128,6 +129,8 @@ def _grew(row: CompareRow) -> str:
 def run(base_path: Path, new_path: Path, pair: tuple[ResultFile, ResultFile], fail_pct: float | None, force: bool,
         md_path: Path | None, csv_path: Path | None, json_path: Path | None, quiet: bool) -> int:
     """Compare a modelled pair (or, forced, modelled against measured); print, write, gate."""
+    if fail_pct is not None:
+        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
     base, new = pair
     mixed = base.kind != new.kind
     if mixed and not force:

@@ -126,7 +126,7 @@ def floors(launch: Launch, t: Target, mode: str) -> Floors:
         out.issue_us[cls] = cycles / clock * 1e6
     missing = [c for c in INSTRUCTION_CLASSES if c != "valu" and launch.wave_instructions.get(c) and c not in t.issue]
     if missing:
-        out.notes.append(f"issue floors of {', '.join(missing)}: no published issue rate")
+        out.notes.append(f"issue floors of {', '.join(missing)}: no published issue rate")   # (per launch)
     if launch.lds_bank_cycles:
         if t.lds_bytes_per_clk is None:
             out.notes.append("lds: no lds_bytes_per_clk figure")
