@@ -1,38 +1,40 @@
-"""The terminal table of `lnbench perf --device emu`: one line per launch × target × mode, floors in µs, every
-title saying the numbers are modelled lower bounds, not measurements."""
+"""The terminal table (and --md summary) of `lnbench perf --device emu`: one line per launch × target × mode,
+floors in µs, the title saying the numbers are modelled lower bounds, not measurements."""
 from __future__ import annotations
 
-from typing import Sequence
-
-from rich.table import Table
+from typing import Any, Sequence
 
 from lnbench.cli_common import console
 from lnbench.results import ProfileRow
+from lnbench.tables import Column, render_table
 
-_US = ("memory_us", "issue_valu_us", "lds_us", "bound_us")
+
+def _us(value: Any) -> str:
+    return "—" if value is None or value != value else f"{value:.4g}"
 
 
-def _us(value) -> str:
-    return "—" if value is None or value != value else f"{value:,.2f}"
+def _count(value: Any) -> str:
+    return "" if value is None or value != value else f"{int(value):,}"
+
+
+COLUMNS = [
+    *(Column(k, k, justify="left") for k in ("backend", "op", "dtype", "shape", "launch", "target", "mode")),
+    Column("exec_instructions", "wave-instr", _count), Column("exec_valu", "VALU", _count),
+    Column("lds_conflict_cycles", "LDS confl.", _count), Column("_bytes", "bytes", _count),
+    Column("memory_us", "memory", _us), Column("issue_valu_us", "VALU issue", _us), Column("lds_us", "LDS", _us),
+    Column("bound_us", "bound", _us), Column("_by", "bound by", justify="left"),
+]
 
 
 def print_profile(rows: Sequence[ProfileRow], arch: str) -> None:
-    """The modelled floors (µs) and the profile behind them."""
-    table = Table(title=f"lnbench perf on the emulated device ({arch}): MODELLED lower bounds, µs — not timings")
-    for name in ("backend", "op", "dtype", "shape", "launch", "target", "mode", "wave-instr", "VALU", "LDS confl.",
-                 "bytes", "memory", "VALU issue", "LDS", "bound", "bound by"):
-        table.add_column(name, justify="left" if name in ("backend", "op", "dtype", "launch", "target", "mode",
-                                                          "bound by") else "right")
+    """The modelled floors (µs) and the profile behind them; then what could not be computed and why."""
+    shown = []
     for r in rows:
-        if r.get("status") != "ok":
-            table.add_row(r["backend"], r["op"], r["dtype"], r["shape"], "", "", "", "", "", "", "", "", "", "", "",
-                          f"[red]{r.get('status')}: {r.get('detail', '')}[/red]")
-            continue
-        nbytes = r["unique_bytes_loaded"] + r["unique_bytes_stored"]
-        table.add_row(r["backend"], r["op"], r["dtype"], r["shape"], r["launch"], r["target"], r["mode"],
-                      f"{r['exec_instructions']:,}", f"{r.get('exec_valu', 0):,}", f"{r['lds_conflict_cycles']:,}",
-                      f"{nbytes:,}", *(_us(r.get(k)) for k in _US), r["bound_by"])
-    console.print(table)
+        ok = r.get("status") == "ok"
+        shown.append({**r, "_bytes": (r["unique_bytes_loaded"] + r["unique_bytes_stored"]) if ok else None,
+                      "_by": r["bound_by"] if ok else f"{r.get('status')}: {r.get('detail', '')}"})
+    render_table(console, f"lnbench perf on the emulated device ({arch}): MODELLED lower bounds, µs — not timings",
+                 COLUMNS, shown)
     notes = sorted({"issue floors of the classes other than VALU: no published issue rate"
                     if n.startswith("issue floors of") else n
                     for r in rows for n in str(r.get("notes") or "").split("; ") if n})
