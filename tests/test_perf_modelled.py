@@ -111,3 +111,16 @@ def test_an_unknown_or_bad_target_figure_stops_emulated_perf(tmp_path):
     bad.write_text("[targets.MI300X]\nclock_mhz = 0\n")
     result, out = perf(tmp_path, "bad", "--config", str(bad))
     assert result.exit_code == 2 and "clock_mhz must be a positive number" in result.output and not out.exists()
+
+
+def test_modelled_runs_of_different_shapes_merge_and_compare_exactly(tmp_path):
+    first, a = perf(tmp_path, "a")
+    second, b = CliRunner().invoke(main, ["perf", "--device", "emu", "--shapes", "4x1024", "--op", "fwd", "--no-csv",
+                                          "--json", str(tmp_path / "b.json")]), tmp_path / "b.json"
+    assert first.exit_code == 0 and second.exit_code == 0, second.output
+    merged = tmp_path / "m.json"
+    done = CliRunner().invoke(main, ["merge", str(a), str(b), "--json", str(merged), "--no-csv"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(merged.read_text())["metadata"]["schema"].startswith("profile/")
+    diff = compare(merged, b)
+    assert diff.exit_code == 0 and "4 only in base" in diff.output and "4 SAME" in diff.output
