@@ -22,8 +22,11 @@ def launch(**kw):
 def test_memory_floor_cold_uses_hbm_and_hot_uses_the_llc_when_the_working_set_fits():
     assert floors(launch(), T, "cold").memory_us == pytest.approx(1.0)           # 1e6 B / 1e12 B/s
     assert floors(launch(), T, "hot").memory_us == pytest.approx(0.25)
-    big = launch(unique_bytes=4 * 2 ** 20)                                          # does not fit 1 MiB
-    assert floors(big, T, "hot").memory_us == floors(big, T, "cold").memory_us
+    big = launch(unique_bytes=4 * 2 ** 20)                  # 3 MiB beyond the 1 MiB cache come from HBM at least
+    assert floors(big, T, "hot").memory_us == pytest.approx(3 * 2 ** 20 / 1e12 * 1e6)
+    l2 = dataclasses.replace(T, l2_mib=2.0)                 # fits the L2: its bandwidth is not published
+    f = floors(launch(), l2, "hot")
+    assert f.memory_us is None and any("fits the L2" in n for n in f.notes)
     no_bw = dataclasses.replace(T, llc_gbps=None)
     f = floors(launch(), no_bw, "hot")
     assert f.memory_us is None and any("not published" in n for n in f.notes)

@@ -141,13 +141,22 @@ def floors(launch: Launch, t: Target, mode: str) -> Floors:
 
 
 def _memory_us(nbytes: int, t: Target, mode: str, notes: list[str]) -> float | None:
+    """Cold: every distinct byte from HBM. Hot: a working set that fits the L2 is not bounded (its bandwidth is
+    not published); one that fits the last-level cache over that cache's bandwidth; a larger one moves at least
+    the bytes beyond the cache from HBM (and all of them through the cache)."""
     cold = nbytes / (t.hbm_gbps * 1e9) * 1e6
     if mode == "cold":
         return cold
-    fits = t.llc_mib is not None and nbytes <= t.llc_mib * 2 ** 20
-    if not fits:
-        return cold
-    if t.llc_gbps is None:
-        notes.append("memory (hot): the working set fits the last-level cache, whose bandwidth is not published")
+    if t.l2_mib is not None and nbytes <= t.l2_mib * 2 ** 20:
+        notes.append("memory (hot): the working set fits the L2, whose bandwidth is not published")
         return None
-    return nbytes / (t.llc_gbps * 1e9) * 1e6
+    if t.llc_mib is None:
+        notes.append("memory (hot): no last-level cache size")
+        return None
+    through_llc = nbytes / (t.llc_gbps * 1e9) * 1e6 if t.llc_gbps else None
+    if nbytes <= t.llc_mib * 2 ** 20:
+        if through_llc is None:
+            notes.append("memory (hot): the working set fits the last-level cache, whose bandwidth is not published")
+        return through_llc
+    beyond = (nbytes - t.llc_mib * 2 ** 20) / (t.hbm_gbps * 1e9) * 1e6
+    return max(beyond, through_llc or 0.0)

@@ -15,7 +15,7 @@ from lnbench.errors import LnbenchUsageError
 
 #: figure -> (type, required); types are int (counts) or float (rates, sizes)
 FIGURES: dict[str, tuple[type, bool]] = {
-    "cus": (int, True), "clock_mhz": (float, True), "hbm_gbps": (float, True), "llc_mib": (float, False),
+    "cus": (int, True), "clock_mhz": (float, True), "hbm_gbps": (float, True), "l2_mib": (float, False), "llc_mib": (float, False),
     "llc_gbps": (float, False), "lds_kib": (float, True), "lds_banks": (int, False),
     "lds_bytes_per_clk": (float, False), "simds": (int, True), "simd_lanes": (int, False),
     "wave_slots": (int, True), "vgprs": (int, True), "sgprs": (int, True), "launch_us": (float, False),
@@ -38,6 +38,7 @@ class Target:
     wave_slots: int
     vgprs: int
     sgprs: int
+    l2_mib: float | None = None
     llc_mib: float | None = None
     llc_gbps: float | None = None
     lds_banks: int | None = None
