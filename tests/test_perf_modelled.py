@@ -124,3 +124,11 @@ def test_modelled_runs_of_different_shapes_merge_and_compare_exactly(tmp_path):
     assert json.loads(merged.read_text())["metadata"]["schema"].startswith("profile/")
     diff = compare(merged, b)
     assert diff.exit_code == 0 and "4 only in base" in diff.output and "4 SAME" in diff.output
+
+
+def test_emulated_perf_where_the_emulator_cannot_run_is_one_line(tmp_path, monkeypatch):
+    from lnbench.perf import modelled
+    monkeypatch.setattr(modelled, "emulator_status", lambda: (False, "tinygrad is not installed"))
+    result, out = perf(tmp_path, "none")
+    assert result.exit_code == 2 and "cannot run here: tinygrad is not installed" in result.output
+    assert not out.exists()

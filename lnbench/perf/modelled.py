@@ -21,7 +21,8 @@ from lnbench.backends import (OWN_FLYDSL, check_backend_names, configure_sources
                               set_kernel_src, source_spec)
 from lnbench.cli_common import config_input, prepare_outputs
 from lnbench.constants import KERNEL_OPS
-from lnbench.device import Device, parse_device
+from lnbench.device import Device, emulator_status, parse_device
+from lnbench.flydsl import preflight
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import provenance
 from lnbench.modelled.floors import MODES, floors
@@ -79,6 +80,10 @@ def build_modelled_plan(*, backends, ops, modes, dtypes, shapes, shape_set, eps,
     if shard:
         raise LnbenchUsageError("--shard is not supported with the emulated device (cases run once, in parallel)")
     dev = parse_device(device)
+    usable, why = emulator_status()
+    if not usable:
+        raise LnbenchUsageError(f"the emulated device cannot run here: {why}")
+    preflight.toolkit(required=True)
     config = cfg.load_config(config_path)
     table = cfg.section(config, "perf")
     targets = targets_for(config, dev.arch)
