@@ -177,21 +177,22 @@ def failed_row(case: ModelCase, plan: ModelledPlan, detail: str) -> ProfileRow:
 
 
 def run_cases(plan: ModelledPlan, on_case) -> list[ProfileRow]:
-    """Execute every case (worker processes when there is more than one job), rows in case order; `on_case` is
-    called after each case with its label."""
+    """Execute every case (worker processes when there is more than one job), rows in case order; `on_case(index,
+    case, rows)` is called after each case."""
     rows: list[ProfileRow] = []
     args = (plan.dev.arch, plan.eps, plan.seed)
     if plan.jobs == 1:
-        results = ((case, _attempt(case, *args)) for case in plan.cases)
-        for case, got in results:
-            rows += _rows(case, got, plan)
-            on_case(case)
+        for index, case in enumerate(plan.cases):
+            done = _rows(case, _attempt(case, *args), plan)
+            rows += done
+            on_case(index, case, done)
         return rows
     with ProcessPoolExecutor(plan.jobs, mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(_attempt, case, *args) for case in plan.cases]
-        for case, future in zip(plan.cases, futures):
-            rows += _rows(case, future.result(), plan)
-            on_case(case)
+        for index, (case, future) in enumerate(zip(plan.cases, futures)):
+            done = _rows(case, future.result(), plan)
+            rows += done
+            on_case(index, case, done)
     return rows
 
 
@@ -209,27 +210,28 @@ def _rows(case: ModelCase, got: tuple[list[Any], str], plan: ModelledPlan) -> li
 
 
 def finish(plan: ModelledPlan, started: float) -> None:
-    plan.run.update(wall_s=round(time.monotonic() - started, 3), complete=True)
+    plan.run.update(wall_s=round(time.monotonic() - started, 3))
 
 
 def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
-    """Execute the cases, print the modelled floors, write the profile rows; exit 1 when a case failed."""
-    from lnbench.cli_common import EXIT_FAILED, EXIT_OK, emit_outputs, err_console
+    """Execute the cases (finished ones reach the result files as they come: an interrupt keeps them), print the
+    modelled floors, write the profile rows; exit 1 when a case failed."""
+    from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
     from lnbench.perf.modelled_tables import print_profile
     from lnbench.progress import CommandProgress
+    from lnbench.result_sink import ResultSink
 
     started = time.monotonic()
-    with CommandProgress(err_console, "profiling", len(plan.cases), quiet) as progress:
-        done = [0]
-
-        def on_case(case: ModelCase) -> None:
-            done[0] += 1
-            progress.update(done[0], f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
-        rows = run_cases(plan, on_case)
-    finish(plan, started)
-    if not quiet:
-        print_profile(rows, plan.dev.arch)
     csv_path, json_path, md_path = plan.outputs
-    emit_outputs(rows, plan.run, csv_path, json_path, md_path=md_path,
-                 summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
+    with ResultSink(csv_path, json_path, plan.run, len(plan.cases), "cases") as sink:
+        with CommandProgress(err_console, "profiling", len(plan.cases), quiet) as progress:
+            def on_case(index: int, case: ModelCase, rows: list[ProfileRow]) -> None:
+                sink.add(index, rows)
+                progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
+            rows = run_cases(plan, on_case)
+        finish(plan, started)
+        if not quiet:
+            print_profile(rows, plan.dev.arch)
+        sink.finish(rows, plan.run, md_path=md_path,
+                    summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
     return EXIT_FAILED if any(r["status"] != "ok" for r in rows) else EXIT_OK
