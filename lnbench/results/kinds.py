@@ -87,7 +87,7 @@ VERIFY = Kind("verify", "1.0", R.VerifyRow, U.VerifyRun, frozenset({"tensor", "m
 SELFTEST = Kind("selftest", "1.0", R.SelftestRow, U.SelftestRun,
                 frozenset({"planted_bug", "tensor", "max_abs_err", "allowed"}))
 PERF = Kind("perf", "1.0", R.PerfRow, U.PerfRun, frozenset({"row_kind", "run_us", "median_us", "backend", "mode"}))
-ABI = Kind("abi-compare", "1.0", R.AbiRow, U.AbiRun, frozenset({"part"}))
+ABI = Kind("abi-compare", "1.1", R.AbiRow, U.AbiRun, frozenset({"part"}))
 INSPECT = Kind("inspect", "1.1", R.InspectRow, U.InspectRun, frozenset({"part", "kernel_name", "kernarg_bytes"}))
 COMPARE = Kind("compare", "1.1", R.CompareRow, U.CompareRun, frozenset({"verdict", "ratio", "ci_low", "ci_high"}))
 

@@ -117,6 +117,12 @@ AbiRow = record_class("AbiRow", cols(
     ("tensor_args_list", STR, "static: Tensor kernel arguments offset:size:kind"),
     ("pointer_args_list", STR, "static: Pointer kernel arguments offset:size:kind"),
     ("exec_rows", INT, "executed (emulated): rows M"),
+    ("modelled", BOOL, "abi-compare --device emu: the *_bound_us columns are modelled floors, not measurements"),
+    ("target", STR, "modelled: the Instinct target of the floors"),
+    *((f"{s}_bound_us", FLOAT, f"modelled: {s} side's device floor, µs (hot; summed over launches)") for s in _SIDES),
+    *((f"{s}_bound_by", STR, f"modelled: what bounds the {s} side's largest launch") for s in _SIDES),
+    *((f"{s}_limit", STR, f"{s} side: what limits a hot call, host (measured) or device (modelled floor)")
+      for s in _SIDES),
     *((f"exec_{s}", INT, f"executed: wave-instructions, {s} side") for s in _SIDES),
     *((f"exec_per_row_{s}", FLOAT, f"executed: wave-instructions per row, {s} side") for s in _SIDES),
     ("exec_ratio", FLOAT, "executed: pointer / tensor wave-instructions"),

@@ -69,7 +69,8 @@ ABI_RUN = (("pair", STR, "the call-path pair compared"), ("eps", FLOAT, "LayerNo
            ("planted_delay_us", FLOAT, "a planted delay in the Pointer path, µs"),
            ("static_executed_on", STR, "the emulated devices the static part executed on"),
            ("seed", INT, "input seed"), ("confidence", FLOAT, "the paired bootstrap interval's confidence"),
-           ("bootstrap", INT, "bootstrap resamples"))
+           ("bootstrap", INT, "bootstrap resamples"),
+           ("modelled_targets", JSON, "--device emu: the targets whose floors the modelled rows use"))
 VERIFY_RUN = (("seed", INT, "the run's base input seed"), ("jobs", INT, "worker processes"),
               ("emu_fidelity", STR, "emulated: what the emulator executed and approximates"))
 INSPECT_RUN = (("toolkit", STR, "the linker toolkit"), ("executed_on", STR, "--execute: the emulated devices"))
