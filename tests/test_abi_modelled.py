@@ -36,7 +36,9 @@ def test_host_cost_beside_the_modelled_device_floor_per_target(tmp_path):
     assert payload["metadata"]["modelled_targets"] == ["MI300X", "MI325X"]
 
 
-def test_the_emulated_device_needs_the_flydsl_pair(tmp_path):
-    result = CliRunner().invoke(abi_compare_command, ["--device", "emu", "--pair", "torch-entry", "--runtime-only",
+def test_an_unknown_target_figure_stops_abi_compare_on_the_emulated_device(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[targets.MI300X]\nsgprs = 0\n")
+    result = CliRunner().invoke(abi_compare_command, ["--device", "emu", "--runtime-only", "--config", str(bad),
                                                       "--no-csv"])
-    assert result.exit_code == 2 and "modelled device floor is for --pair flydsl" in result.output
+    assert result.exit_code == 2 and "sgprs must be a positive integer" in result.output
