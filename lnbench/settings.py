@@ -17,6 +17,7 @@ from lnbench import validate
 from lnbench.backend_table import check_source_table
 from lnbench.constants import ABI_METRICS, DTYPE_ALIASES, DTYPES, KERNEL_OPS, LOAD_POLICIES, OPS, PERF_MODES, STRATEGIES
 from lnbench.errors import LnbenchUsageError
+from lnbench.modelled.targets import all_targets
 from lnbench.validate import listed, split_list  # noqa: F401 - re-exported: one list rule everywhere
 
 #: MxN with ASCII digits only (int() would also read other scripts' digits, e.g. '٤x٨' as 4x8)
@@ -113,6 +114,10 @@ def merge_config(defaults: dict[str, Any], user: dict[str, Any], where: str = ""
         table = f"[{where}]" if where else "(top level)"
         name = f"{where}.{key}" if where else key
         _check_finite(value, table, key)
+        if where == "targets" or where.startswith("targets."):   # checked whole by modelled.targets
+            out[key] = merge_config(defaults[key], value, name) if isinstance(defaults.get(key), dict) \
+                and isinstance(value, dict) else value
+            continue
         if key not in defaults:
             optional = OPTIONAL_KEYS.get(where, {})
             if where.rsplit(".", 1)[-1] in FREE_TABLES:
@@ -229,6 +234,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         merged = merge_config(defaults, user)
         validate.config_numbers(merged)
         check_values(merged)
+        all_targets(merged)                    # an unknown key or a bad figure in [targets.*]: refused here, once
     except LnbenchUsageError as exc:             # every message names the file it is about
         raise LnbenchUsageError(f"{named}: {exc}") from None
     return merged

@@ -239,6 +239,7 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
     payloads: list[dict[str, Any]] = []
     problems: list[str] = []
     static: list[dict[str, Any]] = []
+    modelled: list[dict[str, Any]] = []
     parts = (0 if runtime_only else 1) + (0 if static_only else 1)
     with ResultSink(csv_final, json_final, metadata, parts, "parts (runtime, static)") as sink:
         if not static_only:
@@ -254,7 +255,9 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
                 console.print(f"Tensor = {labels['tensor']}; Pointer = {labels['pointer']}. speed-up = Tensor time / "
                               f"Pointer time (> 1: Pointer faster); `same` = the {metadata.confidence} bootstrap "
                               f"interval contains 1.")
-            sink.replace(runtime_rows, 1)      # the runtime part is in the files while the static part runs
+            if plan.targets is not None:          # --device emu: each case's modelled device floor beside its host cost
+                modelled = modelled_part(runtime_rows, plan, quiet)
+            sink.replace(runtime_rows + modelled, 1)   # the runtime part is in the files while the static part runs
             for problem in problems:
                 console.print(f"[red]{problem}[/red]")
             for row in runtime_rows:
@@ -283,7 +286,7 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
             for row in runtime_rows + static:
                 row.update(named)
         checks = [c for p in payloads for c in p.get("checks", [])]
-        sink.finish(runtime_rows + static, metadata,
+        sink.finish(runtime_rows + modelled + static, metadata,
                     {"checks": checks, "worker_problems": problems, "workers": payloads},
                     md_path=md_final, summary=_summary_line(runtime_rows, static))
     if not details and not quiet:
@@ -293,6 +296,26 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
         why = next((str(row.get("status")) for row in runtime_rows if row.get("status")), "no measurement")
         return nothing_ran(why)
     return code
+
+
+def modelled_part(runtime_rows: list[dict[str, Any]], plan: AbiPlan, quiet: bool) -> list[dict[str, Any]]:
+    """The modelled rows of `abi-compare --device emu` (lnbench.abi.modelled), printed as their own table."""
+    from lnbench.abi.modelled import modelled_rows
+    from lnbench.device import activate, emu_device
+    from lnbench.tables import Column, fmt_time_us, render_table
+
+    activate(emu_device(plan.dev.arch))
+    rows = modelled_rows(runtime_rows, plan.targets, plan.dev.arch, plan.eps, plan.strategy)
+    plan.metadata.modelled_targets = [t.name for t in plan.targets]
+    columns = [Column(k, k, justify="left") for k in ("op", "dtype", "shape", "target")] + [
+        Column(f"{s}_{w}", f"{s} {label}", fmt_time_us) for s in ("tensor", "pointer")
+        for w, label in (("us", "host (measured)"), ("bound_us", "device floor (MODELLED)"))] + [
+        Column("tensor_limit", "Tensor limited by", justify="left"),
+        Column("pointer_limit", "Pointer limited by", justify="left")]
+    render_table(console if not quiet else silent_console(),
+                 f"abi-compare on emu:{plan.dev.arch}: host cost measured on {plan.dev.name} beside the MODELLED "
+                 f"device floor (hot; lower bound, not a timing)", columns, rows)
+    return rows
 
 
 def _source_name(name: str, sources: dict[str, dict[str, str]]) -> str:

@@ -16,6 +16,7 @@ from lnbench.cli_common import config_input, prepare_outputs
 from lnbench.device import Device, compile_device, emulator_status, null_device, parse_device
 from lnbench.constants import DTYPES, KERNEL_OPS
 from lnbench.errors import LnbenchUsageError
+from lnbench.modelled.targets import targets_for
 from lnbench.flydsl import preflight
 from lnbench.gpus import parse_devices, record_devices
 from lnbench.measure.protocol import Protocol
@@ -121,6 +122,9 @@ class AbiPlan:
     in_process: bool
     fail_pct: float | None
     outputs: tuple[Path | None, Path | None, Path | None]
+    #: --device emu[:ARCH]: the host cost is measured on null:ARCH and each case's modelled device floor is
+    #: put beside it (lnbench.abi.modelled); the targets of ARCH
+    targets: list[Any] | None = None
 
 
 def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
@@ -158,6 +162,10 @@ def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
     dev = choose_device(slots[0].process_device if slots else device, pair)
+    targets = None
+    if dev.emulated and flydsl_pair(pair) and not static_only:   # host cost on null:ARCH, device floor modelled
+        targets = targets_for(config, dev.arch)
+        dev = null_device(dev.arch)
     if dev.is_null:
         if not flydsl_pair(pair):
             raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
@@ -213,4 +221,4 @@ def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_
 
     return AbiPlan(pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev,
                    arch_list, eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table,
-                   static_only, runtime_only, in_process, fail_pct, (csv_final, json_final, md_final))
+                   static_only, runtime_only, in_process, fail_pct, (csv_final, json_final, md_final), targets)

@@ -45,6 +45,15 @@ class LaunchProfile:
     global_bytes_loaded: int = 0
     global_bytes_stored: int = 0
     lds_bytes: int = 0
+    #: LDS clocks of the ds_read/ds_write instructions at 32 banks × 4 bytes, and those beyond one per pass (bank
+    #: conflicts); lds_banks.py states the model
+    lds_bank_cycles: int = 0
+    lds_conflict_cycles: int = 0
+    #: what the launch holds per wave and per workgroup (the code object's metadata): the occupancy it allows
+    vgprs: int = 0
+    agprs: int = 0
+    sgprs: int = 0
+    lds_alloc: int = 0
     #: per buffer (by the name it was registered under): instruction bytes and distinct bytes touched
     buffers: dict[str, BufferTraffic] = field(default_factory=dict)
     memory: Memory | None = field(default=None, repr=False)
@@ -170,8 +179,11 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     waves_per_group = -(-threads // WAVE)
     lds_bytes = kernel.descriptor.group_segment_size + dynamic_lds
     on = tuple(c for c in CHECKS if c in checks)
+    meta = kernel.metadata
     profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory, checks=on,
-                            code_object_sha256=hashlib.sha256(bytes(code_object)).hexdigest())
+                            code_object_sha256=hashlib.sha256(bytes(code_object)).hexdigest(),
+                            vgprs=int(meta.get(".vgpr_count", 0)), agprs=int(meta.get(".agpr_count", 0)),
+                            sgprs=int(meta.get(".sgpr_count", 0)), lds_alloc=lds_bytes)
     all_groups = [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
     per_batch = max(1, MAX_WAVES_PER_BATCH // waves_per_group)
     loaded0, stored0 = memory.bytes_loaded, memory.bytes_stored

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.lds_banks import bank_cycles
 from lnbench.emu.registry import op
 from lnbench.emu.state import Step
 
@@ -471,6 +472,7 @@ def ds_read(st: Step) -> None:
         values = np.ascontiguousarray(np.concatenate(parts, axis=1)).view("<u4").reshape(rows.size, -1)
     _write_lanes(st, st.ins.f["vdst"], rows, lanes, values)
     st.profile.lds_bytes += 4 * values.size
+    _count_banks(st, rows, lanes, addrs, count)
 
 
 def _lds_dwords(st: Step, addrs: np.ndarray) -> np.ndarray | None:
@@ -494,3 +496,11 @@ def ds_write(st: Step) -> None:
         else:
             st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] = data.view(np.uint8).reshape(-1, 4 * count)
         st.profile.lds_bytes += 4 * data.size
+    _count_banks(st, rows, lanes, addrs, count)
+
+
+def _count_banks(st: Step, rows: np.ndarray, lanes: np.ndarray, addrs: np.ndarray, count: int) -> None:
+    """Add the step's LDS bank clocks and its conflict clocks (beyond one per pass) to the profile."""
+    busy, passes = bank_cycles(rows, lanes, addrs, count, st.k)
+    st.profile.lds_bank_cycles += busy
+    st.profile.lds_conflict_cycles += busy - passes

@@ -25,6 +25,7 @@ from lnbench.emu.registry import CLASSES
 from lnbench.flydsl import geometry, launch
 from lnbench.flydsl.guard import guarded_compile
 from lnbench.flydsl.toolkit import compile_env
+from lnbench.modelled.floors import Launch
 from lnbench.results import InspectRow
 
 if TYPE_CHECKING:
@@ -206,6 +207,12 @@ class ExecutedKernel:
     lds_bytes: int
     buffers: dict[str, dict[str, Any]]  # name -> BufferTraffic fields (distinct bytes: compulsory traffic)
     code_object: str = ""               # sha256 of the code object that executed, 16 hex digits
+    lds_bank_cycles: int = 0            # LDS clocks at 32 banks (lnbench/emu/lds_banks.py), conflicts included
+    lds_conflict_cycles: int = 0
+    vgprs: int = 0                      # registers per wave and LDS per workgroup: the occupancy they allow
+    agprs: int = 0
+    sgprs: int = 0
+    lds_alloc: int = 0
 
     @property
     def total(self) -> int:
@@ -221,6 +228,15 @@ class ExecutedKernel:
         items = [b for name, b in self.buffers.items() if include_kernarg or name != KERNARG]
         return sum(b["unique_loaded"] for b in items), sum(b["unique_stored"] for b in items)
 
+    def as_launch(self) -> Launch:
+        """What the modelled floors (lnbench.modelled.floors) take of this launch."""
+        loaded, stored = self.unique_bytes()
+        threads = self.block[0] * self.block[1] * self.block[2]
+        return Launch(workgroups=self.grid[0] * self.grid[1] * self.grid[2], waves_per_group=-(-threads // 64),
+                      wave_instructions=dict(self.wave_instructions), unique_bytes=loaded + stored,
+                      lds_bank_cycles=self.lds_bank_cycles, vgprs=self.vgprs, agprs=self.agprs, sgprs=self.sgprs,
+                      lds_alloc=self.lds_alloc)
+
     def to_row(self) -> InspectRow:
         """The inspect row of this launch: totals, per-row values and per-class counts."""
         m = max(self.m, 1)
@@ -233,7 +249,8 @@ class ExecutedKernel:
             global_bytes_stored=self.global_bytes_stored,
             global_bytes_per_row=(self.global_bytes_loaded + self.global_bytes_stored) / m,
             lds_bytes_executed=self.lds_bytes, code_object=self.code_object, unique_bytes_loaded=loaded,
-            unique_bytes_stored=stored)
+            unique_bytes_stored=stored, lds_bank_cycles=self.lds_bank_cycles,
+            lds_conflict_cycles=self.lds_conflict_cycles)
         for cls in INSTRUCTION_CLASSES:
             row[f"exec_{cls}"] = self.wave_instructions.get(cls, 0)
         return row
@@ -246,7 +263,9 @@ def _kernel_from_profile(p: LaunchProfile, op: str, arch: str, abi: str, dtype: 
                           block=tuple(p.block), wave_instructions=dict(p.wave_instructions),
                           global_bytes_loaded=p.global_bytes_loaded, global_bytes_stored=p.global_bytes_stored,
                           lds_bytes=p.lds_bytes, buffers={k: v.to_dict() for k, v in p.buffers.items()},
-                          code_object=getattr(p, "code_object_sha256", "")[:16])
+                          code_object=getattr(p, "code_object_sha256", "")[:16],
+                          lds_bank_cycles=p.lds_bank_cycles, lds_conflict_cycles=p.lds_conflict_cycles,
+                          vgprs=p.vgprs, agprs=p.agprs, sgprs=p.sgprs, lds_alloc=p.lds_alloc)
 
 
 def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, eps: float = 1e-5,

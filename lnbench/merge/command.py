@@ -20,14 +20,15 @@ from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guar
 from lnbench.compare.match import device_name, protocol
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.aggregate import add_speedups
-from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, SCHEMA_KEY, VERIFY_KIND as VERIFY,
-                             Record, ResultFile, RunRecord, list_from_cell, load_result, ordered_columns)
+from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, PROFILE_KIND as PROFILE, SCHEMA_KEY,
+                             VERIFY_KIND as VERIFY, Record, ResultFile, RunRecord, list_from_cell, load_result, ordered_columns)
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {
     PERF: ("backend", "op", "dtype", "shape", "mode"),
     VERIFY: ("backend", "case", "dtype", "shape", "eps"),
     ABI: ("part", "op", "dtype", "shape", "metric", "arch", "N", "kernel"),
+    PROFILE: ("backend", "op", "dtype", "shape"),
 }
 
 
@@ -140,7 +141,8 @@ def merged_rows(results: Sequence[ResultFile]) -> list[Record]:
 
 def load_parts(paths: Sequence[Path]) -> list[ResultFile]:
     """Every file read; one of another command or format than the first is refused (exit 2), --force or not."""
-    results = [load_result(p, (PERF, ABI, VERIFY), what="a perf, abi-compare or verify result") for p in paths]
+    results = [load_result(p, (PERF, ABI, VERIFY, PROFILE), what="a perf, abi-compare or verify result")
+               for p in paths]
     first = results[0]
     for other in results[1:]:
         if other.kind != first.kind:

@@ -27,6 +27,7 @@ from lnbench.perf.peak_run import build_peak_plan, run_peak
 from lnbench.measure.protocol import protocol_options
 from lnbench.perf.protocol import MODES
 from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
+from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
 from lnbench.perf.spread import Group, group_spec, joined_rows, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
@@ -72,7 +73,9 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
                    "n/a without a GPU).")
 @click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")
 @click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no "
+                                "timing, each case runs once on the emulated device and gives its profile and "
+                                "MODELLED lower bounds on every [targets] GPU of that arch (docs/targets.md).")
 @devices_options
 @click.option("--alone-below-mib", "alone_below_mib", type=validate.FLOAT,
               help="With --devices: cases moving fewer MiB per call are timed while no other GPU is timing "
@@ -90,6 +93,8 @@ def perf_command(if_loaded: str | None, quiet: bool, **options: Any) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
+    if is_emulated(options.get("device")):          # nothing is timed: profiles and modelled floors
+        return run_modelled(build_modelled_plan(**options), quiet)
     return run(build_plan(**options), if_loaded, quiet)
 
 
@@ -226,7 +231,9 @@ def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: d
 
 
 @click.command("peak")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one; emu cannot be timed).")
+@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no "
+                                "timing, each case runs once on the emulated device and gives its profile and "
+                                "MODELLED lower bounds on every [targets] GPU of that arch (docs/targets.md).")
 @click.option("--size-mib", type=validate.FLOAT,
               help=f"Bytes copied per call, in MiB; source + destination at least {PEAK_MIN_LLC_FACTOR}× the "
                    f"last-level cache (default 1024 on a GPU, 256 on the CPU, raised to that on a larger cache).")

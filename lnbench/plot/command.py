@@ -9,18 +9,21 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.cli_common import EXIT_OK, console, err_console, guarded
-from lnbench.results import (ABI_KIND as ABI, COMPARE_KIND as COMPARE, PERF_KIND as PERF, VERIFY_KIND as VERIFY,
-                             ResultFile, load_result)
+from lnbench.results import (ABI_KIND as ABI, COMPARE_KIND as COMPARE, PERF_KIND as PERF, PROFILE_KIND as PROFILE,
+                             VERIFY_KIND as VERIFY, ResultFile, load_result)
 from lnbench.errors import LnbenchUsageError
 from lnbench.plot.figures import png_writer
+from lnbench.plot.modelled import profile_figures
 from lnbench.plot.perf import perf_figures
 from lnbench.plot.ratios import abi_figures, compare_figures
 from lnbench.plot.verify import verify_figures
 from lnbench.outputs import atomic_write_all
 
-PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures}
+PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures,
+            PROFILE: profile_figures}
 WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with intervals",
-        VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals"}
+        VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals",
+        PROFILE: "MODELLED roofline and bound_us by N per target"}
 
 
 def _why_nothing(result: ResultFile) -> str:

@@ -21,12 +21,12 @@ _HOME: dict[str, str] = {
     **dict.fromkeys("ResultFile load_result require_columns rows_of".split(), "files"),
     **dict.fromkeys("csv_frame json_table rows_frame".split(), "frames"),
     **dict.fromkeys((
-        "ABI ABI_KIND COMPARE COMPARE_KIND INSPECT INSPECT_KIND KINDS PERF PERF_KIND SELFTEST "
+        "ABI ABI_KIND COMPARE COMPARE_KIND INSPECT INSPECT_KIND KINDS PERF PERF_KIND PROFILE PROFILE_KIND SELFTEST "
         "SELFTEST_KIND VERIFY VERIFY_KIND Kind kind_of_metadata ordered_columns typed").split(), "kinds"),
     **dict.fromkeys(("BOOL FLOAT INT JSON LIST PANDAS_DTYPES STR UNSET Col Record SchemaError missing plain "
                      "value_fits").split(), "records"),
-    **dict.fromkeys("AbiRow CompareRow InspectRow PerfRow SelftestRow VerifyRow".split(), "rows"),
-    **dict.fromkeys("SCHEMA_KEY AbiRun CompareRun InspectRun PerfRun RunRecord SelftestRun VerifyRun".split(), "runs"),
+    **dict.fromkeys("AbiRow CompareRow FLOOR_COLUMNS InspectRow PerfRow ProfileRow SelftestRow VerifyRow".split(), "rows"),
+    **dict.fromkeys("SCHEMA_KEY AbiRun CompareRun InspectRun PerfRun ProfileRun RunRecord SelftestRun VerifyRun".split(), "runs"),
 }
 
 

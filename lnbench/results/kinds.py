@@ -87,14 +87,16 @@ VERIFY = Kind("verify", "1.1", R.VerifyRow, U.VerifyRun, frozenset({"tensor", "m
 SELFTEST = Kind("selftest", "1.1", R.SelftestRow, U.SelftestRun,
                 frozenset({"planted_bug", "tensor", "max_abs_err", "allowed"}))
 PERF = Kind("perf", "1.0", R.PerfRow, U.PerfRun, frozenset({"row_kind", "run_us", "median_us", "backend", "mode"}))
-ABI = Kind("abi-compare", "1.1", R.AbiRow, U.AbiRun, frozenset({"part"}))    # 1.1: verdicts in compare's words
-INSPECT = Kind("inspect", "1.0", R.InspectRow, U.InspectRun, frozenset({"part", "kernel_name", "kernarg_bytes"}))
-COMPARE = Kind("compare", "1.0", R.CompareRow, U.CompareRun, frozenset({"verdict", "ratio", "ci_low", "ci_high"}))
+ABI = Kind("abi-compare", "1.1", R.AbiRow, U.AbiRun, frozenset({"part"}))    # 1.1: compare's verdict words; modelled
+INSPECT = Kind("inspect", "1.1", R.InspectRow, U.InspectRun, frozenset({"part", "kernel_name", "kernarg_bytes"}))
+COMPARE = Kind("compare", "1.1", R.CompareRow, U.CompareRun, frozenset({"verdict", "ratio", "ci_low", "ci_high"}))
 
-KINDS: dict[str, Kind] = {k.name: k for k in (VERIFY, SELFTEST, PERF, ABI, INSPECT, COMPARE)}
+PROFILE = Kind("profile", "1.0", R.ProfileRow, U.ProfileRun, frozenset({"modelled", "bound_us", "target"}))
+
+KINDS: dict[str, Kind] = {k.name: k for k in (VERIFY, SELFTEST, PERF, ABI, INSPECT, COMPARE, PROFILE)}
 #: the names readers pass to load_result
-PERF_KIND, ABI_KIND, VERIFY_KIND, COMPARE_KIND, INSPECT_KIND, SELFTEST_KIND = (
-    PERF.name, ABI.name, VERIFY.name, COMPARE.name, INSPECT.name, SELFTEST.name)
+PERF_KIND, ABI_KIND, VERIFY_KIND, COMPARE_KIND, INSPECT_KIND, SELFTEST_KIND, PROFILE_KIND = (
+    PERF.name, ABI.name, VERIFY.name, COMPARE.name, INSPECT.name, SELFTEST.name, PROFILE.name)
 
 
 def kind_of_metadata(metadata: Mapping[str, Any]) -> Kind:

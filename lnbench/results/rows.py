@@ -6,6 +6,7 @@
     PerfRow       lnbench perf                      case × worker, + one aggregate row per case
     AbiRow        lnbench abi-compare               runtime pair × case × metric, and static kernel pair
     InspectRow    lnbench inspect                   compiled kernel (static), emulated launch (executed)
+    ProfileRow    lnbench perf --device emu         case × launch × target × mode (modelled, never measured)
     CompareRow    lnbench compare                   case of BASE and NEW
 
 Commands build these records (never dicts), so a column a writer names is declared here or the line that
@@ -120,6 +121,12 @@ AbiRow = record_class("AbiRow", cols(
     ("tensor_args_list", STR, "static: Tensor kernel arguments offset:size:kind"),
     ("pointer_args_list", STR, "static: Pointer kernel arguments offset:size:kind"),
     ("exec_rows", INT, "executed (emulated): rows M"),
+    ("modelled", BOOL, "abi-compare --device emu: the *_bound_us columns are modelled floors, not measurements"),
+    ("target", STR, "modelled: the Instinct target of the floors"),
+    *((f"{s}_bound_us", FLOAT, f"modelled: {s} side's device floor, µs (hot; summed over launches)") for s in _SIDES),
+    *((f"{s}_bound_by", STR, f"modelled: what bounds the {s} side's largest launch") for s in _SIDES),
+    *((f"{s}_limit", STR, f"{s} side: what limits a hot call, host (measured) or device (modelled floor)")
+      for s in _SIDES),
     *((f"exec_{s}", INT, f"executed: wave-instructions, {s} side") for s in _SIDES),
     *((f"exec_per_row_{s}", FLOAT, f"executed: wave-instructions per row, {s} side") for s in _SIDES),
     ("exec_ratio", FLOAT, "executed: pointer / tensor wave-instructions"),
@@ -152,6 +159,8 @@ InspectRow = record_class("InspectRow", cols(
     ("code_object", STR, "executed: SHA-256 (16 hex digits) of the code object launched"),
     ("unique_bytes_loaded", INT, "executed: distinct bytes loaded"),
     ("unique_bytes_stored", INT, "executed: distinct bytes stored"),
+    ("lds_bank_cycles", INT, "executed: LDS clocks of ds_read/ds_write at 32 banks × 4 bytes (lnbench/emu/lds_banks.py)"),
+    ("lds_conflict_cycles", INT, "executed: those clocks beyond one per pass (bank conflicts)"),
     *((f"exec_{c}", INT, f"executed: {c} wave-instructions") for c in CLASSES),
     ("kernel", STR, "executed: kernel role"), ("launch", STR, "executed: grid × block"),
     ("unique_bytes", STR, "executed: distinct bytes loaded / stored"),
@@ -165,5 +174,47 @@ CompareRow = record_class("CompareRow", cols(
     ("ci_high", FLOAT, "interval, high"), ("change_pct", FLOAT, "(ratio − 1) × 100"), ("p", FLOAT, "paired t p"),
     ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared (lnbench.verdicts)"),
     ("workers", INT, "paired workers"), ("detail", STR, "remarks"),
+    ("launch", STR, "modelled: the kernel launch (role)"), ("target", STR, "modelled: the Instinct target"),
+    ("modelled", BOOL, "the times are modelled floors (lnbench perf --device emu), not measurements"),
+    ("changes", STR, "modelled: every profile and floor value that changed, base → new"),
     required=("backend", "op", "dtype", "shape", "mode", "verdict")),
     __name__, 'One case of lnbench compare: BASE against NEW.')
+
+#: the floors of a modelled row (lnbench.modelled.floors), µs
+FLOOR_COLUMNS = ("memory_us", *(f"issue_{c}_us" for c in CLASSES), "lds_us", "launch_us", "bound_us")
+
+ProfileRow = record_class("ProfileRow", cols(
+    ("modelled", BOOL, "always true: lower bounds from the emulated profile and published figures, not timings"),
+    ("backend", STR, "backend profiled"), ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16, bf16"),
+    ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"),
+    ("launch", STR, "the launch's kernel role (ln_fwd, ln_bwd_det, ln_bwd_reduce, ...)"),
+    ("kernel_name", STR, "the kernel's symbol"), ("abi", STR, "pointer or tensor"),
+    ("dgamma_strategy", STR, "bwd: deterministic or atomic"), ("arch", STR, "the emulated arch"),
+    ("target", STR, "the Instinct target of the floors ([targets.NAME])"),
+    ("mode", STR, "cold (HBM) or hot (last-level cache when the working set fits)"),
+    ("status", STR, "ok, error, not run"), ("detail", STR, "why a case did not run"),
+    ("grid", STR, "workgroups, x×y×z"), ("block", STR, "threads per workgroup, x×y×z"),
+    ("workgroups", INT, "workgroups launched"), ("waves_per_group", INT, "waves per workgroup"),
+    ("exec_instructions", INT, "wave-instructions executed"),
+    *((f"exec_{c}", INT, f"{c} wave-instructions") for c in CLASSES),
+    ("unique_bytes_loaded", INT, "distinct global bytes loaded (compulsory)"),
+    ("unique_bytes_stored", INT, "distinct global bytes stored (compulsory)"),
+    ("global_bytes_loaded", INT, "global bytes the load instructions moved (a re-read counts again)"),
+    ("global_bytes_stored", INT, "global bytes the store instructions moved"),
+    ("lds_bytes", INT, "LDS bytes read and written"),
+    ("lds_bank_cycles", INT, "LDS clocks at 32 banks × 4 bytes, conflicts included"),
+    ("lds_conflict_cycles", INT, "LDS clocks beyond one per pass (bank conflicts)"),
+    ("vgprs", INT, "VGPRs per wave"), ("agprs", INT, "AGPRs per wave"), ("sgprs", INT, "SGPRs per wave"),
+    ("lds_alloc", INT, "LDS bytes per workgroup"),
+    ("waves_per_simd", INT, "occupancy: waves per SIMD the registers allow"),
+    ("workgroups_per_cu", INT, "occupancy: workgroups per CU"),
+    ("occupancy_limiter", STR, "what limits occupancy: slots, vgprs, sgprs, lds, workgroup size"),
+    ("busiest_cu_workgroups", INT, "workgroups on the busiest CU: ceil(workgroups / CUs)"),
+    ("intensity", FLOAT, "VALU lane-operations per distinct byte (the roofline's x)"),
+    *((name, FLOAT, f"modelled floor, µs: {name[:-3]}") for name in FLOOR_COLUMNS[:-1]),
+    ("bound_us", FLOAT, "modelled lower bound on the launch's time: the largest floor, µs"),
+    ("bound_by", STR, "the floor that sets bound_us"),
+    ("notes", STR, "floors not computed and why (a figure that is not published)"),
+    ("code_object", STR, "SHA-256 (16 hex digits) of the code object that executed"),
+    *_SOURCE, required=("modelled", "backend", "op", "dtype", "shape", "launch", "target", "mode", "status")),
+    __name__, 'One launch of lnbench perf --device emu on one target in one mode: its profile and modelled floors.')

@@ -69,7 +69,8 @@ ABI_RUN = (("pair", STR, "the call-path pair compared"), ("eps", FLOAT, "LayerNo
            ("planted_delay_us", FLOAT, "a planted delay in the Pointer path, µs"),
            ("static_executed_on", STR, "the emulated devices the static part executed on"),
            ("seed", INT, "input seed"), ("confidence", FLOAT, "the paired bootstrap interval's confidence"),
-           ("bootstrap", INT, "bootstrap resamples"))
+           ("bootstrap", INT, "bootstrap resamples"),
+           ("modelled_targets", JSON, "--device emu: the targets whose floors the modelled rows use"))
 VERIFY_RUN = (("seed", INT, "the run's base input seed"), ("jobs", INT, "worker processes"),
               ("emu_fidelity", STR, "emulated: what the emulator executed and approximates"))
 INSPECT_RUN = (("toolkit", STR, "the linker toolkit"), ("executed_on", STR, "--execute: the emulated devices"))
@@ -83,6 +84,11 @@ COMPARE_RUN = (
     ("run_noise_pct", FLOAT, "the run-to-run noise floor the interval adds (τ, %)"),
     ("interval", STR, "how the interval is computed"), ("fail_if_slower_pct", FLOAT, "the gate's threshold"),
     ("forced", STR, "what --force compared past"))
+PROFILE_RUN = (("modelled", BOOL, "the rows are modelled floors, not measurements"),
+               ("targets", JSON, "the figures of each target the floors used ([targets.NAME])"),
+               ("modes", STR, "memory modes modelled"), ("eps", FLOAT, "LayerNorm eps"), ("seed", INT, "input seed"),
+               ("jobs", INT, "worker processes"), ("wall_s", FLOAT, "the run's seconds"),
+               ("emu_fidelity", STR, "what the emulator executed and approximates"))
 MERGE = (("merged_from", INT, "lnbench merge: part files joined"),)
 PLANTED = (("planted_slowdown", STR, "a planted slowdown for proving the gate (lnbench.compare.planted)"),)
 
@@ -164,3 +170,5 @@ AbiRun = _run("AbiRun", "An abi-compare run: identity, pair, protocol.", *_COMMO
 InspectRun = _run("InspectRun", "An inspect run: identity, toolkit, executed devices.", *_COMMON, INSPECT_RUN)
 CompareRun = _run("CompareRun", "A compare of BASE and NEW: both runs' identities, the statistics.",
                   IDENTITY, COMPLETION, COMPARE_RUN)
+ProfileRun = _run("ProfileRun", "A perf --device emu run: identity, the targets' figures (modelled).", *_COMMON,
+                  PROFILE_RUN, agree=("lnbench_version", "device", "modes", "eps", "seed", "targets"))

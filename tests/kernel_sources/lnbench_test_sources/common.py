@@ -28,7 +28,8 @@ def _ptr_rows(n: int, elem):
 
 def build_forward(n: int, dtype_str: str, store_stats: bool, eps: float, fault: str = ""):
     """Pointer-ABI forward launcher (Input, Gamma, Beta, Output[, Mean, Rstd], m, stream). fault="oob": the
-    last lane also writes one element past the end of its row (past y's end on the last row)."""
+    last lane also writes one element past the end of its row (past y's end on the last row); fault="heavy": a
+    planted second variance pass (more VALU and loads, the same values), for the modelled-perf gate."""
     elem = ELEM[dtype_str]
     load, store = _ptr_rows(n, elem)
     inv_n = 1.0 / n
@@ -49,6 +50,14 @@ def build_forward(n: int, dtype_str: str, store_stats: bool, eps: float, fault: 
             if j < n:
                 d = load(X, row, j) - mean
                 sq = sq + d * d
+        if const_expr(fault == "heavy"):    # planted extra VALU work: the same sum again, scaled by exact powers of 2
+            sq2 = fx.Float32(0.0)
+            for base in range_constexpr(0, n, WAVE):
+                j = lane + base
+                if j < n:
+                    d2 = (load(X, row, j) - mean) * 2.0
+                    sq2 = sq2 + d2 * d2
+            sq = (sq + sq2 * 0.25) * 0.5
         rstd = fx.rsqrt(_wave_sum(sq) * inv_n + eps, fastmath=fx.FastMathFlags.fast)
         for base in range_constexpr(0, n, WAVE):
             j = lane + base

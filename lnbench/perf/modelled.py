@@ -1,0 +1,237 @@
+"""`lnbench perf --device emu[:ARCH]`: no timing. Every case runs once on the emulated device (in parallel over
+cases, like verify), and each launch's profile becomes modelled floors on every target of the arch
+(lnbench.modelled). Rows are the `profile` kind, each labelled modelled; two runs give identical rows.
+
+    plan   options and config checked once (targets, backends that run on the emulator, cases)
+    run    execute each case (worker processes), floors per launch × target × mode → ProfileRow
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from lnbench import settings as cfg
+from lnbench import validate
+from lnbench.backends import (OWN_FLYDSL, check_backend_names, configure_sources, record_sources, runs_flydsl,
+                              set_kernel_src, source_spec)
+from lnbench.cli_common import config_input, prepare_outputs
+from lnbench.constants import KERNEL_OPS
+from lnbench.device import Device, emulator_status, parse_device
+from lnbench.flydsl import preflight
+from lnbench.errors import LnbenchUsageError
+from lnbench.metadata import provenance
+from lnbench.modelled.floors import MODES, floors
+from lnbench.modelled.targets import Target, targets_for
+from lnbench.results import PROFILE, ProfileRow, RunRecord
+
+
+@dataclass(frozen=True)
+class ModelCase:
+    """One variant to execute: a backend's kernels for op × dtype × M × N."""
+
+    backend: str
+    op: str
+    dtype: str
+    m: int
+    n: int
+    abi: str
+    strategy: str
+
+    @property
+    def shape(self) -> str:
+        return f"{self.m}x{self.n}"
+
+
+@dataclass
+class ModelledPlan:
+    dev: Device
+    targets: list[Target]
+    modes: list[str]
+    cases: list[ModelCase]
+    eps: float
+    seed: int
+    jobs: int
+    run: RunRecord
+    outputs: tuple[Path | None, Path | None, Path | None]
+
+
+def is_emulated(device: str | None) -> bool:
+    """Does --device name the emulated device (emu, emu:ARCH)?"""
+    return bool(device) and str(device).strip().lower().split(":", 1)[0] == "emu"
+
+
+def _variants(backend: str) -> list[tuple[str, str]]:
+    """(abi, dγ strategy) of the kernels a backend runs ('' for a kernel source: its launcher says)."""
+    return {"flydsl": [("pointer", "deterministic")], "flydsl-tensor": [("tensor", "deterministic")],
+            "flydsl-atomic": [("pointer", "atomic")]}.get(backend, [("", "")])
+
+
+def build_modelled_plan(*, backends, ops, modes, dtypes, shapes, shape_set, eps, seed, device, devices, shard,
+                        config_path, kernel_src, md_path, csv_path, json_path, **_timing: Any) -> ModelledPlan:
+    """Check the options that apply (the timing protocol's do not: nothing is timed), the targets and the
+    backends, before any work; reserve the outputs."""
+    if devices:
+        raise LnbenchUsageError("--devices spreads timing over GPUs; the emulated device is one: drop --devices")
+    if shard:
+        raise LnbenchUsageError("--shard is not supported with the emulated device (cases run once, in parallel)")
+    dev = parse_device(device)
+    usable, why = emulator_status()
+    if not usable:
+        raise LnbenchUsageError(f"the emulated device cannot run here: {why}")
+    preflight.toolkit(required=True)
+    config = cfg.load_config(config_path)
+    table = cfg.section(config, "perf")
+    targets = targets_for(config, dev.arch)
+    if not targets:
+        raise LnbenchUsageError(f"no target of arch {dev.arch} in the config's [targets]")
+    set_kernel_src(kernel_src)
+    configure_sources(config)
+    requested = validate.listed(backends, "backend", cfg.require(table, "backends", list, "perf"))
+    names = list(dict.fromkeys(n for b in requested for n in (["flydsl"] if b == "auto" else [b])))
+    check_backend_names(names)
+    for name in names:
+        if not runs_flydsl(name):
+            raise LnbenchUsageError(f"backend {name} does not run on the emulated device (FlyDSL kernels only: "
+                                    f"{', '.join(OWN_FLYDSL)}, flydsl-src, a kernel source)")
+    op_list = validate.listed(ops, "op", cfg.require(table, "ops", list, "perf"))
+    op_list = [o for item in op_list for o in (["fwd", "bwd"] if item == "fwd+bwd" else [item])]
+    for op in op_list:
+        if op not in KERNEL_OPS:
+            raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(KERNEL_OPS)}, fwd+bwd")
+    mode_list = validate.listed(modes, "mode", [m for m in cfg.require(table, "modes", list, "perf") if m in MODES])
+    if set(mode_list) - set(MODES):
+        raise LnbenchUsageError(f"the emulated device models the modes {', '.join(MODES)}, not "
+                                f"{', '.join(sorted(set(mode_list) - set(MODES)))}")
+    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
+    shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
+    from lnbench.constants import DTYPES
+    validate.shapes_fit(shape_list, 8 * max(DTYPES[d].itemsize for d in dtype_list), dev,
+                        "perf on the emulated device (x, y, dy, dx and workspace in host memory)")
+    eps_value = cfg.option_or_config(eps, table, "eps", "--eps", (int, float), "perf", validate.eps)
+    seed_value = cfg.option_or_config(seed, table, "seed", "--seed", int, "perf", validate.seed)
+    cases = [ModelCase(b, op, dt, m, n, abi, strategy) for b in names for abi, strategy in _variants(b)
+             for op in op_list for dt in dtype_list for m, n in shape_list]
+    outputs = prepare_outputs("perf", csv_path, json_path, config_input(config_path), md_path)
+    run = provenance(dev, PROFILE, "perf")
+    run.update(modelled=True, targets={t.name: _figures(t) for t in targets}, modes=",".join(mode_list),
+               eps=float(eps_value), seed=int(seed_value))
+    jobs = max(1, min(len(cases), len(os.sched_getaffinity(0))))
+    run.jobs = jobs
+    return ModelledPlan(dev, targets, mode_list, cases, float(eps_value), int(seed_value), jobs,
+                        record_sources(run, names), outputs)
+
+
+def _figures(t: Target) -> dict[str, Any]:
+    return {k: v for k, v in asdict(t).items() if v not in (None, {}) and k != "name"}
+
+
+def execute_case(case: ModelCase, arch: str, eps: float, seed: int) -> list[Any]:
+    """Run one case on the emulated device (in a worker or here): its launches (inspect.ExecutedKernel)."""
+    from lnbench.flydsl.inspect import execute_variant
+    spec = source_spec(case.backend) if case.backend not in OWN_FLYDSL else None
+    return execute_variant(case.op, case.dtype, case.m, case.n, case.abi or "pointer", arch, eps=eps,
+                           dgamma_strategy=case.strategy or "deterministic", seed=seed, source=spec)
+
+
+def case_rows(case: ModelCase, launches: list[Any], plan: ModelledPlan) -> list[ProfileRow]:
+    """The rows of one case: launch × target × mode."""
+    from lnbench.flydsl.inspect import kernel_role
+    rows = []
+    for k in launches:
+        loaded, stored = k.unique_bytes()
+        launch = k.as_launch()
+        profile = dict(grid="x".join(map(str, k.grid)), block="x".join(map(str, k.block)),
+                       workgroups=launch.workgroups, waves_per_group=launch.waves_per_group,
+                       exec_instructions=k.total, **{f"exec_{c}": n for c, n in k.wave_instructions.items()},
+                       unique_bytes_loaded=loaded, unique_bytes_stored=stored,
+                       global_bytes_loaded=k.global_bytes_loaded, global_bytes_stored=k.global_bytes_stored,
+                       lds_bytes=k.lds_bytes, lds_bank_cycles=k.lds_bank_cycles,
+                       lds_conflict_cycles=k.lds_conflict_cycles, vgprs=k.vgprs, agprs=k.agprs, sgprs=k.sgprs,
+                       lds_alloc=k.lds_alloc, code_object=k.code_object,
+                       intensity=64 * k.wave_instructions.get("valu", 0) / max(loaded + stored, 1))
+        for t in plan.targets:
+            for mode in plan.modes:
+                f = floors(launch, t, mode)
+                row = ProfileRow(modelled=True, backend=case.backend, op=case.op, dtype=case.dtype, shape=case.shape,
+                                 M=case.m, N=case.n, launch=kernel_role(k.kernel_name), kernel_name=k.kernel_name,
+                                 abi=k.abi, dgamma_strategy=k.dgamma_strategy, arch=plan.dev.arch, target=t.name,
+                                 mode=mode, status="ok", **profile)
+                row.update(waves_per_simd=f.occupancy.waves_per_simd, workgroups_per_cu=f.occupancy.workgroups_per_cu,
+                           occupancy_limiter=f.occupancy.limiter, busiest_cu_workgroups=f.busiest_cu_workgroups,
+                           memory_us=f.memory_us, lds_us=f.lds_us, launch_us=f.launch_us,
+                           bound_us=f.bound_us, bound_by=f.bound_by, notes="; ".join(f.notes))
+                for cls, us in f.issue_us.items():
+                    row[f"issue_{cls}_us"] = us
+                rows.append(row)
+    return rows
+
+
+def failed_row(case: ModelCase, plan: ModelledPlan, detail: str) -> ProfileRow:
+    return ProfileRow(modelled=True, backend=case.backend, op=case.op, dtype=case.dtype, shape=case.shape, M=case.m,
+                      N=case.n, launch="", arch=plan.dev.arch, target="", mode="", status="error", detail=detail)
+
+
+def run_cases(plan: ModelledPlan, on_case) -> list[ProfileRow]:
+    """Execute every case (worker processes when there is more than one job), rows in case order; `on_case(index,
+    case, rows)` is called after each case."""
+    rows: list[ProfileRow] = []
+    args = (plan.dev.arch, plan.eps, plan.seed)
+    if plan.jobs == 1:
+        for index, case in enumerate(plan.cases):
+            done = _rows(case, _attempt(case, *args), plan)
+            rows += done
+            on_case(index, case, done)
+        return rows
+    with ProcessPoolExecutor(plan.jobs, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_attempt, case, *args) for case in plan.cases]
+        for index, (case, future) in enumerate(zip(plan.cases, futures)):
+            done = _rows(case, future.result(), plan)
+            rows += done
+            on_case(index, case, done)
+    return rows
+
+
+def _attempt(case: ModelCase, arch: str, eps: float, seed: int) -> tuple[list[Any], str]:
+    """(launches, '') or ([], why it failed): a fault or error in one case never stops the others."""
+    try:
+        return execute_case(case, arch, eps, seed), ""
+    except Exception as exc:  # noqa: BLE001 - reported as the case's error row
+        return [], f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _rows(case: ModelCase, got: tuple[list[Any], str], plan: ModelledPlan) -> list[ProfileRow]:
+    launches, error = got
+    return case_rows(case, launches, plan) if not error else [failed_row(case, plan, error)]
+
+
+def finish(plan: ModelledPlan, started: float) -> None:
+    plan.run.update(wall_s=round(time.monotonic() - started, 3))
+
+
+def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
+    """Execute the cases (finished ones reach the result files as they come: an interrupt keeps them), print the
+    modelled floors, write the profile rows; exit 1 when a case failed."""
+    from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
+    from lnbench.perf.modelled_tables import print_profile
+    from lnbench.progress import CommandProgress
+    from lnbench.result_sink import ResultSink
+
+    started = time.monotonic()
+    csv_path, json_path, md_path = plan.outputs
+    with ResultSink(csv_path, json_path, plan.run, len(plan.cases), "cases") as sink:
+        with CommandProgress(err_console, "profiling", len(plan.cases), quiet) as progress:
+            def on_case(index: int, case: ModelCase, rows: list[ProfileRow]) -> None:
+                sink.add(index, rows)
+                progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
+            rows = run_cases(plan, on_case)
+        finish(plan, started)
+        if not quiet:
+            print_profile(rows, plan.dev.arch)
+        sink.finish(rows, plan.run, md_path=md_path,
+                    summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
+    return EXIT_FAILED if any(r["status"] != "ok" for r in rows) else EXIT_OK

@@ -1,0 +1,43 @@
+"""The terminal table (and --md summary) of `lnbench perf --device emu`: one line per launch × target × mode,
+floors in µs, the title saying the numbers are modelled lower bounds, not measurements."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from lnbench.cli_common import console
+from lnbench.results import ProfileRow
+from lnbench.tables import Column, render_table
+
+
+def _us(value: Any) -> str:
+    return "—" if value is None or value != value else f"{value:.4g}"
+
+
+def _count(value: Any) -> str:
+    return "" if value is None or value != value else f"{int(value):,}"
+
+
+COLUMNS = [
+    *(Column(k, k, justify="left") for k in ("backend", "op", "dtype", "shape", "launch", "target", "mode")),
+    Column("exec_instructions", "wave-instr", _count), Column("exec_valu", "VALU", _count),
+    Column("lds_conflict_cycles", "LDS confl.", _count), Column("_bytes", "bytes", _count),
+    Column("memory_us", "memory", _us), Column("issue_valu_us", "VALU issue", _us), Column("lds_us", "LDS", _us),
+    Column("bound_us", "bound", _us), Column("_by", "bound by", justify="left"),
+]
+
+
+def print_profile(rows: Sequence[ProfileRow], arch: str) -> None:
+    """The modelled floors (µs) and the profile behind them; then what could not be computed and why."""
+    shown = []
+    for r in rows:
+        ok = r.get("status") == "ok"
+        shown.append({**r, "_bytes": (r["unique_bytes_loaded"] + r["unique_bytes_stored"]) if ok else None,
+                      "_by": r["bound_by"] if ok else f"{r.get('status')}: {r.get('detail', '')}"})
+    render_table(console, f"lnbench perf on the emulated device ({arch}): MODELLED lower bounds, µs — not timings",
+                 COLUMNS, shown)
+    notes = sorted({"issue floors of the classes other than VALU: no published issue rate"
+                    if n.startswith("issue floors of") else n
+                    for r in rows for n in str(r.get("notes") or "").split("; ") if n})
+    if notes:
+        console.print("not computed (no published figure; docs/targets.md): " + "; ".join(notes), style="yellow",
+                      soft_wrap=True)
