@@ -24,6 +24,7 @@ class Verdict(StrEnum):
     ONLY_BASE = "only in base"
     ONLY_NEW = "only in new"
     NOT_COMPARED = "not compared"
+    CHANGED = "CHANGED"
 
     @property
     def meaning(self) -> str:
@@ -60,9 +61,11 @@ _MEANING = {
     Verdict.ONLY_BASE: "the case is only in BASE (compare)",
     Verdict.ONLY_NEW: "the case is only in NEW (compare)",
     Verdict.NOT_COMPARED: "the case is in both files but not timed in one of them (compare; the detail says why)",
+    Verdict.CHANGED: "modelled profiles (compare of two perf --device emu files): the profile moved, its bound did not",
 }
 _STYLE = {Verdict.SLOWER: "bold red", Verdict.FASTER: "green", Verdict.SAME: "dim", Verdict.TOO_FEW: "yellow",
-          Verdict.ONLY_BASE: "yellow", Verdict.ONLY_NEW: "yellow", Verdict.NOT_COMPARED: "yellow"}
+          Verdict.ONLY_BASE: "yellow", Verdict.ONLY_NEW: "yellow", Verdict.NOT_COMPARED: "yellow",
+          Verdict.CHANGED: "yellow"}
 
 _WORDS = {v.value for v in Verdict}
 #: abi-compare's words before schema 1.1

@@ -19,14 +19,15 @@ from rich.markup import escape
 import lnbench
 from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, reserve_outputs
-from lnbench.compare.verdict import FASTER, ONLY_BASE, ONLY_NEW, SAME, SLOWER
+from lnbench.verdicts import Verdict, fails_gate
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import command_line, git_commit, timestamp
 from lnbench.results import (ABI_KIND, COMPARE, FLOOR_COLUMNS, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
                              ResultFile, load_result)
 from lnbench.tables import Column, fmt_time_us, render_table
 
-CHANGED = "CHANGED"
+FASTER, ONLY_BASE, ONLY_NEW, SAME, SLOWER, CHANGED = (Verdict.FASTER, Verdict.ONLY_BASE, Verdict.ONLY_NEW,
+                                                  Verdict.SAME, Verdict.SLOWER, Verdict.CHANGED)
 ABOVE = "FLOOR ABOVE MEASURED"
 KEY = ("backend", "op", "dtype", "shape", "launch", "target", "mode")
 #: the values compared, in report order: the profile, then occupancy, then the floors
@@ -118,7 +119,7 @@ def gate(rows: list[CompareRow], pct: float | None) -> list[CompareRow]:
     if pct is None:
         return []
     return [r for r in rows if r["verdict"] == ONLY_BASE
-            or (r.get("change_pct") is not None and r["verdict"] == SLOWER and r["change_pct"] > pct)]
+            or (r.get("change_pct") is not None and fails_gate(r["verdict"], r["change_pct"], pct))]
 
 
 def _grew(row: CompareRow) -> str:
