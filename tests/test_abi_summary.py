@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from lnbench import config as cfg
+from lnbench import settings as cfg
 from lnbench.abi.summary import runtime_summary, static_summary
 
 
