@@ -15,7 +15,7 @@ from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, emit_outputs, guarded, output_options
 from lnbench.compare import modelled, tables
 from lnbench.compare.markdown import render
-from lnbench.compare.plan import build_plan, context
+from lnbench.compare.plan import check_flags, build_plan, context
 from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 
 
@@ -40,6 +40,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     medians, a paired t interval over the worker medians (each worker is its own process) widened by the run
     noise floor ([compare] run_noise_pct), its p-value,
     FASTER / SLOWER / SAME, or 'too few runs' with fewer than 2 paired workers (-P 1)."""
+    check_flags(threshold_pct, fail_pct)        # a bad flag is its one line before any file is read
     pair = modelled.load_pair(base, new) if base is not None and new is not None else None
     if pair is not None:                    # `perf --device emu` results: an exact diff, no statistics
         return modelled.run(base, new, pair, fail_pct, force, md_path, csv_path, json_path, quiet)

@@ -31,14 +31,21 @@ class ComparePlan:
     outputs: dict[str, Path]
 
 
+def check_flags(threshold_pct: float | None, fail_pct: float | None) -> None:
+    """--threshold and --fail-if-slower as numbers in range (a usage error naming the flag)."""
+    if threshold_pct is not None:
+        validate.number(threshold_pct, "threshold_pct", "--threshold")
+    if fail_pct is not None:
+        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
+
+
 def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None,
                force: bool, md_path: Path | None, config_path: Path | None, csv_path: Path | None,
                json_path: Path | None) -> ComparePlan:
     """Check the options, load and match BASE and NEW (exit 2 when they are not comparable), reserve outputs."""
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
-    if fail_pct is not None:
-        validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
+    check_flags(threshold_pct, fail_pct)
     settings = Settings.from_config(cfg.load_config(config_path), threshold_pct)
     what = "the JSON of lnbench perf or abi-compare"
     base_result = load_result(base, (PERF, ABI), what=what)
