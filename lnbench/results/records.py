@@ -193,11 +193,6 @@ def record_class(name: str, columns: Sequence[Col], module: str, doc: str,
     return cls
 
 
-def columns_of(record: type[Record]) -> tuple[Col, ...]:
-    """The declared columns of a record class, from its dataclass fields (the declaration is the record)."""
-    return tuple(f.metadata["col"] for f in dataclasses.fields(record))
-
-
 def cols(*specs: tuple, required: Iterable[str] = ()) -> tuple[Col, ...]:
     """Columns from (name, type, meaning) specs; `required` names those every record has."""
     need = set(required)
