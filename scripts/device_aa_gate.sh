@@ -10,7 +10,8 @@
 #   OUT=/some/folder RUNS=21 bash scripts/device_aa_gate.sh
 #   PERF_ARGS="--shapes 1024x1024" RUNS=21 bash scripts/device_aa_gate.sh   # the CPU protocol: default perf
 # OUT (the output folder), RUNS and PERF_ARGS (the perf options, replacing the GPU set above) are optional
-# environment variables. Writes into the output folder:
+# environment variables; FIRST numbers the first run (to continue a series in a later call) and DEADLINE_S
+# starts no run after that many seconds of the script (a lease's end), so a series can span several calls. Writes into the output folder:
 #   aa.json   every comparison, the false-flag rate per shape × mode and overall, the load of each run
 #   aa.log    the perf summaries and the rate table, as printed
 #   runs.tgz  the perf JSON of every run (aa_gate.py re-reads them: python scripts/aa_gate.py FOLDER)
@@ -20,6 +21,8 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS="${COLUMNS:-200}"
 OUT_DIR="${OUT:-results/aa-gate}"
 RUNS="${RUNS:-11}"
+FIRST="${FIRST:-1}"
+DEADLINE_S="${DEADLINE_S:-0}"
 PY="${PYTHON:-python3}"
 mkdir -p "$OUT_DIR"
 TMP_DIR="$(mktemp -d)"
@@ -33,11 +36,17 @@ if "$PY" -c "import liger_kernel" 2>/dev/null; then BACKENDS=torch,liger; else e
 { nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1 || echo "nvidia-smi unavailable"; nproc; } | tee -a "$LOG"
 "$PY" -m lnbench.cli peak 2>&1 | tail -3 | tee -a "$LOG"
 mkdir -p "$TMP_DIR/runs"
-for i in $(seq -w 1 "$RUNS"); do
+for i in $(seq -f %02g "$FIRST" $((FIRST + RUNS - 1))); do
+  if [ "$DEADLINE_S" != 0 ] && [ "$SECONDS" -ge "$DEADLINE_S" ]; then echo "deadline: no run $i" | tee -a "$LOG"; break; fi
   echo "== run $i $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$LOG"
+  start_ns=$(date +%s%N)
+  # not -q: the line with perf's estimate is kept (issue 33 item 1: the estimate against the run's wall time)
   # shellcheck disable=SC2086  # PERF_ARGS is a list of options
-  "$PY" -m lnbench.cli perf ${PERF_ARGS:---backend $BACKENDS --shapes 4096x4096,64x256 --dtype bf16} -q \
-    --json "$TMP_DIR/runs/run-$i.json" --csv "$TMP_DIR/runs/run-$i.csv" 2>&1 | tail -2 | tee -a "$LOG"
+  "$PY" -m lnbench.cli perf ${PERF_ARGS:---backend $BACKENDS --shapes 4096x4096,64x256 --dtype bf16} \
+    --json "$TMP_DIR/runs/run-$i.json" --csv "$TMP_DIR/runs/run-$i.csv" >"$TMP_DIR/runs/run-$i.log" 2>&1
+  grep -h "estimated time" "$TMP_DIR/runs/run-$i.log" | tee -a "$LOG"
+  tail -2 "$TMP_DIR/runs/run-$i.log" | tee -a "$LOG"
+  echo "wall $(( ($(date +%s%N) - start_ns) / 1000000 )) ms" | tee -a "$LOG"
   tar czf "$OUT_DIR/runs.tgz" -C "$TMP_DIR/runs" .      # after every run: a run cut short keeps what finished
 done
 "$PY" scripts/aa_gate.py "$TMP_DIR/runs" --out "$OUT_DIR/aa.json" 2>&1 | tee -a "$LOG"
