@@ -162,6 +162,41 @@ def test_history_finds_the_step_with_its_commit_range_and_the_failing_check(tmp_
     assert "c024..c025" in (tmp_path / "h.md").read_text() and "c024..c025" in output
 
 
+#: history's CSV columns before it was a result kind (kept, with the run's columns after them)
+_OLD_CSV_COLUMNS = ["kind", "backend", "op", "dtype", "shape", "mode", "case_name", "machine", "unit", "series_id",
+                    "runs", "latest", "latest_status", "latest_commit", "since", "trend", "newest_change_pct",
+                    "changes_text"]
+
+
+def test_history_writes_history_results_that_load_result_reads(tmp_path: Path) -> None:
+    """--csv/--json write the `history` kind: one HistoryRow a series (the old columns), a HistoryRun naming the
+    store, the filters and the method; the JSON keeps `series` with the change points as lists; a store does not
+    record a history (one line, exit 2)."""
+    from lnbench.history.cache import METHOD
+    from lnbench.results import HISTORY, HistoryRun
+
+    url = _store(tmp_path)
+    csv, js = tmp_path / "h.csv", tmp_path / "h.json"
+    code, output = _history(url, "--kind", "perf", "--last", "30", "--fail-on-regression", "3", "--csv", str(csv),
+                            "--json", str(js))
+    assert code == 1, output
+    for path in (csv, js):
+        result = load_result(path, (HISTORY.name,))
+        assert result.kind == "history" and result.version == HISTORY.version and isinstance(result.run, HistoryRun)
+        assert result.run.change_method == METHOD and result.run.last_runs == 30 and result.run.regressions == 1
+        assert result.run.store_url.endswith("h.sqlite") and result.run.fail_on_regression_pct == 3
+        assert len(result.rows) == 2 and set(result.rows["kind"]) == {"perf"}
+        fwd = result.rows[result.rows["op"] == "fwd"].iloc[0]
+        assert fwd["changes_text"].startswith("c024..c025 +") and fwd["newest_change_pct"] > 3
+    assert list(pd.read_csv(csv).columns[:len(_OLD_CSV_COLUMNS)]) == _OLD_CSV_COLUMNS
+    payload = json.loads(js.read_text())
+    assert payload["metadata"]["filters"] == {"kind": "perf"} and payload["metadata"]["schema"] == HISTORY.schema
+    assert [c["to_commit"] for s in payload["series"] if s["op"] == "fwd" for c in s["changes"]] == ["c025"]
+    out = CliRunner().invoke(main, ["store", str(js), "--store", f"sqlite:///{tmp_path / 'other.sqlite'}"])
+    assert out.exit_code == 2 and "not recorded in a store" in out.output, out.output
+    assert len(out.output.strip().splitlines()) == 1
+
+
 def test_fail_on_regression_exits_1_only_for_a_slowdown_of_that_size(tmp_path: Path) -> None:
     url = _store(tmp_path)
     assert _history(url, "--fail-on-regression", "3")[0] == 1

@@ -81,7 +81,7 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
     one case on one machine under one protocol; its change points are those e-divisive finds (the commit range each happened in, its size and p: no fixed
     threshold); for verify, since which commit a case FAILs or errors."""
     from lnbench.history.cache import found_changes
-    from lnbench.history.render import render
+    from lnbench.history.render import history_run, render
     from lnbench.history.query import Filters, load_points
     from lnbench.history.summary import regressions, summarize
     from lnbench.store.db import open_store
@@ -94,7 +94,8 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
     finally:
         store.close()
     slower = regressions(rows, fail_pct) if fail_pct is not None else []
-    render(rows, slower, fail_pct, csv_path, json_path, md_path, quiet)
+    render(rows, slower, fail_pct, history_run(store.url, filters, fail_pct, len(slower)), csv_path, json_path,
+           md_path, quiet)
     return EXIT_FAILED if slower else EXIT_OK
 
 

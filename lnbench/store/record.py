@@ -15,7 +15,7 @@ from lnbench.results import KINDS, RunRecord, rows_frame
 from lnbench.store import schema as S
 from lnbench.store.db import Store, StoreError
 from lnbench.store.identity import Identity, identity, series_key
-from lnbench.store.points import points_of
+from lnbench.store.points import RECORDED, points_of
 
 _CHUNK = 500
 
@@ -105,6 +105,8 @@ def record(store: Store, kind: str, version: str, run: RunRecord, rows: pd.DataF
     """Record one result (its kind, schema version, run record and rows) as one run, in one transaction."""
     if kind not in KINDS:
         raise StoreError(f"cannot record a result of unknown kind {kind!r}")
+    if kind not in RECORDED:
+        raise StoreError(f"a result of lnbench {kind} is not recorded in a store (it records {', '.join(RECORDED)})")
     ident = identity(kind, version, _with_row_protocol(run, rows))
     points = list(points_of(kind, rows))
     complete = not run.incomplete
