@@ -142,9 +142,11 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
 @guarded
 def flydsl_table_command(file: Path, backend: str | None) -> int:
     """Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS), the table FlyDSL's
-    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log."""
-    from lnbench.history.flydsl_table import table_text
+    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log (`lnbench
+    perf --flydsl-table` prints the same after its run)."""
     from lnbench.results import PERF_KIND, load_result
+    from lnbench.results.flydsl_table import table_text
 
-    click.echo(table_text(load_result(file, (PERF_KIND,)), backend), nl=False)
+    result = load_result(file, (PERF_KIND,))
+    click.echo(table_text(result.rows, backend, str(result.path)), nl=False)
     return EXIT_OK
