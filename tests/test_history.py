@@ -204,6 +204,57 @@ def test_fail_on_regression_exits_1_only_for_a_slowdown_of_that_size(tmp_path: P
     assert _history(url, "--fail-on-regression", "3", "--op", "bwd")[0] == 0
 
 
+def _pr_run(tmp_path: Path, name: str, fwd_factor: float) -> Path:
+    """perf.json as a pull request's run (its commit, later), its fwd median `fwd_factor` times as long."""
+    payload = json.loads((DATA / "perf.json").read_text())
+    payload["metadata"].update(git_commit=name, timestamp="2026-06-01T00:00:00+00:00")
+    for row in payload["data"]:
+        if row["row_kind"] == "aggregate" and row["op"] == "fwd":
+            row["median_us"] *= fwd_factor
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def test_with_judges_a_pull_requests_runs_against_the_stored_history(tmp_path: Path) -> None:
+    """--with FILE: the files' points are the newest runs of their series, not recorded; --fail-on-regression
+    counts only a change point at one of them (a slowdown main already had is not the pull request's)."""
+    from lnbench.store.db import open_store as reopen
+
+    (tmp_path / "flat").mkdir()
+    url = _store(tmp_path / "flat", step_at=100)
+    slow = [_pr_run(tmp_path, f"pr{i}", 1.05) for i in (1, 2)]
+    same = [_pr_run(tmp_path, f"aa{i}", 1.0) for i in (1, 2)]
+    out = tmp_path / "h.json"
+    code, output = _history(url, "--kind", "perf", "--with", str(slow[0]), "--with", str(slow[1]),
+                            "--fail-on-regression", "3", "--json", str(out))
+    assert code == 1, output
+    fwd = next(s for s in json.loads(out.read_text())["series"] if s["op"] == "fwd")
+    assert fwd["runs"] == 42 and fwd["changes"][-1]["to_commit"] == "pr1" and fwd["changes"][-1]["run"] == -1
+    assert json.loads(out.read_text())["metadata"]["judged_files"] == f"{slow[0]}; {slow[1]}"
+    assert _history(url, "--kind", "perf", "--with", str(same[0]), "--with", str(same[1]),
+                    "--fail-on-regression", "3")[0] == 0
+    store = reopen(url)
+    with store.engine.connect() as conn:            # nothing was recorded
+        assert conn.exec_driver_sql("SELECT count(*) FROM runs WHERE \"commit\" LIKE 'pr%'").scalar() == 0
+    store.close()
+    stepped = _store(tmp_path, step_at=25)          # main got 5% slower at c025; the pull request stays there
+    assert _history(stepped, "--kind", "perf", "--fail-on-regression", "3")[0] == 1
+    assert _history(stepped, "--kind", "perf", "--with", str(slow[0]), "--with", str(slow[1]),
+                    "--fail-on-regression", "3")[0] == 0
+
+
+def test_fail_on_regression_says_how_many_series_it_could_not_judge(tmp_path: Path) -> None:
+    """A series of fewer than 6 runs has no change point: the gate passes it, and says so (summary, run record)."""
+    url = _store(tmp_path, runs=4)
+    out = tmp_path / "h.json"
+    code, output = _history(url, "--fail-on-regression", "3", "--json", str(out))
+    assert code == 0, output
+    assert "2 timed series with fewer than 6 runs" in " ".join(output.split()) and "unjudged" in output
+    assert json.loads(out.read_text())["metadata"]["unjudged"] == 2
+    assert "fewer than 6" not in _history(url)[1]                    # no gate, nothing to say
+
+
 def test_filters_and_exclude_loaded(tmp_path: Path) -> None:
     url = _store(tmp_path, step_at=30, loaded=set(range(30, 40)))
     out = tmp_path / "h.json"

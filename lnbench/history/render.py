@@ -5,12 +5,13 @@ Markdown summary (--md, and $GITHUB_STEP_SUMMARY)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import lnbench
 from lnbench.checkout import git_commit, timestamp
 from lnbench.cli_common import console, emit_outputs
 from lnbench.history.cache import METHOD
+from lnbench.history.changes import MIN_VALUES
 from lnbench.history.summary import changes_text
 from lnbench.processes import command_line
 from lnbench.results import HISTORY, HistoryRow, HistoryRun
@@ -28,15 +29,19 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in row.items() if k != "changes"}, "changes_text": changes_text(row["changes"])}
 
 
-def history_run(store_url: str, filters: dict[str, Any], pct: float | None, slower: int) -> HistoryRun:
-    """The run record of a history: who wrote it and when, the store read, the filters and method, the gate."""
+def history_run(store_url: str, filters: dict[str, Any], judged: Sequence[Path], pct: float | None, slower: int,
+                unjudged: int) -> HistoryRun:
+    """The run record of a history: who wrote it and when, the store read, the filters, the files judged (--with),
+    the method and the gate."""
     run = HISTORY.run(lnbench_command="history", command_line=command_line(), lnbench_version=lnbench.__version__,
                       git_commit=git_commit(), timestamp=timestamp(), store_url=store_url,
                       filters={k: v for k, v in filters.items() if v and k not in ("last", "exclude_loaded")},
                       last_runs=filters.get("last"), exclude_loaded=bool(filters.get("exclude_loaded")),
                       change_method=METHOD)
+    if judged:
+        run.judged_files = "; ".join(map(str, judged))
     if pct is not None:
-        run.update(fail_on_regression_pct=pct, regressions=slower)
+        run.update(fail_on_regression_pct=pct, regressions=slower, unjudged=unjudged)
     return run
 
 
@@ -48,6 +53,9 @@ def render(rows: list[dict[str, Any]], slower: list[dict[str, Any]], pct: float 
     machines = sorted({r["machine"] for r in rows})
     summary = (f"{len(rows)} series on {len(machines)} machine(s); {sum(bool(r['changes']) for r in rows)} with "
                f"change points; {sum(bool(r['since']) for r in rows)} failing")
+    if run.get("unjudged"):
+        summary += (f"; {run.unjudged} timed series with fewer than {MIN_VALUES} runs, which e-divisive cannot "
+                    f"split: --fail-on-regression passes them unjudged")
     render_table(silent_console() if quiet else console, "History", COLUMNS, flat)
     if slower:
         render_table(console, f"Slowdowns of at least {pct}% (the newest change point)", COLUMNS,

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from lnbench.history.cache import cache_key
-from lnbench.history.changes import ChangePoint, change_points, sparkline
+from lnbench.history.candidates import CANDIDATE
+from lnbench.history.changes import MIN_VALUES, ChangePoint, change_points, sparkline
 
 #: kinds whose series are checks: their history is the status, not the value
 CHECK_KINDS = ("verify", "selftest")
@@ -34,10 +35,15 @@ def _failing_since(statuses: list[str], labels: list[str]) -> str:
     return labels[start]
 
 
+def _search_each(wanted: dict[str, list[float]]) -> dict[str, list[ChangePoint]]:
+    return {key: change_points(values) for key, values in wanted.items()}
+
+
 def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]], dict[str, list[ChangePoint]]]
-              = lambda wanted: {k: change_points(v) for k, v in wanted.items()}) -> list[dict[str, Any]]:
+              | None = None) -> list[dict[str, Any]]:
     """One row per series (module docstring), in series order. `changes_of` finds the change points of many
-    series at once (cache key -> values; lnbench.history.cache keeps them in the store). `points` is sorted by
+    series at once (cache key -> values; lnbench.history.cache keeps them in the store; None: searched here, no
+    cache). `points` is sorted by
     series, then time (lnbench.history.query); each series is read as a slice of plain lists (not a pandas group
     per series: 200 groups of pandas cost a quarter of a second)."""
     if not len(points):
@@ -53,7 +59,7 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]
         if col["kind"][a] not in CHECK_KINDS:
             have = [i for i in range(a, b) if value[i] == value[i]]
             valued[a] = (cache_key(col["series_id"][a], [col["run_id"][i] for i in have]), have)
-    found = changes_of({key: value[have].tolist() for key, have in valued.values()})
+    found = (changes_of or _search_each)({key: value[have].tolist() for key, have in valued.values()})
     out = []
     for a, b in spans:
         row = {k: col[k][a] for k in _IDENTITY}
@@ -75,10 +81,22 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]
     return out
 
 
-def regressions(rows: list[dict[str, Any]], pct: float) -> list[dict[str, Any]]:
-    """Series of a time unit whose newest change point is a slowdown of at least `pct` %."""
+def regressions(rows: list[dict[str, Any]], pct: float, candidates_only: bool = False) -> list[dict[str, Any]]:
+    """Series of a time unit whose newest change point is a slowdown of at least `pct` % (`candidates_only`:
+    one at a run of a `history --with` file, whose run ids are negative: the newest stored run is not judged)."""
     return [r for r in rows if r["unit"] in TIME_UNITS and r["newest_change_pct"] is not None
-            and r["newest_change_pct"] >= pct]
+            and r["newest_change_pct"] >= pct and (not candidates_only or r["changes"][-1]["run"] < 0)]
+
+
+def unjudged(points: pd.DataFrame, candidates_only: bool = False) -> int:
+    """Timed series with fewer values than e-divisive needs to split (MIN_VALUES): no change point can be found in
+    them, so --fail-on-regression passes them unjudged (`candidates_only`: of the series a --with file has)."""
+    if not len(points):
+        return 0
+    timed = points[points["unit"].isin(TIME_UNITS) & ~points["kind"].isin(CHECK_KINDS) & points["value"].notna()]
+    if candidates_only:
+        timed = timed[timed["series_id"].isin(timed.loc[timed[CANDIDATE], "series_id"])]
+    return int((timed.groupby("series_id").size() < MIN_VALUES).sum())
 
 
 def changes_text(changes: list[dict[str, Any]]) -> str:
