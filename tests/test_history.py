@@ -238,6 +238,9 @@ def test_with_judges_a_pull_requests_runs_against_the_stored_history(tmp_path: P
     with store.engine.connect() as conn:            # nothing was recorded
         assert conn.exec_driver_sql("SELECT count(*) FROM runs WHERE \"commit\" LIKE 'pr%'").scalar() == 0
     store.close()
+    before = slow[0].read_bytes()
+    code, output = _history(url, "--with", str(slow[0]), "--json", str(slow[0]))
+    assert code == 2 and "--json" in output and slow[0].read_bytes() == before        # a judged file is an input
     stepped = _store(tmp_path, step_at=25)          # main got 5% slower at c025; the pull request stays there
     assert _history(stepped, "--kind", "perf", "--fail-on-regression", "3")[0] == 1
     assert _history(stepped, "--kind", "perf", "--with", str(slow[0]), "--with", str(slow[1]),

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, guarded, md_option
 from lnbench.tables import Column, render_table
 
@@ -94,6 +95,8 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
     from lnbench.store.db import open_store
     from lnbench.store.url import store_url
 
+    validate.distinct_outputs({"--csv": csv_path, "--json": json_path, "--md": md_path},
+                              {f"--with {path}": path for path in judged})   # never overwrite a file judged
     chosen = Filters(**filters)                                     # type: ignore[arg-type]
     store = open_store(store_url(url, config_path))
     try:
