@@ -2,17 +2,34 @@
 dtypes, the ops and the FlyDSL backward's dγ/dβ strategies."""
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 #: AMD Instinct targets: MI300X/MI325X (gfx942) and MI350X/MI355X (gfx950); the emulator runs both
 ARCHES: tuple[str, ...] = ("gfx942", "gfx950")
 
-#: canonical dtype name -> torch dtype
-DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-#: torch dtype -> canonical name
-DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
+#: canonical dtype name -> torch's name of it
+_TORCH_DTYPES: dict[str, str] = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+#: the canonical dtype names
+DTYPE_CHOICES: tuple[str, ...] = tuple(_TORCH_DTYPES)
 #: bytes per element, by canonical name
-ELEM_BYTES: dict[str, int] = {name: dtype.itemsize for name, dtype in DTYPES.items()}
+ELEM_BYTES: dict[str, int] = {"f32": 4, "f16": 2, "bf16": 2}
+#: DTYPES (canonical name -> torch dtype) and DTYPE_NAMES (torch dtype -> canonical name) are made on first use
+#: (`__getattr__` below), so the commands that never touch a tensor (history, store, compare) do not import torch
+DTYPES: dict[str, torch.dtype]
+DTYPE_NAMES: dict[torch.dtype, str]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ("DTYPES", "DTYPE_NAMES"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import torch
+
+    dtypes = {short: getattr(torch, long) for short, long in _TORCH_DTYPES.items()}
+    globals().update(DTYPES=dtypes, DTYPE_NAMES={v: k for k, v in dtypes.items()})
+    return globals()[name]
 #: every spelling a user may give -> canonical name
 DTYPE_ALIASES: dict[str, str] = {
     "f32": "f32", "fp32": "f32", "float32": "f32", "float": "f32",

@@ -2,7 +2,7 @@
 ones, never a higher one (tests/test_layering.py checks every import, top level and inside functions).
 
     0  leaf utilities     errors, constants, validate, results (the result model), verdicts (the words and gate
-                          rule of compare and abi-compare), tables, outputs, markdown, processes, eta, ...
+                          rule of compare and abi-compare), tables, outputs, markdown, processes, checkout, eta, ...
     1  configuration      settings: the packaged defaults, a user file, shapes and dtypes; modelled: the
                           Instinct targets' published figures and the floors modelled from an emulated profile
     2  emulator           emu: the emulated CDNA device
@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "lnbench.tables": 0, "lnbench.outputs": 0, "lnbench.progress": 0, "lnbench.processes": 0, "lnbench.cache_dirs": 0,
     "lnbench.install": 0, "lnbench.rocm": 0, "lnbench.zig": 0, "lnbench.fast_help": 0, "lnbench.backend_table": 0,
     "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0, "lnbench.output_claims": 0,
-    "lnbench.output_fallback": 0, "lnbench.verdicts": 0, "lnbench.eta": 0,
+    "lnbench.output_fallback": 0, "lnbench.verdicts": 0, "lnbench.eta": 0, "lnbench.checkout": 0,
     "lnbench.settings": 1, "lnbench.modelled": 1,
     "lnbench.emu": 2,
     "lnbench.device": 3, "lnbench.metadata": 3,

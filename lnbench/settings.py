@@ -9,16 +9,17 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import torch
-
-from lnbench import validate
+from lnbench import constants, validate
 from lnbench.backend_table import check_source_table
-from lnbench.constants import ABI_METRICS, DTYPE_ALIASES, DTYPES, KERNEL_OPS, LOAD_POLICIES, OPS, PERF_MODES, STRATEGIES
+from lnbench.constants import ABI_METRICS, DTYPE_ALIASES, DTYPE_CHOICES, KERNEL_OPS, LOAD_POLICIES, OPS, PERF_MODES, STRATEGIES
 from lnbench.errors import LnbenchUsageError
 from lnbench.modelled.targets import all_targets
 from lnbench.validate import listed, split_list  # noqa: F401 - re-exported: one list rule everywhere
+
+if TYPE_CHECKING:
+    import torch
 
 #: MxN with ASCII digits only (int() would also read other scripts' digits, e.g. '٤x٨' as 4x8)
 _SHAPE = re.compile(r"[ \t]*([0-9]+)[ \t]*[xX][ \t]*([0-9]+)[ \t]*")
@@ -42,10 +43,10 @@ NAMED_VALUES: dict[tuple[str, str], tuple[str, ...]] = {
 
 def dtype_name(dtype: torch.dtype) -> str:
     """torch dtype -> canonical short name (f32, f16, bf16)."""
-    for name, value in DTYPES.items():
+    for name, value in constants.DTYPES.items():
         if value == dtype:
             return name
-    raise LnbenchUsageError(f"unsupported dtype {dtype}; lnbench handles {', '.join(DTYPES)}")
+    raise LnbenchUsageError(f"unsupported dtype {dtype}; lnbench handles {', '.join(DTYPE_CHOICES)}")
 
 
 def parse_dtypes(values: Iterable[str] | str | None, default: Iterable[str] | None = None) -> list[str]:
@@ -55,7 +56,7 @@ def parse_dtypes(values: Iterable[str] | str | None, default: Iterable[str] | No
     for item in listed(values, "dtype", default):
         canonical = DTYPE_ALIASES.get(item.lower())
         if canonical is None:
-            raise LnbenchUsageError(f"unknown dtype {item!r}; choose from {', '.join(DTYPES)}")
+            raise LnbenchUsageError(f"unknown dtype {item!r}; choose from {', '.join(DTYPE_CHOICES)}")
         if canonical not in out:
             out.append(canonical)
     return out

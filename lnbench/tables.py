@@ -114,9 +114,9 @@ SHOWN: list[tuple[str, list[Column], list[dict[str, Any]]]] = []
 
 def silent_console() -> Console:
     """A console that shows nothing: render_table into it records the table (SHOWN, for the Markdown) under
-    --quiet without printing it."""
+    --quiet without printing it, or laying it out (history's 200 rows: 0.4 s)."""
     import io
-    return Console(file=io.StringIO(), width=200)
+    return Console(file=io.StringIO(), width=200, quiet=True)
 
 
 #: a column's least width (two characters of text, its padding and its rule): on a console narrower than the
@@ -128,6 +128,8 @@ def render_table(console: Console, title: str, columns: Sequence[Column], rows: 
     """Print rows as one rich table (and keep it in SHOWN for the command's Markdown)."""
     rows = list(rows)
     SHOWN.append((title, list(columns), rows))
+    if console.quiet:
+        return
     table = Table(title=title, header_style="bold", show_lines=False)
     for col in columns:
         table.add_column(col.header, justify=col.justify, overflow="fold")

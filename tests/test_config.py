@@ -98,3 +98,16 @@ def test_config_show_of_a_bad_config_from_the_environment_in_a_real_process(tmp_
     assert done.stderr.strip().splitlines() == [
         f"lnbench: error: {bad} (from $LNBENCH_CONFIG): config [verify] dtypes: unknown dtype 'fp8'; choose from "
         "f32, f16, bf16"], done.stderr
+
+
+def test_the_dtype_tables_made_on_first_use_are_torchs() -> None:
+    """lnbench.constants makes DTYPES on first use (so history and store never import torch); ELEM_BYTES is
+    written out and must agree with torch."""
+    import torch
+
+    from lnbench import constants
+
+    assert constants.DTYPES == {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+    assert constants.DTYPE_NAMES == {v: k for k, v in constants.DTYPES.items()}
+    assert constants.ELEM_BYTES == {k: v.itemsize for k, v in constants.DTYPES.items()}
+    assert tuple(constants.DTYPES) == constants.DTYPE_CHOICES

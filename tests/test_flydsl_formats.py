@@ -43,6 +43,68 @@ def test_flydsl_s_own_ingest_parser_reads_the_table(monkeypatch: pytest.MonkeyPa
     sys.modules.pop("parse_bench", None)
 
 
+_FAST = ["-P", "1", "-R", "2", "--warmup-s", "0.01", "--min-warmup-calls", "2", "--target-run-s", "0.002",
+         "--min-iters", "3", "--max-iters", "20"]
+
+
+def _table_lines(output: str) -> list[list[str]]:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split() == ["op", "shape", "dtype", "TB/s", "TFLOPS"])
+    return [line.split() for line in lines[start + 1:] if line.strip()]
+
+
+def test_perf_prints_the_flydsl_table_after_its_run(tmp_path: Path) -> None:
+    """`perf --flydsl-table` prints, after the run and under --quiet, the table `flydsl-table` prints of the same
+    result: one formatter."""
+    out = tmp_path / "p.json"
+    run = CliRunner().invoke(main, ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes",
+                                    "8x64,16x64", "--op", "fwd,bwd", "--mode", "hot", *_FAST, "-q", "--no-csv",
+                                    "--json", str(out), "--flydsl-table"])
+    assert run.exit_code == 0, run.output
+    rows = load_result(out).rows
+    agg = rows[rows["row_kind"] == "aggregate"]
+    assert _table_lines(run.output) == [[{"fwd": "layernorm", "bwd": "layernorm_bwd"}[o], s, "fp32", f"{g / 1000:.3f}", "-"]
+                                        for o, s, g in zip(agg["op"], agg["shape"], agg["gbps"])]
+    again = CliRunner().invoke(main, ["flydsl-table", str(out)])
+    assert again.exit_code == 0 and again.output in run.output
+    refused = CliRunner().invoke(main, ["perf", "--device", "emu", "--shapes", "8x256", "--flydsl-table", "--no-csv"])
+    assert refused.exit_code == 2 and "--flydsl-table" in refused.output and "Traceback" not in refused.output
+
+
+@pytest.mark.skipif(not (FLYDSL_INGEST / "parse_bench.py").is_file(), reason="no FlyDSL checkout at /work/flydsl-src")
+def test_perf_s_flydsl_table_goes_through_flydsl_s_ingest_into_the_store(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table `perf --flydsl-table` prints, parsed by FlyDSL's own ingest parser (parse_log, attach_meta) as
+    its CI does, is read by lnbench's importer of FlyDSL's history: each case one point, its TB/s the run's."""
+    monkeypatch.syspath_prepend(str(FLYDSL_INGEST))
+    import parse_bench
+
+    from lnbench.store import flydsl
+    from lnbench.store.db import open_store
+
+    out = tmp_path / "p.json"
+    run = CliRunner().invoke(main, ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes",
+                                    "256x1024", "--op", "fwd,bwd", "--mode", "hot", *_FAST, "-q", "--no-csv",
+                                    "--json", str(out), "--flydsl-table"])
+    assert run.exit_code == 0, run.output
+    records = parse_bench.attach_meta(parse_bench.parse_log(run.output), runner="linux-flydsl-mi355-1",
+                                      commit="abc1234", run_id=7, ts="2026-05-01T00:00:00Z")
+    sys.modules.pop("parse_bench", None)
+    rows = load_result(out).rows
+    agg = rows[rows["row_kind"] == "aggregate"]
+    expected = {({"fwd": "layernorm", "bwd": "layernorm_bwd"}[o], s): round(g / 1000, 3)
+                for o, s, g in zip(agg["op"], agg["shape"], agg["gbps"])}
+    assert {(r["op"], r["shape"]): r["value"] for r in records if r["metric"] == "TB/s"} == expected
+    store = open_store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    assert flydsl.import_history(store, records) == (1, len(records))
+    store.close()
+    code = CliRunner().invoke(main, ["history", "--store", f"sqlite:///{tmp_path / 's.sqlite'}", "--json",
+                                     str(tmp_path / "h.json")])
+    assert code.exit_code == 0, code.output
+    series = json.loads((tmp_path / "h.json").read_text())["series"]
+    assert {(s["backend"].removeprefix("flydsl:"), s["shape"]): s["latest"] for s in series} == expected
+
+
 def _history_json(path: Path) -> Path:
     """A FlyDSL dashboard history.json (schema 1): 30 runs on one runner, layernorm TB/s 4% lower from run 20."""
     rng = np.random.default_rng(3)

@@ -37,6 +37,78 @@ def test_a_series_of_one_distribution_has_no_change_point(seed: int) -> None:
     assert change_points(100 * (1 + rng.normal(0, 0.01, 60))) == []
 
 
+def test_the_search_finds_what_the_librarys_e_divisive_finds() -> None:
+    """lnbench's search is the library's e_divisive with an early stop (lnbench.history.changes): the same change
+    points on noise, one step, two steps, short and long series."""
+    from signal_processing_algorithms.energy_statistics import energy_statistics as es
+
+    for seed in range(40):
+        rng = np.random.default_rng(1000 + seed)
+        n = int(rng.integers(6, 90))
+        values = 100 * (1 + rng.normal(0, rng.choice([0.01, 0.05]), n))
+        for _ in range(int(rng.integers(0, 3))):
+            values[int(rng.integers(1, n)):] *= rng.choice([0.9, 1.05, 1.1])
+        np.random.seed(0)
+        expected = sorted(es.e_divisive(values, pvalue=0.01, permutations=100))
+        assert [cp.index for cp in change_points(values)] == expected, seed
+
+
+def test_a_series_without_a_change_stops_its_permutation_test_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round whose candidate more permutations beat than p allows ends the search there (the library runs all
+    100 permutations first: 101 t-statistic calls a round)."""
+    from signal_processing_algorithms.energy_statistics import energy_statistics as es
+
+    calls = []
+    real = es._calculate_t_stats
+    monkeypatch.setattr(es, "_calculate_t_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert change_points(100 * (1 + np.random.default_rng(7).normal(0, 0.01, 60))) == []
+    assert 1 < len(calls) < 30, len(calls)
+
+
+def test_a_first_search_of_many_series_starts_no_worker_process(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searching is milliseconds a series: worker processes cost more to start than they save (and a pool's
+    workers, ended by SIGTERM, printed lnbench's Terminated traceback)."""
+    import multiprocessing
+
+    import lnbench.history.cache as cache
+
+    def no_pool(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a worker pool was started")
+
+    monkeypatch.setattr(multiprocessing, "get_context", no_pool)
+    monkeypatch.setattr(multiprocessing, "Pool", no_pool)
+    store = open_store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    rng = np.random.default_rng(3)
+    wanted = {cache.cache_key(i, range(20)): (100 * (1 + rng.normal(0, 0.01, 20))).tolist() for i in range(40)}
+    found = cache.found_changes(store, wanted)
+    store.close()
+    assert set(found) == set(wanted)
+
+
+def test_quiet_records_the_table_for_the_markdown_without_laying_it_out() -> None:
+    from lnbench.tables import SHOWN, Column, render_table, silent_console
+
+    console = silent_console()
+    render_table(console, "History", [Column("a", "a")], [{"a": 1}])
+    assert SHOWN[-1][0] == "History" and SHOWN[-1][2] == [{"a": 1}]
+    assert console.file.getvalue() == ""            # nothing rendered (history's 200 rows: 0.4 s)
+
+
+def test_history_imports_neither_torch_nor_alembic(tmp_path: Path) -> None:
+    """`lnbench history` on a store at the newest schema pays for neither (1.1 s and 0.15 s of imports)."""
+    import os
+    import subprocess
+    import sys
+
+    url = _store(tmp_path, runs=8)
+    code = ("import sys\nfrom lnbench.cli import main\ntry:\n    main(['history', '-q', '--store', sys.argv[1]])\n"
+            "except SystemExit:\n    pass\nprint('imported', sorted(m for m in ('torch', 'alembic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert "imported []" in out.stdout, out.stdout + out.stderr
+
+
 def test_sparkline_spans_low_to_high() -> None:
     assert sparkline([1, 2, 3]) == "▁▄█" and sparkline([5, 5]) == "▄▄"
 
@@ -90,11 +162,100 @@ def test_history_finds_the_step_with_its_commit_range_and_the_failing_check(tmp_
     assert "c024..c025" in (tmp_path / "h.md").read_text() and "c024..c025" in output
 
 
+#: history's CSV columns before it was a result kind (kept, with the run's columns after them)
+_OLD_CSV_COLUMNS = ["kind", "backend", "op", "dtype", "shape", "mode", "case_name", "machine", "unit", "series_id",
+                    "runs", "latest", "latest_status", "latest_commit", "since", "trend", "newest_change_pct",
+                    "changes_text"]
+
+
+def test_history_writes_history_results_that_load_result_reads(tmp_path: Path) -> None:
+    """--csv/--json write the `history` kind: one HistoryRow a series (the old columns), a HistoryRun naming the
+    store, the filters and the method; the JSON keeps `series` with the change points as lists; a store does not
+    record a history (one line, exit 2)."""
+    from lnbench.history.cache import METHOD
+    from lnbench.results import HISTORY, HistoryRun
+
+    url = _store(tmp_path)
+    csv, js = tmp_path / "h.csv", tmp_path / "h.json"
+    code, output = _history(url, "--kind", "perf", "--last", "30", "--fail-on-regression", "3", "--csv", str(csv),
+                            "--json", str(js))
+    assert code == 1, output
+    for path in (csv, js):
+        result = load_result(path, (HISTORY.name,))
+        assert result.kind == "history" and result.version == HISTORY.version and isinstance(result.run, HistoryRun)
+        assert result.run.change_method == METHOD and result.run.last_runs == 30 and result.run.regressions == 1
+        assert result.run.store_url.endswith("h.sqlite") and result.run.fail_on_regression_pct == 3
+        assert len(result.rows) == 2 and set(result.rows["kind"]) == {"perf"}
+        fwd = result.rows[result.rows["op"] == "fwd"].iloc[0]
+        assert fwd["changes_text"].startswith("c024..c025 +") and fwd["newest_change_pct"] > 3
+    assert list(pd.read_csv(csv).columns[:len(_OLD_CSV_COLUMNS)]) == _OLD_CSV_COLUMNS
+    payload = json.loads(js.read_text())
+    assert payload["metadata"]["filters"] == {"kind": "perf"} and payload["metadata"]["schema"] == HISTORY.schema
+    assert [c["to_commit"] for s in payload["series"] if s["op"] == "fwd" for c in s["changes"]] == ["c025"]
+    out = CliRunner().invoke(main, ["store", str(js), "--store", f"sqlite:///{tmp_path / 'other.sqlite'}"])
+    assert out.exit_code == 2 and "not recorded in a store" in out.output, out.output
+    assert len(out.output.strip().splitlines()) == 1
+
+
 def test_fail_on_regression_exits_1_only_for_a_slowdown_of_that_size(tmp_path: Path) -> None:
     url = _store(tmp_path)
     assert _history(url, "--fail-on-regression", "3")[0] == 1
     assert _history(url, "--fail-on-regression", "20")[0] == 0
     assert _history(url, "--fail-on-regression", "3", "--op", "bwd")[0] == 0
+
+
+def _pr_run(tmp_path: Path, name: str, fwd_factor: float) -> Path:
+    """perf.json as a pull request's run (its commit, later), its fwd median `fwd_factor` times as long."""
+    payload = json.loads((DATA / "perf.json").read_text())
+    payload["metadata"].update(git_commit=name, timestamp="2026-06-01T00:00:00+00:00")
+    for row in payload["data"]:
+        if row["row_kind"] == "aggregate" and row["op"] == "fwd":
+            row["median_us"] *= fwd_factor
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def test_with_judges_a_pull_requests_runs_against_the_stored_history(tmp_path: Path) -> None:
+    """--with FILE: the files' points are the newest runs of their series, not recorded; --fail-on-regression
+    counts only a change point at one of them (a slowdown main already had is not the pull request's)."""
+    from lnbench.store.db import open_store as reopen
+
+    (tmp_path / "flat").mkdir()
+    url = _store(tmp_path / "flat", step_at=100)
+    slow = [_pr_run(tmp_path, f"pr{i}", 1.05) for i in (1, 2)]
+    same = [_pr_run(tmp_path, f"aa{i}", 1.0) for i in (1, 2)]
+    out = tmp_path / "h.json"
+    code, output = _history(url, "--kind", "perf", "--with", str(slow[0]), "--with", str(slow[1]),
+                            "--fail-on-regression", "3", "--json", str(out))
+    assert code == 1, output
+    fwd = next(s for s in json.loads(out.read_text())["series"] if s["op"] == "fwd")
+    assert fwd["runs"] == 42 and fwd["changes"][-1]["to_commit"] == "pr1" and fwd["changes"][-1]["run"] == -1
+    assert json.loads(out.read_text())["metadata"]["judged_files"] == f"{slow[0]}; {slow[1]}"
+    assert _history(url, "--kind", "perf", "--with", str(same[0]), "--with", str(same[1]),
+                    "--fail-on-regression", "3")[0] == 0
+    store = reopen(url)
+    with store.engine.connect() as conn:            # nothing was recorded
+        assert conn.exec_driver_sql("SELECT count(*) FROM runs WHERE \"commit\" LIKE 'pr%'").scalar() == 0
+    store.close()
+    before = slow[0].read_bytes()
+    code, output = _history(url, "--with", str(slow[0]), "--json", str(slow[0]))
+    assert code == 2 and "--json" in output and slow[0].read_bytes() == before        # a judged file is an input
+    stepped = _store(tmp_path, step_at=25)          # main got 5% slower at c025; the pull request stays there
+    assert _history(stepped, "--kind", "perf", "--fail-on-regression", "3")[0] == 1
+    assert _history(stepped, "--kind", "perf", "--with", str(slow[0]), "--with", str(slow[1]),
+                    "--fail-on-regression", "3")[0] == 0
+
+
+def test_fail_on_regression_says_how_many_series_it_could_not_judge(tmp_path: Path) -> None:
+    """A series of fewer than 6 runs has no change point: the gate passes it, and says so (summary, run record)."""
+    url = _store(tmp_path, runs=4)
+    out = tmp_path / "h.json"
+    code, output = _history(url, "--fail-on-regression", "3", "--json", str(out))
+    assert code == 0, output
+    assert "2 timed series with fewer than 6 runs" in " ".join(output.split()) and "unjudged" in output
+    assert json.loads(out.read_text())["metadata"]["unjudged"] == 2
+    assert "fewer than 6" not in _history(url)[1]                    # no gate, nothing to say
 
 
 def test_filters_and_exclude_loaded(tmp_path: Path) -> None:

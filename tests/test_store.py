@@ -145,6 +145,12 @@ def test_a_store_of_the_first_schema_is_migrated_forward_with_its_runs(store_url
     assert counts(store_url)[0] == 2
 
 
+def test_the_head_revision_opened_without_alembic_is_the_newest_migration() -> None:
+    from lnbench.store.db import HEAD
+
+    assert HEAD == head_revision()
+
+
 def test_commands_record_their_run_with_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--store` on a command (compare, the cheapest to run) records the run when its files are written; again is
     one run; $LNBENCH_STORE alone records too."""

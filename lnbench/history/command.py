@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, guarded, md_option
 from lnbench.tables import Column, render_table
 
@@ -67,7 +68,12 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
               help="Read the newest this many runs that pass the filters.")
 @click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(0), metavar="PCT",
-              help="Exit 1 when a timed series' newest change point is a slowdown of at least PCT %.")
+              help="Exit 1 when a timed series' newest change point is a slowdown of at least PCT % (with --with: "
+                   "a change point at a run of those files). A series of fewer than 6 runs has no change point: "
+                   "it passes, unjudged, and the summary says how many did.")
+@click.option("--with", "judged", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
+              help="Judge this result file (a pull request's perf.json) as the newest run of its series, without "
+                   "recording it (repeatable: two runs find a 5% step reliably, one often not).")
 @click.option("--store", "url", help=_STORE_HELP)
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
 @click.option("--csv", "csv_path", type=OutputFile(), help="Also write the series as CSV.")
@@ -75,26 +81,34 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
 @md_option
 @click.option("--quiet", "-q", is_flag=True, help="Print no table.")
 @guarded
-def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, csv_path: Path | None,
-                    json_path: Path | None, md_path: Path | None, quiet: bool, **filters: object) -> int:
+def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, judged: tuple[Path, ...],
+                    csv_path: Path | None, json_path: Path | None, md_path: Path | None, quiet: bool,
+                    **filters: object) -> int:
     """Per case over the stored runs: latest value, trend, change points; since when a check fails. A series is
     one case on one machine under one protocol; its change points are those e-divisive finds (the commit range each happened in, its size and p: no fixed
     threshold); for verify, since which commit a case FAILs or errors."""
     from lnbench.history.cache import found_changes
-    from lnbench.history.render import render
+    from lnbench.history.candidates import candidate_points, with_candidates
+    from lnbench.history.render import history_run, render
     from lnbench.history.query import Filters, load_points
-    from lnbench.history.summary import regressions, summarize
+    from lnbench.history.summary import regressions, summarize, unjudged
     from lnbench.store.db import open_store
     from lnbench.store.url import store_url
 
+    validate.distinct_outputs({"--csv": csv_path, "--json": json_path, "--md": md_path},
+                              {f"--with {path}": path for path in judged})   # never overwrite a file judged
+    chosen = Filters(**filters)                                     # type: ignore[arg-type]
     store = open_store(store_url(url, config_path))
     try:
-        rows = summarize(load_points(store, Filters(**filters)),     # type: ignore[arg-type]
-                         lambda wanted: found_changes(store, wanted))
+        points = load_points(store, chosen)
+        if judged:                      # runs that are not in the store: searched, never cached
+            points = with_candidates(points, candidate_points(store, judged, chosen))
+        rows = summarize(points, None if judged else lambda wanted: found_changes(store, wanted))
     finally:
         store.close()
-    slower = regressions(rows, fail_pct) if fail_pct is not None else []
-    render(rows, slower, fail_pct, csv_path, json_path, md_path, quiet)
+    slower = regressions(rows, fail_pct, bool(judged)) if fail_pct is not None else []
+    run = history_run(store.url, filters, judged, fail_pct, len(slower), unjudged(points, bool(judged)))
+    render(rows, slower, fail_pct, run, csv_path, json_path, md_path, quiet)
     return EXIT_FAILED if slower else EXIT_OK
 
 
@@ -141,9 +155,11 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
 @guarded
 def flydsl_table_command(file: Path, backend: str | None) -> int:
     """Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS), the table FlyDSL's
-    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log."""
-    from lnbench.history.flydsl_table import table_text
+    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log (`lnbench
+    perf --flydsl-table` prints the same after its run)."""
     from lnbench.results import PERF_KIND, load_result
+    from lnbench.results.flydsl_table import table_text
 
-    click.echo(table_text(load_result(file, (PERF_KIND,)), backend), nl=False)
+    result = load_result(file, (PERF_KIND,))
+    click.echo(table_text(result.rows, backend, str(result.path)), nl=False)
     return EXIT_OK

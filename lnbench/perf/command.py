@@ -33,7 +33,9 @@ from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
 from lnbench.progress import CommandProgress
 from lnbench.result_sink import ResultSink
-from lnbench.results import PerfRow
+from lnbench.errors import LnbenchUsageError
+from lnbench.results import PERF, PerfRow, rows_frame
+from lnbench.results.flydsl_table import table_text
 from lnbench.shard import shard_option
 from lnbench.perf.tables import PHASES, print_peak, print_rows, summary_line
 WORKER_MODULE = "lnbench.perf.worker_main"
@@ -86,19 +88,26 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @kernel_source_option
 @if_loaded_option
+@click.option("--flydsl-table", is_flag=True,
+              help="After the run, also print the results as FlyDSL's CI benchmark table (op shape dtype TB/s "
+                   "TFLOPS, the table FlyDSL's dashboard ingest parses; the flydsl backend's rows, else the first "
+                   "backend's), even with --quiet.")
 @md_option
 @output_options
 @guarded
-def perf_command(if_loaded: str | None, quiet: bool, **options: Any) -> int:
+def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: bool, **options: Any) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
     if is_emulated(options.get("device")):          # nothing is timed: profiles and modelled floors
+        if flydsl_table:
+            raise LnbenchUsageError("--flydsl-table prints timed results: --device emu times nothing (it models "
+                                    "floors)")
         return run_modelled(build_modelled_plan(**options), quiet)
-    return run(build_plan(**options), if_loaded, quiet)
+    return run(build_plan(**options), if_loaded, quiet, flydsl_table)
 
 
-def run(plan: PerfPlan, if_loaded: str | None, quiet: bool) -> int:
+def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool = False) -> int:
     """Time every group of cases in worker processes, print the tables, write the rows; the exit code."""
     import time
 
@@ -126,6 +135,8 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool) -> int:
     if not any(g.cases for g in groups):
         reasons = {str(c.skip) for c in plan.cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
+    if flydsl_table:
+        click.echo(table_text(rows_frame(rows, kind=PERF)), nl=False)
     return EXIT_FAILED if failed(rows, results) or any(g.error for g in groups) else EXIT_OK
 
 

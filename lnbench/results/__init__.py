@@ -2,7 +2,7 @@
 codec for list cells, the frames files are written from, and the loader.
 
     records   the Record base: declared fields, UNSET until a writer sets them, read as a mapping
-    rows      a row record a kind (VerifyRow, PerfRow, AbiRow, InspectRow, CompareRow, SelftestRow)
+    rows      a row record a kind (VerifyRow, PerfRow, AbiRow, InspectRow, CompareRow, SelftestRow, HistoryRow)
     runs      a run record a kind (VerifyRun, PerfRun, ...): identity, protocol, load, shard, devices
     kinds     Kind: name + schema version + row and run records; KINDS
     codec     list cells (`;` in a CSV, arrays in JSON)
@@ -21,12 +21,15 @@ _HOME: dict[str, str] = {
     **dict.fromkeys("ResultFile load_result require_columns rows_of".split(), "files"),
     **dict.fromkeys("csv_frame json_table rows_frame".split(), "frames"),
     **dict.fromkeys((
-        "ABI ABI_KIND COMPARE COMPARE_KIND INSPECT INSPECT_KIND KINDS PERF PERF_KIND PROFILE PROFILE_KIND SELFTEST "
-        "SELFTEST_KIND VERIFY VERIFY_KIND Kind kind_of_metadata ordered_columns typed").split(), "kinds"),
+        "ABI ABI_KIND COMPARE COMPARE_KIND HISTORY HISTORY_KIND INSPECT INSPECT_KIND KINDS PERF PERF_KIND PROFILE "
+        "PROFILE_KIND SELFTEST SELFTEST_KIND VERIFY VERIFY_KIND Kind kind_of_metadata ordered_columns typed").split(),
+        "kinds"),
     **dict.fromkeys(("BOOL FLOAT INT JSON LIST PANDAS_DTYPES STR UNSET Col Record SchemaError missing plain "
                      "value_fits").split(), "records"),
-    **dict.fromkeys("AbiRow CompareRow FLOOR_COLUMNS InspectRow PerfRow ProfileRow SelftestRow VerifyRow".split(), "rows"),
-    **dict.fromkeys("SCHEMA_KEY AbiRun CompareRun InspectRun PerfRun ProfileRun RunRecord SelftestRun VerifyRun".split(), "runs"),
+    **dict.fromkeys("AbiRow CompareRow FLOOR_COLUMNS HistoryRow InspectRow PerfRow ProfileRow SelftestRow VerifyRow"
+                    .split(), "rows"),
+    **dict.fromkeys("SCHEMA_KEY AbiRun CompareRun HistoryRun InspectRun PerfRun ProfileRun RunRecord SelftestRun "
+                    "VerifyRun".split(), "runs"),
 }
 
 

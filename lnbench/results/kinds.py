@@ -92,11 +92,13 @@ INSPECT = Kind("inspect", "1.1", R.InspectRow, U.InspectRun, frozenset({"part", 
 COMPARE = Kind("compare", "1.1", R.CompareRow, U.CompareRun, frozenset({"verdict", "ratio", "ci_low", "ci_high"}))
 
 PROFILE = Kind("profile", "1.0", R.ProfileRow, U.ProfileRun, frozenset({"modelled", "bound_us", "target"}))
+#: lnbench history's series: a summary of the store, read from it (never recorded into one)
+HISTORY = Kind("history", "1.0", R.HistoryRow, U.HistoryRun)
 
-KINDS: dict[str, Kind] = {k.name: k for k in (VERIFY, SELFTEST, PERF, ABI, INSPECT, COMPARE, PROFILE)}
+KINDS: dict[str, Kind] = {k.name: k for k in (VERIFY, SELFTEST, PERF, ABI, INSPECT, COMPARE, PROFILE, HISTORY)}
 #: the names readers pass to load_result
-PERF_KIND, ABI_KIND, VERIFY_KIND, COMPARE_KIND, INSPECT_KIND, SELFTEST_KIND, PROFILE_KIND = (
-    PERF.name, ABI.name, VERIFY.name, COMPARE.name, INSPECT.name, SELFTEST.name, PROFILE.name)
+PERF_KIND, ABI_KIND, VERIFY_KIND, COMPARE_KIND, INSPECT_KIND, SELFTEST_KIND, PROFILE_KIND, HISTORY_KIND = (
+    PERF.name, ABI.name, VERIFY.name, COMPARE.name, INSPECT.name, SELFTEST.name, PROFILE.name, HISTORY.name)
 
 
 def kind_of_metadata(metadata: Mapping[str, Any]) -> Kind:

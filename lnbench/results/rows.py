@@ -8,6 +8,7 @@
     InspectRow    lnbench inspect                   compiled kernel (static), emulated launch (executed)
     ProfileRow    lnbench perf --device emu         case × launch × target × mode (modelled, never measured)
     CompareRow    lnbench compare                   case of BASE and NEW
+    HistoryRow    lnbench history                   series of the results store (case × machine × protocol)
 
 Commands build these records (never dicts), so a column a writer names is declared here or the line that
 builds the row fails; lnbench.results.kinds derives each kind's columns, CSV/JSON encoding and loader from them.
@@ -179,6 +180,22 @@ CompareRow = record_class("CompareRow", cols(
     ("changes", STR, "modelled: every profile and floor value that changed, base → new"),
     required=("backend", "op", "dtype", "shape", "mode", "verdict")),
     __name__, 'One case of lnbench compare: BASE against NEW.')
+
+HistoryRow = record_class("HistoryRow", cols(
+    ("kind", STR, "the kind of result the series is of (perf, verify, abi-compare, ...)"),
+    ("backend", STR, "backend (abi-compare: pair; selftest: planted bug)"), ("op", STR, "op"), ("dtype", STR, "dtype"),
+    ("shape", STR, "MxN"), ("mode", STR, "perf mode, abi-compare metric, verify tensor, ..."),
+    ("case_name", STR, "the rest of the case's key"), ("machine", STR, "device name/model | driver | host CPU"),
+    ("unit", STR, "what `latest` measures: us, ratio, abs_err, ..."), ("series_id", INT, "the series' id in the store"),
+    ("runs", INT, "runs of the series read (--last, filters)"), ("latest", FLOAT, "the newest run's value"),
+    ("latest_status", STR, "the newest run's status (PASS, FAIL, error, ok, a compare verdict, ...)"),
+    ("latest_commit", STR, "the newest run's commit (-dirty when uncommitted)"),
+    ("since", STR, "verify, selftest: the commit since which the case FAILs or errors ('' when it passes)"),
+    ("trend", STR, "the last 24 values as a sparkline, low to high"),
+    ("newest_change_pct", FLOAT, "the newest change point's size, % (--fail-on-regression reads it)"),
+    ("changes_text", STR, "every change point: FROM..TO commits, size, p (the JSON's `series` has them as lists)"),
+    required=("kind", "series_id", "runs", "latest_status")),
+    __name__, 'One series of lnbench history: a case on one machine under one protocol, over the stored runs.')
 
 #: the floors of a modelled row (lnbench.modelled.floors), µs
 FLOOR_COLUMNS = ("memory_us", *(f"issue_{c}_us" for c in CLASSES), "lds_us", "launch_us", "bound_us")

@@ -9,6 +9,7 @@ record a kind, declared in sections that kinds share.
     sources       kernel_sources                                               kernel-source backends
     load          load before/after, cores, other timing runs, load_flag       perf (timed runs)
     protocol      perf: P, R, I_min, ...; abi-compare: processes, runs, ...    perf, abi-compare
+    history       store, filters, --last, change-point method, the gate         history
 
 A run record is written flat: its cells are the JSON's `metadata` and, in a CSV, columns repeated on every row
 (a column a row also has, such as verify's per-case `seed`, keeps the row's value in the CSV). Readers use the
@@ -89,6 +90,16 @@ PROFILE_RUN = (("modelled", BOOL, "the rows are modelled floors, not measurement
                ("modes", STR, "memory modes modelled"), ("eps", FLOAT, "LayerNorm eps"), ("seed", INT, "input seed"),
                ("jobs", INT, "worker processes"), ("wall_s", FLOAT, "the run's seconds"),
                ("emu_fidelity", STR, "what the emulator executed and approximates"))
+HISTORY_RUN = (("store_url", STR, "the results store read (password hidden)"),
+               ("filters", JSON, "the filters given (--kind, --backend, ..., --since), by option"),
+               ("last_runs", INT, "--last: the newest runs read"),
+               ("exclude_loaded", BOOL, "--exclude-loaded: runs of a busy machine left out"),
+               ("change_method", STR, "the change-point method and its settings (lnbench.history.cache.METHOD)"),
+               ("fail_on_regression_pct", FLOAT, "--fail-on-regression: the gate's threshold, %"),
+               ("regressions", INT, "--fail-on-regression: timed series whose newest change point is such a slowdown"),
+               ("unjudged", INT, "--fail-on-regression: timed series with fewer than 6 values (e-divisive cannot "
+                                 "split them: passed unjudged)"),
+               ("judged_files", STR, "--with: the result files judged as the newest runs (not recorded)"))
 MERGE = (("merged_from", INT, "lnbench merge: part files joined"),)
 PLANTED = (("planted_slowdown", STR, "a planted slowdown for proving the gate (lnbench.compare.planted)"),)
 
@@ -172,3 +183,5 @@ CompareRun = _run("CompareRun", "A compare of BASE and NEW: both runs' identitie
                   IDENTITY, COMPLETION, COMPARE_RUN)
 ProfileRun = _run("ProfileRun", "A perf --device emu run: identity, the targets' figures (modelled).", *_COMMON,
                   PROFILE_RUN, agree=("lnbench_version", "device", "modes", "eps", "seed", "targets"))
+HistoryRun = _run("HistoryRun", "A history of the results store: identity, the store, filters, change-point method.",
+                  IDENTITY, HISTORY_RUN)

@@ -106,6 +106,10 @@ _EXTRACT: dict[str, Callable[[dict[str, Any]], Point | None]] = {
 }
 
 
+#: the kinds a store records (a history is read from the store, not recorded into it)
+RECORDED: tuple[str, ...] = tuple(_EXTRACT)
+
+
 def points_of(kind: str, rows: pd.DataFrame) -> Iterator[Point]:
     """The points of a result's rows (module docstring); a case seen twice (a merged file's duplicate) keeps
     its first row."""

@@ -15,7 +15,7 @@ from lnbench.results import KINDS, RunRecord, rows_frame
 from lnbench.store import schema as S
 from lnbench.store.db import Store, StoreError
 from lnbench.store.identity import Identity, identity, series_key
-from lnbench.store.points import points_of
+from lnbench.store.points import RECORDED, Point, points_of
 
 _CHUNK = 500
 
@@ -101,12 +101,19 @@ def _with_row_protocol(run: RunRecord, rows: pd.DataFrame) -> RunRecord:
     return run.with_(**fill) if fill else run
 
 
-def record(store: Store, kind: str, version: str, run: RunRecord, rows: pd.DataFrame) -> Recorded:
-    """Record one result (its kind, schema version, run record and rows) as one run, in one transaction."""
+def identity_and_points(kind: str, version: str, run: RunRecord, rows: pd.DataFrame) -> tuple[Identity, list[Point]]:
+    """What recording a result writes, without writing it: its run's identity and its points (StoreError for a
+    kind a store does not record)."""
     if kind not in KINDS:
         raise StoreError(f"cannot record a result of unknown kind {kind!r}")
-    ident = identity(kind, version, _with_row_protocol(run, rows))
-    points = list(points_of(kind, rows))
+    if kind not in RECORDED:
+        raise StoreError(f"a result of lnbench {kind} is not recorded in a store (it records {', '.join(RECORDED)})")
+    return identity(kind, version, _with_row_protocol(run, rows)), list(points_of(kind, rows))
+
+
+def record(store: Store, kind: str, version: str, run: RunRecord, rows: pd.DataFrame) -> Recorded:
+    """Record one result (its kind, schema version, run record and rows) as one run, in one transaction."""
+    ident, points = identity_and_points(kind, version, run, rows)
     complete = not run.incomplete
     with store.transaction() as conn:
         run_id, new = _run_id(conn, ident, complete)
