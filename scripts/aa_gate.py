@@ -8,7 +8,8 @@ case by case with `lnbench compare`'s statistics and settings (the packaged conf
 between the runs, every SLOWER or FASTER is a false flag. Prints the rate per shape × mode and overall, the
 machine load each run recorded, the run noise floor the runs show (stats.run_noise_estimate: set it as
 `[compare] run_noise_pct` for this machine), and writes the per-comparison rows to --out. `--run-noise PCT`
-judges with another floor than the config's (0: the plain paired t interval), `--pairs A:B` only the
+judges with another floor than the config's (0: the plain paired t interval), `--no-peers` without peer controls
+([compare] peer_controls), `--pairs A:B` only the
 consecutive pairs A..B (1-based: a held-out part). Exit 0 when the overall rate is at most --max-rate
 (default 5 %), 1 above it, 2 on bad input.
 """
@@ -21,25 +22,20 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from lnbench import settings as cfg
 from lnbench.compare.cases import timed_cases
 from lnbench.measure import stats
 from lnbench.results import PERF_KIND as PERF, load_result
-from lnbench.compare.verdict import Settings, compare_all
+from lnbench.compare.verdict import Settings, compare_all, paired_log_change
 from lnbench.errors import LnbenchUsageError
 from lnbench.verdicts import Verdict
 
 
 def _workers_var(base, new) -> float:
     """var(d_w) / n of one case's paired worker log ratios (NaN with fewer than 2)."""
-    common = sorted(set(base.runs) & set(new.runs)) if base.timed and new.timed else []
-    if len(common) < 2:
-        return math.nan
-    d = np.log(stats.worker_medians([new.runs[w] for w in common])) - \
-        np.log(stats.worker_medians([base.runs[w] for w in common]))
-    return float(d.var(ddof=1)) / len(d)
+    change = paired_log_change(base, new)
+    return change[1] if change else math.nan
 
 
 def tally(files: list[Path], settings: Settings, pairs: range | None = None) -> tuple[list[dict], list[dict]]:
@@ -68,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the comparisons and the rates here (JSON)")
     parser.add_argument("--max-rate", type=float, default=5.0, help="exit 1 above this false-flag rate, in %%")
     parser.add_argument("--run-noise", type=float, help="the run noise floor, in %% (default: the config's)")
+    parser.add_argument("--no-peers", action="store_true", help="judge without peer controls ([compare] peer_controls)")
     parser.add_argument("--pairs", help="A:B: only consecutive pairs A..B, 1-based (default: all)")
     args = parser.parse_args(argv)
     files = sorted(args.folder.glob("run-*.json"))
@@ -78,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_config(cfg.load_config())
         if args.run_noise is not None:
             settings = dataclasses.replace(settings, run_noise_pct=args.run_noise)
+        if args.no_peers:
+            settings = dataclasses.replace(settings, peer_controls=False)
         pairs = None
         if args.pairs:
             first, last = (int(v) for v in args.pairs.split(":"))

@@ -43,7 +43,9 @@ def render(rows: Sequence[CompareRow], run: RunRecord, summary: str, gate: str) 
            f"- new: `{run.new}` ({run.new_device}, commit {run.new_commit or '?'}, {run.new_timestamp})",
            f"- ratio = new/base of the median of worker medians; {run.confidence:.0%} paired t interval over "
            f"the worker medians (worker w of new against worker w of base) with a "
-           f"{run.run_noise_pct or 0:g}% run noise floor; p = that test's; SAME when the "
+           f"{run.run_noise_pct or 0:g}% run noise floor"
+           f"{' (or the session shift the other backends show, when larger)' if run.peer_controls else ''}; "
+           f"p = that test's; SAME when the "
            f"interval contains 1 or |change| < {run.threshold_pct:g}%; too few runs with fewer than 2 "
            f"paired workers", ""]
     if run.forced:

@@ -76,8 +76,9 @@ def context(plan: ComparePlan) -> RunRecord:
                new_device=n.device_name or n.device or None, new_commit=n.commit,
                new_timestamp=n.timestamp or "", new_lnbench_version=n.lnbench_version or "")
     run.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
-               run_noise_pct=settings.run_noise_pct,
-               interval="paired t over worker medians + run noise floor (Welch-Satterthwaite)",
+               run_noise_pct=settings.run_noise_pct, peer_controls=settings.peer_controls,
+               interval="paired t over worker medians + run noise floor (Welch-Satterthwaite)"
+                        + (", the floor raised to the peers' session shift" if settings.peer_controls else ""),
                fail_if_slower_pct=plan.fail_pct,
                forced="; ".join(plan.problems))
     return run

@@ -62,7 +62,9 @@ def print_table(rows: list[dict[str, Any]], title: str, settings: Settings, prob
     shown = [{**r, "_ratio": ratio_text(r), "_verdict": _verdict_cell(r["verdict"])} for r in rows]
     render_table(console, title, TABLE_COLUMNS, shown)
     console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
-                  f"worker medians with a {settings.run_noise_pct:g}% run noise floor; SAME when it contains 1 or "
+                  f"worker medians with a {settings.run_noise_pct:g}% run noise floor"
+                  f"{' (or the session shift the other backends show, when larger)' if settings.peer_controls else ''}"
+                  f"; SAME when it contains 1 or "
                   f"|change| < {settings.threshold_pct:g}%; "
                   f"{TOO_FEW} with fewer than 2 paired workers")
 

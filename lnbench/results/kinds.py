@@ -89,7 +89,8 @@ SELFTEST = Kind("selftest", "1.1", R.SelftestRow, U.SelftestRun,
 PERF = Kind("perf", "1.0", R.PerfRow, U.PerfRun, frozenset({"row_kind", "run_us", "median_us", "backend", "mode"}))
 ABI = Kind("abi-compare", "1.1", R.AbiRow, U.AbiRun, frozenset({"part"}))    # 1.1: compare's verdict words; modelled
 INSPECT = Kind("inspect", "1.1", R.InspectRow, U.InspectRun, frozenset({"part", "kernel_name", "kernarg_bytes"}))
-COMPARE = Kind("compare", "1.1", R.CompareRow, U.CompareRun, frozenset({"verdict", "ratio", "ci_low", "ci_high"}))
+# compare 1.1: the modelled columns; 1.2: peer_shift_pct (peer controls)
+COMPARE = Kind("compare", "1.2", R.CompareRow, U.CompareRun, frozenset({"verdict", "ratio", "ci_low", "ci_high"}))
 
 PROFILE = Kind("profile", "1.0", R.ProfileRow, U.ProfileRun, frozenset({"modelled", "bound_us", "target"}))
 #: lnbench history's series: a summary of the store, read from it (never recorded into one)

@@ -175,6 +175,8 @@ CompareRow = record_class("CompareRow", cols(
     ("ci_high", FLOAT, "interval, high"), ("change_pct", FLOAT, "(ratio − 1) × 100"), ("p", FLOAT, "paired t p"),
     ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared (lnbench.verdicts)"),
     ("workers", INT, "paired workers"), ("detail", STR, "remarks"),
+    ("peer_shift_pct", FLOAT, "the session shift (%) the other backends' cases of this shape and mode show; the "
+                              "run noise floor when above [compare] run_noise_pct"),
     ("launch", STR, "modelled: the kernel launch (role)"), ("target", STR, "modelled: the Instinct target"),
     ("modelled", BOOL, "the times are modelled floors (lnbench perf --device emu), not measurements"),
     ("changes", STR, "modelled: every profile and floor value that changed, base → new"),

@@ -83,6 +83,7 @@ COMPARE_RUN = (
                             ("lnbench_version", "lnbench version"))),
     ("threshold_pct", FLOAT, "changes below this are SAME"), ("confidence", FLOAT, "the interval's confidence"),
     ("run_noise_pct", FLOAT, "the run-to-run noise floor the interval adds (τ, %)"),
+    ("peer_controls", BOOL, "a case's floor is raised to the session shift its peers (other backends) show"),
     ("interval", STR, "how the interval is computed"), ("fail_if_slower_pct", FLOAT, "the gate's threshold"),
     ("forced", STR, "what --force compared past"))
 PROFILE_RUN = (("modelled", BOOL, "the rows are modelled floors, not measurements"),
