@@ -300,3 +300,121 @@ def test_change_points_are_searched_once_per_series_and_runs(tmp_path: Path, mon
     assert json.loads(out.read_text())["series"] == first
     code, output = _history(url, "--last", "30")                  # other runs: a new key, searched
     assert code == 2 and "searched again" in output
+
+
+PROFILES = Path(__file__).parent / "data" / "profile-v1"
+SOURCES = Path(__file__).parent / "kernel_sources"
+LIGHT, HEAVY = 0.072380952380952, 0.08           # the fixtures' fwd bound_us: pointer_ln, heavy_ln (README there)
+
+
+def test_e_divisive_misses_the_steps_of_a_deterministic_series_that_exact_changes_find() -> None:
+    """Modelled floors are deterministic: a step is real however few runs it has. e-divisive (a permutation test)
+    finds none in 5 runs + 5, none in the first 2 runs after a step, none that returns (A B A); exact_changes finds
+    each at its run; a value's text round trip (JSON keeps 15 digits) is no change."""
+    from lnbench.history.changes import ChangePoint, exact_changes
+
+    for before, after in ((5, 5), (10, 1), (10, 2)):
+        series = [LIGHT] * before + [HEAVY] * after
+        assert change_points(series) == []
+        assert exact_changes(series) == [ChangePoint(before, pytest.approx(10.526, abs=1e-3), 0.0)]
+    assert [cp.index for cp in change_points([LIGHT] * 10 + [HEAVY] * 3)] == [10]       # found 3 runs late
+    back = [LIGHT] * 10 + [HEAVY] * 10 + [LIGHT] * 10
+    assert change_points(back) == [] and [cp.index for cp in exact_changes(back)] == [10, 20]
+    assert exact_changes([0.07238095238095238, LIGHT, LIGHT, 0.07238095238095238]) == []
+    assert exact_changes([LIGHT, LIGHT]) == [] and exact_changes([LIGHT]) == []
+
+
+def _profile_run(tmp_path: Path, source: str, commit: str, minute: int) -> Path:
+    """A fixture profile (light or heavy) as the run of `commit`, `minute` minutes into 2026-07-01."""
+    payload = json.loads((PROFILES / f"{source}.json").read_text())
+    payload["metadata"].update(git_commit=commit, timestamp=f"2026-07-01T00:{minute:02d}:00+00:00")
+    path = tmp_path / f"{commit}.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def _profile_store(tmp_path: Path, plan: str, url: str | None = None) -> str:
+    """A store of profile runs, one a character of `plan` (l light, h heavy), commits c000, c001, ..."""
+    url = url or f"sqlite:///{tmp_path / 'p.sqlite'}"
+    files = [_profile_run(tmp_path, {"l": "light", "h": "heavy"}[c], f"c{i:03d}", i) for i, c in enumerate(plan)]
+    out = CliRunner().invoke(main, ["store", *map(str, files), "--store", url])
+    assert out.exit_code == 0, out.output
+    return url
+
+
+def test_history_of_modelled_floors_reports_each_step_exactly_at_its_commit(tmp_path: Path, store_url: str) -> None:
+    """Four light runs, two heavy, one light again: every fwd series (per target and mode) has a step up at
+    c003..c004 and back at c005..c006, exact; bwd (unchanged) none. The newest change is a speed-up: the gate
+    passes; a pull request's heavy run judged with --with fails it at its own commit."""
+    url = _profile_store(tmp_path, "llllhhl", store_url)          # on SQLite and on PostgreSQL
+    out = tmp_path / "h.json"
+    code, output = _history(url, "--kind", "profile", "--fail-on-regression", "5", "--json", str(out),
+                            "--md", str(tmp_path / "h.md"))
+    assert code == 0, output
+    series = json.loads(out.read_text())["series"]
+    assert len(series) == 8 and {s["unit"] for s in series} == {"modelled us"}
+    for s in series:
+        steps = [(c["from_commit"], c["to_commit"], round(c["size_pct"], 1), c["exact"]) for c in s["changes"]]
+        assert steps == ([("c003", "c004", 10.5, True), ("c005", "c006", -9.5, True)] if s["op"] == "fwd" else []), s
+    assert "c003..c004 +10.5% (exact)" in (tmp_path / "h.md").read_text() and "(exact)" in output
+    assert "unjudged" not in output
+    pr = _profile_run(tmp_path, "heavy", "pr1", 59)
+    code, output = _history(url, "--kind", "profile", "--with", str(pr), "--fail-on-regression", "5",
+                            "--json", str(out))
+    assert code == 1, output
+    slower = [s for s in json.loads(out.read_text())["series"] if s["changes"] and s["changes"][-1]["run"] < 0]
+    assert len(slower) == 4 and all(s["op"] == "fwd" and s["changes"][-1]["to_commit"] == "pr1" for s in slower)
+    assert _history(url, "--kind", "profile", "--with", str(pr), "--fail-on-regression", "20")[0] == 0
+    assert _history(url, "--kind", "perf", "--json", str(out))[0] == 0           # never among measured times
+    assert json.loads(out.read_text())["series"] == []
+
+
+def test_a_modelled_series_is_judged_from_its_second_run(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    code, output = _history(_profile_store(tmp_path / "one", "l"), "--fail-on-regression", "5")
+    assert code == 0 and "8 timed series with fewer than 6 runs (modelled floors: 2)" in " ".join(output.split())
+    two = _profile_store(tmp_path, "lh")
+    code, output = _history(two, "--fail-on-regression", "5")
+    assert code == 1 and "unjudged" not in output and "c000..c001 +10.5% (exact)" in output
+
+
+def test_two_real_emulated_runs_show_the_heavier_kernel_at_its_commit(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real `perf --device emu` runs (8x64 fwd, hot): the first recorded by --store as it runs, the second (the
+    planted heavier kernel heavy_ln) as a later commit's file by `lnbench store`; history --kind profile finds the
+    step on each target at that commit, exact, and --fail-on-regression 5 exits 1."""
+    pytest.importorskip("tinygrad")
+    from lnbench import backends
+
+    monkeypatch.delenv(backends.KERNEL_SRC_ENV, raising=False)
+    monkeypatch.delenv(backends.SOURCES_ENV, raising=False)
+    monkeypatch.delenv("LNBENCH_STORE", raising=False)
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    files, said = {}, {}
+    for module in ("pointer_ln", "heavy_ln"):
+        monkeypatch.setattr(backends, "_sources", {})
+        config = tmp_path / f"{module}.toml"
+        config.write_text(f"[backends.mine]\nmodule = 'lnbench_test_sources.{module}'\npath = '{SOURCES}'\n")
+        files[module] = tmp_path / f"{module}.json"
+        store = ["--store", url] if module == "pointer_ln" else []
+        done = CliRunner().invoke(main, ["perf", "--device", "emu", "--shapes", "8x64", "--op", "fwd", "--mode", "hot",
+                                         "--backend", "mine", "--config", str(config), "--no-csv", "--json",
+                                         str(files[module]), "-q", *store])
+        assert done.exit_code == 0, done.output
+        said[module] = done.output
+    assert "Run recorded in store" in said["pointer_ln"] and "(run 1, 2 new of 2 points)" in said["pointer_ln"]
+    light = json.loads(files["pointer_ln"].read_text())["metadata"]["git_commit"]
+    payload = json.loads(files["heavy_ln"].read_text())
+    payload["metadata"].update(git_commit="heavy01", timestamp="2099-01-01T00:00:00+00:00")
+    files["heavy_ln"].write_text(json.dumps(payload))
+    assert CliRunner().invoke(main, ["store", str(files["heavy_ln"]), "--store", url]).exit_code == 0
+    out = tmp_path / "h.json"
+    code, output = _history(url, "--kind", "profile", "--fail-on-regression", "5", "--json", str(out))
+    assert code == 1, output
+    series = json.loads(out.read_text())["series"]
+    assert sorted(s["case_name"].split("/")[1] for s in series) == ["MI300X", "MI325X"]
+    for s in series:
+        assert s["runs"] == 2 and s["latest"] == pytest.approx(HEAVY) and s["unit"] == "modelled us"
+        assert [(c["from_commit"], c["to_commit"], c["exact"]) for c in s["changes"]] == [(light, "heavy01", True)]
+        assert s["changes"][0]["size_pct"] == pytest.approx(10.526, abs=1e-3)
+    assert _history(url, "--kind", "profile", "--fail-on-regression", "20")[0] == 0

@@ -3,6 +3,7 @@ writers (real processes), the commands' --store, speed, and migrations from the 
 real PostgreSQL server (tests/store_fixtures.py)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from lnbench.store.record import record, record_result
 from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 DATA = Path(__file__).parent / "data" / "results-v1"
+PROFILES = Path(__file__).parent / "data" / "profile-v1"
 ROOT = Path(__file__).resolve().parents[1]
 ALL = sorted(DATA.glob("*.json")) + sorted(DATA.glob("*.csv"))
 
@@ -59,6 +61,53 @@ def test_the_values_of_a_perf_run_are_its_aggregate_medians(store_url: str) -> N
     store.close()
     agg = result.rows[result.rows["row_kind"] == "aggregate"]
     assert got == sorted(zip(agg["backend"], agg["shape"], agg["median_us"].astype(float)))
+
+
+def _series(url: str) -> list[tuple]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(S.series.c.kind, S.series.c.backend, S.series.c.op, S.series.c.mode,
+                                      S.series.c.case_name, S.series.c.unit, S.points.c.value, S.points.c.detail)
+                            .join(S.points, S.points.c.series_id == S.series.c.id)).all()
+    engine.dispose()
+    return sorted(tuple(r) for r in rows)
+
+
+def test_an_emulated_profile_is_recorded_as_modelled_series_never_measured_ones(store_url: str) -> None:
+    """perf --device emu's file (the profile kind): a series per launch x target x mode, its value bound_us,
+    labelled modelled (kind profile, unit `modelled us`); its CSV and JSON are one run; a measured perf run of the
+    same cases has series of its own; floors under other target figures are other series (their protocol)."""
+    light = load_result(PROFILES / "light.json")
+    store = open_store(store_url)
+    first = record_result(store, light)
+    again = record_result(store, load_result(PROFILES / "light.csv"))
+    assert first.new_run and first.points == len(light.rows) == 8 and not again.new_run and not again.new_points
+    series = _series(store_url)
+    assert {s[0] for s in series} == {"profile"} and {s[5] for s in series} == {"modelled us"}
+    assert sorted(s[6] for s in series) == pytest.approx(sorted(light.rows["bound_us"]), rel=1e-11)
+    assert {s[4] for s in series} == {f"test_ln_{op}_0/{t}/gfx942" for op in ("fwd", "bwd")
+                                      for t in ("MI300X", "MI325X")}
+    assert all(s[7].startswith("bound by issue_valu; code ") for s in series)
+    record_result(store, load_result(DATA / "perf.json"))            # measured: its own series, kind perf
+    assert {(s[0], s[5]) for s in _series(store_url)} == {("profile", "modelled us"), ("perf", "us")}
+    figures = json.loads(json.dumps(light.run["targets"]))
+    figures["MI300X"]["hbm_gbps"] = 1.0
+    record(store, light.kind, light.version, light.run.with_(targets=figures), light.rows)
+    store.close()
+    assert counts(store_url)[1] == 8 + 2 + 8
+
+
+def test_a_compare_of_modelled_floors_is_its_own_series_per_launch_and_target(tmp_path: Path) -> None:
+    """compare on two profiles writes a row per launch x target x mode: each is recorded (not the first row of a
+    case only), labelled modelled, apart from a measured compare of the same case."""
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    out = CliRunner().invoke(main, ["compare", str(PROFILES / "light.json"), str(PROFILES / "heavy.json"),
+                                    "--no-csv", "--json", str(tmp_path / "c.json"), "--store", url])
+    assert out.exit_code == 0, out.output
+    series = _series(url)
+    assert len(series) == 8 and {s[5] for s in series} == {"modelled ratio"}
+    assert {s[4] for s in series if s[2] == "fwd"} == {"test_ln_fwd_0/MI300X/modelled", "test_ln_fwd_0/MI325X/modelled"}
+    assert {round(s[6], 4) for s in series if s[2] == "fwd"} == {round(0.08 / 0.072380952380952, 4)}
 
 
 def test_shard_parts_of_one_run_are_one_run(store_url: str) -> None:

@@ -14,6 +14,7 @@ search, so the change points are the library's exactly (tests/test_history.py co
 without a change, the usual case, takes a few permutations instead of all of them."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Sequence
@@ -26,6 +27,8 @@ PERMUTATIONS = 100
 SEED = 0
 #: e-divisive needs this many values to split a series (a shorter series, or a constant one, has no change point)
 MIN_VALUES = 6
+#: values of a deterministic series this close are one value (a float written to JSON keeps 15 digits, to CSV 17)
+EXACT_REL_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,21 @@ def change_points(values: Sequence[float], p_value: float = P_VALUE, permutation
     bounds = [0, *(index for index, _ in found), len(x)]
     return [ChangePoint(index, float((np.median(x[index:bounds[k + 2]]) / np.median(x[bounds[k]:index]) - 1) * 100),
                         max(p, 1 / (permutations + 1))) for k, (index, p) in enumerate(found)]
+
+
+def exact_changes(values: Sequence[float]) -> list[ChangePoint]:
+    """The change points of a deterministic series (modelled floors: the same kernel and figures give the same
+    value every run, so any change is real): every value that differs from the one before, its size against that
+    value, p 0 (no test). e-divisive is no use here: it needs 6 values, and on a constant series that steps it
+    finds nothing before the third run after the step, nothing in 5 runs and 5 after (a permutation test of a
+    perfect split of few values cannot reach p 0.01), and no step that returns (A B A); tests/test_history.py
+    shows it."""
+    out = []
+    for index, (before, after) in enumerate(pairwise(values), 1):
+        if not math.isclose(before, after, rel_tol=EXACT_REL_TOL, abs_tol=0.0):
+            size = (after / before - 1) * 100 if before else math.copysign(100.0, after)
+            out.append(ChangePoint(index, float(size), 0.0))
+    return out
 
 
 def _search(es, x: np.ndarray, p_value: float, permutations: int) -> list[tuple[int, float]]:  # noqa: ANN001

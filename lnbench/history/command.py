@@ -21,7 +21,7 @@ _CONFIG_HELP = "TOML file merged over the packaged defaults (default: $LNBENCH_C
 @guarded
 def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | None) -> int:
     """Record result files in the results store, each run once (CSV or JSON of verify, perf, abi-compare,
-    inspect, compare, merge; or FlyDSL's CI dashboard history.json) (the same run again adds nothing; the shard parts of one run are one run). Every file
+    inspect, compare, merge, and perf --device emu's modelled floors; or FlyDSL's CI dashboard history.json) (the same run again adds nothing; the shard parts of one run are one run). Every file
     is read before anything is written: one that is not a whole lnbench result stops the command (exit 2)."""
     from lnbench.results import load_result
     from lnbench.store import flydsl
@@ -51,7 +51,8 @@ def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | 
 
 
 def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
-    for name, help_ in reversed((("--kind", "Only results of this command (perf, verify, abi-compare, ...)."),
+    for name, help_ in reversed((("--kind", "Only results of this kind (perf, verify, abi-compare, ...; profile: perf "
+                                  "--device emu's modelled floors)."),
                                  ("--backend", "Only this backend."), ("--op", "Only this op (fwd, bwd)."),
                                  ("--dtype", "Only this dtype."), ("--shape", "Only this shape (MxN)."),
                                  ("--mode", "Only this mode (perf: hot/cold; abi-compare: metric; verify: tensor)."),
@@ -70,7 +71,8 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(0), metavar="PCT",
               help="Exit 1 when a timed series' newest change point is a slowdown of at least PCT % (with --with: "
                    "a change point at a run of those files). A series of fewer than 6 runs has no change point: "
-                   "it passes, unjudged, and the summary says how many did.")
+                   "it passes, unjudged, and the summary says how many did. Modelled floors (perf --device emu) are "
+                   "deterministic: every change of one is a change point, from 2 runs on.")
 @click.option("--with", "judged", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
               help="Judge this result file (a pull request's perf.json) as the newest run of its series, without "
                    "recording it (repeatable: two runs find a 5% step reliably, one often not).")

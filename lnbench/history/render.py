@@ -54,8 +54,8 @@ def render(rows: list[dict[str, Any]], slower: list[dict[str, Any]], pct: float 
     summary = (f"{len(rows)} series on {len(machines)} machine(s); {sum(bool(r['changes']) for r in rows)} with "
                f"change points; {sum(bool(r['since']) for r in rows)} failing")
     if run.get("unjudged"):
-        summary += (f"; {run.unjudged} timed series with fewer than {MIN_VALUES} runs, which e-divisive cannot "
-                    f"split: --fail-on-regression passes them unjudged")
+        summary += (f"; {run.unjudged} timed series with fewer than {MIN_VALUES} runs (modelled floors: 2), too few "
+                    f"to split: --fail-on-regression passes them unjudged")
     render_table(silent_console() if quiet else console, "History", COLUMNS, flat)
     if slower:
         render_table(console, f"Slowdowns of at least {pct}% (the newest change point)", COLUMNS,

@@ -1,6 +1,7 @@
 """Per series, what history reports: the latest value and status, a sparkline, the change points (with the
 commit range each happened in, its size and p), and for checks (verify, selftest) since which commit a case
-FAILs or errors."""
+FAILs or errors. The change points of a deterministic series (modelled floors, the profile kind) are exact: every
+change of value (lnbench.history.changes.exact_changes), marked `exact`, found from 2 runs on."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -10,13 +11,16 @@ import pandas as pd
 
 from lnbench.history.cache import cache_key
 from lnbench.history.candidates import CANDIDATE
-from lnbench.history.changes import MIN_VALUES, ChangePoint, change_points, sparkline
+from lnbench.history.changes import MIN_VALUES, ChangePoint, change_points, exact_changes, sparkline
+from lnbench.store.points import MODELLED_UNIT
 
 #: kinds whose series are checks: their history is the status, not the value
 CHECK_KINDS = ("verify", "selftest")
 BAD = ("FAIL", "error")
+#: kinds whose values are deterministic (modelled floors): any change is real, no statistics
+EXACT_KINDS = ("profile",)
 #: units where a larger value is slower (the only ones --fail-on-regression reads)
-TIME_UNITS = ("us",)
+TIME_UNITS = ("us", MODELLED_UNIT)
 #: the columns that name a series
 _IDENTITY = ("kind", "backend", "op", "dtype", "shape", "mode", "case_name", "machine", "unit")
 
@@ -59,7 +63,10 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]
         if col["kind"][a] not in CHECK_KINDS:
             have = [i for i in range(a, b) if value[i] == value[i]]
             valued[a] = (cache_key(col["series_id"][a], [col["run_id"][i] for i in have]), have)
-    found = (changes_of or _search_each)({key: value[have].tolist() for key, have in valued.values()})
+    exact = {a for a in valued if col["kind"][a] in EXACT_KINDS}
+    found = (changes_of or _search_each)({key: value[have].tolist() for a, (key, have) in valued.items()
+                                          if a not in exact})
+    found.update({valued[a][0]: exact_changes(value[valued[a][1]].tolist()) for a in exact})
     out = []
     for a, b in spans:
         row = {k: col[k][a] for k in _IDENTITY}
@@ -74,7 +81,8 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[dict[str, list[float]]
             for cp in found[key]:
                 row["changes"].append({"from_commit": labels[have[cp.index - 1]], "to_commit": labels[have[cp.index]],
                                        "run": int(col["run_id"][have[cp.index]]), "index": cp.index,
-                                       "size_pct": round(cp.size_pct, 3), "p": round(cp.p, 4)})
+                                       "size_pct": round(cp.size_pct, 3), "p": round(float(cp.p), 4),
+                                       "exact": a in exact})
             if row["changes"]:
                 row["newest_change_pct"] = row["changes"][-1]["size_pct"]
         out.append(row)
@@ -89,15 +97,21 @@ def regressions(rows: list[dict[str, Any]], pct: float, candidates_only: bool = 
 
 
 def unjudged(points: pd.DataFrame, candidates_only: bool = False) -> int:
-    """Timed series with fewer values than e-divisive needs to split (MIN_VALUES): no change point can be found in
-    them, so --fail-on-regression passes them unjudged (`candidates_only`: of the series a --with file has)."""
+    """Timed series with fewer values than e-divisive needs to split (MIN_VALUES; a deterministic series: 2): no
+    change point can be found in them, so --fail-on-regression passes them unjudged (`candidates_only`: of the
+    series a --with file has)."""
     if not len(points):
         return 0
     timed = points[points["unit"].isin(TIME_UNITS) & ~points["kind"].isin(CHECK_KINDS) & points["value"].notna()]
     if candidates_only:
         timed = timed[timed["series_id"].isin(timed.loc[timed[CANDIDATE], "series_id"])]
-    return int((timed.groupby("series_id").size() < MIN_VALUES).sum())
+    sizes = timed.groupby("series_id").agg(values=("value", "size"), kind=("kind", "first"))
+    needed = sizes["kind"].map(lambda kind: 2 if kind in EXACT_KINDS else MIN_VALUES)
+    return int((sizes["values"] < needed).sum())
 
 
 def changes_text(changes: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{c['from_commit']}..{c['to_commit']} {c['size_pct']:+.1f}% (p {c['p']:.3f})" for c in changes)
+    """FROM..TO size (p, or `exact` for a deterministic series' change), each change point."""
+    def how(c: dict[str, Any]) -> str:
+        return "exact" if c.get("exact") else f"p {c['p']:.3f}"
+    return "; ".join(f"{c['from_commit']}..{c['to_commit']} {c['size_pct']:+.1f}% ({how(c)})" for c in changes)

@@ -99,7 +99,7 @@ HISTORY_RUN = (("store_url", STR, "the results store read (password hidden)"),
                ("fail_on_regression_pct", FLOAT, "--fail-on-regression: the gate's threshold, %"),
                ("regressions", INT, "--fail-on-regression: timed series whose newest change point is such a slowdown"),
                ("unjudged", INT, "--fail-on-regression: timed series with fewer than 6 values (e-divisive cannot "
-                                 "split them: passed unjudged)"),
+                                 "split them; modelled floors: fewer than 2): passed unjudged"),
                ("judged_files", STR, "--with: the result files judged as the newest runs (not recorded)"))
 MERGE = (("merged_from", INT, "lnbench merge: part files joined"),)
 PLANTED = (("planted_slowdown", STR, "a planted slowdown for proving the gate (lnbench.compare.planted)"),)

@@ -96,12 +96,28 @@ def _digest(*parts: Any, size: int = 64) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:size]
 
 
+def protocol_of(kind: str, run: RunRecord) -> dict[str, Any]:
+    """What a value of the run means beside its case: the timing protocol; for modelled floors (the profile kind)
+    the targets' figures they were computed from, so floors under other figures are another series, not a
+    change of the kernel (a CSV holds them as JSON text, a JSON file as an object: one run either way)."""
+    protocol = run.protocol.as_dict()
+    if kind == "profile":
+        figures = run.get("targets")
+        if isinstance(figures, str):
+            try:
+                figures = json.loads(figures)
+            except ValueError:
+                pass
+        protocol["targets"] = figures
+    return protocol
+
+
 def identity(kind: str, version: str, run: RunRecord) -> Identity:
     """The identity of `run`, a run record of `kind` at schema `version`."""
     commit = _text(run.get("git_commit"))
     dirty = commit.endswith("-dirty")
     commit = commit.removesuffix("-dirty")
-    protocol = json.dumps(run.protocol.as_dict(), sort_keys=True, default=str)
+    protocol = json.dumps(protocol_of(kind, run), sort_keys=True, default=str)
     protocol_hash = _digest(kind, protocol, size=16)
     machine = machine_of(run)
     shard = _text(run.get("shard"))

@@ -7,9 +7,15 @@
     abi-compare  runtime rows              pair, op, dtype, shape, metric                          speedup / ci_low
                  static rows               pair, kernel, arch                                      instr_ratio / kernarg_ratio
     inspect      every kernel or launch    backend, op, dtype, N or shape, part, abi/arch          instructions / registers
-    compare      every case                backend, op, dtype, shape, mode                         ratio / change_pct
+    compare      every case                backend, op, dtype, shape, mode (modelled: launch/target)  ratio / change_pct
+    profile      every launch × target     backend, op, dtype, shape, mode, launch/target/arch     bound_us / exec instr
 
 A point's status is the row's status (a compare row's verdict); perf points also keep the worker medians.
+
+Modelled floors (`perf --device emu`, the profile kind, and a compare of two of them) are labelled so everywhere:
+their unit is MODELLED_UNIT / `modelled ratio`, and their series (kind profile, or a compare case named by its
+launch and target) are never those of measured times. A profile point's detail names what bounds the launch and
+the code object that ran.
 """
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ import pandas as pd
 
 #: the op a verify tensor belongs to
 _OP_OF_TENSOR = {"y": "fwd", "mean": "fwd", "rstd": "fwd", "dx": "bwd", "dweight": "bwd", "dbias": "bwd"}
+#: the unit of a modelled floor (history gates it like a time, never in one series with measured times)
+MODELLED_UNIT = "modelled us"
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,12 @@ def _f(row: dict[str, Any], key: str) -> float | None:
     except (TypeError, ValueError):
         return None
     return out if out == out else None
+
+
+def _digits(value: float | None) -> float | None:
+    """A modelled value to 12 significant digits: the same floor whether recorded as the run writes it or from its
+    JSON (15 digits) or CSV (17), so a deterministic series does not move by a rounding."""
+    return None if value is None else float(f"{value:.12g}")
 
 
 def _values(value: Any) -> str | None:
@@ -95,14 +109,31 @@ def _inspect(row: dict[str, Any]) -> Point:
                  "instructions", value, value2, None, _s(row, "status"), _s(row, "detail"))
 
 
+def _modelled(row: dict[str, Any]) -> bool:
+    return _s(row, "modelled").lower() in ("true", "1")
+
+
 def _compare(row: dict[str, Any]) -> Point:
-    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "mode"), ""),
-                 "ratio", _f(row, "ratio"), _f(row, "change_pct"), None, _s(row, "verdict"), _s(row, "detail"))
+    modelled = _modelled(row)
+    case = "/".join(filter(None, (_s(row, "launch"), _s(row, "target"), "modelled"))) if modelled else ""
+    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "mode"), case),
+                 "modelled ratio" if modelled else "ratio", _f(row, "ratio"), _f(row, "change_pct"), None,
+                 _s(row, "verdict"), _s(row, "detail"))
+
+
+def _profile(row: dict[str, Any]) -> Point:
+    where = "/".join(filter(None, (_s(row, "launch"), _s(row, "target"), _s(row, "arch"))))
+    detail = "; ".join(filter(None, (f"bound by {_s(row, 'bound_by')}" if _s(row, "bound_by") else "",
+                                     f"code {_s(row, 'code_object')}" if _s(row, "code_object") else "",
+                                     _s(row, "detail"))))
+    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "mode"), where),
+                 MODELLED_UNIT, _digits(_f(row, "bound_us")), _f(row, "exec_instructions"), None, _s(row, "status"),
+                 detail)
 
 
 _EXTRACT: dict[str, Callable[[dict[str, Any]], Point | None]] = {
     "verify": lambda row: _verify(row, "backend"), "selftest": lambda row: _verify(row, "planted_bug"),
-    "perf": _perf, "abi-compare": _abi, "inspect": _inspect, "compare": _compare,
+    "perf": _perf, "abi-compare": _abi, "inspect": _inspect, "compare": _compare, "profile": _profile,
 }
 
 
