@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from lnbench import validate
-from lnbench.backends import backend_names, get_backend
+from lnbench.backends import backend_names, get_backend, name_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, emu_checks_option, err_console, guarded,
                                 kernel_source_option, md_option, nothing_ran, output_options)
 from lnbench.device import Device
@@ -143,9 +143,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         if fidelity:
             metadata.emu_fidelity = fidelity       # the sink's run record too (the same record)
             console.print(fidelity)
-        sources = metadata.kernel_sources or {}
-        for row in rows:                        # a kernel source's rows name it (module, file, checkout commit)
-            row.update(sources.get(row["backend"], {}))
+        name_rows(rows, metadata.kernel_sources)    # a kernel source's rows name it (module, file, commit)
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))
     console.print(summary_line(rows))
     if not any(status_word(row) in EXECUTED for row in rows):
