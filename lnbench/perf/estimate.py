@@ -26,11 +26,14 @@ from lnbench.perf.workloads import MAX_SETS
 
 #: one worker's start-up, in seconds of one idle core (importing torch and the backends, the device context)
 STARTUP_S = 1.0
-#: a case's fixed set-up (building the workload, its first call, freeing it) and its inputs' cost per GB filled, on one idle core
-SETUP_S, SETUP_S_PER_GB = 0.3, 5.0
+#: a case's fixed set-up (building the workload, its first call, freeing it) and its inputs' cost per GB filled, on
+#: one idle core: a hot case of 64x256 or 37x1000 took 0.30-0.46 s in all, its 0.2 s warm-up and 0.1 s of runs
+#: included, and a cold one 0.5-1.0 s with its 96 MiB of rotated sets (`perf --shape-set tiny` at load 2.8,
+#: December 2026: 0.3 s, 5 s/GB and 8e-4 s a set priced them 1.8x long)
+SETUP_S, SETUP_S_PER_GB = 0.15, 3.0
 #: building one rotated input set of a cold case (its own x and dy, and a forward for a backward's stats): tiny
 #: shapes need thousands of sets to fill the cache (at most MAX_SETS)
-SET_S = 8e-4
+SET_S = 2.5e-4
 #: bytes per second of a call when no copy peak is measured, by device type (CPU: torch's bf16 LayerNorm here)
 BANDWIDTH_GBPS = {"cpu": 1.0, "cuda": 2000.0}
 #: a call's fixed cost (the launch on a GPU, the dispatch on the CPU)
