@@ -2,14 +2,15 @@
 
 The model, in seconds of one idle core: each unit (a case on a backend) costs a fixed part plus a part per
 element of x, per backend kind (EMULATED_COST for FlyDSL kernels on the emulated device, HOST_COST for a
-backend on the CPU, GPU_COST on a GPU). A unit on the CPU or a GPU that finds its case already set up in its
-process (inputs, fp64 reference, torch baseline: lnbench.verify.runner.shared_setup, which keeps cases of up to
-SETUP_SHARE_ELEMENTS for the next backend) costs only its own run and checks (SHARED_HOST_COST): on the emulated
-device the torch unit of a case comes after its FlyDSL units and took 0.01–0.05 s, not the 0.25–0.44 s of a
-unit that sets its case up. Each (backend, dtype, N, eps) the FlyDSL kernels meet costs a compile (COMPILE_S),
-the run a start-up (STARTUP_S: imports, the workers' first launch, the first reference). The units are spread over the jobs longest first (eta.makespan) and the whole scaled by how
-busy the machine is (eta.slowdown). While it runs, eta.RunningEstimate corrects the model by the wall time the
-finished units really took.
+backend on the CPU, GPU_COST on a GPU). A unit on the CPU that finds its case already set up in its process
+(inputs, fp64 reference, torch baseline: lnbench.verify.runner.shared_setup, which keeps cases of up to
+SETUP_SHARE_ELEMENTS for the next backend) costs only its own run and checks (SHARED_HOST_COST): on the
+emulated device the torch unit of a case comes after its FlyDSL units and took 0.01–0.09 s, not the 0.25–0.44 s
+of a unit that sets its case up. Each (backend, dtype, N, eps) the FlyDSL kernels meet costs a compile
+(COMPILE_S), the run a start-up (STARTUP_S: imports, the workers' first launch, the first reference). The units
+are spread over the jobs longest first (eta.makespan) and the whole scaled by how busy the machine is
+(eta.slowdown). While it runs, eta.RunningEstimate corrects the model by the wall time the finished units
+really took.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ EMULATED_AUTOGRAD = 0.7
 #: run and the checks: 1.6–2.2 s at 2048x8192 and 3.8–4.0 s at 4096x8192, 1 ms at 3x7 (load 2.9, December 2026)
 HOST_COST = (0.01, 1.2e-7)
 #: a unit on the CPU whose case another backend has set up in the same process: its own run and checks alone
-#: (torch after the FlyDSL kernels on the emulated device: 0.01–0.05 s at 1–2 M elements)
+#: (torch after the FlyDSL kernels on the emulated device: 0.01–0.09 s at 1–2 M elements)
 SHARED_HOST_COST = (0.01, 1.5e-8)
 #: the same on a GPU (inputs and the fp64 reference on the GPU; not calibrated on this machine)
 GPU_COST = (0.05, 2.0e-9)
@@ -55,7 +56,7 @@ SETUP_SHARE_ELEMENTS = 2 << 20
 def unit_seconds(backend: str, case: Case, device: Device, inline: bool = False, set_up: bool = False) -> float:
     """Modelled seconds of one case on one backend, on one idle core (its kernels' compile not included);
     `inline`: the run is in this process, not in workers; `set_up`: another backend has set the case up in the
-    same process (only a CPU or GPU unit is cheaper for it)."""
+    same process (a unit on the CPU is cheaper for it)."""
     emulated = device.emulated and runs_flydsl(backend)
     if emulated:
         fixed, per_element = EMULATED_COST
