@@ -78,10 +78,18 @@ def slowdown(threads: int, others: float | None = None, cpus: int | None = None)
 
 def makespan(costs: Iterable[float], jobs: int) -> float:
     """Seconds until `jobs` workers finish `costs` handed out longest first (each to the first free worker)."""
+    return max(finish_times(sorted(costs, reverse=True), jobs), default=0.0)
+
+
+def finish_times(costs: Iterable[float], jobs: int) -> list[float]:
+    """When each of `costs`, handed out in this order to the first free of `jobs` workers, is finished (a pool
+    taking its tasks in the order they were submitted)."""
     free = [0.0] * max(1, jobs)
-    for cost in sorted(costs, reverse=True):
-        heapq.heappush(free, heapq.heappop(free) + cost)
-    return max(free)
+    done = []
+    for cost in costs:
+        done.append(heapq.heappop(free) + cost)
+        heapq.heappush(free, done[-1])
+    return done
 
 
 class RunningEstimate:

@@ -4,6 +4,9 @@ Both commands judge a NEW side against a BASE side (compare: two result files; a
 against the Tensor ABI) and say it in these words; each keeps its own statistics for the interval (compare: a
 paired t interval over worker medians; abi-compare: a paired two-level bootstrap), and both turn an interval of
 the NEW/BASE time ratio into a word by `judge`, and a word into a `--fail-if-slower` decision by `fails_gate`.
+compare's modelled files (perf --device emu) have words of their own: CHANGED between two of them, and, forced
+against a measured file, no verdict of speed but `floor_verdict` (a floor above the measurement is a bug in the
+floors).
 
 abi-compare results written before schema 1.1 spell the first three in lowercase (`same`, `slower`,
 `faster`); `parse` reads them as these words.
@@ -25,6 +28,8 @@ class Verdict(StrEnum):
     ONLY_NEW = "only in new"
     NOT_COMPARED = "not compared"
     CHANGED = "CHANGED"
+    FLOOR_ABOVE = "FLOOR ABOVE MEASURED"
+    FLOOR_BELOW = "floor ≤ measured"
 
     @property
     def meaning(self) -> str:
@@ -62,10 +67,14 @@ _MEANING = {
     Verdict.ONLY_NEW: "the case is only in NEW (compare)",
     Verdict.NOT_COMPARED: "the case is in both files but not timed in one of them (compare; the detail says why)",
     Verdict.CHANGED: "modelled profiles (compare of two perf --device emu files): the profile moved, its bound did not",
+    Verdict.FLOOR_ABOVE: "a modelled file against a measured one (compare --force): the modelled floor lies above the "
+                         "measured median, which no floor may: a bug in the floors",
+    Verdict.FLOOR_BELOW: "a modelled file against a measured one (compare --force): the modelled floor is at or below "
+                         "the measured median, as a floor must be (no verdict of speed)",
 }
 _STYLE = {Verdict.SLOWER: "bold red", Verdict.FASTER: "green", Verdict.SAME: "dim", Verdict.TOO_FEW: "yellow",
           Verdict.ONLY_BASE: "yellow", Verdict.ONLY_NEW: "yellow", Verdict.NOT_COMPARED: "yellow",
-          Verdict.CHANGED: "yellow"}
+          Verdict.CHANGED: "yellow", Verdict.FLOOR_ABOVE: "bold red", Verdict.FLOOR_BELOW: "dim"}
 
 _WORDS = {v.value for v in Verdict}
 #: abi-compare's words before schema 1.1
@@ -92,6 +101,12 @@ def judge(low: float, high: float, change_pct: float = 0.0, threshold_pct: float
     if low <= 1.0 <= high or abs(change_pct) < threshold_pct:
         return Verdict.SAME
     return Verdict.SLOWER if low > 1.0 else Verdict.FASTER
+
+
+def floor_verdict(floor_us: float, measured_us: float) -> Verdict:
+    """The word for a modelled floor beside a measured time of the same case (compare --force of a modelled file
+    against a measured one): FLOOR_ABOVE when the floor exceeds the measurement, else FLOOR_BELOW."""
+    return Verdict.FLOOR_ABOVE if floor_us > measured_us else Verdict.FLOOR_BELOW
 
 
 def fails_gate(verdict: Any, slowdown_pct: float, pct: float) -> bool:

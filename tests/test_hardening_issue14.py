@@ -20,8 +20,8 @@ from lnbench import validate
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
+from commands_under_test import VERIFY
 
-VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
 TIMING = ["-R", "1", "--warmup-s", "0", "--min-warmup-calls", "1", "--target-run-s", "0", "--min-iters", "1",
           "--max-iters", "2"]
 ABI = ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu", "--in-process", "-P", "1",

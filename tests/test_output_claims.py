@@ -21,16 +21,10 @@ from click.testing import CliRunner
 
 from lnbench.cli import main
 from lnbench.output_claims import sidecar_of
+from commands_under_test import ABI, INSPECT, PERF, VERIFY
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGSTOP/SIGKILL and flock")
 
-VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
-PERF = ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "bf16", "--shapes", "2x64", "--op", "fwd",
-        "--mode", "hot", "-P", "1", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1",
-        "--target-run-s", "0.001", "--min-iters", "3", "-q"]
-ABI = ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu", "--in-process", "-P", "1",
-       "-R", "1", "--op", "fwd", "--metric", "direct", "--shapes", "2x8", "-q"]
-INSPECT = ["inspect", "--arch", "gfx942", "--dtype", "f32", "--shapes", "1x256", "--op", "fwd", "-q"]
 HOLD = ("import sys, time; from pathlib import Path; from lnbench.output_claims import claim; "
         "claim(Path(sys.argv[1])); print('claimed', flush=True); time.sleep(120)")
 

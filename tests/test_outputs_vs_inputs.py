@@ -16,15 +16,9 @@ from click.testing import CliRunner
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import atomic_write_all, check_writable, release_outputs
+from commands_under_test import ABI, PEAK, PERF, VERIFY
 
 ENV = {"OMP_NUM_THREADS": "1"}
-VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
-PERF = ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "bf16", "--shapes", "2x64", "--op", "fwd",
-        "--mode", "hot", "-P", "1", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1",
-        "--target-run-s", "0.001", "--min-iters", "3", "-q"]
-ABI = ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu", "--in-process", "-P", "1",
-       "-R", "1", "--op", "fwd", "--metric", "direct", "--shapes", "2x8", "-q"]
-PEAK = ["peak", "--device", "cpu", "--size-mib", "1", "--runs", "2"]
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):

@@ -93,6 +93,21 @@ def test_modelled_against_measured_is_refused_unless_forced(tmp_path):
     assert compare(measured, modelled).exit_code == 2
     forced = compare(modelled, measured, "--force")
     assert forced.exit_code == 0, forced.output
+    # the measured rows as FlyDSL's (the CPU cannot time it): a real CPU time lies above every floor of a GPU
+    # target; planted far faster than any floor, it lies below
+    payload = json.loads(measured.read_text())
+    for row in payload["data"]:
+        row["backend"] = "flydsl"
+
+    def words(planted_us: float | None = None) -> set[str]:
+        if planted_us is not None:
+            for row in payload["data"]:
+                row["median_us"] = planted_us
+        (tmp_path / "as-flydsl.json").write_text(json.dumps(payload))
+        forced = compare(modelled, tmp_path / "as-flydsl.json", "--force", "--json", tmp_path / "forced.json")
+        assert forced.exit_code == 0, forced.output
+        return {row["verdict"] for row in json.loads((tmp_path / "forced.json").read_text())["data"]}
+    assert words() == {"floor ≤ measured"} and words(1e-6) == {"FLOOR ABOVE MEASURED"}    # lnbench.verdicts' words
     bad_gate = compare(modelled, modelled, "--fail-if-slower", "-3")
     assert bad_gate.exit_code == 2 and "--fail-if-slower" in bad_gate.output
 

@@ -66,6 +66,13 @@ def test_the_gate_rule():
         assert not verdicts.fails_gate(word, 50.0, 0.0)
 
 
+def test_a_modelled_floor_beside_a_measurement_is_judged_in_the_shared_words():
+    assert verdicts.floor_verdict(2.0, 1.0) is Verdict.FLOOR_ABOVE == "FLOOR ABOVE MEASURED"
+    assert verdicts.floor_verdict(1.0, 1.0) is verdicts.floor_verdict(0.5, 1.0) is Verdict.FLOOR_BELOW
+    assert Verdict.FLOOR_BELOW == "floor ≤ measured" and verdicts.parse("floor ≤ measured") is Verdict.FLOOR_BELOW
+    assert not Verdict.FLOOR_ABOVE.judged and not Verdict.FLOOR_ABOVE.changed and Verdict.FLOOR_ABOVE.style
+
+
 def test_words_parse_legacy_lowercase_and_render():
     assert [verdicts.parse(w) for w in ("slower", "faster", "same")] == [Verdict.SLOWER, Verdict.FASTER, Verdict.SAME]
     assert verdicts.parse("too few runs") is Verdict.TOO_FEW and verdicts.parse("ok") == "ok"

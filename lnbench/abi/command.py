@@ -30,6 +30,7 @@ from lnbench.abi.static import flydsl_installed, static_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guarded, kernel_source_option, md_option,
                                 nothing_ran, output_options)
 from lnbench.result_sink import ResultSink
+from lnbench.backends import name_rows
 from lnbench.device import Device
 from lnbench.gpus import GpuSlot, deal, devices_options, run_spread
 from lnbench.measure.host_lock import lock_environment
@@ -280,11 +281,8 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
                          console if not quiet else silent_console())
 
         if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
-            sources = metadata.kernel_sources or {}
-            named = {f"{slot}_source": _source_name(name, sources)
-                     for slot, name in zip(("tensor", "pointer"), backend_pair)}
-            for row in runtime_rows + static:
-                row.update(named)
+            name_rows(runtime_rows + static, metadata.kernel_sources,
+                      {f"{slot}_source": name for slot, name in zip(("tensor", "pointer"), backend_pair)})
         checks = [c for p in payloads for c in p.get("checks", [])]
         sink.finish(runtime_rows + modelled + static, metadata,
                     {"checks": checks, "worker_problems": problems, "workers": payloads},
@@ -316,14 +314,6 @@ def modelled_part(runtime_rows: list[dict[str, Any]], plan: AbiPlan, quiet: bool
                  f"abi-compare on emu:{plan.dev.arch}: host cost measured on {plan.dev.name} beside the MODELLED "
                  f"device floor (hot; lower bound, not a timing)", columns, rows)
     return rows
-
-
-def _source_name(name: str, sources: dict[str, dict[str, str]]) -> str:
-    """`module@commit` of a kernel source, `lnbench@commit` for lnbench's own kernels."""
-    if name in sources:
-        return f"{sources[name]['source_module']}@{sources[name]['source_commit'] or '?'}"
-    from lnbench.metadata import git_commit
-    return f"lnbench {name}@{git_commit() or '?'}"
 
 
 def _bad(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from lnbench.backend_table import FLYDSL_SRC, MODULE_PREFIX, REGISTRY as _REGISTRY, check_source_table
 from lnbench.backends.base import Availability, Backend
@@ -129,6 +129,26 @@ def record_sources(run: Any, names: list[str]) -> Any:
     return run
 
 
+def name_rows(rows: Iterable[dict[str, Any]], sources: dict[str, dict[str, str]] | None,
+              sides: dict[str, str] | None = None) -> None:
+    """Name result rows after their kernel source, in place. Each row gets its backend's provenance columns
+    (module, file, checkout commit; nothing for a built-in backend), or, with `sides` ({column: backend name}:
+    abi-compare's tensor and pointer sides, whose rows hold both), one column per side holding that backend's
+    `source_label`. `sources`: the run record's `kernel_sources`."""
+    sources = sources or {}
+    named = {column: source_label(name, sources) for column, name in sides.items()} if sides else None
+    for row in rows:
+        row.update(named if named is not None else sources.get(row["backend"], {}))
+
+
+def source_label(name: str, sources: dict[str, dict[str, str]]) -> str:
+    """`module@commit` of a kernel source, `lnbench NAME@commit` for lnbench's own kernels."""
+    if name in sources:
+        return f"{sources[name]['source_module']}@{sources[name]['source_commit'] or '?'}"
+    from lnbench.metadata import git_commit
+    return f"lnbench {name}@{git_commit() or '?'}"
+
+
 def check_backend_names(names: list[str]) -> None:
     """Every requested name is a backend (or auto); flydsl-src has its checkout. Usage errors otherwise."""
     for name in names:
@@ -244,4 +264,4 @@ _plugins: dict[tuple[str, str], Any] = {}
 
 __all__ = ["Availability", "Backend", "backend_names", "get_backend", "probe_backend", "register_backend", "check_backend_names",
            "configure_sources", "set_kernel_src", "source_spec", "kernel_src", "is_backend_name", "OWN_FLYDSL",
-           "requested_names", "kernel_sources", "record_sources", "runs_flydsl"]
+           "requested_names", "kernel_sources", "record_sources", "name_rows", "source_label", "runs_flydsl"]

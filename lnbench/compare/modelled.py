@@ -19,7 +19,7 @@ from rich.markup import escape
 import lnbench
 from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, reserve_outputs
-from lnbench.verdicts import Verdict, fails_gate
+from lnbench.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import command_line, git_commit, timestamp
 from lnbench.results import (ABI_KIND, COMPARE, FLOOR_COLUMNS, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
@@ -28,7 +28,6 @@ from lnbench.tables import Column, fmt_time_us, render_table
 
 FASTER, ONLY_BASE, ONLY_NEW, SAME, SLOWER, CHANGED = (Verdict.FASTER, Verdict.ONLY_BASE, Verdict.ONLY_NEW,
                                                   Verdict.SAME, Verdict.SLOWER, Verdict.CHANGED)
-ABOVE = "FLOOR ABOVE MEASURED"
 KEY = ("backend", "op", "dtype", "shape", "launch", "target", "mode")
 #: the values compared, in report order: the profile, then occupancy, then the floors
 COMPARED = tuple(c.name for c in PROFILE.columns if c.name not in KEY and c.name not in (
@@ -109,7 +108,7 @@ def against_measured(modelled: ResultFile, measured: ResultFile) -> list[Compare
             continue
         rows.append(CompareRow(modelled=True, backend=backend, op=op, dtype=dtype, shape=shape, mode=mode,
                                target=target, base_us=floor, new_us=float(median), ratio=float(median) / floor,
-                               verdict=ABOVE if floor > float(median) else "floor ≤ measured",
+                               verdict=floor_verdict(floor, float(median)),
                                detail="base_us: modelled floor; new_us: measured median"))
     return rows
 

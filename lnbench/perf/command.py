@@ -12,7 +12,7 @@ import click
 from rich.markup import escape
 
 from lnbench import validate
-from lnbench.backends import backend_names
+from lnbench.backends import backend_names, name_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_console, guarded, kernel_source_option,
                                 md_option, nothing_ran, output_options)
 from lnbench.device import Device
@@ -213,9 +213,7 @@ def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: d
     after = _facts(groups, plan.dev)
     first = next(iter(before))
     rows = joined_rows(plan.cases, groups, peak_gbps, plan.baseline, plan.headline)
-    sources = plan.run.kernel_sources or {}
-    for row in rows:                            # a kernel source's rows name it (module, file, checkout commit)
-        row.update(sources.get(row["backend"], {}))
+    name_rows(rows, plan.run.kernel_sources)    # a kernel source's rows name it (module, file, checkout commit)
     results = [r for g in groups for r in g.results]
     metadata = plan.run.with_(driver=before[first]["driver"], clocks_before=before[first]["clocks"],
                               clocks_after=after[first]["clocks"], peak_gbps=peak_gbps,

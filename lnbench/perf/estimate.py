@@ -7,13 +7,17 @@ first call, a warm-up (at least warmup_s and min_warmup_calls calls, at most 2 Ã
 run, then R runs of I calls (I from choose_iters); with the kernel timer, the same again. A call moves the byte
 model's bytes at BANDWIDTH_GBPS (the measured copy peak where there is one) plus a fixed CALL_S; a backward on
 the CPU costs CPU_BWD_FACTOR more (autograd's arithmetic, not the bytes). Groups on several GPUs run side by side.
+
+On the emulated device (`perf --device emu`: nothing is timed) each case's launches run once, in a pool of
+workers taking the cases in order: a start (MODELLED_STARTUP_S), then per case a fixed part and a part per
+element of x by op (MODELLED_COST), handed out in order to the first free worker (eta.finish_times).
 """
 from __future__ import annotations
 
 import math
 
 from lnbench.constants import DTYPES
-from lnbench.eta import RunningEstimate, busy_threads, slowdown
+from lnbench.eta import RunningEstimate, busy_threads, finish_times, slowdown
 from lnbench.measure.timing import choose_iters
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase
@@ -22,11 +26,14 @@ from lnbench.perf.workloads import MAX_SETS
 
 #: one worker's start-up, in seconds of one idle core (importing torch and the backends, the device context)
 STARTUP_S = 1.0
-#: a case's fixed set-up (building the workload, its first call, freeing it) and its inputs' cost per GB filled, on one idle core
-SETUP_S, SETUP_S_PER_GB = 0.3, 5.0
+#: a case's fixed set-up (building the workload, its first call, freeing it) and its inputs' cost per GB filled, on
+#: one idle core: a hot case of 64x256 or 37x1000 took 0.30-0.46 s in all, its 0.2 s warm-up and 0.1 s of runs
+#: included, and a cold one 0.5-1.0 s with its 96 MiB of rotated sets (`perf --shape-set tiny` at load 2.8,
+#: December 2026: 0.3 s, 5 s/GB and 8e-4 s a set priced them 1.8x long)
+SETUP_S, SETUP_S_PER_GB = 0.15, 3.0
 #: building one rotated input set of a cold case (its own x and dy, and a forward for a backward's stats): tiny
 #: shapes need thousands of sets to fill the cache (at most MAX_SETS)
-SET_S = 8e-4
+SET_S = 2.5e-4
 #: bytes per second of a call when no copy peak is measured, by device type (CPU: torch's bf16 LayerNorm here)
 BANDWIDTH_GBPS = {"cpu": 1.0, "cuda": 2000.0}
 #: a call's fixed cost (the launch on a GPU, the dispatch on the CPU)
@@ -86,6 +93,42 @@ class PerfEstimate:
         finished = max((sum(sum(costs[:self.done[(g, w)]]) for w, costs in enumerate(grp))
                         for g, grp in enumerate(self.costs)), default=0.0)
         self.running.done(self.startup + finished)
+
+    def remaining_s(self) -> float:
+        return self.running.remaining_s()
+
+
+#: a modelled case (perf --device emu) on one idle core of the 2-core development machine, by op: (a fixed part:
+#: the compile, FlyDSL's disk cache warm; seconds per element of x). Its launches run once: a forward took
+#: 1.1e-7 s per element at 4 M elements and 2.1e-7 s at 16â€“33 M, a backward 3.6e-7 s at 4 M and 4.6e-7 s at 16 M
+#: (December 2026; the table of runs is in docs/running.md)
+MODELLED_COST = {"fwd": (0.2, 2.0e-7), "bwd": (0.2, 4.5e-7)}
+#: a modelled run's start left once the estimate is printed: its workers (spawned: torch, FlyDSL and the emulator
+#: imported) and their first launch
+MODELLED_STARTUP_S = 2.0
+
+
+def modelled_case_seconds(op: str, m: int, n: int) -> float:
+    """Modelled seconds of one case of `perf --device emu` on one idle core."""
+    fixed, per_element = MODELLED_COST.get(op, MODELLED_COST["bwd"])
+    return fixed + per_element * m * n
+
+
+class ModelledEstimate:
+    """The wall time of a `perf --device emu` run (`wall_s`) of cases of `(op, M, N)` in `jobs` workers taking
+    them in order, and what is left as cases are reported in that order (`update(done)`, `remaining_s`)."""
+
+    def __init__(self, cases: list[tuple[str, int, int]], jobs: int, others: float | None = None,
+                 cpus: int | None = None) -> None:
+        self.others = busy_threads() if others is None else others
+        self.scale = slowdown(jobs, self.others, cpus)
+        self.finish = finish_times([modelled_case_seconds(*case) for case in cases], jobs)
+        self.wall_s = (MODELLED_STARTUP_S + max(self.finish, default=0.0)) * self.scale
+        self.running = RunningEstimate(self.wall_s)
+
+    def update(self, done: int) -> None:
+        """The first `done` cases are reported (the pool answers in case order)."""
+        self.running.done((MODELLED_STARTUP_S + max(self.finish[:done], default=0.0)) * self.scale)
 
     def remaining_s(self) -> float:
         return self.running.remaining_s()

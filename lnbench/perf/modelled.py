@@ -216,17 +216,27 @@ def finish(plan: ModelledPlan, started: float) -> None:
 def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
     """Execute the cases (finished ones reach the result files as they come: an interrupt keeps them), print the
     modelled floors, write the profile rows; exit 1 when a case failed."""
+    from rich.markup import escape
+
     from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
+    from lnbench.eta import announce
+    from lnbench.perf.estimate import ModelledEstimate
     from lnbench.perf.modelled_tables import print_profile
     from lnbench.progress import CommandProgress
     from lnbench.result_sink import ResultSink
 
     started = time.monotonic()
     csv_path, json_path, md_path = plan.outputs
+    estimate = ModelledEstimate([(c.op, c.m, c.n) for c in plan.cases], plan.jobs)
+    if not quiet:
+        err_console.print(escape(announce(estimate.wall_s, f"{len(plan.cases)} cases, {plan.jobs} "
+                                                           f"job{'s' if plan.jobs > 1 else ''}", estimate.others)),
+                          soft_wrap=True, highlight=False)
     with ResultSink(csv_path, json_path, plan.run, len(plan.cases), "cases") as sink:
-        with CommandProgress(err_console, "profiling", len(plan.cases), quiet) as progress:
+        with CommandProgress(err_console, "profiling", len(plan.cases), quiet, estimate.remaining_s) as progress:
             def on_case(index: int, case: ModelCase, rows: list[ProfileRow]) -> None:
                 sink.add(index, rows)
+                estimate.update(index + 1)
                 progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
             rows = run_cases(plan, on_case)
         finish(plan, started)

@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from lnbench import validate
-from lnbench.backends import backend_names, get_backend
+from lnbench.backends import backend_names, get_backend, name_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, emu_checks_option, err_console, guarded,
                                 kernel_source_option, md_option, nothing_ran, output_options)
 from lnbench.device import Device
@@ -20,7 +20,7 @@ from lnbench.progress import CommandProgress
 from lnbench.tables import render_table, silent_console
 from lnbench.result_sink import ResultSink
 from lnbench.verify.diagnosis import abi_twins, diagnose
-from lnbench.verify.estimate import WARN_S, Estimate, compile_seconds, unit_seconds
+from lnbench.verify.estimate import WARN_S, Estimate, compile_seconds, unit_costs
 from lnbench.gpus import devices_options
 from lnbench.shard import shard_option
 from lnbench.verify import prestart
@@ -105,9 +105,9 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
                       torch_threads())
     units = range(len(names) * len(cases))
     parallel = bool(slots) or (dev.emulated and job_count > 1 and len(units) > 1)
-    costs = {unit: unit_seconds(*spec.unit(unit), dev, inline=not parallel) for unit in units}
-    estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1,
-                        compile_seconds([spec.unit(unit) for unit in units], dev))
+    pairs = [spec.unit(unit) for unit in units]
+    costs = unit_costs(pairs, dev, inline=not parallel)
+    estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1, compile_seconds(pairs, dev))
     if dev.emulated and estimate.wall_s > WARN_S:
         warn_long(estimate, job_count if parallel else 1, plan.shapes)
     elif not quiet:
@@ -143,9 +143,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         if fidelity:
             metadata.emu_fidelity = fidelity       # the sink's run record too (the same record)
             console.print(fidelity)
-        sources = metadata.kernel_sources or {}
-        for row in rows:                        # a kernel source's rows name it (module, file, checkout commit)
-            row.update(sources.get(row["backend"], {}))
+        name_rows(rows, metadata.kernel_sources)    # a kernel source's rows name it (module, file, commit)
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))
     console.print(summary_line(rows))
     if not any(status_word(row) in EXECUTED for row in rows):

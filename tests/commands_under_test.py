@@ -1,0 +1,12 @@
+"""The smallest runs of each writing command, shared by the output tests (tests/test_output_claims.py,
+tests/test_outputs_vs_inputs.py): CPU and torch only, a few seconds at most; add the output options per test."""
+from __future__ import annotations
+
+VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
+PERF = ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "bf16", "--shapes", "2x64", "--op", "fwd",
+        "--mode", "hot", "-P", "1", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1",
+        "--target-run-s", "0.001", "--min-iters", "3", "-q"]
+ABI = ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu", "--in-process", "-P", "1",
+       "-R", "1", "--op", "fwd", "--metric", "direct", "--shapes", "2x8", "-q"]
+INSPECT = ["inspect", "--arch", "gfx942", "--dtype", "f32", "--shapes", "1x256", "--op", "fwd", "-q"]
+PEAK = ["peak", "--device", "cpu", "--size-mib", "1", "--runs", "2"]
