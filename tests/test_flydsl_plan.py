@@ -164,8 +164,26 @@ def test_backward_programs_scale_with_m_and_cus(arch, cus):
 
 def test_reduce_plan():
     r = geometry.reduce_plan(4096)
-    assert r.vec == 4 and r.grid() * r.block * r.vec >= 4096
+    assert r.vec == 4 and r.grid() * r.strip >= 4096
     assert geometry.reduce_plan(7).vec == 1 and geometry.reduce_plan(6).vec == 2
+    for n in (1, 7, 256, 4097, 65536, 2 ** 28):
+        r = geometry.reduce_plan(n)
+        assert r.grid() * r.strip >= n > (r.grid() - 1) * r.strip
+        assert r.block == r.cols * r.splits <= geometry.REDUCE_BLOCK
+        assert r.splits * n * 4 <= geometry.MAX_ROW_BYTES            # a split's byte offset fits Int32
+
+
+def test_reduce_spreads_narrow_rows_over_workgroups_and_waves():
+    """N = 256: the partial rows are summed by 4 workgroups of 4 waves (16 row splits each), not by one wave."""
+    r = geometry.reduce_plan(256)
+    assert r.grid() == 4 and r.block == 256 and r.splits == 16
+
+
+def test_deterministic_backward_writes_one_partial_row_per_program():
+    small = geometry.row_plan(256, "bf16", "bwd")
+    assert small.rows_per_block == 8
+    assert geometry.bwd_partial_rows(100, small, "deterministic") == 100
+    assert geometry.bwd_partial_rows(100, small, "atomic") == 800       # the atomic kernel's own slots
 
 
 def test_dtype_names():

@@ -220,20 +220,47 @@ def bwd_programs(m: int, plan: RowPlan, arch: str = "gfx942") -> int:
     return max(1, min(PROGRAMS_PER_CU * cus, want))
 
 
+#: partial-reduce kernel: threads per workgroup, and threads across a column strip (16 threads × 16 bytes:
+#: 256 contiguous bytes of every partial row); the rest of the block splits the partial rows
+REDUCE_BLOCK = 256
+REDUCE_COLS = 16
+
+
+def bwd_partial_rows(programs: int, plan: RowPlan, strategy: str) -> int:
+    """fp32 dγ (and dβ) workspace rows of the backward: one per program (the deterministic kernel adds a
+    block's row slots in LDS first), else one per row slot (the atomic strategy's wide-row accumulation)."""
+    return programs if strategy == "deterministic" else programs * plan.rows_per_block
+
+
 @dataclass(frozen=True)
 class ReducePlan:
-    """Column reduction of the [rows, N] fp32 partials: one thread per `vec` columns."""
+    """Column reduction of the [rows, N] fp32 partials. A workgroup owns a strip of `cols` chunks of `vec`
+    columns; its `splits` groups of `cols` threads sum the rows s, s+splits, s+2·splits, ... of their chunk
+    (a fixed order), and the splits' sums are added in LDS, split 0 first (bitwise reproducible). Many
+    narrow strips keep the grid wide however few the partial rows."""
 
     n: int
     vec: int
-    block: int
+    cols: int                 # threads across a strip (a power of two)
+    splits: int               # row splits of a workgroup (a power of two)
+
+    @property
+    def block(self) -> int:
+        return self.cols * self.splits
+
+    @property
+    def strip(self) -> int:
+        """Columns of one workgroup."""
+        return self.cols * self.vec
 
     def grid(self) -> int:
-        return max(1, -(-(self.n // self.vec) // self.block))
+        return max(1, -(-self.n // self.strip))
 
 
 def reduce_plan(n: int) -> ReducePlan:
     vec = math.gcd(n, 4)
-    cols = n // vec
-    block = min(256, max(WAVE, _pow2_ceil(cols)))
-    return ReducePlan(n=n, vec=vec, block=block)
+    cols = min(REDUCE_COLS, _pow2_ceil(n // vec))
+    splits = REDUCE_BLOCK // cols
+    while splits > 1 and splits * n * 4 > MAX_ROW_BYTES:     # a split's byte offset stays in Int32
+        splits //= 2
+    return ReducePlan(n=n, vec=vec, cols=cols, splits=splits)

@@ -16,11 +16,12 @@ same; cache hits make measured GB/s rise above this model (and above the copy pe
 `op_traffic` gives the same model per buffer (read and written bytes of x, weight, bias, y, mean, rstd, dy,
 dx, dweight, dbias); `op_bytes` is its sum plus the workspace.
 
-Workspace of lnbench's FlyDSL backward (`flydsl_bwd_workspace`), with P·R partial rows (P programs of the
-persistent grid × R rows per block, lnbench.flydsl.geometry) and fp32 partials/accumulators:
-    deterministic  dγ and dβ partials [P·R, N]: written by the main kernel, read by the reduce kernel
-                   = 2 · 2·P·R·N·4; rows wider than the register budget also read their partial row back
-                   in the main kernel (read-modify-write per row): + 2·P·R·N·4
+Workspace of lnbench's FlyDSL backward (`flydsl_bwd_workspace`), with P programs of the persistent grid and R
+rows per block (lnbench.flydsl.geometry) and fp32 partials/accumulators:
+    deterministic  dγ and dβ partials [P, N] (a block's R row slots added in LDS first): written by the main
+                   kernel, read by the reduce kernel = 2 · 2·P·N·4; rows wider than the register budget
+                   (R = 1) also read their partial row back in the main kernel (read-modify-write per row):
+                   + 2·P·N·4
     atomic         dγ and dβ fp32 [N] accumulators, read and written by the atomics = 2 · 2·N·4
                    (+ 2 · 2·P·R·N·4 for rows wider than the register budget: partial rows in the main kernel).
                    Zeroing the accumulators and casting them to dγ/dβ are torch ops around the kernel: the
@@ -90,7 +91,7 @@ def flydsl_bwd_workspace(m: int, n: int, dtype: object, strategy: str, arch: str
     if m < 1:
         return {}
     plan = geometry.row_plan(n, dtype, "bwd")
-    rows = geometry.bwd_programs(m, plan, arch) * plan.rows_per_block
+    rows = geometry.bwd_partial_rows(geometry.bwd_programs(m, plan, arch), plan, strategy)
     partial = rows * n * ACCUM_BYTES
     out: Traffic = {}
     if strategy == "deterministic":
