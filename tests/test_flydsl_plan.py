@@ -64,10 +64,13 @@ def test_misaligned_pointer_forces_narrow_access():
 
 #: geometry of the register paths, pinned (issue 19 item 4 changed it on purpose: the forward fills its element
 #: budget, 64 on 16-byte 16-bit rows, and rows of a wave or more take whole waves, as few as hold the tiles)
+#: (issue 31 item 9: a one-wave backward row shares its block with 3 more, so the persistent grid fills every SIMD)
 #: (n, dtype, kind) -> (vec, lanes, rows_per_block, tiles, mode)
 REGISTER_PLANS = {
     (1, "f32", "fwd"): (1, 1, 256, 1, "registers"),
-    (257, "bf16", "bwd"): (1, 64, 1, 5, "registers"),
+    (257, "bf16", "bwd"): (1, 64, 4, 5, "registers"),
+    (512, "bf16", "bwd"): (8, 64, 4, 1, "registers"),
+    (512, "bf16", "fwd"): (8, 8, 32, 8, "registers"),
     (1000, "f16", "fwd"): (8, 16, 16, 8, "registers"),
     (64, "bf16", "fwd"): (8, 1, 256, 8, "registers"),
     (4096, "bf16", "fwd"): (8, 64, 1, 8, "registers"),

@@ -182,6 +182,10 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
         rows_per_block = 1
         tiles = -(-chunks // lanes)
         lanes = -(-(-(-chunks // tiles)) // WAVE) * WAVE
+        if kind == "bwd" and lanes == WAVE:
+            # a one-wave row: the backward's program takes SMALL_ROW_BLOCK // WAVE rows at once, so its
+            # persistent grid (PROGRAMS_PER_CU per CU) keeps every SIMD of a CU busy, not one in two
+            rows_per_block = SMALL_ROW_BLOCK // WAVE
     too_many_scalar = kind == "bwd" and vec == 1 and tiles > BWD_SCALAR_WS_TILES
     if tiles * vec <= limit and not too_many_scalar:
         return RowPlan(n=n, dtype=dt, kind=kind, vec=vec, vec_max=vec_max, chunks=chunks, lanes=lanes,

@@ -57,6 +57,15 @@ def _split(v, vec):
     return [v.shuffle(v, list(range(i * w, (i + 1) * w))) for i in range(k)]
 
 
+def _dx_terms(c1, c2, rstd, vec: int):
+    """dx(wdy, x̂) = (wdy - c1 - x̂·c2)·rstd as two fused multiply-adds, wdy·rstd + (x̂·(-c2·rstd) - c1·rstd):
+    the row's scalars are scaled once (no cancellation: every term is of the size of wdy·rstd)."""
+    c2r = fx.full(vec, -(c2 * rstd), fx.Float32)
+    c1r = fx.full(vec, -(c1 * rstd), fx.Float32)
+    r = fx.full(vec, rstd, fx.Float32)
+    return lambda wdy, xhat: fx.fma(wdy, r, fx.fma(xhat, c2r, c1r))
+
+
 def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbytes, slot, lane,
             reducer: RowReducer, acc_g, acc_b, ws_view):
     """Backward of row `slot` of a group of rows_per_block rows; returns the updated (acc_g, acc_b) lists
@@ -103,8 +112,7 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbyte
         s1 = s1 + wdy.reduce(fx.ReductionOp.ADD, fastmath=FAST)
         s2 = s2 + (wdy * xhat).reduce(fx.ReductionOp.ADD, fastmath=FAST)
     c1, c2 = reducer.sum2(s1, s2)
-    c1 = c1 * (1.0 / n)
-    c2 = c2 * (1.0 / n)
+    dx_of = _dx_terms(c1 * (1.0 / n), c2 * (1.0 / n), rstd, vec)
     new_g, new_b = [], []
     for t in range_constexpr(plan.tiles):
         idx = lane + t * lanes
@@ -113,14 +121,12 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbyte
             dy = rowio.widen(dyr[t], dt)
         else:                       # very wide rows: re-read dy (L2-resident) instead of spilling
             dy = rowio.load_f32(atom, dyv, at(t), vec, dt)
-        wdy = dy * gamma(t)
-        dx = (wdy - c1 - xhat * c2) * rstd
-        rowio.store_from_f32(atom, dxv, at(t), dx, vec, dt)
-        g = dy * xhat
+        rowio.store_from_f32(atom, dxv, at(t), dx_of(dy * gamma(t), xhat), vec, dt)
         if const_expr(plan.acc_in_registers):
-            new_g.append(acc_g[t] + g)
+            new_g.append(fx.fma(dy, xhat, acc_g[t]))
             new_b.append(acc_b[t] + dy)
         else:
+            g = dy * xhat
             gv, bv = ws_view
             old_g = _ws_load(gv, idx, vec)
             old_b = _ws_load(bv, idx, vec)
@@ -322,17 +328,17 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
 
     sums = _tiles(plan, stats, tuple(fx.Float32(0.0) for _ in range(2 * plan.batch)))
     sums = reducer.sum_n(list(sums))
-    cs = [(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n)) for k in range(plan.batch)]
+    dx_ofs = [_dx_terms(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n), rows[k][4], vec)
+              for k in range(plan.batch)]
 
     def apply(t):
         gam, xd = terms(t)
         g_sum = b_sum = None
         for k in range_constexpr(plan.batch):
             xhat, dy = xd[k]
-            c1, c2 = cs[k]
-            _, _, dx_ptr, _, rstd, ok = rows[k]
-            rowio.store_from_f32(atom, view(dx_ptr, t, ok), lane, (dy * gam - c1 - xhat * c2) * rstd, vec, dt)
-            g_sum = dy * xhat if g_sum is None else g_sum + dy * xhat
+            _, _, dx_ptr, _, _, ok = rows[k]
+            rowio.store_from_f32(atom, view(dx_ptr, t, ok), lane, dx_ofs[k](dy * gam, xhat), vec, dt)
+            g_sum = dy * xhat if g_sum is None else fx.fma(dy, xhat, g_sum)
             b_sum = dy if b_sum is None else b_sum + dy
         (gv, bv), idx = _ws_at(plan, ws_row, t, lane)
         old_g = _ws_load(gv, idx, vec)
