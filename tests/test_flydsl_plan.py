@@ -165,6 +165,16 @@ def test_backward_programs_scale_with_m_and_cus(arch, cus):
     assert geometry.bwd_programs(4096, small, arch) == min(2 * cus, -(-groups // geometry.MIN_ROWS_PER_PROGRAM))
 
 
+def test_workspace_mode_programs_own_fewer_rows():
+    """512x32768 bf16 (partials read-modify-written in the workspace row): 128 programs of 4 rows, not 64 of 8
+    (whose VALU floor on the busiest CU exceeded the memory floor); register-path rows keep 8 per program."""
+    ws = geometry.row_plan(32768, "bf16", "bwd")
+    assert ws.mode == "workspace"
+    assert geometry.bwd_programs(512, ws, "gfx950") == 512 // geometry.MIN_ROWS_PER_PROGRAM_WS == 128
+    reg = geometry.row_plan(16384, "bf16", "bwd")
+    assert reg.mode == "registers" and geometry.bwd_programs(1024, reg, "gfx950") == 128
+
+
 def test_reduce_plan():
     r = geometry.reduce_plan(4096)
     assert r.vec == 4 and r.grid() * r.strip >= 4096

@@ -59,6 +59,10 @@ STREAM_FWD_STEP = {1: 8, 2: 8, 4: 4, 8: 2}
 STREAM_BWD_BATCH = 2
 PROGRAMS_PER_CU = 2
 MIN_ROWS_PER_PROGRAM = 8
+#: the same for workspace-mode rows (dγ/dβ read-modify-written in the partial row): such a row is 2-3× the
+#: VALU work of a register-path row's bytes, so with 8 the few programs of a short M were VALU-bound
+#: (512x32768 bf16: 64 programs for 256 CUs, VALU floor 25.2 us against 16.8 us of memory on the MI350X)
+MIN_ROWS_PER_PROGRAM_WS = 4
 #: buffer descriptors count bytes in 32 bits (and the kernels' byte arithmetic is Int32): the longest row
 MAX_ROW_BYTES = 2 ** 31 - 1
 
@@ -213,14 +217,14 @@ def fits_in_registers(n: int, dtype: object, kind: str = "fwd", align_elems: int
 
 def bwd_programs(m: int, plan: RowPlan, arch: str = "gfx942") -> int:
     """Persistent-grid size P for the backward: enough programs to fill the GPU (2 per CU), but
-    each should own >= MIN_ROWS_PER_PROGRAM rows so the [P*rows_per_block, N] fp32 partials stay
+    each should own >= MIN_ROWS_PER_PROGRAM rows (_WS in workspace mode) so the [P, N] fp32 partials stay
     small next to the x/dy traffic. Streaming rows: one program per CU, each owning whole batches."""
     cus = CU_COUNT.get(arch, 304)
     if plan.streaming:
         # a streaming row is long work already, and its 1024-thread program fills a CU
         return max(1, min(cus, -(-m // plan.batch)))
     groups = max(1, -(-m // plan.rows_per_block))
-    want = -(-groups // MIN_ROWS_PER_PROGRAM)
+    want = -(-groups // (MIN_ROWS_PER_PROGRAM if plan.acc_in_registers else MIN_ROWS_PER_PROGRAM_WS))
     return max(1, min(PROGRAMS_PER_CU * cus, want))
 
 

@@ -67,9 +67,10 @@ def _dx_terms(c1, c2, rstd, vec: int):
 
 
 def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbytes, slot, lane,
-            reducer: RowReducer, acc_g, acc_b, ws_view):
+            reducer: RowReducer, acc_g, acc_b, ws_view, first=None):
     """Backward of row `slot` of a group of rows_per_block rows; returns the updated (acc_g, acc_b) lists
-    (register mode) or updates the workspace row `ws_view` in place (workspace mode). No runtime `if`:
+    (register mode) or updates the workspace row `ws_view` in place (workspace mode; `first`: see _ws_at).
+    No runtime `if`:
     shared by both ABIs. x/dy/dx_ptr point at the group's first row and rows_nbytes bounds the group's rows
     inside M, so every access goes through one uniform descriptor (no per-lane loop over descriptors)."""
     n, vec, lanes, dt, R = plan.n, plan.vec, plan.lanes, plan.dtype, plan.rows_per_block
@@ -127,9 +128,10 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbyte
             new_b.append(acc_b[t] + dy)
         else:
             g = dy * xhat
-            gv, bv = ws_view
-            old_g = _ws_load(gv, idx, vec)
-            old_b = _ws_load(bv, idx, vec)
+            (gv, bv), _ = _ws_at(plan, ws_view, t, lane)
+            (gr, br), _ = _ws_at(plan, ws_view, t, lane, first)
+            old_g = _ws_load(gr, idx, vec)
+            old_b = _ws_load(br, idx, vec)
             _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g, vec))])
             _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(dy, vec))])
     reducer.fence()                                   # the next row reuses the LDS slots
@@ -148,14 +150,9 @@ def load_gammas(plan: RowPlan, w_ptr, lane):
 
 
 def ws_views(plan: RowPlan, wsg_ptr, wsb_ptr, ws_row):
-    """(dγ, dβ) fp32 workspace row views, split in <= 16-byte pieces (streaming plans: the row pointers,
-    viewed per tile by _ws_at)."""
-    w, _ = _f32_parts(plan.vec)
+    """(dγ, dβ) fp32 workspace row pointers of this program (viewed per use by _ws_at)."""
     off = fx.Int64(ws_row) * plan.n
-    if plan.streaming:
-        return wsg_ptr + off, wsb_ptr + off
-    nb = plan.n * 4
-    return rowio.chunked(wsg_ptr + off, plan.n, w, nb), rowio.chunked(wsb_ptr + off, plan.n, w, nb)
+    return wsg_ptr + off, wsb_ptr + off
 
 
 def _tile_nbytes(plan: RowPlan, t, elem_bytes: int):
@@ -170,14 +167,21 @@ def _tile_nbytes(plan: RowPlan, t, elem_bytes: int):
     return fx.Int32(plan.n * elem_bytes) - t * tile
 
 
-def _ws_at(plan: RowPlan, views, t, lane):
-    """((dγ view, dβ view), chunk index) of tile t in the workspace row."""
-    if not plan.streaming:
-        return views, lane + t * plan.lanes
+def _ws_at(plan: RowPlan, ptrs, t, lane, first=None):
+    """((dγ view, dβ view), chunk index) of tile t in the workspace row, split in <= 16-byte pieces.
+
+    first: a traced bool, true in a program's first row group; the views then read nothing (a bound of 0
+    bytes loads zeros), so the first read-modify-write is a plain store and the row needs no zeroing pass.
+    Every program owns at least one group (geometry.bwd_programs), so every partial row is written."""
     w, _ = _f32_parts(plan.vec)
-    nb = _tile_nbytes(plan, t, 4)
-    tv = [rowio.chunked(ptr + fx.Int64(t) * (plan.lanes * plan.vec), plan.lanes * plan.vec, w, nb) for ptr in views]
-    return tuple(tv), lane
+    if not plan.streaming:
+        base, size, nb, idx = ptrs, plan.n, plan.n * 4, lane + t * plan.lanes
+    else:
+        step = plan.lanes * plan.vec
+        base, size, nb, idx = [ptr + fx.Int64(t) * step for ptr in ptrs], step, _tile_nbytes(plan, t, 4), lane
+    if first is not None:
+        nb = first.select(fx.Int32(0), fx.Int32(nb) if isinstance(nb, int) else nb)
+    return tuple(rowio.chunked(ptr, size, w, nb) for ptr in base), idx
 
 
 def _tiles(plan: RowPlan, body, carry: tuple = ()) -> tuple:
@@ -190,24 +194,16 @@ def _tiles(plan: RowPlan, body, carry: tuple = ()) -> tuple:
     return rowio.tile_loop(0, plan.tiles, plan.step, body, carry)
 
 
-def zero_ws(plan: RowPlan, views, lane) -> None:
-    z = fx.full(plan.vec, 0.0, fx.Float32)
-
-    def tile(t):
-        (gv, bv), idx = _ws_at(plan, views, t, lane)
-        _ws_store(gv, idx, plan.vec, _split(z, plan.vec))
-        _ws_store(bv, idx, plan.vec, _split(z, plan.vec))
-        return ()
-    _tiles(plan, tile)
-
-
 def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, lane) -> None:
     """Hand this program's partials over: workspace row (deterministic) or atomics (atomic)."""
     w, k = _f32_parts(plan.vec)
     ratom = rowio.copy_atom(w, "f32")
 
     def tile(t):
-        (gv, bv), idx = _ws_at(plan, views, t, lane)
+        if const_expr(views[0] is None):               # atomic, partials in registers: no workspace
+            (gv, bv), idx = (None, None), lane + t * plan.lanes
+        else:
+            (gv, bv), idx = _ws_at(plan, views, t, lane)
         if const_expr(plan.acc_in_registers):
             g_parts, b_parts = _split(acc_g[t], plan.vec), _split(acc_b[t], plan.vec)
         if const_expr(strategy == "deterministic"):
@@ -281,7 +277,7 @@ def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane
 
 
 def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, reducer: RowReducer,
-              ws_row) -> None:
+              ws_row, first) -> None:
     """Streaming backward of rows g*batch .. g*batch+batch-1 (rows past M masked), no runtime `if`.
 
     Pass 1 (runtime loop over the tiles): x, dy, γ -> per row Σwdy and Σwdy·x̂, for all rows of the batch
@@ -289,7 +285,8 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
     the batch's Σ dy·x̂ and Σ dy added to the workspace row (one read-modify-write per tile for the whole
     batch, in a fixed order). Every tile is read through its own descriptor (rowio.tile_view); chunks past
     the row end load zeros (dy = 0 adds nothing) and their stores are dropped.
-    row_ptrs(row) -> (x, dy, dx) typed pointers of that row; ws_row: this program's (dγ, dβ) row pointers.
+    row_ptrs(row) -> (x, dy, dx) typed pointers of that row; ws_row: this program's (dγ, dβ) row pointers;
+    first: this is the program's first batch (its workspace row is not read: _ws_at).
     """
     n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
     esize = ELEM_BYTES[dt]
@@ -341,8 +338,9 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
             g_sum = dy * xhat if g_sum is None else fx.fma(dy, xhat, g_sum)
             b_sum = dy if b_sum is None else b_sum + dy
         (gv, bv), idx = _ws_at(plan, ws_row, t, lane)
-        old_g = _ws_load(gv, idx, vec)
-        old_b = _ws_load(bv, idx, vec)
+        (gr, br), _ = _ws_at(plan, ws_row, t, lane, first)
+        old_g = _ws_load(gr, idx, vec)
+        old_b = _ws_load(br, idx, vec)
         _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g_sum, vec))])
         _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(b_sum, vec))])
         return ()
@@ -428,15 +426,13 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             pid = fx.Int32(fx.block_idx.x)
             gammas = load_gammas(plan, W, lane)
             views = ws_views(plan, WSg, WSb, ws_row(pid, slot)) if const_expr(uses_ws) else (None, None)
-            if const_expr(not plan.acc_in_registers):
-                zero_ws(plan, views, lane)
             acc_g, acc_b = zeros()
             groups = (m + (G - 1)) // G
             for g in range(pid, groups, p):
                 if const_expr(plan.streaming):
                     bwd_batch(plan, g, m, lambda r: (X + fx.Int64(r) * n, DY + fx.Int64(r) * n,
                                                      DX + fx.Int64(r) * n),
-                              Mean, Rstd, W, lane, reducer, views)
+                              Mean, Rstd, W, lane, reducer, views, fx.Int32(g) == pid)
                 else:
                     row0 = fx.Int32(g) * R
                     rows_nb, st_nb = group_masks(g, groups, m)
@@ -444,7 +440,7 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
                     mean = stats(Mean, row0, slot, st_nb)
                     rstd = stats(Rstd, row0, slot, st_nb)
                     acc_g, acc_b = bwd_row(plan, X + off, DY + off, DX + off, gammas, mean, rstd, rows_nb, slot,
-                                           lane, reducer, acc_g, acc_b, views)
+                                           lane, reducer, acc_g, acc_b, views, fx.Int32(g) == pid)
             finish(acc_g, acc_b, views, part, WSg, WSb, DG, DB, tid, slot, lane, pid)
 
         @flyc.jit
@@ -463,8 +459,6 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             gammas = load_gammas(plan, fx.get_iter(W), lane)
             views = (ws_views(plan, fx.get_iter(WSg), fx.get_iter(WSb), ws_row(pid, slot))
                      if const_expr(uses_ws) else (None, None))
-            if const_expr(not plan.acc_in_registers):
-                zero_ws(plan, views, lane)
             acc_g, acc_b = zeros()
             groups = (m + (G - 1)) // G
             for g in range(pid, groups, p):
@@ -472,7 +466,8 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
                     bwd_batch(plan, g, m, lambda r: (fx.get_iter(fx.slice(X, (r, None))),
                                                      fx.get_iter(fx.slice(DY, (r, None))),
                                                      fx.get_iter(fx.slice(DX, (r, None)))),
-                              fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views)
+                              fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views,
+                              fx.Int32(g) == pid)
                 else:
                     row0 = fx.Int32(g) * R
                     rows_nb, st_nb = group_masks(g, groups, m)
@@ -481,7 +476,7 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
                     acc_g, acc_b = bwd_row(plan, fx.get_iter(fx.slice(X, (row0, None))),
                                            fx.get_iter(fx.slice(DY, (row0, None))),
                                            fx.get_iter(fx.slice(DX, (row0, None))), gammas, mean, rstd, rows_nb,
-                                           slot, lane, reducer, acc_g, acc_b, views)
+                                           slot, lane, reducer, acc_g, acc_b, views, fx.Int32(g) == pid)
             finish(acc_g, acc_b, views, part, fx.get_iter(WSg), fx.get_iter(WSb), fx.get_iter(DG),
                    fx.get_iter(DB), tid, slot, lane, pid)
 
