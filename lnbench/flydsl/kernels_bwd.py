@@ -499,7 +499,10 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
     kname = name or f"ln_bwd_reduce_{wdtype}_n{n}_{abi}"
     out_nb = n * ELEM_BYTES[wdtype]
     outs = 2 * strip                                  # dγ and dβ values of a strip
-    floats = S * outs
+    # a split's LDS row: `strip` values, value e of column thread c at e·cols + c, padded by 16 floats so the
+    # 64 / cols splits of a wave write to different banks (32 banks of 4 bytes)
+    lds_row = strip + 16
+    floats = 2 * S * lds_row
 
     @fx.struct
     class Scratch:
@@ -538,7 +541,7 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
         s, c = tid // cols, tid % cols
         for k in range_constexpr(2):
             for e in range_constexpr(vec):
-                fx.memref_store(acc[k][e], part, (k * S + s) * strip + c * vec + e)
+                fx.memref_store(acc[k][e], part, (k * S + s) * lds_row + e * cols + c)
         fx.gpu.barrier()
         oatom = rowio.copy_atom(1, wdtype)
         views = [rowio.chunked(ptr, n + 1, 1, out_nb) for ptr in (dgp, dbp)]     # n + 1: see combine_slots
@@ -547,10 +550,10 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
             ok = o < outs
             o = ok.select(o, fx.Int32(0))
             k, j = o // strip, o % strip
-            total = fx.memref_load(part, k * (S * strip) + j)
+            total = fx.memref_load(part, k * (S * lds_row) + j)
             for i in range_constexpr(1, S):
-                total = total + fx.memref_load(part, k * (S * strip) + i * strip + j)
-            col = first + j
+                total = total + fx.memref_load(part, k * (S * lds_row) + i * lds_row + j)
+            col = first + (j % cols) * vec + j // cols
             for kk in range_constexpr(2):
                 mine = ok & (k == kk)
                 rowio.store_from_f32(oatom, views[kk], mine.select(col, fx.Int32(n)),
