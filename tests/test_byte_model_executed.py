@@ -71,6 +71,7 @@ CASES = [
     ("bwd", "deterministic", "f16", 100, 64),
     ("bwd", "atomic", "f32", 16, 4096),
     ("bwd", "deterministic", "bf16", 3, 32768),
+    ("bwd", "deterministic", "f32", 5, 65536),       # streaming: one batch per program, no read-back
 ]
 
 
@@ -93,6 +94,23 @@ def test_backward_reads_x_and_dy_once(strategy):
     kernels = execute_variant("bwd", "bf16", m, n, "pointer", "gfx942", dgamma_strategy=strategy, seed=3)
     moved = executed_traffic(kernels, unique=False)
     assert moved["x"] == (m * n * 2, 0) and moved["dy"] == (m * n * 2, 0) and moved["dx"] == (0, m * n * 2)
+
+
+@pytest.mark.parametrize("m, n, dtype, second", [(5, 65536, "f32", 0), (12, 32768, "bf16", 3)])
+def test_backward_reads_back_only_partial_rows_it_wrote_before(m, n, dtype, second):
+    """Rows past the register budget accumulate dγ/dβ in their program's partial row, read-modify-write; a
+    program's first row group only writes it (no zeroing pass, no read of it), so the main kernel reads back
+    the rows of the programs that own a second group alone: none when every program owns one streaming batch
+    (f32 65536: 3 programs of 2 rows), all 3 at bf16 32768 with 12 rows (3 programs of 4)."""
+    from lnbench.flydsl import geometry
+    from lnbench.flydsl.inspect import execute_variant
+    kernels = execute_variant("bwd", dtype, m, n, "pointer", "gfx942", seed=3)
+    main = kernels[0].buffers
+    plan = geometry.row_plan(n, dtype, "bwd")
+    assert geometry.bwd_programs(m, plan, "gfx942") >= second
+    for name in ("wsg", "wsb"):
+        assert main[name]["unique_loaded"] == second * n * 4
+        assert main[name]["unique_stored"] == geometry.bwd_programs(m, plan, "gfx942") * n * 4
 
 
 def test_forward_rereads_gamma_and_beta_per_row_which_the_model_does_not_count():

@@ -635,6 +635,8 @@ INT_OPS = [
     ("v_ashrrev_i32", I.v_ashrrev_i32_e32(v[3], v[0], v[1]), lambda a, b, c: (_i32(b) >> (a & 31)) & M32),
     ("v_mul_lo_u32", I.v_mul_lo_u32(v[3], v[0], v[1]), lambda a, b, c: (a * b) & M32),
     ("v_add3_u32", I.v_add3_u32_e64(v[3], v[0], v[1], v[2]), lambda a, b, c: (a + b + c) & M32),
+    ("v_mad_u32_u24", I.v_mad_u32_u24_e64(v[3], v[0], v[1], v[2]),
+     lambda a, b, c: ((a & 0xFFFFFF) * (b & 0xFFFFFF) + c) & M32),
     ("v_lshl_or_b32", I.v_lshl_or_b32(v[3], v[0], v[1], v[2]), lambda a, b, c: ((a << (b & 31)) & M32) | c),
     ("v_bfe_u32", I.v_bfe_u32_e64(v[3], v[0], v[1], v[2]), lambda a, b, c: (a >> (b & 31)) & ((1 << (c & 31)) - 1)),
     ("v_perm_b32", I.v_perm_b32_e64(v[3], v[0], v[1], v[4]), lambda a, b, c: _perm(a, b, c)),

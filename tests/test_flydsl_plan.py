@@ -64,10 +64,13 @@ def test_misaligned_pointer_forces_narrow_access():
 
 #: geometry of the register paths, pinned (issue 19 item 4 changed it on purpose: the forward fills its element
 #: budget, 64 on 16-byte 16-bit rows, and rows of a wave or more take whole waves, as few as hold the tiles)
+#: (issue 31 item 9: a one-wave backward row shares its block with 3 more, so the persistent grid fills every SIMD)
 #: (n, dtype, kind) -> (vec, lanes, rows_per_block, tiles, mode)
 REGISTER_PLANS = {
     (1, "f32", "fwd"): (1, 1, 256, 1, "registers"),
-    (257, "bf16", "bwd"): (1, 64, 1, 5, "registers"),
+    (257, "bf16", "bwd"): (1, 64, 4, 5, "registers"),
+    (512, "bf16", "bwd"): (8, 64, 4, 1, "registers"),
+    (512, "bf16", "fwd"): (8, 8, 32, 8, "registers"),
     (1000, "f16", "fwd"): (8, 16, 16, 8, "registers"),
     (64, "bf16", "fwd"): (8, 1, 256, 8, "registers"),
     (4096, "bf16", "fwd"): (8, 64, 1, 8, "registers"),
@@ -162,10 +165,38 @@ def test_backward_programs_scale_with_m_and_cus(arch, cus):
     assert geometry.bwd_programs(4096, small, arch) == min(2 * cus, -(-groups // geometry.MIN_ROWS_PER_PROGRAM))
 
 
+def test_workspace_mode_programs_own_fewer_rows():
+    """512x32768 bf16 (partials read-modify-written in the workspace row): 128 programs of 4 rows, not 64 of 8
+    (whose VALU floor on the busiest CU exceeded the memory floor); register-path rows keep 8 per program."""
+    ws = geometry.row_plan(32768, "bf16", "bwd")
+    assert ws.mode == "workspace"
+    assert geometry.bwd_programs(512, ws, "gfx950") == 512 // geometry.MIN_ROWS_PER_PROGRAM_WS == 128
+    reg = geometry.row_plan(16384, "bf16", "bwd")
+    assert reg.mode == "registers" and geometry.bwd_programs(1024, reg, "gfx950") == 128
+
+
 def test_reduce_plan():
     r = geometry.reduce_plan(4096)
-    assert r.vec == 4 and r.grid() * r.block * r.vec >= 4096
+    assert r.vec == 4 and r.grid() * r.strip >= 4096
     assert geometry.reduce_plan(7).vec == 1 and geometry.reduce_plan(6).vec == 2
+    for n in (1, 7, 256, 4097, 65536, 2 ** 28):
+        r = geometry.reduce_plan(n)
+        assert r.grid() * r.strip >= n > (r.grid() - 1) * r.strip
+        assert r.block == r.cols * r.splits <= geometry.REDUCE_BLOCK
+        assert r.splits * n * 4 <= geometry.MAX_ROW_BYTES            # a split's byte offset fits Int32
+
+
+def test_reduce_spreads_narrow_rows_over_workgroups_and_waves():
+    """N = 256: the partial rows are summed by 4 workgroups of 4 waves (16 row splits each), not by one wave."""
+    r = geometry.reduce_plan(256)
+    assert r.grid() == 4 and r.block == 256 and r.splits == 16
+
+
+def test_deterministic_backward_writes_one_partial_row_per_program():
+    small = geometry.row_plan(256, "bf16", "bwd")
+    assert small.rows_per_block == 8
+    assert geometry.bwd_partial_rows(100, small, "deterministic") == 100
+    assert geometry.bwd_partial_rows(100, small, "atomic") == 800       # the atomic kernel's own slots
 
 
 def test_dtype_names():

@@ -111,6 +111,33 @@ def test_deterministic_strategy_is_bitwise_reproducible(dtype, kernel_device):
             assert torch.equal(a, c)
 
 
+@pytest.mark.parametrize("abi", ["pointer", "tensor"])
+def test_backward_of_several_rows_per_block_writes_one_partial_row_per_program(abi, kernel_device):
+    """N = 256 bf16 (8 rows a block) with enough programs that the reduce runs whole steps of its row splits
+    and a ragged tail: values against fp64, ONE fp32 partial row per program (the block's row slots added in
+    LDS), and the same bits again on a second call."""
+    from lnbench.flydsl import geometry, launch
+    m, n = 1100, 256
+    x, w, b, dy = _inputs(m, n, torch.bfloat16, kernel_device)
+    _, mean, rstd = launch.forward(x, w, b, 1e-5)
+    call, (dx, dw, db) = launch._backward_call(dy, x, w, mean, rstd, abi, "deterministic")
+    with kernel_device.guard():
+        call()
+    plan = geometry.row_plan(n, torch.bfloat16, "bwd")
+    programs = geometry.bwd_programs(m, plan, kernel_device.arch)
+    assert plan.rows_per_block > 1 and programs > geometry.reduce_plan(n).splits
+    assert programs % geometry.reduce_plan(n).splits != 0
+    assert call.buffers["wsg"].shape == (programs, n)
+    _, _, _, dxr, dwr, dbr = _ref(x, w, b, 1e-5, dy)
+    assert (dx.double() - dxr).abs().max().item() <= 6e-2 * max(1.0, dxr.abs().max().item())
+    assert (dw.double() - dwr).abs().max().item() <= 6e-2 * m ** 0.5 * max(1.0, dwr.abs().max().item())
+    assert (db.double() - dbr).abs().max().item() <= 6e-2 * m ** 0.5 * max(1.0, dbr.abs().max().item())
+    first = [t.clone() for t in (dx, dw, db)]
+    with kernel_device.guard():
+        call()
+    assert all(torch.equal(a, c) for a, c in zip(first, (dx, dw, db)))
+
+
 @pytest.mark.parametrize("store_stats", [True, False])
 def test_both_abis_bitwise_equal_in_forward(store_stats, kernel_device):
     from lnbench.flydsl import launch
@@ -241,3 +268,12 @@ def test_two_gpus():
         assert y.device == torch.device(dev)
         outs.append(y.cpu())
     assert torch.equal(outs[0], outs[1])
+
+
+def test_partial_reduce_writes_lds_without_bank_conflicts():
+    """The reduce's row splits store their sums to LDS 16 floats apart beyond a strip, so the 4 splits of a
+    wave hit different banks (they collided 4 ways before: 4,096 conflict cycles at N = 4096)."""
+    from lnbench.flydsl.inspect import execute_variant
+    kernels = execute_variant("bwd", "bf16", 64, 4096, "pointer", "gfx950", seed=3)
+    reduce = [k for k in kernels if "reduce" in k.kernel_name]
+    assert len(reduce) == 1 and reduce[0].lds_bank_cycles > 0 and reduce[0].lds_conflict_cycles == 0

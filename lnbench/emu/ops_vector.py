@@ -309,6 +309,7 @@ _ITER = {
     "v_add3_u32": lambda a, b, c: a + b + c,
     "v_lshl_or_b32": lambda a, b, c: (a << (b & 31)) | c,
     "v_lshl_add_u32": lambda a, b, c: (a << (b & 31)) + c,
+    "v_mad_u32_u24": lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c,
     "v_and_or_b32": lambda a, b, c: (a & b) | c,
     "v_or3_b32": lambda a, b, c: a | b | c,
     "v_bfe_u32": lambda a, b, c: (a >> (b & 31)) & ((U64(1) << (c & 31)) - U64(1)),

@@ -59,6 +59,10 @@ STREAM_FWD_STEP = {1: 8, 2: 8, 4: 4, 8: 2}
 STREAM_BWD_BATCH = 2
 PROGRAMS_PER_CU = 2
 MIN_ROWS_PER_PROGRAM = 8
+#: the same for workspace-mode rows (dγ/dβ read-modify-written in the partial row): such a row is 2-3× the
+#: VALU work of a register-path row's bytes, so with 8 the few programs of a short M were VALU-bound
+#: (512x32768 bf16: 64 programs for 256 CUs, VALU floor 25.2 us against 16.8 us of memory on the MI350X)
+MIN_ROWS_PER_PROGRAM_WS = 4
 #: buffer descriptors count bytes in 32 bits (and the kernels' byte arithmetic is Int32): the longest row
 MAX_ROW_BYTES = 2 ** 31 - 1
 
@@ -182,6 +186,10 @@ def row_plan(n: int, dtype: object, kind: str = "fwd", align_elems: int | None =
         rows_per_block = 1
         tiles = -(-chunks // lanes)
         lanes = -(-(-(-chunks // tiles)) // WAVE) * WAVE
+        if kind == "bwd" and lanes == WAVE:
+            # a one-wave row: the backward's program takes SMALL_ROW_BLOCK // WAVE rows at once, so its
+            # persistent grid (PROGRAMS_PER_CU per CU) keeps every SIMD of a CU busy, not one in two
+            rows_per_block = SMALL_ROW_BLOCK // WAVE
     too_many_scalar = kind == "bwd" and vec == 1 and tiles > BWD_SCALAR_WS_TILES
     if tiles * vec <= limit and not too_many_scalar:
         return RowPlan(n=n, dtype=dt, kind=kind, vec=vec, vec_max=vec_max, chunks=chunks, lanes=lanes,
@@ -209,31 +217,58 @@ def fits_in_registers(n: int, dtype: object, kind: str = "fwd", align_elems: int
 
 def bwd_programs(m: int, plan: RowPlan, arch: str = "gfx942") -> int:
     """Persistent-grid size P for the backward: enough programs to fill the GPU (2 per CU), but
-    each should own >= MIN_ROWS_PER_PROGRAM rows so the [P*rows_per_block, N] fp32 partials stay
+    each should own >= MIN_ROWS_PER_PROGRAM rows (_WS in workspace mode) so the [P, N] fp32 partials stay
     small next to the x/dy traffic. Streaming rows: one program per CU, each owning whole batches."""
     cus = CU_COUNT.get(arch, 304)
     if plan.streaming:
         # a streaming row is long work already, and its 1024-thread program fills a CU
         return max(1, min(cus, -(-m // plan.batch)))
     groups = max(1, -(-m // plan.rows_per_block))
-    want = -(-groups // MIN_ROWS_PER_PROGRAM)
+    want = -(-groups // (MIN_ROWS_PER_PROGRAM if plan.acc_in_registers else MIN_ROWS_PER_PROGRAM_WS))
     return max(1, min(PROGRAMS_PER_CU * cus, want))
+
+
+#: partial-reduce kernel: threads per workgroup, and threads across a column strip (16 threads × 16 bytes:
+#: 256 contiguous bytes of every partial row); the rest of the block splits the partial rows
+REDUCE_BLOCK = 256
+REDUCE_COLS = 16
+
+
+def bwd_partial_rows(programs: int, plan: RowPlan, strategy: str) -> int:
+    """fp32 dγ (and dβ) workspace rows of the backward: one per program (the deterministic kernel adds a
+    block's row slots in LDS first), else one per row slot (the atomic strategy's wide-row accumulation)."""
+    return programs if strategy == "deterministic" else programs * plan.rows_per_block
 
 
 @dataclass(frozen=True)
 class ReducePlan:
-    """Column reduction of the [rows, N] fp32 partials: one thread per `vec` columns."""
+    """Column reduction of the [rows, N] fp32 partials. A workgroup owns a strip of `cols` chunks of `vec`
+    columns; its `splits` groups of `cols` threads sum the rows s, s+splits, s+2·splits, ... of their chunk
+    (a fixed order), and the splits' sums are added in LDS, split 0 first (bitwise reproducible). Many
+    narrow strips keep the grid wide however few the partial rows."""
 
     n: int
     vec: int
-    block: int
+    cols: int                 # threads across a strip (a power of two)
+    splits: int               # row splits of a workgroup (a power of two)
+
+    @property
+    def block(self) -> int:
+        return self.cols * self.splits
+
+    @property
+    def strip(self) -> int:
+        """Columns of one workgroup."""
+        return self.cols * self.vec
 
     def grid(self) -> int:
-        return max(1, -(-(self.n // self.vec) // self.block))
+        return max(1, -(-self.n // self.strip))
 
 
 def reduce_plan(n: int) -> ReducePlan:
     vec = math.gcd(n, 4)
-    cols = n // vec
-    block = min(256, max(WAVE, _pow2_ceil(cols)))
-    return ReducePlan(n=n, vec=vec, block=block)
+    cols = min(REDUCE_COLS, _pow2_ceil(n // vec))
+    splits = REDUCE_BLOCK // cols
+    while splits > 1 and splits * n * 4 > MAX_ROW_BYTES:     # a split's byte offset stays in Int32
+        splits //= 2
+    return ReducePlan(n=n, vec=vec, cols=cols, splits=splits)

@@ -9,8 +9,9 @@ program's own workspace row). Rows too long for registers stream (bwd_batch): `b
 a runtime loop over the tiles reads x, dy and γ for (c1, c2), and a second loop reads them again to
 write dx and add the batch's dγ/dβ to the workspace row in one read-modify-write per tile.
 The epilogue depends on the dγ strategy:
-  deterministic: store the fp32 partials to row pid*R+slot of a [P*R, N] workspace; the reduce
-                 kernel then sums rows 0..P*R-1 per column in that fixed order (bitwise reproducible);
+  deterministic: store the fp32 partials to row pid of a [P, N] workspace (a block of R > 1 rows adds
+                 its row slots in LDS first, slot 0 first: combine_slots); the reduce kernel then sums
+                 the P rows per column in a fixed order (ReducePlan; bitwise reproducible);
   atomic:        fp32 global atomic adds (agent scope) into [N] fp32 accumulators (order varies).
 """
 # no `from __future__ import annotations`: FlyDSL reads the annotations as real types
@@ -22,7 +23,7 @@ from flydsl.expr import const_expr, range_constexpr
 
 from lnbench.constants import ELEM_BYTES, STRATEGIES
 from lnbench.flydsl import rowio
-from lnbench.flydsl.geometry import ReducePlan, RowPlan
+from lnbench.flydsl.geometry import ReducePlan, RowPlan, _pow2_ceil
 from lnbench.flydsl.reduce import WAVE, RowReducer
 
 FAST = fx.FastMathFlags.fast
@@ -56,15 +57,37 @@ def _split(v, vec):
     return [v.shuffle(v, list(range(i * w, (i + 1) * w))) for i in range(k)]
 
 
-def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes, lane,
-            reducer: RowReducer, acc_g, acc_b, ws_view):
-    """Backward of one row; returns the updated (acc_g, acc_b) lists (register mode) or updates
-    the workspace row `ws_view` in place (workspace mode). No runtime `if`: shared by both ABIs."""
-    n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
+def _dx_terms(c1, c2, rstd, vec: int):
+    """dx(wdy, x̂) = (wdy - c1 - x̂·c2)·rstd as two fused multiply-adds, wdy·rstd + (x̂·(-c2·rstd) - c1·rstd):
+    the row's scalars are scaled once (no cancellation: every term is of the size of wdy·rstd)."""
+    c2r = fx.full(vec, -(c2 * rstd), fx.Float32)
+    c1r = fx.full(vec, -(c1 * rstd), fx.Float32)
+    r = fx.full(vec, rstd, fx.Float32)
+    return lambda wdy, xhat: fx.fma(wdy, r, fx.fma(xhat, c2r, c1r))
+
+
+def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbytes, slot, lane,
+            reducer: RowReducer, acc_g, acc_b, ws_view, first=None):
+    """Backward of row `slot` of a group of rows_per_block rows; returns the updated (acc_g, acc_b) lists
+    (register mode) or updates the workspace row `ws_view` in place (workspace mode; `first`: see _ws_at).
+    No runtime `if`:
+    shared by both ABIs. x/dy/dx_ptr point at the group's first row and rows_nbytes bounds the group's rows
+    inside M, so every access goes through one uniform descriptor (no per-lane loop over descriptors)."""
+    n, vec, lanes, dt, R = plan.n, plan.vec, plan.lanes, plan.dtype, plan.rows_per_block
     atom = rowio.copy_atom(vec, dt)
-    xv = rowio.chunked(x_ptr, n, vec, row_nbytes)
-    dyv = rowio.chunked(dy_ptr, n, vec, row_nbytes)
-    dxv = rowio.chunked(dx_ptr, n, vec, row_nbytes)
+    xv = rowio.chunked(x_ptr, R * n, vec, rows_nbytes)
+    dyv = rowio.chunked(dy_ptr, R * n, vec, rows_nbytes)
+    dxv = rowio.chunked(dx_ptr, R * n, vec, rows_nbytes)
+
+    def at(t):
+        """Chunk index of tile t in the group's view; a chunk past the row end of a row that is not the
+        group's last is sent past the group's end (loads 0, its store dropped), never into the next row."""
+        idx = lane + t * lanes
+        if const_expr(R == 1):
+            return idx
+        if const_expr((t + 1) * lanes > plan.chunks):
+            return (idx < plan.chunks).select(idx + slot * plan.chunks, fx.Int32(R * plan.chunks))
+        return idx + slot * plan.chunks
 
     # keep only the loaded x and dy (tensor dtype) live across the reduction; x̂ and wdy are
     # recomputed afterwards, and γ is re-read (L1/L2-resident) when it is not kept in registers
@@ -80,9 +103,8 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes
     s1 = fx.Float32(0.0)
     s2 = fx.Float32(0.0)
     for t in range_constexpr(plan.tiles):
-        idx = lane + t * lanes
-        x = rowio.load_raw(atom, xv, idx, vec, dt)                    # past the end / past M: zeros
-        dy = rowio.load_raw(atom, dyv, idx, vec, dt)
+        x = rowio.load_raw(atom, xv, at(t), vec, dt)                  # past the end / past M: zeros
+        dy = rowio.load_raw(atom, dyv, at(t), vec, dt)
         xr.append(x)
         if const_expr(plan.acc_in_registers):
             dyr.append(dy)
@@ -91,8 +113,7 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes
         s1 = s1 + wdy.reduce(fx.ReductionOp.ADD, fastmath=FAST)
         s2 = s2 + (wdy * xhat).reduce(fx.ReductionOp.ADD, fastmath=FAST)
     c1, c2 = reducer.sum2(s1, s2)
-    c1 = c1 * (1.0 / n)
-    c2 = c2 * (1.0 / n)
+    dx_of = _dx_terms(c1 * (1.0 / n), c2 * (1.0 / n), rstd, vec)
     new_g, new_b = [], []
     for t in range_constexpr(plan.tiles):
         idx = lane + t * lanes
@@ -100,18 +121,17 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, row_nbytes
         if const_expr(plan.acc_in_registers):
             dy = rowio.widen(dyr[t], dt)
         else:                       # very wide rows: re-read dy (L2-resident) instead of spilling
-            dy = rowio.load_f32(atom, dyv, idx, vec, dt)
-        wdy = dy * gamma(t)
-        dx = (wdy - c1 - xhat * c2) * rstd
-        rowio.store_from_f32(atom, dxv, idx, dx, vec, dt)
-        g = dy * xhat
+            dy = rowio.load_f32(atom, dyv, at(t), vec, dt)
+        rowio.store_from_f32(atom, dxv, at(t), dx_of(dy * gamma(t), xhat), vec, dt)
         if const_expr(plan.acc_in_registers):
-            new_g.append(acc_g[t] + g)
+            new_g.append(fx.fma(dy, xhat, acc_g[t]))
             new_b.append(acc_b[t] + dy)
         else:
-            gv, bv = ws_view
-            old_g = _ws_load(gv, idx, vec)
-            old_b = _ws_load(bv, idx, vec)
+            g = dy * xhat
+            (gv, bv), _ = _ws_at(plan, ws_view, t, lane)
+            (gr, br), _ = _ws_at(plan, ws_view, t, lane, first)
+            old_g = _ws_load(gr, idx, vec)
+            old_b = _ws_load(br, idx, vec)
             _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g, vec))])
             _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(dy, vec))])
     reducer.fence()                                   # the next row reuses the LDS slots
@@ -130,14 +150,9 @@ def load_gammas(plan: RowPlan, w_ptr, lane):
 
 
 def ws_views(plan: RowPlan, wsg_ptr, wsb_ptr, ws_row):
-    """(dγ, dβ) fp32 workspace row views, split in <= 16-byte pieces (streaming plans: the row pointers,
-    viewed per tile by _ws_at)."""
-    w, _ = _f32_parts(plan.vec)
+    """(dγ, dβ) fp32 workspace row pointers of this program (viewed per use by _ws_at)."""
     off = fx.Int64(ws_row) * plan.n
-    if plan.streaming:
-        return wsg_ptr + off, wsb_ptr + off
-    nb = plan.n * 4
-    return rowio.chunked(wsg_ptr + off, plan.n, w, nb), rowio.chunked(wsb_ptr + off, plan.n, w, nb)
+    return wsg_ptr + off, wsb_ptr + off
 
 
 def _tile_nbytes(plan: RowPlan, t, elem_bytes: int):
@@ -152,14 +167,21 @@ def _tile_nbytes(plan: RowPlan, t, elem_bytes: int):
     return fx.Int32(plan.n * elem_bytes) - t * tile
 
 
-def _ws_at(plan: RowPlan, views, t, lane):
-    """((dγ view, dβ view), chunk index) of tile t in the workspace row."""
-    if not plan.streaming:
-        return views, lane + t * plan.lanes
+def _ws_at(plan: RowPlan, ptrs, t, lane, first=None):
+    """((dγ view, dβ view), chunk index) of tile t in the workspace row, split in <= 16-byte pieces.
+
+    first: a traced bool, true in a program's first row group; the views then read nothing (a bound of 0
+    bytes loads zeros), so the first read-modify-write is a plain store and the row needs no zeroing pass.
+    Every program owns at least one group (geometry.bwd_programs), so every partial row is written."""
     w, _ = _f32_parts(plan.vec)
-    nb = _tile_nbytes(plan, t, 4)
-    tv = [rowio.chunked(ptr + fx.Int64(t) * (plan.lanes * plan.vec), plan.lanes * plan.vec, w, nb) for ptr in views]
-    return tuple(tv), lane
+    if not plan.streaming:
+        base, size, nb, idx = ptrs, plan.n, plan.n * 4, lane + t * plan.lanes
+    else:
+        step = plan.lanes * plan.vec
+        base, size, nb, idx = [ptr + fx.Int64(t) * step for ptr in ptrs], step, _tile_nbytes(plan, t, 4), lane
+    if first is not None:
+        nb = first.select(fx.Int32(0), fx.Int32(nb) if isinstance(nb, int) else nb)
+    return tuple(rowio.chunked(ptr, size, w, nb) for ptr in base), idx
 
 
 def _tiles(plan: RowPlan, body, carry: tuple = ()) -> tuple:
@@ -172,24 +194,16 @@ def _tiles(plan: RowPlan, body, carry: tuple = ()) -> tuple:
     return rowio.tile_loop(0, plan.tiles, plan.step, body, carry)
 
 
-def zero_ws(plan: RowPlan, views, lane) -> None:
-    z = fx.full(plan.vec, 0.0, fx.Float32)
-
-    def tile(t):
-        (gv, bv), idx = _ws_at(plan, views, t, lane)
-        _ws_store(gv, idx, plan.vec, _split(z, plan.vec))
-        _ws_store(bv, idx, plan.vec, _split(z, plan.vec))
-        return ()
-    _tiles(plan, tile)
-
-
 def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, lane) -> None:
     """Hand this program's partials over: workspace row (deterministic) or atomics (atomic)."""
     w, k = _f32_parts(plan.vec)
     ratom = rowio.copy_atom(w, "f32")
 
     def tile(t):
-        (gv, bv), idx = _ws_at(plan, views, t, lane)
+        if const_expr(views[0] is None):               # atomic, partials in registers: no workspace
+            (gv, bv), idx = (None, None), lane + t * plan.lanes
+        else:
+            (gv, bv), idx = _ws_at(plan, views, t, lane)
         if const_expr(plan.acc_in_registers):
             g_parts, b_parts = _split(acc_g[t], plan.vec), _split(acc_b[t], plan.vec)
         if const_expr(strategy == "deterministic"):
@@ -225,8 +239,45 @@ def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, 
     _tiles(plan, tile)
 
 
+def combine_floats(plan: RowPlan) -> int:
+    """LDS floats combine_slots needs: dγ and dβ of R slots, tiles·vec values per lane padded to a power of two."""
+    return 2 * plan.rows_per_block * _pow2_ceil(plan.tiles * plan.vec) * plan.lanes
+
+
+def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane) -> None:
+    """Deterministic strategy, several rows per block: add the R row slots' dγ/dβ partials in LDS (slot 0
+    first) and store their sum as the program's ONE partial row (ws_g/ws_b: its row pointers). Thread t
+    sums outputs t, t+block, ... (fp32 scalars, dγ then dβ). A slot's `tiles·vec` values per lane are padded to
+    a power of two (combine_floats), so that every index is a shift (the emulator has no v_mad_u32_u24); an
+    output that does not exist stores past the bound."""
+    R, lanes, vec, n = plan.rows_per_block, plan.lanes, plan.vec, plan.n
+    tv = plan.tiles * vec
+    padded = _pow2_ceil(tv) * lanes                      # LDS floats of one slot's dγ (or dβ) partial
+    for k, acc in enumerate((acc_g, acc_b)):
+        for t in range_constexpr(plan.tiles):
+            for e in range_constexpr(vec):
+                fx.memref_store(acc[t][e], part, (k * R + slot) * padded + (t * vec + e) * lanes + lane)
+    fx.gpu.barrier()
+    # views one element longer than the row: a size-1 view would fold the past-the-bound index to 0
+    views = [rowio.chunked(ptr, n + 1, 1, n * 4) for ptr in (ws_g, ws_b)]
+    atom = rowio.copy_atom(1, "f32")
+    for q in range_constexpr(-(-2 * padded // plan.block)):
+        o = tid + q * plan.block
+        k, r = o // padded, o % padded
+        te, ln = r // lanes, r % lanes
+        ok = (o < 2 * padded) & (te < tv)
+        at = ok.select(k * (R * padded) + r, fx.Int32(0))
+        total = fx.memref_load(part, at)
+        for i in range_constexpr(1, R):
+            total = total + fx.memref_load(part, at + i * padded)
+        col = ((te // vec) * lanes + ln) * vec + te % vec              # past the row end: dropped by the bound
+        for kk in range_constexpr(2):
+            rowio.store_from_f32(atom, views[kk], (ok & (k == kk)).select(col, fx.Int32(n)),
+                                 fx.full(1, total, fx.Float32), 1, "f32")
+
+
 def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, reducer: RowReducer,
-              ws_row) -> None:
+              ws_row, first) -> None:
     """Streaming backward of rows g*batch .. g*batch+batch-1 (rows past M masked), no runtime `if`.
 
     Pass 1 (runtime loop over the tiles): x, dy, γ -> per row Σwdy and Σwdy·x̂, for all rows of the batch
@@ -234,7 +285,8 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
     the batch's Σ dy·x̂ and Σ dy added to the workspace row (one read-modify-write per tile for the whole
     batch, in a fixed order). Every tile is read through its own descriptor (rowio.tile_view); chunks past
     the row end load zeros (dy = 0 adds nothing) and their stores are dropped.
-    row_ptrs(row) -> (x, dy, dx) typed pointers of that row; ws_row: this program's (dγ, dβ) row pointers.
+    row_ptrs(row) -> (x, dy, dx) typed pointers of that row; ws_row: this program's (dγ, dβ) row pointers;
+    first: this is the program's first batch (its workspace row is not read: _ws_at).
     """
     n, vec, lanes, dt = plan.n, plan.vec, plan.lanes, plan.dtype
     esize = ELEM_BYTES[dt]
@@ -273,21 +325,22 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
 
     sums = _tiles(plan, stats, tuple(fx.Float32(0.0) for _ in range(2 * plan.batch)))
     sums = reducer.sum_n(list(sums))
-    cs = [(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n)) for k in range(plan.batch)]
+    dx_ofs = [_dx_terms(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n), rows[k][4], vec)
+              for k in range(plan.batch)]
 
     def apply(t):
         gam, xd = terms(t)
         g_sum = b_sum = None
         for k in range_constexpr(plan.batch):
             xhat, dy = xd[k]
-            c1, c2 = cs[k]
-            _, _, dx_ptr, _, rstd, ok = rows[k]
-            rowio.store_from_f32(atom, view(dx_ptr, t, ok), lane, (dy * gam - c1 - xhat * c2) * rstd, vec, dt)
-            g_sum = dy * xhat if g_sum is None else g_sum + dy * xhat
+            _, _, dx_ptr, _, _, ok = rows[k]
+            rowio.store_from_f32(atom, view(dx_ptr, t, ok), lane, dx_ofs[k](dy * gam, xhat), vec, dt)
+            g_sum = dy * xhat if g_sum is None else fx.fma(dy, xhat, g_sum)
             b_sum = dy if b_sum is None else b_sum + dy
         (gv, bv), idx = _ws_at(plan, ws_row, t, lane)
-        old_g = _ws_load(gv, idx, vec)
-        old_b = _ws_load(bv, idx, vec)
+        (gr, br), _ = _ws_at(plan, ws_row, t, lane, first)
+        old_g = _ws_load(gr, idx, vec)
+        old_b = _ws_load(br, idx, vec)
         _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g_sum, vec))])
         _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(b_sum, vec))])
         return ()
@@ -308,7 +361,12 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         raise ValueError(f"dgamma strategy must be one of {STRATEGIES}, got {strategy!r}")
     R, BLOCK, n = plan.rows_per_block, plan.block, plan.n
     G = plan.batch if plan.streaming else R            # rows per group of the persistent loop
-    floats = RowReducer.lds_floats(plan.lanes, values=2 * plan.batch, slots=1)
+    # several rows per block (deterministic): the slots' partials are added in LDS into one row per program
+    combine = strategy == "deterministic" and R > 1
+    if R > 1 and not plan.acc_in_registers:
+        raise ValueError("a block of several rows keeps its dγ/dβ partials in registers")
+    floats = max(RowReducer.lds_floats(plan.lanes, values=2 * plan.batch, slots=1),
+                 combine_floats(plan) if combine else 0)
     kname = name or f"ln_bwd_{plan.dtype}_n{n}_{abi}_{strategy[:3]}"
     full = n * ELEM_BYTES[plan.dtype]
     uses_ws = strategy == "deterministic" or not plan.acc_in_registers
@@ -324,18 +382,34 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             slot, lane = fx.Int32(0), tid
         else:
             slot, lane = tid // plan.lanes, tid % plan.lanes
+        part = None
         if floats:
             part = fx.SharedAllocator().allocate(Scratch).peek().part.view(fx.make_layout(floats, 1))
-            reducer = RowReducer(plan.lanes, part, tid // WAVE)
-        else:
-            reducer = RowReducer(plan.lanes)
-        return slot, lane, reducer
+        reducer = RowReducer(plan.lanes, part, tid // WAVE) if plan.lanes > WAVE else RowReducer(plan.lanes)
+        return tid, slot, lane, reducer, part
 
-    def row_masks(row, m):
+    def ws_row(pid, slot):
+        return pid if combine else pid * R + slot
+
+    def group_masks(g, groups, m):
+        """(x/dy/dx bytes, stats bytes) of group g's rows inside M: uniform, so one descriptor per buffer.
+        Only the last group can reach past M (a group test, not a min: the emulator has no s_min_i32)."""
         if R == 1:
             return full, 4
-        ok = row < m
-        return ok.select(fx.Int32(full), fx.Int32(0)), ok.select(fx.Int32(4), fx.Int32(0))
+        rows = (fx.Int32(g) == groups - 1).select(m - fx.Int32(g) * R, fx.Int32(R))
+        return rows * full, rows * 4
+
+    def stats(ptr, row0, slot, st_nb):
+        if R == 1:
+            return rowio.load_scalar_f32(ptr, row0, st_nb)
+        return rowio.load_f32_at(ptr + fx.Int64(row0), R, slot, st_nb)
+
+    def finish(acc_g, acc_b, views, part, WSg, WSb, DG, DB, tid, slot, lane, pid):
+        if const_expr(combine):
+            off = fx.Int64(pid) * n
+            combine_slots(plan, acc_g, acc_b, part, WSg + off, WSb + off, tid, slot, lane)
+        else:
+            epilogue(plan, strategy, acc_g, acc_b, views, DG, DB, lane)
 
     def zeros():
         if plan.streaming:                              # nothing carried in registers across rows
@@ -348,28 +422,26 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         def kern(X: fx.Pointer, DY: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
                  DX: fx.Pointer, WSg: fx.Pointer, WSb: fx.Pointer, DG: fx.Pointer, DB: fx.Pointer,
                  m: fx.Int32, p: fx.Int32):
-            slot, lane, reducer = setup()
+            tid, slot, lane, reducer, part = setup()
             pid = fx.Int32(fx.block_idx.x)
             gammas = load_gammas(plan, W, lane)
-            views = ws_views(plan, WSg, WSb, pid * R + slot) if const_expr(uses_ws) else (None, None)
-            if const_expr(not plan.acc_in_registers):
-                zero_ws(plan, views, lane)
+            views = ws_views(plan, WSg, WSb, ws_row(pid, slot)) if const_expr(uses_ws) else (None, None)
             acc_g, acc_b = zeros()
             groups = (m + (G - 1)) // G
             for g in range(pid, groups, p):
                 if const_expr(plan.streaming):
                     bwd_batch(plan, g, m, lambda r: (X + fx.Int64(r) * n, DY + fx.Int64(r) * n,
                                                      DX + fx.Int64(r) * n),
-                              Mean, Rstd, W, lane, reducer, views)
+                              Mean, Rstd, W, lane, reducer, views, fx.Int32(g) == pid)
                 else:
-                    row = fx.Int32(g) * R + slot
-                    row_nb, st_nb = row_masks(row, m)
-                    off = fx.Int64(row) * n
-                    mean = rowio.load_scalar_f32(Mean, row, st_nb)
-                    rstd = rowio.load_scalar_f32(Rstd, row, st_nb)
-                    acc_g, acc_b = bwd_row(plan, X + off, DY + off, DX + off, gammas, mean, rstd, row_nb, lane,
-                                           reducer, acc_g, acc_b, views)
-            epilogue(plan, strategy, acc_g, acc_b, views, DG, DB, lane)
+                    row0 = fx.Int32(g) * R
+                    rows_nb, st_nb = group_masks(g, groups, m)
+                    off = fx.Int64(row0) * n
+                    mean = stats(Mean, row0, slot, st_nb)
+                    rstd = stats(Rstd, row0, slot, st_nb)
+                    acc_g, acc_b = bwd_row(plan, X + off, DY + off, DX + off, gammas, mean, rstd, rows_nb, slot,
+                                           lane, reducer, acc_g, acc_b, views, fx.Int32(g) == pid)
+            finish(acc_g, acc_b, views, part, WSg, WSb, DG, DB, tid, slot, lane, pid)
 
         @flyc.jit
         def launch(X: fx.Pointer, DY: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
@@ -382,13 +454,11 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         def kern(X: fx.Tensor, DY: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
                  DX: fx.Tensor, WSg: fx.Tensor, WSb: fx.Tensor, DG: fx.Tensor, DB: fx.Tensor,
                  m: fx.Int32, p: fx.Int32):
-            slot, lane, reducer = setup()
+            tid, slot, lane, reducer, part = setup()
             pid = fx.Int32(fx.block_idx.x)
             gammas = load_gammas(plan, fx.get_iter(W), lane)
-            views = (ws_views(plan, fx.get_iter(WSg), fx.get_iter(WSb), pid * R + slot)
+            views = (ws_views(plan, fx.get_iter(WSg), fx.get_iter(WSb), ws_row(pid, slot))
                      if const_expr(uses_ws) else (None, None))
-            if const_expr(not plan.acc_in_registers):
-                zero_ws(plan, views, lane)
             acc_g, acc_b = zeros()
             groups = (m + (G - 1)) // G
             for g in range(pid, groups, p):
@@ -396,17 +466,19 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
                     bwd_batch(plan, g, m, lambda r: (fx.get_iter(fx.slice(X, (r, None))),
                                                      fx.get_iter(fx.slice(DY, (r, None))),
                                                      fx.get_iter(fx.slice(DX, (r, None)))),
-                              fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views)
+                              fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views,
+                              fx.Int32(g) == pid)
                 else:
-                    row = fx.Int32(g) * R + slot
-                    row_nb, st_nb = row_masks(row, m)
-                    mean = rowio.load_scalar_f32(fx.get_iter(Mean), row, st_nb)
-                    rstd = rowio.load_scalar_f32(fx.get_iter(Rstd), row, st_nb)
-                    acc_g, acc_b = bwd_row(plan, fx.get_iter(fx.slice(X, (row, None))),
-                                           fx.get_iter(fx.slice(DY, (row, None))),
-                                           fx.get_iter(fx.slice(DX, (row, None))), gammas, mean, rstd, row_nb,
-                                           lane, reducer, acc_g, acc_b, views)
-            epilogue(plan, strategy, acc_g, acc_b, views, fx.get_iter(DG), fx.get_iter(DB), lane)
+                    row0 = fx.Int32(g) * R
+                    rows_nb, st_nb = group_masks(g, groups, m)
+                    mean = stats(fx.get_iter(Mean), row0, slot, st_nb)
+                    rstd = stats(fx.get_iter(Rstd), row0, slot, st_nb)
+                    acc_g, acc_b = bwd_row(plan, fx.get_iter(fx.slice(X, (row0, None))),
+                                           fx.get_iter(fx.slice(DY, (row0, None))),
+                                           fx.get_iter(fx.slice(DX, (row0, None))), gammas, mean, rstd, rows_nb,
+                                           slot, lane, reducer, acc_g, acc_b, views, fx.Int32(g) == pid)
+            finish(acc_g, acc_b, views, part, fx.get_iter(WSg), fx.get_iter(WSb), fx.get_iter(DG),
+                   fx.get_iter(DB), tid, slot, lane, pid)
 
         @flyc.jit
         def launch(X: fx.Tensor, DY: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
@@ -420,36 +492,81 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
 
 
 def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Callable:
-    """@flyc.jit launcher summing the [rows, N] fp32 partials per column in row order 0..rows-1
-    and writing dγ/dβ in the weight dtype. Launcher args: (WSg, WSb, DG, DB, rows, stream)."""
-    n, vec, BLOCK = rp.n, rp.vec, rp.block
+    """@flyc.jit launcher summing the [rows, N] fp32 partials per column and writing dγ/dβ in the weight
+    dtype (the fixed order of ReducePlan: each split's rows in order, then the splits 0..S-1 in LDS).
+    Launcher args: (WSg, WSb, DG, DB, rows, stream)."""
+    n, vec, cols, S, BLOCK, strip = rp.n, rp.vec, rp.cols, rp.splits, rp.block, rp.strip
     kname = name or f"ln_bwd_reduce_{wdtype}_n{n}_{abi}"
     out_nb = n * ELEM_BYTES[wdtype]
+    outs = 2 * strip                                  # dγ and dβ values of a strip
+    # a split's LDS row: `strip` values, value e of column thread c at e·cols + c, padded by 16 floats so the
+    # 64 / cols splits of a wave write to different banks (32 banks of 4 bytes)
+    lds_row = strip + 16
+    floats = 2 * S * lds_row
 
-    def body(gp, bp, dgp, dbp, rows):
-        col = fx.Int32(fx.block_idx.x) * BLOCK + fx.thread_idx.x            # chunk of `vec` columns
+    @fx.struct
+    class Scratch:
+        part: fx.Array[fx.Float32, floats, 16]
+
+    past = S * (n // vec)                             # a chunk index past every split's rows: masked
+
+    def start():
+        tid = fx.thread_idx.x
+        first = fx.Int32(fx.block_idx.x) * strip                          # the strip's first column
+        # chunk of (split s, column thread c) in a view starting at the strip of the step's first row;
+        # a chunk past the row end (the last strip) is masked, never read from the next row
+        idx = (tid // cols) * (n // vec) + tid % cols
+        idx = (first + (tid % cols) * vec < n).select(idx, fx.Int32(past))
+        return tid, first, idx, [fx.full(vec, 0.0, fx.Float32), fx.full(vec, 0.0, fx.Float32)]
+
+    def step(gp, bp, r0, first, idx, acc):
+        """Rows r0 .. r0+S-1 (split s: row r0+s); idx masks what is not to be read."""
+        nb = fx.Int32(S * n * 4) - first * 4
+        off = fx.Int64(r0) * n + fx.Int64(first)
         atom = rowio.copy_atom(vec, "f32")
-        acc = [fx.full(vec, 0.0, fx.Float32), fx.full(vec, 0.0, fx.Float32)]
-        return col, atom, acc
-
-    def finish(col, acc, dgp, dbp):
-        oatom = rowio.copy_atom(vec, wdtype)
-        rowio.store_from_f32(oatom, rowio.chunked(dgp, n, vec, out_nb), col, acc[0], vec, wdtype)
-        rowio.store_from_f32(oatom, rowio.chunked(dbp, n, vec, out_nb), col, acc[1], vec, wdtype)
-
-    def step(atom, gp, bp, r, col, acc):
-        off = fx.Int64(r) * n
-        g = rowio.load_f32(atom, rowio.chunked(gp + off, n, vec, n * 4), col, vec, "f32")
-        b = rowio.load_f32(atom, rowio.chunked(bp + off, n, vec, n * 4), col, vec, "f32")
+        g = rowio.load_f32(atom, rowio.chunked(gp + off, S * n, vec, nb), idx, vec, "f32")
+        b = rowio.load_f32(atom, rowio.chunked(bp + off, S * n, vec, nb), idx, vec, "f32")
         return [acc[0] + g, acc[1] + b]
+
+    def tail(gp, bp, rows, tid, first, idx, acc):
+        """The last rows % S rows: split s reads row full + s only when it exists (no min: the emulator has
+        no s_min_i32)."""
+        full = rows - rows % S
+        return step(gp, bp, full, first, (tid // cols < rows - full).select(idx, fx.Int32(past)), acc)
+
+    def finish(tid, first, acc, dgp, dbp):
+        """The splits' sums through LDS; thread t then adds output t's S values in split order and stores it
+        (dγ outputs first, then dβ; a thread without an output stores past the bound: dropped)."""
+        part = fx.SharedAllocator().allocate(Scratch).peek().part.view(fx.make_layout(floats, 1))
+        s, c = tid // cols, tid % cols
+        for k in range_constexpr(2):
+            for e in range_constexpr(vec):
+                fx.memref_store(acc[k][e], part, (k * S + s) * lds_row + e * cols + c)
+        fx.gpu.barrier()
+        oatom = rowio.copy_atom(1, wdtype)
+        views = [rowio.chunked(ptr, n + 1, 1, out_nb) for ptr in (dgp, dbp)]     # n + 1: see combine_slots
+        for q in range_constexpr(-(-outs // BLOCK)):
+            o = tid + q * BLOCK
+            ok = o < outs
+            o = ok.select(o, fx.Int32(0))
+            k, j = o // strip, o % strip
+            total = fx.memref_load(part, k * (S * lds_row) + j)
+            for i in range_constexpr(1, S):
+                total = total + fx.memref_load(part, k * (S * lds_row) + i * lds_row + j)
+            col = first + (j % cols) * vec + j // cols
+            for kk in range_constexpr(2):
+                mine = ok & (k == kk)
+                rowio.store_from_f32(oatom, views[kk], mine.select(col, fx.Int32(n)),
+                                     fx.full(1, total, fx.Float32), 1, wdtype)
 
     if abi == "pointer":
         @flyc.kernel(name=kname)
         def kern(WSg: fx.Pointer, WSb: fx.Pointer, DG: fx.Pointer, DB: fx.Pointer, rows: fx.Int32):
-            col, atom, acc = body(WSg, WSb, DG, DB, rows)
-            for r in range(fx.Int32(0), rows, fx.Int32(1)):
-                acc = step(atom, WSg, WSb, r, col, acc)
-            finish(col, acc, DG, DB)
+            tid, first, idx, acc = start()
+            for r0 in range(fx.Int32(0), rows - rows % S, fx.Int32(S)):
+                acc = step(WSg, WSb, r0, first, idx, acc)
+            acc = tail(WSg, WSb, rows, tid, first, idx, acc)
+            finish(tid, first, acc, DG, DB)
 
         @flyc.jit
         def launch(WSg: fx.Pointer, WSb: fx.Pointer, DG: fx.Pointer, DB: fx.Pointer, rows: fx.Int32,
@@ -459,10 +576,11 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
         @flyc.kernel(name=kname)
         def kern(WSg: fx.Tensor, WSb: fx.Tensor, DG: fx.Tensor, DB: fx.Tensor, rows: fx.Int32):
             gp, bp = fx.get_iter(WSg), fx.get_iter(WSb)
-            col, atom, acc = body(gp, bp, None, None, rows)
-            for r in range(fx.Int32(0), rows, fx.Int32(1)):
-                acc = step(atom, gp, bp, r, col, acc)
-            finish(col, acc, fx.get_iter(DG), fx.get_iter(DB))
+            tid, first, idx, acc = start()
+            for r0 in range(fx.Int32(0), rows - rows % S, fx.Int32(S)):
+                acc = step(gp, bp, r0, first, idx, acc)
+            acc = tail(gp, bp, rows, tid, first, idx, acc)
+            finish(tid, first, acc, fx.get_iter(DG), fx.get_iter(DB))
 
         @flyc.jit
         def launch(WSg: fx.Tensor, WSb: fx.Tensor, DG: fx.Tensor, DB: fx.Tensor, rows: fx.Int32,

@@ -330,7 +330,7 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
     p = geometry.bwd_programs(m, plan, dev.arch)
     f32 = dict(device=x.device, dtype=torch.float32)
     uses_ws = dgamma_strategy == "deterministic" or not plan.acc_in_registers
-    ws_rows = p * plan.rows_per_block if uses_ws else 1
+    ws_rows = geometry.bwd_partial_rows(p, plan, dgamma_strategy) if uses_ws else 1
     wsg, wsb = torch.empty(ws_rows, n, **f32), torch.empty(ws_rows, n, **f32)
     acc_g, acc_b = torch.zeros(n, **f32), torch.zeros(n, **f32)
     dgamma = torch.empty_like(weight)

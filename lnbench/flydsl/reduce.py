@@ -10,6 +10,13 @@ from __future__ import annotations
 import flydsl.expr as fx
 
 WAVE = 64
+#: waves per row up to which the block reduction adds the per-wave partials one by one (measured on gfx950: at
+#: 2 waves the butterfly cost 6-8 more wave-instructions per row, at 8-16 it saves 80-200 per row)
+SEQUENTIAL_MAX_WAVES = 4
+
+
+def _pow2_ceil(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
 
 
 def wave_sum(v, width: int):
@@ -48,8 +55,9 @@ class RowReducer:
     """Sums over the `lanes` threads that share a row.
 
     lanes <= 64: a butterfly inside the wave (several rows may share one wave), no LDS.
-    lanes  > 64: butterfly per wave, one fp32 per wave and value into LDS, barrier, then every
-    thread adds the per-wave partials 0..W-1 in order. `part` is an LDS view with at least
+    lanes  > 64: butterfly per wave, one fp32 per wave and value into LDS, barrier, then the W per-wave
+    partials are added in a fixed order (_combine: one by one up to SEQUENTIAL_MAX_WAVES, else a second
+    butterfly). `part` is an LDS view with at least
     `slots * values * W` fp32; `slot` picks a region so consecutive reductions need no barrier
     between the read of one and the write of the next.
     """
@@ -69,18 +77,29 @@ class RowReducer:
         return 0 if waves == 1 else values * slots * waves
 
     def _combine(self, vals: list, slot: int) -> list:
+        """Up to SEQUENTIAL_MAX_WAVES waves, every thread adds the W partials in order. Above, lane i of every
+        group of `width` lanes (the next power of two of W) reads wave i's partial (lanes past the W waves read
+        0.0) and a butterfly over the group adds them: a fixed order, the same bits in every lane, and two LDS
+        reads and log2(W) adds per value where reading all W partials took W - 1 adds."""
         w = self.waves
         base = slot * len(vals) * w
         for k, v in enumerate(vals):
             fx.memref_store(v, self.part, self.wave + (base + k * w))
         fx.gpu.barrier()
-        out = []
-        for k in range(len(vals)):
-            total = fx.memref_load(self.part, base + k * w)
-            for i in range(1, w):
-                total = total + fx.memref_load(self.part, base + k * w + i)
-            out.append(total)
-        return out
+        if w <= SEQUENTIAL_MAX_WAVES:                   # W - 1 adds beat the butterfly's selects and steps
+            out = []
+            for k in range(len(vals)):
+                total = fx.memref_load(self.part, base + k * w)
+                for i in range(1, w):
+                    total = total + fx.memref_load(self.part, base + k * w + i)
+                out.append(total)
+            return out
+        width = _pow2_ceil(w)
+        lane = fx.thread_idx.x % width                  # every group of `width` lanes holds all W partials
+        mine = lane < w
+        at = mine.select(lane, fx.Int32(0))
+        out = [mine.select(fx.memref_load(self.part, base + k * w + at), fx.Float32(0.0)) for k in range(len(vals))]
+        return wave_sum_n(out, width)
 
     def sum(self, v, slot: int = 0):
         v = wave_sum(v, min(self.lanes, WAVE))

@@ -16,13 +16,16 @@ same; cache hits make measured GB/s rise above this model (and above the copy pe
 `op_traffic` gives the same model per buffer (read and written bytes of x, weight, bias, y, mean, rstd, dy,
 dx, dweight, dbias); `op_bytes` is its sum plus the workspace.
 
-Workspace of lnbench's FlyDSL backward (`flydsl_bwd_workspace`), with P·R partial rows (P programs of the
-persistent grid × R rows per block, lnbench.flydsl.geometry) and fp32 partials/accumulators:
-    deterministic  dγ and dβ partials [P·R, N]: written by the main kernel, read by the reduce kernel
-                   = 2 · 2·P·R·N·4; rows wider than the register budget also read their partial row back
-                   in the main kernel (read-modify-write per row): + 2·P·R·N·4
+Workspace of lnbench's FlyDSL backward (`flydsl_bwd_workspace`), with P programs of the persistent grid and R
+rows per block (lnbench.flydsl.geometry) and fp32 partials/accumulators:
+    deterministic  dγ and dβ partials [P, N] (a block's R row slots added in LDS first): written by the main
+                   kernel, read by the reduce kernel = 2 · 2·P·N·4; rows wider than the register budget
+                   (R = 1) accumulate in their partial row (read-modify-write per row group after the
+                   program's first, which only writes): + 2·P₂·N·4, P₂ = min(P, G - P) the programs that own
+                   two or more of the G row groups (rows, or streaming batches of rows)
     atomic         dγ and dβ fp32 [N] accumulators, read and written by the atomics = 2 · 2·N·4
-                   (+ 2 · 2·P·R·N·4 for rows wider than the register budget: partial rows in the main kernel).
+                   (+ 2 · 2·P·N·4 for rows wider than the register budget: partial rows in the main kernel,
+                   read back whole by its epilogue).
                    Zeroing the accumulators and casting them to dγ/dβ are torch ops around the kernel: the
                    cast's write is the model's dγ/dβ term, the rest is not counted.
 The check by execution (tests/test_byte_model_executed.py, README): the emulated kernels' distinct bytes
@@ -90,11 +93,14 @@ def flydsl_bwd_workspace(m: int, n: int, dtype: object, strategy: str, arch: str
     if m < 1:
         return {}
     plan = geometry.row_plan(n, dtype, "bwd")
-    rows = geometry.bwd_programs(m, plan, arch) * plan.rows_per_block
-    partial = rows * n * ACCUM_BYTES
+    programs = geometry.bwd_programs(m, plan, arch)
+    partial = geometry.bwd_partial_rows(programs, plan, strategy) * n * ACCUM_BYTES
     out: Traffic = {}
     if strategy == "deterministic":
-        reads = partial if plan.acc_in_registers else 2 * partial
+        reads = partial
+        if not plan.acc_in_registers:                  # the main kernel reads back the rows of programs that
+            groups = -(-m // plan.batch)               # own a second group (R = 1 in this mode)
+            reads += max(0, min(programs, groups - programs)) * n * ACCUM_BYTES
         out.update(wsg=(reads, partial), wsb=(reads, partial))
     else:
         if not plan.acc_in_registers:
