@@ -94,65 +94,79 @@ def fwd_row(plan: RowPlan, eps: float, store_stats: bool, x_ptr, w_ptr, b_ptr, y
         return rowio.widen(xs[t], dt) if stream else xs[t]
 
     xs = [load("x", t, raw=stream) for t in range_constexpr(plan.head)]
-    mean, var = _pivot_stats(plan, reducer, lane, xs, reg, load)
+    rough, shift, var, ds = _pivot_stats(plan, reducer, lane, xs, reg, load)
     rstd = fx.rsqrt(var + eps, fastmath=FAST)
+    # x̂ = (x - mean)·rstd = d·rstd - shift·rstd, one fma of the row's scalars (shift is small next to the row's
+    # spread: no cancellation), then y = x̂·w + b: two packed fmas per element pair, no per-column w·rstd
+    r_vec = fx.full(vec, rstd, fx.Float32)
+    c_vec = fx.full(vec, -(shift * rstd), fx.Float32)
 
-    def output(t, x):
+    def output(t, d):
         w = load("w", t)
         b = load("b", t)
         view, idx = at("y", t)
-        rowio.store_from_f32(atom, view, idx, fx.fma(x - mean, w * rstd, b), vec, dt)
+        rowio.store_from_f32(atom, view, idx, fx.fma(fx.fma(d, r_vec, c_vec), w, b), vec, dt)
 
     for t in range_constexpr(plan.head):
-        output(t, reg(t))
+        output(t, reg(t) - rough if stream else ds[t])
     if const_expr(stream):
         def output_mem(t):
-            output(t, load("x", t))
+            output(t, load("x", t) - rough)
             return ()
         rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, output_mem)
         if const_expr(plan.masked):
             output_mem(plan.full_tiles)
 
     if const_expr(store_stats):
+        mean = rough + shift
         writer = lane * R + slot                              # in bounds for lane 0 of a row inside M only
         rowio.store_f32_at(mean_ptr, R * lanes, writer, mean, stat_nbytes)
         rowio.store_f32_at(rstd_ptr, R * lanes, writer, rstd, stat_nbytes)
 
 
 def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callable, load: Callable):
-    """(mean, var) of the row: m0 = the mean of the register tiles (the whole row, or the streaming head),
-    then a pass over the whole row (tiles past the head re-read by `load`) and one two-value reduction
-    (Σd, Σd²) of d = x - m0: mean = m0 + Σd/N, var = Σd²/N - (Σd/N)². Two reductions."""
+    """(m0, shift, var, ds) of the row: m0 = the mean of the register tiles (the whole row, or the streaming
+    head), then a pass over the whole row (tiles past the head re-read by `load`) and one two-value reduction
+    (Σd, Σd²) of d = x - m0: mean = m0 + shift with shift = Σd/N, var = Σd²/N - shift². Two reductions.
+    ds: the register path's d per tile (kept for the output pass), else None.
+
+    The register tiles are summed as vectors (one packed add, or fma for Σd², per element pair) and each
+    vector is reduced once at the end, not every tile reduced on its own and then added."""
     n, lanes, vec = plan.n, plan.lanes, plan.vec
     head_elems = plan.head * lanes * vec if plan.streaming else n     # the streaming head has only full tiles
-    acc = fx.Float32(0.0)
-    for t in range_constexpr(plan.head):
-        acc = acc + reg(t).reduce(fx.ReductionOp.ADD, fastmath=FAST)
-    rough = reducer.sum(acc, slot=0) * (1.0 / head_elems)
+    accv = reg(0)
+    for t in range_constexpr(1, plan.head):
+        accv = accv + reg(t)
+    rough = reducer.sum(accv.reduce(fx.ReductionOp.ADD, fastmath=FAST), slot=0) * (1.0 / head_elems)
 
-    def centred(t, x, s1, sq):
-        """Accumulate tile t (value x) centred on m0; a tile reaching past the row end is masked."""
+    def centred(t, x):
+        """Tile t (value x) centred on m0; a tile reaching past the row end is masked."""
         d = x - rough
         if const_expr(isinstance(t, int) and (t + 1) * lanes > plan.chunks):
             inside = (lane + t * lanes) < plan.chunks
             d = d * inside.select(1.0, 0.0)
-        return s1 + d.reduce(fx.ReductionOp.ADD, fastmath=FAST), sq + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+        return d
 
     # sum(d) corrects the mean (a plain sum of N values is off by ~sqrt(N) ulps of |mean|, found by executing
     # the f32 offset rows), and sum(d^2) - n * shift^2 is the variance without E[x^2] - mean^2 cancellation
-    s1 = fx.Float32(0.0)
-    sq = fx.Float32(0.0)
-    for t in range_constexpr(plan.head):
-        s1, sq = centred(t, reg(t), s1, sq)
+    ds = [centred(t, reg(t)) for t in range_constexpr(plan.head)]
+    s1v, sqv = ds[0], ds[0] * ds[0]
+    for t in range_constexpr(1, plan.head):
+        s1v, sqv = s1v + ds[t], fx.fma(ds[t], ds[t], sqv)
+    s1 = s1v.reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    sq = sqv.reduce(fx.ReductionOp.ADD, fastmath=FAST)
     if const_expr(plan.streaming):
         def centred_mem(t, a, b):
-            return centred(t, load("x", t), a, b)
+            d = centred(t, load("x", t))
+            return (a + d.reduce(fx.ReductionOp.ADD, fastmath=FAST),
+                    b + (d * d).reduce(fx.ReductionOp.ADD, fastmath=FAST))
         s1, sq = rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, centred_mem, (s1, sq))
         if const_expr(plan.masked):
             s1, sq = centred_mem(plan.full_tiles, s1, sq)
+        ds = None
     s1, sq = reducer.sum2(s1, sq, slot=1)
     shift = s1 * (1.0 / n)
-    return rough + shift, sq * (1.0 / n) - shift * shift
+    return rough, shift, sq * (1.0 / n) - shift * shift, ds
 
 
 def _geometry(plan: RowPlan):
