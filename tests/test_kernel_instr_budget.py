@@ -21,11 +21,12 @@ MARGIN = 1.03
 #: each persistent program MIN_ROWS_PER_PROGRAM row groups; FlyDSL's backward is one kernel, one block per row.
 BUDGET = {
     # the forward's register tiles summed as vectors (Σd² by packed fma) and reduced once, and y = (d·rstd + c)·w + b
-    # as two packed fmas: -108/-104/-13/-56 per row against per-tile reductions and w·rstd per element
-    ("gfx950", "fwd", "bf16", 8192, 4): (1316.0, 1529.0),       # FlyDSL's vectorized fast path
-    ("gfx942", "fwd", "bf16", 8192, 4): (1580.0, 1746.0),       # bf16 rounded in integer arithmetic
-    ("gfx950", "fwd", "bf16", 1000, 64): (155.5, 890.0),        # 16 rows a block, a partial last tile
-    ("gfx950", "fwd", "bf16", 5120, 4): (938.0, 2246.0),        # 2 whole waves of 5 tiles
+    # as two packed fmas: -108/-104/-13/-56 per row against per-tile reductions and w·rstd per element; then Σd
+    # as the first pass's vector sum less count·m0 (no second vector sum): -108/-106/-14/-46
+    ("gfx950", "fwd", "bf16", 8192, 4): (1208.0, 1529.0),       # FlyDSL's vectorized fast path
+    ("gfx942", "fwd", "bf16", 8192, 4): (1474.0, 1746.0),       # bf16 rounded in integer arithmetic
+    ("gfx950", "fwd", "bf16", 1000, 64): (141.5, 890.0),        # 16 rows a block, a partial last tile
+    ("gfx950", "fwd", "bf16", 5120, 4): (892.0, 2246.0),        # 2 whole waves of 5 tiles
     # the backward's reduce spreads over N/64 workgroups of 4 waves (the busiest CU's work fell 11-85× at the
     # sweep's M); at M = 32 (4 partial rows) those waves' fixed work is most of it: +1006/+1271 per row here,
     # less dx and dγ as fused multiply-adds (-104/-110) and the 8/10 waves' partials added by a butterfly (-79/-196)

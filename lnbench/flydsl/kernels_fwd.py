@@ -130,14 +130,23 @@ def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callab
     (Σd, Σd²) of d = x - m0: mean = m0 + shift with shift = Σd/N, var = Σd²/N - shift². Two reductions.
     ds: the register path's d per tile (kept for the output pass), else None.
 
-    The register tiles are summed as vectors (one packed add, or fma for Σd², per element pair) and each
-    vector is reduced once at the end, not every tile reduced on its own and then added."""
+    The register tiles are summed as vectors (Σx by packed adds, Σd² by packed fmas) and each vector is reduced
+    once at the end, not every tile reduced on its own and then added; the register tiles' Σd comes from the
+    Σx vector (less count·m0 per element slot), not from a second vector sum."""
     n, lanes, vec = plan.n, plan.lanes, plan.vec
     head_elems = plan.head * lanes * vec if plan.streaming else n     # the streaming head has only full tiles
     accv = reg(0)
     for t in range_constexpr(1, plan.head):
         accv = accv + reg(t)
     rough = reducer.sum(accv.reduce(fx.ReductionOp.ADD, fastmath=FAST), slot=0) * (1.0 / head_elems)
+    # Σd of the register tiles as accv - count·m0 per element slot (count: the slot's tiles inside the row; loads
+    # past the row end read 0): each slot sums only the `head` values of its lane, so this is within a few
+    # ulps of head·|m0| per slot, not of N·|m0| as a plain row sum would be
+    count = float(plan.head)
+    if const_expr(plan.masked and not plan.streaming):
+        inside = (lane + (plan.head - 1) * lanes) < plan.chunks
+        count = inside.select(float(plan.head), float(plan.head - 1))
+    s1 = (accv - rough * count).reduce(fx.ReductionOp.ADD, fastmath=FAST)
 
     def centred(t, x):
         """Tile t (value x) centred on m0; a tile reaching past the row end is masked."""
@@ -150,10 +159,9 @@ def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callab
     # sum(d) corrects the mean (a plain sum of N values is off by ~sqrt(N) ulps of |mean|, found by executing
     # the f32 offset rows), and sum(d^2) - n * shift^2 is the variance without E[x^2] - mean^2 cancellation
     ds = [centred(t, reg(t)) for t in range_constexpr(plan.head)]
-    s1v, sqv = ds[0], ds[0] * ds[0]
+    sqv = ds[0] * ds[0]
     for t in range_constexpr(1, plan.head):
-        s1v, sqv = s1v + ds[t], fx.fma(ds[t], ds[t], sqv)
-    s1 = s1v.reduce(fx.ReductionOp.ADD, fastmath=FAST)
+        sqv = fx.fma(ds[t], ds[t], sqv)
     sq = sqv.reduce(fx.ReductionOp.ADD, fastmath=FAST)
     if const_expr(plan.streaming):
         def centred_mem(t, a, b):
