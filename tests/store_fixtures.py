@@ -44,8 +44,10 @@ def pg_server() -> Iterator[str]:
         for path in (base, sock):
             os.chown(path, ids.pw_uid, ids.pw_gid)
     role = user or pwd.getpwuid(os.geteuid()).pw_name
+    # UTF-8 whatever the host's locale: under LANG=C initdb makes an SQL_ASCII cluster, whose server answers
+    # psycopg in bytes that SQLAlchemy's version check cannot read
     subprocess.run(_as_user(user, [str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", role,
-                                   "--no-sync"]), check=True, capture_output=True)
+                                   "--no-sync", "--encoding=UTF8", "--no-locale"]), check=True, capture_output=True)
     subprocess.run(_as_user(user, [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w", "start",
                                    "-o", f"-k {sock} -c listen_addresses='' -c fsync=off"]),
                    check=True, capture_output=True)
