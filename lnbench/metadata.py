@@ -10,7 +10,7 @@ import lnbench
 from lnbench.device import Device, torch_device_info
 from lnbench.results import Kind, RunRecord
 from lnbench.processes import command_line  # noqa: F401 - part of this module's interface (compare.plan)
-from lnbench.checkout import content_hash, git_commit, git_commit_of, timestamp  # noqa: F401 - the same
+from lnbench.checkout import git_commit, timestamp  # noqa: F401 - the same
 
 
 def package_version(name: str) -> str:

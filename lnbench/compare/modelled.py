@@ -22,7 +22,7 @@ from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, rese
 from lnbench.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import command_line, git_commit, timestamp
-from lnbench.results import (ABI_KIND, COMPARE, FLOOR_COLUMNS, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
+from lnbench.results import (ABI_KIND, COMPARE, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
                              ResultFile, load_result)
 from lnbench.tables import Column, fmt_time_us, render_table
 

@@ -83,7 +83,10 @@ def peer_shifts(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, T
     changes = {key: pc for key in base_cases.keys() & new_cases.keys()
                if (pc := paired_log_change(base_cases[key], new_cases[key])) is not None}
     field = {name: i for i, name in enumerate(KEY_FIELDS)}
-    regime = lambda key: (key[field["shape"]], key[field["mode"]], key[field["dtype"]])  # noqa: E731
+
+    def regime(key: CaseKey) -> tuple:
+        return key[field["shape"]], key[field["mode"]], key[field["dtype"]]
+
     out = {}
     for key in changes:
         peers = [changes[k] for k in changes if regime(k) == regime(key) and k[field["backend"]] != key[field["backend"]]]
