@@ -250,7 +250,7 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
     placed = atomic_write_all([(path, write) for _, path, write in outputs])
     for (what, _, _), path in zip(outputs, placed):
         if announce:
-            console.print(f"{what} written to {path}")
+            console.print(f"{what} written to {path}", markup=False)
     recorded = store_hook.record(rows, metadata) if announce else None
     if recorded:
         console.print(recorded, markup=False, highlight=False)

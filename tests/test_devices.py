@@ -224,8 +224,21 @@ TINY = ["--dtype", "f32", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1
         "--op", "fwd", "--mode", "hot"]
 
 
+@pytest.fixture
+def narrow_console(monkeypatch):
+    """The perf summary line wraps on every machine: its length depends on the phases shown (a loaded machine's
+    kernel pass passes 0.05 s), so at the tests' 200 columns it wrapped only on a busy CI runner."""
+    from lnbench.cli_common import console
+    monkeypatch.setattr(console, "width", 60)
+
+
+def unwrapped(text: str) -> str:
+    """The console's output with its line wrapping undone."""
+    return " ".join(text.split())
+
+
 def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_cases_alone(monkeypatch, tmp_path,
-                                                                                         by_size_only):
+                                                                                         by_size_only, narrow_console):
     from lnbench.perf.command import perf_command
 
     monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
@@ -234,7 +247,8 @@ def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_case
                                                "--alone-below-mib", "1", "--json", str(out), "-q", *by_size_only],
                                 env={"OMP_NUM_THREADS": "1"})
     assert result.exit_code == 0, result.output
-    assert "on 2 GPUs (cuda:0, cuda:1), 3 of 4 cases timed alone (host-bound: 3 by size, 0 measured)" in result.output
+    assert "on 2 GPUs (cuda:0, cuda:1), 3 of 4 cases timed alone (host-bound: 3 by size, 0 measured)" in \
+        unwrapped(result.output)
     frame = pd.read_json(out, orient="table")
     agg = frame[frame.row_kind == "aggregate"]
     assert list(agg["shape"]) == ["8x64", "3x100", "16x32", "2048x2048"]          # the plain run's order
@@ -246,7 +260,7 @@ def test_perf_on_two_stand_in_gpus_names_each_rows_gpu_and_times_host_bound_case
     assert meta["devices"] == "cuda:0,cuda:1" and meta["alone_below_mib"] == 1
 
 
-def test_perf_times_cases_measured_host_bound_alone(monkeypatch, tmp_path):
+def test_perf_times_cases_measured_host_bound_alone(monkeypatch, tmp_path, narrow_console):
     """On the CPU every call is synchronous (host_fraction 1): with the bar at 1 every case is measured
     host-bound and its runs timed holding the host lock exclusive (after a re-warm); above 1 none is."""
     from lnbench.perf.command import perf_command
@@ -265,10 +279,11 @@ def test_perf_times_cases_measured_host_bound_alone(monkeypatch, tmp_path):
         assert list(agg["timed_alone"]) == alone and set(agg["status"]) == {"ok"}
         assert (agg["host_fraction"] == 1).all()
         assert list(agg["alone_reason"].fillna("")) == ["measured" if a else "" for a in alone]
-        assert f"{sum(alone)} of 3 cases timed alone (host-bound: 0 by size, {sum(alone)} measured)" in result.output
+        assert (f"{sum(alone)} of 3 cases timed alone (host-bound: 0 by size, {sum(alone)} measured)"
+                in unwrapped(result.output))
         workers = frame.query("row_kind == 'worker'")
         assert len(workers) == 3 * 2 and list(workers["timed_alone"]) == [a for a in alone for _ in range(2)]
-        assert "host-lock waits" in result.output
+        assert "host-lock waits" in unwrapped(result.output)
 
 
 def test_no_other_gpu_times_while_a_host_bound_case_is_timed():

@@ -287,3 +287,13 @@ def test_busy_threads_counts_running_tasks_less_lnbench_and_its_own_workers(monk
     monkeypatch.setattr(eta, "_running", lambda pid: pid == 101)
     assert eta.busy_threads(samples=2, interval_s=0) == 8            # 9 running, one of them lnbench itself
     assert eta.busy_threads([101, 102], samples=2, interval_s=0) == 7  # and one of its early workers
+
+
+def test_a_one_job_emulated_perf_run_pays_no_worker_start():
+    """One job runs in lnbench's own process (imports done before the estimate prints): a 64x256 forward took
+    0.8-0.9 s after its estimate line, two spawned workers 2.6-2.8 s; a 2 s start for both made the first ~2 s."""
+    from lnbench.perf.estimate import ModelledEstimate
+
+    one = ModelledEstimate([("fwd", 64, 256)], 1, others=0, cpus=2)
+    two = ModelledEstimate([("fwd", 64, 256), ("fwd", 64, 512)], 2, others=0, cpus=2)
+    assert one.wall_s < 1.0 and 2.5 < two.wall_s < 3.5, (one.wall_s, two.wall_s)

@@ -9,8 +9,9 @@ model's bytes at BANDWIDTH_GBPS (the measured copy peak where there is one) plus
 the CPU costs CPU_BWD_FACTOR more (autograd's arithmetic, not the bytes). Groups on several GPUs run side by side.
 
 On the emulated device (`perf --device emu`: nothing is timed) each case's launches run once, in a pool of
-workers taking the cases in order: a start (MODELLED_STARTUP_S), then per case a fixed part and a part per
-element of x by op (MODELLED_COST), handed out in order to the first free worker (eta.finish_times).
+workers taking the cases in order (in lnbench's own process for one job): a start (MODELLED_STARTUP_S), then per
+case a fixed part and a part per element of x by op (MODELLED_COST), handed out in order to the first free worker
+(eta.finish_times).
 """
 from __future__ import annotations
 
@@ -103,9 +104,11 @@ class PerfEstimate:
 #: 1.1e-7 s per element at 4 M elements and 2.1e-7 s at 16–33 M, a backward 3.6e-7 s at 4 M and 4.6e-7 s at 16 M
 #: (December 2026; the table of runs is in docs/running.md)
 MODELLED_COST = {"fwd": (0.2, 2.0e-7), "bwd": (0.2, 4.5e-7)}
-#: a modelled run's start left once the estimate is printed: its workers (spawned: torch, FlyDSL and the emulator
-#: imported) and their first launch
-MODELLED_STARTUP_S = 2.0
+#: a modelled run's start left once the estimate is printed, by how it runs: in lnbench's own process (one job:
+#: FlyDSL and the emulator imported, the first launch) or in spawned workers (torch imported again in each).
+#: Measured after the estimate line of a 64x256 forward: 0.80-0.90 s in process, 2.6-2.8 s in 2 workers on an
+#: idle 2-core machine (December 2026), less the case's own 0.2 s
+MODELLED_STARTUP_S = {"in process": 0.6, "workers": 2.5}
 
 
 def modelled_case_seconds(op: str, m: int, n: int) -> float:
@@ -123,12 +126,13 @@ class ModelledEstimate:
         self.others = busy_threads() if others is None else others
         self.scale = slowdown(jobs, self.others, cpus)
         self.finish = finish_times([modelled_case_seconds(*case) for case in cases], jobs)
-        self.wall_s = (MODELLED_STARTUP_S + max(self.finish, default=0.0)) * self.scale
+        self.startup = MODELLED_STARTUP_S["in process" if jobs == 1 else "workers"]
+        self.wall_s = (self.startup + max(self.finish, default=0.0)) * self.scale
         self.running = RunningEstimate(self.wall_s)
 
     def update(self, done: int) -> None:
         """The first `done` cases are reported (the pool answers in case order)."""
-        self.running.done((MODELLED_STARTUP_S + max(self.finish[:done], default=0.0)) * self.scale)
+        self.running.done((self.startup + max(self.finish[:done], default=0.0)) * self.scale)
 
     def remaining_s(self) -> float:
         return self.running.remaining_s()
