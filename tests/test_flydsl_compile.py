@@ -80,7 +80,9 @@ def test_streaming_code_size_does_not_grow_with_n():
         a = compile_facts(op, "bf16", 131072, "pointer", "gfx942", dgamma_strategy=strategy)[0]
         b = compile_facts(op, "bf16", 524288, "pointer", "gfx942", dgamma_strategy=strategy)[0]
         assert abs(a.instruction_count - b.instruction_count) <= 0.02 * a.instruction_count, (op, strategy)
-        assert a.lds_bytes == b.lds_bytes <= 512                          # reduction partials only
+        # reduction partials only: 4 per wave (gfx950's in-wave butterfly covers 16 lanes; lds_floats allocates for
+        # it on either arch), columns padded to 16 banks: 1.5 KB at 16 waves
+        assert a.lds_bytes == b.lds_bytes <= 2048
 
 
 @pytest.mark.parametrize("abi", ["pointer", "tensor"])

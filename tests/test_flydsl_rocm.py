@@ -277,3 +277,15 @@ def test_partial_reduce_writes_lds_without_bank_conflicts():
     kernels = execute_variant("bwd", "bf16", 64, 4096, "pointer", "gfx950", seed=3)
     reduce = [k for k in kernels if "reduce" in k.kernel_name]
     assert len(reduce) == 1 and reduce[0].lds_bank_cycles > 0 and reduce[0].lds_conflict_cycles == 0
+
+
+@pytest.mark.parametrize("op,n", [("bwd", 16384), ("bwd", 5120), ("fwd", 16384), ("fwd", 12288)])
+def test_block_reduction_reads_lds_without_bank_conflicts(op, n):
+    """gfx950 sums a multi-wave row by 16-lane groups, 4 LDS partials per wave: each lane reads its partials
+    column by column, columns 16 banks apart (two reads the compiler pairs into one ds_read2 collided without
+    the padding: 262,144 conflict cycles at 1024x16384), and a lane past the last partial reads a written slot
+    no live lane's read collides with (N = 5120 and 12288: 10 and 12 waves, a partial column)."""
+    from lnbench.flydsl.inspect import execute_variant
+    kernels = execute_variant(op, "bf16", 4, n, "pointer", "gfx950", seed=3)
+    main = [k for k in kernels if "reduce" not in k.kernel_name]
+    assert len(main) == 1 and main[0].lds_bank_cycles > 0 and main[0].lds_conflict_cycles == 0

@@ -22,16 +22,23 @@ MARGIN = 1.03
 BUDGET = {
     # the forward's register tiles summed as vectors (Σd² by packed fma) and reduced once, and y = (d·rstd + c)·w + b
     # as two packed fmas: -108/-104/-13/-56 per row against per-tile reductions and w·rstd per element; then Σd
-    # as the first pass's vector sum less count·m0 (no second vector sum): -108/-106/-14/-46
-    ("gfx950", "fwd", "bf16", 8192, 4): (1208.0, 1529.0),       # FlyDSL's vectorized fast path
-    ("gfx942", "fwd", "bf16", 8192, 4): (1474.0, 1746.0),       # bf16 rounded in integer arithmetic
+    # as the first pass's vector sum less count·m0 (no second vector sum): -108/-106/-14/-46; then (issue 31 item 9,
+    # the backward's) a multi-wave row's gfx950 butterfly over 16 lanes, not the wave (-56/-68 here), and gfx942's
+    # bf16 results packed by v_perm_b32 (-54)
+    ("gfx950", "fwd", "bf16", 8192, 4): (1154.0, 1529.0),       # FlyDSL's vectorized fast path
+    ("gfx942", "fwd", "bf16", 8192, 4): (1420.0, 1746.0),       # bf16 rounded in integer arithmetic
     ("gfx950", "fwd", "bf16", 1000, 64): (141.5, 890.0),        # 16 rows a block, a partial last tile
-    ("gfx950", "fwd", "bf16", 5120, 4): (892.0, 2246.0),        # 2 whole waves of 5 tiles
+    ("gfx950", "fwd", "bf16", 5120, 4): (824.0, 2246.0),        # 2 whole waves of 5 tiles
     # the backward's reduce spreads over N/64 workgroups of 4 waves (the busiest CU's work fell 11-85× at the
     # sweep's M); at M = 32 (4 partial rows) those waves' fixed work is most of it: +1006/+1271 per row here,
-    # less dx and dγ as fused multiply-adds (-104/-110) and the 8/10 waves' partials added by a butterfly (-79/-196)
-    ("gfx950", "bwd", "bf16", 4096, 32): (2399.0, 2936.0),
-    ("gfx950", "bwd", "bf16", 5120, 32): (3071.25, 3688.0),
+    # less dx and dγ as fused multiply-adds (-104/-110) and the 8/10 waves' partials added by a butterfly (-79/-196);
+    # then (issue 31 item 9) the butterfly over 16 lanes on gfx950 with the 4 partials per wave added in LDS,
+    # x̂ as one packed fma, the tiles' sums as vectors and a program's first row group starting the dγ/dβ
+    # partials (-205/-229 here; 16384: -706 on gfx950, -478 on gfx942)
+    ("gfx950", "bwd", "bf16", 4096, 32): (2194.0, 2936.0),
+    ("gfx950", "bwd", "bf16", 5120, 32): (2842.5, 3688.0),
+    ("gfx950", "bwd", "bf16", 16384, 32): (7470.0, 11028.0),    # 16 waves a row, 4 programs of 8 rows
+    ("gfx942", "bwd", "bf16", 16384, 32): (8268.0, 12321.0),
 }
 
 

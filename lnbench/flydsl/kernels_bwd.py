@@ -57,13 +57,59 @@ def _split(v, vec):
     return [v.shuffle(v, list(range(i * w, (i + 1) * w))) for i in range(k)]
 
 
-def _dx_terms(c1, c2, rstd, vec: int):
+def _pieces(v, vec: int, w: int) -> list:
+    """fp32 vector of `vec` -> its vec // w consecutive pieces of w (the whole vector when w == vec)."""
+    if w == vec:
+        return [v]
+    return [v.shuffle(v, list(range(i * w, (i + 1) * w))) for i in range(vec // w)]
+
+
+def _piecewise(fn: Callable, vec: int, w: int) -> Callable:
+    """fn applied to the pieces of w of its fp32 vector arguments, the results joined into one vector of `vec`.
+    Its row constants are then w wide: in a runtime tile loop fewer of them are rebuilt by moves (gfx950,
+    256x65536: 3 VALU fewer per tile)."""
+    if w == vec:
+        return fn
+
+    def apply(*vs):
+        outs = [fn(*ps) for ps in zip(*(_pieces(v, vec, w) for v in vs))]
+        width = w
+        while len(outs) > 1:
+            outs = [a.shuffle(b, list(range(2 * width))) for a, b in zip(outs[::2], outs[1::2])]
+            width *= 2
+        return outs[0]
+    return apply
+
+
+def _uniform(v):
+    """A row constant every lane holds (a row statistic) moved to a scalar register (v_readfirstlane): the
+    streaming loops' packed ops read it there, where from a vector register they rebuild a (value, value) pair
+    by two v_mov every tile (gfx950, 256x65536: -20 VALU per batch and wave)."""
+    return fx.Float32(fx.rocdl.readfirstlane(fx.Float32.ir_type, v))
+
+
+def _dx_terms(c1, c2, rstd, vec: int, w: int = 0):
     """dx(wdy, x̂) = (wdy - c1 - x̂·c2)·rstd as two fused multiply-adds, wdy·rstd + (x̂·(-c2·rstd) - c1·rstd):
-    the row's scalars are scaled once (no cancellation: every term is of the size of wdy·rstd)."""
-    c2r = fx.full(vec, -(c2 * rstd), fx.Float32)
-    c1r = fx.full(vec, -(c1 * rstd), fx.Float32)
-    r = fx.full(vec, rstd, fx.Float32)
-    return lambda wdy, xhat: fx.fma(wdy, r, fx.fma(xhat, c2r, c1r))
+    the row's scalars are scaled once (no cancellation: every term is of the size of wdy·rstd). w: see _piecewise."""
+    w = w or vec
+    c2r = fx.full(w, -(c2 * rstd), fx.Float32)
+    c1r = fx.full(w, -(c1 * rstd), fx.Float32)
+    r = fx.full(w, rstd, fx.Float32)
+    return _piecewise(lambda wdy, xhat: fx.fma(wdy, r, fx.fma(xhat, c2r, c1r)), vec, w)
+
+
+def _xhat_of(mean, rstd, vec: int, dt: str, w: int = 0):
+    """x -> x̂ = (x - mean)·rstd of fp32 x. 16-bit inputs: one packed fma per element pair, x·rstd + (-mean·rstd);
+    the rounding of -mean·rstd shifts x̂ by at most 2^-24·|mean|·rstd, 2^13-2^15 times below the input's own
+    rounding (f16/bf16). fp32 inputs keep the subtraction first (their rounding is of that size). w: see
+    _piecewise."""
+    w = w or vec
+    r = fx.full(w, rstd, fx.Float32)
+    if dt == "f32":
+        m = fx.full(w, mean, fx.Float32)
+        return _piecewise(lambda x: (x - m) * r, vec, w)
+    c = fx.full(w, -(mean * rstd), fx.Float32)
+    return _piecewise(lambda x: fx.fma(x, r, c), vec, w)
 
 
 def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbytes, slot, lane,
@@ -99,41 +145,46 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbyte
             return gammas[t]
         return rowio.load_f32(atom_w, wv, lane + t * lanes, vec, dt)
 
+    xhat_of = _xhat_of(mean, rstd, vec, dt)
     xr, dyr = [], []
-    s1 = fx.Float32(0.0)
-    s2 = fx.Float32(0.0)
+    s1v = s2v = None
     for t in range_constexpr(plan.tiles):
         x = rowio.load_raw(atom, xv, at(t), vec, dt)                  # past the end / past M: zeros
         dy = rowio.load_raw(atom, dyv, at(t), vec, dt)
         xr.append(x)
         if const_expr(plan.acc_in_registers):
             dyr.append(dy)
-        xhat = (rowio.widen(x, dt) - mean) * rstd
+        xhat = xhat_of(rowio.widen(x, dt))
         wdy = rowio.widen(dy, dt) * gamma(t)
-        s1 = s1 + wdy.reduce(fx.ReductionOp.ADD, fastmath=FAST)
-        s2 = s2 + (wdy * xhat).reduce(fx.ReductionOp.ADD, fastmath=FAST)
-    c1, c2 = reducer.sum2(s1, s2)
+        # the tiles summed as vectors (packed adds, Σwdy·x̂ by packed fmas), each vector reduced once
+        s1v = wdy if s1v is None else s1v + wdy
+        s2v = wdy * xhat if s2v is None else fx.fma(wdy, xhat, s2v)
+    c1, c2 = reducer.sum2(s1v.reduce(fx.ReductionOp.ADD, fastmath=FAST),
+                          s2v.reduce(fx.ReductionOp.ADD, fastmath=FAST))
     dx_of = _dx_terms(c1 * (1.0 / n), c2 * (1.0 / n), rstd, vec)
     new_g, new_b = [], []
     for t in range_constexpr(plan.tiles):
         idx = lane + t * lanes
-        xhat = (rowio.widen(xr[t], dt) - mean) * rstd
+        xhat = xhat_of(rowio.widen(xr[t], dt))
         if const_expr(plan.acc_in_registers):
             dy = rowio.widen(dyr[t], dt)
         else:                       # very wide rows: re-read dy (L2-resident) instead of spilling
             dy = rowio.load_f32(atom, dyv, at(t), vec, dt)
         rowio.store_from_f32(atom, dxv, at(t), dx_of(dy * gamma(t), xhat), vec, dt)
-        if const_expr(plan.acc_in_registers):
+        if const_expr(plan.acc_in_registers and acc_g is None):      # the program's first row group
+            new_g.append(dy * xhat)
+            new_b.append(dy)
+        elif const_expr(plan.acc_in_registers):
             new_g.append(fx.fma(dy, xhat, acc_g[t]))
             new_b.append(acc_b[t] + dy)
         else:
-            g = dy * xhat
             (gv, bv), _ = _ws_at(plan, ws_view, t, lane)
             (gr, br), _ = _ws_at(plan, ws_view, t, lane, first)
             old_g = _ws_load(gr, idx, vec)
             old_b = _ws_load(br, idx, vec)
-            _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g, vec))])
-            _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(dy, vec))])
+            dys = _split(dy, vec)
+            _ws_store(gv, idx, vec, [fx.fma(d, q, o) for o, d, q in zip(old_g, dys, _split(xhat, vec))])
+            _ws_store(bv, idx, vec, [o + d for o, d in zip(old_b, dys)])
     reducer.fence()                                   # the next row reuses the LDS slots
     if const_expr(not plan.acc_in_registers):
         return acc_g, acc_b
@@ -292,12 +343,17 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
     esize = ELEM_BYTES[dt]
     atom = rowio.copy_atom(vec, dt)
     rows = []
+    # rstd in a scalar register, except where the partial last tile runs after the loop with its own descriptors:
+    # there the SGPRs run out (gfx942, Tensor ABI, atomic, N = 32776: 2 spilled)
+    scalar = (lambda v: v) if plan.masked else _uniform
     for k in range_constexpr(plan.batch):
         row = fx.Int32(g) * plan.batch + k
         ok = row < m
         st_nb = ok.select(fx.Int32(4), fx.Int32(0))
         rows.append((*row_ptrs(row), rowio.load_scalar_f32(mean_ptr, row, st_nb),
-                     rowio.load_scalar_f32(rstd_ptr, row, st_nb), ok))
+                     scalar(rowio.load_scalar_f32(rstd_ptr, row, st_nb)), ok))
+    w = min(vec, 2)                                   # row constants as pairs: see _piecewise
+    xhat_ofs = [_xhat_of(r[3], r[4], vec, dt, w) for r in rows]
 
     def view(ptr, t, ok=None):
         nb = _tile_nbytes(plan, t, esize)
@@ -307,42 +363,49 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
         """(γ, [(x̂, dy) per row]) of tile t, fp32."""
         gam = rowio.load_f32(atom, view(w_ptr, t), lane, vec, dt)
         out = []
-        for x_ptr, dy_ptr, _, mean, rstd, ok in rows:
+        for (x_ptr, dy_ptr, _, _, _, ok), xhat_of in zip(rows, xhat_ofs):
             x = rowio.load_f32(atom, view(x_ptr, t, ok), lane, vec, dt)
             dy = rowio.load_f32(atom, view(dy_ptr, t, ok), lane, vec, dt)
-            out.append(((x - mean) * rstd, dy))
+            out.append((xhat_of(x), dy))
         return gam, out
+
+    # per row, Σwdy and Σwdy·x̂ carried across the tiles as element pairs (w = 2; 1 at scalar width): a tile adds
+    # its pairs into them in order (packed adds, packed fmas for Σwdy·x̂), and each pair is reduced once at the end
 
     def stats(t, *sums):
         gam, xd = terms(t)
         new = []
         for k in range_constexpr(plan.batch):
             xhat, dy = xd[k]
-            wdy = dy * gam
-            new.append(sums[2 * k] + wdy.reduce(fx.ReductionOp.ADD, fastmath=FAST))
-            new.append(sums[2 * k + 1] + (wdy * xhat).reduce(fx.ReductionOp.ADD, fastmath=FAST))
+            wdys, xhats = _pieces(dy * gam, vec, w), _pieces(xhat, vec, w)
+            s1, s2 = sums[2 * k], sums[2 * k + 1]
+            for a, b in zip(wdys, xhats):
+                s1, s2 = s1 + a, fx.fma(a, b, s2)
+            new += [s1, s2]
         return tuple(new)
 
-    sums = _tiles(plan, stats, tuple(fx.Float32(0.0) for _ in range(2 * plan.batch)))
-    sums = reducer.sum_n(list(sums))
-    dx_ofs = [_dx_terms(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n), rows[k][4], vec)
+    sums = _tiles(plan, stats, tuple(fx.full(w, 0.0, fx.Float32) for _ in range(2 * plan.batch)))
+    sums = reducer.sum_n([v.reduce(fx.ReductionOp.ADD, fastmath=FAST) if w > 1 else v[0] for v in sums])
+    dx_ofs = [_dx_terms(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n), rows[k][4], vec, w)
               for k in range(plan.batch)]
 
     def apply(t):
         gam, xd = terms(t)
-        g_sum = b_sum = None
         for k in range_constexpr(plan.batch):
             xhat, dy = xd[k]
             _, _, dx_ptr, _, _, ok = rows[k]
             rowio.store_from_f32(atom, view(dx_ptr, t, ok), lane, dx_ofs[k](dy * gam, xhat), vec, dt)
-            g_sum = dy * xhat if g_sum is None else fx.fma(dy, xhat, g_sum)
-            b_sum = dy if b_sum is None else b_sum + dy
         (gv, bv), idx = _ws_at(plan, ws_row, t, lane)
         (gr, br), _ = _ws_at(plan, ws_row, t, lane, first)
-        old_g = _ws_load(gr, idx, vec)
-        old_b = _ws_load(br, idx, vec)
-        _ws_store(gv, idx, vec, [o + q for o, q in zip(old_g, _split(g_sum, vec))])
-        _ws_store(bv, idx, vec, [o + q for o, q in zip(old_b, _split(b_sum, vec))])
+        g_sum = _ws_load(gr, idx, vec)
+        b_sum = _ws_load(br, idx, vec)
+        for k in range_constexpr(plan.batch):           # the batch's rows added in order, one fma per pair
+            xhat, dy = xd[k]
+            dys = _split(dy, vec)
+            g_sum = [fx.fma(d, q, o) for o, d, q in zip(g_sum, dys, _split(xhat, vec))]
+            b_sum = [o + d for o, d in zip(b_sum, dys)]
+        _ws_store(gv, idx, vec, g_sum)
+        _ws_store(bv, idx, vec, b_sum)
         return ()
 
     _tiles(plan, apply)
@@ -391,13 +454,31 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
     def ws_row(pid, slot):
         return pid if combine else pid * R + slot
 
-    def group_masks(g, groups, m):
+    def group_masks(g, groups, m, peeled=False):
         """(x/dy/dx bytes, stats bytes) of group g's rows inside M: uniform, so one descriptor per buffer.
-        Only the last group can reach past M (a group test, not a min: the emulator has no s_min_i32)."""
-        if R == 1:
+        Only the last group can reach past M (a group test, not a min: the emulator has no s_min_i32).
+        peeled: the program's first group, run before the loop: it moves nothing when the program owns no group
+        (a launch with more programs than groups; bwd_programs never makes one)."""
+        if R == 1 and not peeled:
             return full, 4
-        rows = (fx.Int32(g) == groups - 1).select(m - fx.Int32(g) * R, fx.Int32(R))
+        rows = fx.Int32(1) if R == 1 else (fx.Int32(g) == groups - 1).select(m - fx.Int32(g) * R, fx.Int32(R))
+        if peeled:
+            rows = (fx.Int32(g) < groups).select(rows, fx.Int32(0))
         return rows * full, rows * 4
+
+    # register-path partials: the program's first row group is peeled off the loop and starts them (dγ = dy·x̂,
+    # dβ = dy), so no zeroed partials are carried in and no first adds run
+    peel = plan.acc_in_registers
+
+    def reg_group(g, groups, m, ptrs_of, mean_ptr, rstd_ptr, gammas, slot, lane, reducer, acc_g, acc_b, views,
+                  pid, peeled=False):
+        """bwd_row of row group g; ptrs_of(row0) -> its (x, dy, dx) pointers."""
+        row0 = fx.Int32(g) * R
+        rows_nb, st_nb = group_masks(g, groups, m, peeled)
+        mean = stats(mean_ptr, row0, slot, st_nb)
+        rstd = stats(rstd_ptr, row0, slot, st_nb)
+        return bwd_row(plan, *ptrs_of(row0), gammas, mean, rstd, rows_nb, slot, lane, reducer, acc_g, acc_b, views,
+                       fx.Int32(g) == pid)
 
     def stats(ptr, row0, slot, st_nb):
         if R == 1:
@@ -412,7 +493,7 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             epilogue(plan, strategy, acc_g, acc_b, views, DG, DB, lane)
 
     def zeros():
-        if plan.streaming:                              # nothing carried in registers across rows
+        if plan.streaming or peel:                      # nothing carried in / the peeled group starts them
             return [], []
         return ([fx.full(plan.vec, 0.0, fx.Float32) for _ in range(plan.tiles)],
                 [fx.full(plan.vec, 0.0, fx.Float32) for _ in range(plan.tiles)])
@@ -428,19 +509,20 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
             views = ws_views(plan, WSg, WSb, ws_row(pid, slot)) if const_expr(uses_ws) else (None, None)
             acc_g, acc_b = zeros()
             groups = (m + (G - 1)) // G
-            for g in range(pid, groups, p):
+            ptrs_of = lambda row0: tuple(T + fx.Int64(row0) * n for T in (X, DY, DX))  # noqa: E731
+            start = pid
+            if const_expr(peel):
+                acc_g, acc_b = reg_group(pid, groups, m, ptrs_of, Mean, Rstd, gammas, slot, lane, reducer, None, None,
+                                         views, pid, peeled=True)
+                start = pid + p
+            for g in range(start, groups, p):
                 if const_expr(plan.streaming):
                     bwd_batch(plan, g, m, lambda r: (X + fx.Int64(r) * n, DY + fx.Int64(r) * n,
                                                      DX + fx.Int64(r) * n),
                               Mean, Rstd, W, lane, reducer, views, fx.Int32(g) == pid)
                 else:
-                    row0 = fx.Int32(g) * R
-                    rows_nb, st_nb = group_masks(g, groups, m)
-                    off = fx.Int64(row0) * n
-                    mean = stats(Mean, row0, slot, st_nb)
-                    rstd = stats(Rstd, row0, slot, st_nb)
-                    acc_g, acc_b = bwd_row(plan, X + off, DY + off, DX + off, gammas, mean, rstd, rows_nb, slot,
-                                           lane, reducer, acc_g, acc_b, views, fx.Int32(g) == pid)
+                    acc_g, acc_b = reg_group(g, groups, m, ptrs_of, Mean, Rstd, gammas, slot, lane, reducer, acc_g,
+                                             acc_b, views, pid)
             finish(acc_g, acc_b, views, part, WSg, WSb, DG, DB, tid, slot, lane, pid)
 
         @flyc.jit
@@ -461,7 +543,13 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
                      if const_expr(uses_ws) else (None, None))
             acc_g, acc_b = zeros()
             groups = (m + (G - 1)) // G
-            for g in range(pid, groups, p):
+            ptrs_of = lambda row0: tuple(fx.get_iter(fx.slice(T, (row0, None))) for T in (X, DY, DX))  # noqa: E731
+            start = pid
+            if const_expr(peel):
+                acc_g, acc_b = reg_group(pid, groups, m, ptrs_of, fx.get_iter(Mean), fx.get_iter(Rstd), gammas, slot,
+                                         lane, reducer, None, None, views, pid, peeled=True)
+                start = pid + p
+            for g in range(start, groups, p):
                 if const_expr(plan.streaming):
                     bwd_batch(plan, g, m, lambda r: (fx.get_iter(fx.slice(X, (r, None))),
                                                      fx.get_iter(fx.slice(DY, (r, None))),
@@ -469,14 +557,8 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
                               fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views,
                               fx.Int32(g) == pid)
                 else:
-                    row0 = fx.Int32(g) * R
-                    rows_nb, st_nb = group_masks(g, groups, m)
-                    mean = stats(fx.get_iter(Mean), row0, slot, st_nb)
-                    rstd = stats(fx.get_iter(Rstd), row0, slot, st_nb)
-                    acc_g, acc_b = bwd_row(plan, fx.get_iter(fx.slice(X, (row0, None))),
-                                           fx.get_iter(fx.slice(DY, (row0, None))),
-                                           fx.get_iter(fx.slice(DX, (row0, None))), gammas, mean, rstd, rows_nb,
-                                           slot, lane, reducer, acc_g, acc_b, views, fx.Int32(g) == pid)
+                    acc_g, acc_b = reg_group(g, groups, m, ptrs_of, fx.get_iter(Mean), fx.get_iter(Rstd), gammas,
+                                             slot, lane, reducer, acc_g, acc_b, views, pid)
             finish(acc_g, acc_b, views, part, fx.get_iter(WSg), fx.get_iter(WSb), fx.get_iter(DG),
                    fx.get_iter(DB), tid, slot, lane, pid)
 

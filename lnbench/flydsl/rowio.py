@@ -81,9 +81,8 @@ def to_bf16(value, vec: int):
         return value.to(fx.BFloat16)
     u = value.bitcast(fx.Uint32)
     r = u + ((u >> 16) & 1) + 0x7FFF                     # the bf16 result in the top half
-    lo = r.shuffle(r, list(range(0, vec, 2))) >> 16
-    hi = (r.shuffle(r, list(range(1, vec, 2))) >> 16) << 16
-    return (lo | hi).bitcast(fx.BFloat16)
+    halves = r.bitcast(fx.Uint16)                        # the top halves of two results: one v_perm_b32
+    return halves.shuffle(halves, list(range(1, 2 * vec, 2))).bitcast(fx.BFloat16)
 
 
 def store_from_f32(atom, chunks_view, idx, value, vec: int, dtype_name: str) -> None:
