@@ -100,8 +100,8 @@ def _dx_terms(c1, c2, rstd, vec: int, w: int = 0):
 
 def _xhat_of(mean, rstd, vec: int, dt: str, w: int = 0):
     """x -> x̂ = (x - mean)·rstd of fp32 x. 16-bit inputs: one packed fma per element pair, x·rstd + (-mean·rstd);
-    the rounding of -mean·rstd shifts x̂ by at most 2^-24·|mean|·rstd, 2^13-2^15 times below the input's own
-    rounding (f16/bf16). fp32 inputs keep the subtraction first (their rounding is of that size). w: see
+    the rounding of -mean·rstd shifts x̂ by at most 2^-24·|mean|·rstd, 2^13 (f16) to 2^16 (bf16) times below
+    the input's own rounding. fp32 inputs keep the subtraction first (their rounding is of that size). w: see
     _piecewise."""
     w = w or vec
     r = fx.full(w, rstd, fx.Float32)
