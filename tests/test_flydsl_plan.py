@@ -1,4 +1,6 @@
 """Launch-geometry choices (pure Python, no compile)."""
+import math
+
 import pytest
 
 from lnbench.constants import ELEM_BYTES
@@ -187,9 +189,24 @@ def test_reduce_plan():
 
 
 def test_reduce_spreads_narrow_rows_over_workgroups_and_waves():
-    """N = 256: the partial rows are summed by 4 workgroups of 4 waves (16 row splits each), not by one wave."""
+    """N = 256: the partial rows are summed by 64 workgroups of 4 waves (one 4-column chunk, 256 row splits
+    each: 2 of the 512 rows per thread on gfx950), not by 4 workgroups of 16 splits (32 rows per thread, the
+    busiest CU's VALU 2.7 times the launch's memory floor); the splits' sums added by a tree of 8, 8, 4."""
     r = geometry.reduce_plan(256)
-    assert r.grid() == 4 and r.block == 256 and r.splits == 16
+    assert r.grid() == 64 and r.block == 256 and r.splits == 256 and r.fans == (8, 8, 4)
+    assert [geometry.reduce_plan(n).grid() for n in (512, 768, 1000, 1024, 4096, 16384)] == [64, 96, 125, 64, 64,
+                                                                                            256]
+
+
+def test_reduce_tree_adds_every_split_once():
+    """The combine's levels multiply to the splits (each split's sum is added exactly once), the first level
+    gives every thread a job, and none is longer than the first level's 2·vec or REDUCE_FAN."""
+    for n in (1, 6, 7, 256, 512, 1000, 4096, 65536, 2 ** 28):
+        r = geometry.reduce_plan(n)
+        assert math.prod(r.fans) == r.splits
+        assert max(r.fans) <= max(2 * r.vec, geometry.REDUCE_FAN)
+        if r.splits >= 2 * r.vec:
+            assert r.splits // r.fans[0] * 2 * r.strip == r.block
 
 
 def test_deterministic_backward_writes_one_partial_row_per_program():

@@ -113,11 +113,11 @@ def test_deterministic_strategy_is_bitwise_reproducible(dtype, kernel_device):
 
 @pytest.mark.parametrize("abi", ["pointer", "tensor"])
 def test_backward_of_several_rows_per_block_writes_one_partial_row_per_program(abi, kernel_device):
-    """N = 256 bf16 (8 rows a block) with enough programs that the reduce runs whole steps of its row splits
+    """N = 512 bf16 (4 rows a block) with enough programs that the reduce runs whole steps of its row splits
     and a ragged tail: values against fp64, ONE fp32 partial row per program (the block's row slots added in
     LDS), and the same bits again on a second call."""
     from lnbench.flydsl import geometry, launch
-    m, n = 1100, 256
+    m, n = 4400, 512
     x, w, b, dy = _inputs(m, n, torch.bfloat16, kernel_device)
     _, mean, rstd = launch.forward(x, w, b, 1e-5)
     call, (dx, dw, db) = launch._backward_call(dy, x, w, mean, rstd, abi, "deterministic")
@@ -271,8 +271,9 @@ def test_two_gpus():
 
 
 def test_partial_reduce_writes_lds_without_bank_conflicts():
-    """The reduce's row splits store their sums to LDS 16 floats apart beyond a strip, so the 4 splits of a
-    wave hit different banks (they collided 4 ways before: 4,096 conflict cycles at N = 4096)."""
+    """The reduce's row splits store their sums to LDS lane by lane, and the first combine level's ds_read2
+    pairs land in 32 banks (value planes 2·cols dwords apart mod 32; the old layout collided 4 ways:
+    4,096 conflict cycles at N = 4096)."""
     from lnbench.flydsl.inspect import execute_variant
     kernels = execute_variant("bwd", "bf16", 64, 4096, "pointer", "gfx950", seed=3)
     reduce = [k for k in kernels if "reduce" in k.kernel_name]

@@ -228,10 +228,14 @@ def bwd_programs(m: int, plan: RowPlan, arch: str = "gfx942") -> int:
     return max(1, min(PROGRAMS_PER_CU * cus, want))
 
 
-#: partial-reduce kernel: threads per workgroup, and threads across a column strip (16 threads × 16 bytes:
-#: 256 contiguous bytes of every partial row); the rest of the block splits the partial rows
+#: partial-reduce kernel: threads per workgroup, the most threads across a column strip (16 threads × 16 bytes:
+#: 256 contiguous bytes of every partial row; the rest of the block splits the partial rows), the fewest strips
+#: a plan narrows its strips for (a narrow N's few strips would each sum all rows on few CUs), and the largest
+#: fan-in of the split combine's later levels
 REDUCE_BLOCK = 256
 REDUCE_COLS = 16
+REDUCE_MIN_STRIPS = 64
+REDUCE_FAN = 8
 
 
 def bwd_partial_rows(programs: int, plan: RowPlan, strategy: str) -> int:
@@ -244,8 +248,10 @@ def bwd_partial_rows(programs: int, plan: RowPlan, strategy: str) -> int:
 class ReducePlan:
     """Column reduction of the [rows, N] fp32 partials. A workgroup owns a strip of `cols` chunks of `vec`
     columns; its `splits` groups of `cols` threads sum the rows s, s+splits, s+2·splits, ... of their chunk
-    (a fixed order), and the splits' sums are added in LDS, split 0 first (bitwise reproducible). Many
-    narrow strips keep the grid wide however few the partial rows."""
+    (a fixed order). The splits' sums are then added in LDS by a fixed tree (`fans`: level l adds fans[l]
+    consecutive split sums per output, lowest split first), so the result is bitwise reproducible. Narrow
+    strips keep the grid wide however narrow the row, and the tree keeps the combine short however many
+    splits."""
 
     n: int
     vec: int
@@ -261,13 +267,30 @@ class ReducePlan:
         """Columns of one workgroup."""
         return self.cols * self.vec
 
+    @property
+    def fans(self) -> tuple[int, ...]:
+        """Fan-ins of the combine's levels: the first takes 2·vec split sums per output (every thread adds
+        one output's group), the later ones at most REDUCE_FAN, until one sum per output is left ((1,): one
+        split, nothing to add)."""
+        out, rows = [], self.splits
+        while rows > 1:
+            f = min(rows, 2 * self.vec if not out else REDUCE_FAN)
+            out.append(f)
+            rows //= f
+        return tuple(out) or (1,)
+
     def grid(self) -> int:
         return max(1, -(-self.n // self.strip))
 
 
 def reduce_plan(n: int) -> ReducePlan:
+    """Strips of up to REDUCE_COLS chunks, narrower (down to one chunk) while that keeps fewer than
+    REDUCE_MIN_STRIPS strips: the sums' work spreads over more CUs, each thread summing fewer rows."""
     vec = math.gcd(n, 4)
-    cols = min(REDUCE_COLS, _pow2_ceil(n // vec))
+    chunks = n // vec
+    cols = 1
+    while cols < REDUCE_COLS and chunks // (2 * cols) >= REDUCE_MIN_STRIPS:
+        cols *= 2
     splits = REDUCE_BLOCK // cols
     while splits > 1 and splits * n * 4 > MAX_ROW_BYTES:     # a split's byte offset stays in Int32
         splits //= 2

@@ -575,20 +575,29 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
 
 def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Callable:
     """@flyc.jit launcher summing the [rows, N] fp32 partials per column and writing dγ/dβ in the weight
-    dtype (the fixed order of ReducePlan: each split's rows in order, then the splits 0..S-1 in LDS).
-    Launcher args: (WSg, WSb, DG, DB, rows, stream)."""
+    dtype (the fixed order of ReducePlan: a split's row of the ragged last step, then its other rows in order,
+    then the splits' sums by the tree of rp.fans in LDS, lowest split first). Launcher args: (WSg, WSb, DG,
+    DB, rows, stream)."""
     n, vec, cols, S, BLOCK, strip = rp.n, rp.vec, rp.cols, rp.splits, rp.block, rp.strip
     kname = name or f"ln_bwd_reduce_{wdtype}_n{n}_{abi}"
     out_nb = n * ELEM_BYTES[wdtype]
-    outs = 2 * strip                                  # dγ and dβ values of a strip
-    # a split's LDS row: `strip` values, value e of column thread c at e·cols + c, padded by 16 floats so the
-    # 64 / cols splits of a wave write to different banks (32 banks of 4 bytes)
-    lds_row = strip + 16
-    floats = 2 * S * lds_row
+    outs = 2 * strip                                  # dγ and dβ values of a strip: output o is value
+    #                                                   o // cols (k·vec + e) of column thread o % cols
+    # the splits' sums in LDS: value q of thread t at q·plane + t (writes: consecutive lanes, consecutive
+    # dwords). A first-level job reads its sums `cols` dwords apart, two a ds_read2 (16 lanes a pass);
+    # plane ≡ 2·cols (mod 32 banks) puts the pairs of the 16 / cols outputs of a pass side by side in 32
+    # banks. One column thread: 4 adjacent sums a ds_read2_b64 (8 lanes, the 8 outputs), plane ≡ 4
+    plane = BLOCK + max(2 * cols, 4)
+    counts, rows_left = [], S                         # each level's sums: (rows left) × outs
+    for f in rp.fans:
+        rows_left //= f
+        counts.append(rows_left * outs)
+    floats_a, floats_b = 2 * vec * plane, max(counts)
 
     @fx.struct
     class Scratch:
-        part: fx.Array[fx.Float32, floats, 16]
+        a: fx.Array[fx.Float32, floats_a, 16]
+        b: fx.Array[fx.Float32, floats_b, 16]
 
     past = S * (n // vec)                             # a chunk index past every split's rows: masked
 
@@ -599,55 +608,74 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
         # a chunk past the row end (the last strip) is masked, never read from the next row
         idx = (tid // cols) * (n // vec) + tid % cols
         idx = (first + (tid % cols) * vec < n).select(idx, fx.Int32(past))
-        return tid, first, idx, [fx.full(vec, 0.0, fx.Float32), fx.full(vec, 0.0, fx.Float32)]
+        return tid, first, idx
 
-    def step(gp, bp, r0, first, idx, acc):
-        """Rows r0 .. r0+S-1 (split s: row r0+s); idx masks what is not to be read."""
+    def step(gp, bp, r0, first, idx, acc=None):
+        """Rows r0 .. r0+S-1 (split s: row r0+s) added to acc (None: they start it); idx masks what is not
+        to be read (0.0)."""
         nb = fx.Int32(S * n * 4) - first * 4
         off = fx.Int64(r0) * n + fx.Int64(first)
         atom = rowio.copy_atom(vec, "f32")
         g = rowio.load_f32(atom, rowio.chunked(gp + off, S * n, vec, nb), idx, vec, "f32")
         b = rowio.load_f32(atom, rowio.chunked(bp + off, S * n, vec, nb), idx, vec, "f32")
-        return [acc[0] + g, acc[1] + b]
+        return [g, b] if acc is None else [acc[0] + g, acc[1] + b]
 
-    def tail(gp, bp, rows, tid, first, idx, acc):
-        """The last rows % S rows: split s reads row full + s only when it exists (no min: the emulator has
-        no s_min_i32)."""
+    def tail(gp, bp, rows, tid, first, idx):
+        """The last rows % S rows start the sums (no zeros to add them to): split s reads row full + s only
+        when it exists (no min: the emulator has no s_min_i32)."""
         full = rows - rows % S
-        return step(gp, bp, full, first, (tid // cols < rows - full).select(idx, fx.Int32(past)), acc)
+        return step(gp, bp, full, first, (tid // cols < rows - full).select(idx, fx.Int32(past)))
 
     def finish(tid, first, acc, dgp, dbp):
-        """The splits' sums through LDS; thread t then adds output t's S values in split order and stores it
-        (dγ outputs first, then dβ; a thread without an output stores past the bound: dropped)."""
-        part = fx.SharedAllocator().allocate(Scratch).peek().part.view(fx.make_layout(floats, 1))
-        s, c = tid // cols, tid % cols
+        """The splits' sums through LDS, then the levels of rp.fans: a job (output o, group g) adds the
+        group's fans[l] sums of o in split order; the last level's jobs store the outputs (dγ first, then
+        dβ, by the column's mask). With fewer jobs than threads a thread past them skips the level (scf.if):
+        a wave without a job runs none of its VALU work or LDS reads."""
+        scratch = fx.SharedAllocator().allocate(Scratch).peek()
+        bufs = [scratch.a.view(fx.make_layout(floats_a, 1)), scratch.b.view(fx.make_layout(floats_b, 1))]
         for k in range_constexpr(2):
             for e in range_constexpr(vec):
-                fx.memref_store(acc[k][e], part, (k * S + s) * lds_row + e * cols + c)
+                fx.memref_store(acc[k][e], bufs[0], (k * vec + e) * plane + tid)
         fx.gpu.barrier()
         oatom = rowio.copy_atom(1, wdtype)
         views = [rowio.chunked(ptr, n + 1, 1, out_nb) for ptr in (dgp, dbp)]     # n + 1: see combine_slots
-        for q in range_constexpr(-(-outs // BLOCK)):
-            o = tid + q * BLOCK
-            ok = o < outs
-            o = ok.select(o, fx.Int32(0))
-            k, j = o // strip, o % strip
-            total = fx.memref_load(part, k * (S * lds_row) + j)
-            for i in range_constexpr(1, S):
-                total = total + fx.memref_load(part, k * (S * lds_row) + i * lds_row + j)
-            col = first + (j % cols) * vec + j // cols
-            for kk in range_constexpr(2):
-                mine = ok & (k == kk)
-                rowio.store_from_f32(oatom, views[kk], mine.select(col, fx.Int32(n)),
-                                     fx.full(1, total, fx.Float32), 1, wdtype)
+        last = len(rp.fans) - 1
+        for lvl in range_constexpr(len(rp.fans)):
+            f, jobs = rp.fans[lvl], counts[lvl]
+            src, dst = bufs[lvl % 2], bufs[1 - lvl % 2]
+            for q in range_constexpr(-(-jobs // BLOCK)):
+                slot = tid + q * BLOCK
+
+                def job(*, slot=slot, lvl=lvl, f=f, src=src, dst=dst):
+                    o, g = slot % outs, slot // outs
+                    if lvl == 0:
+                        at, pitch = (o // cols) * plane + g * (f * cols) + o % cols, cols
+                    else:
+                        at, pitch = g * (f * outs) + o, outs
+                    total = fx.memref_load(src, at)
+                    for i in range_constexpr(1, f):
+                        total = total + fx.memref_load(src, at + i * pitch)
+                    if lvl < last:
+                        fx.memref_store(total, dst, slot)
+                    else:
+                        col = first + (o % cols) * vec + (o // cols) % vec
+                        for kk in range_constexpr(2):
+                            rowio.store_from_f32(oatom, views[kk], (o // strip == kk).select(col, fx.Int32(n)),
+                                                 fx.full(1, total, fx.Float32), 1, wdtype)
+                if jobs >= (q + 1) * BLOCK:
+                    job()
+                else:
+                    rowio.when(slot < jobs, job)
+            if lvl < last:
+                fx.gpu.barrier()
 
     if abi == "pointer":
         @flyc.kernel(name=kname)
         def kern(WSg: fx.Pointer, WSb: fx.Pointer, DG: fx.Pointer, DB: fx.Pointer, rows: fx.Int32):
-            tid, first, idx, acc = start()
+            tid, first, idx = start()
+            acc = tail(WSg, WSb, rows, tid, first, idx)
             for r0 in range(fx.Int32(0), rows - rows % S, fx.Int32(S)):
                 acc = step(WSg, WSb, r0, first, idx, acc)
-            acc = tail(WSg, WSb, rows, tid, first, idx, acc)
             finish(tid, first, acc, DG, DB)
 
         @flyc.jit
@@ -658,10 +686,10 @@ def build_reduce(rp: ReducePlan, wdtype: str, abi: str, name: str = "") -> Calla
         @flyc.kernel(name=kname)
         def kern(WSg: fx.Tensor, WSb: fx.Tensor, DG: fx.Tensor, DB: fx.Tensor, rows: fx.Int32):
             gp, bp = fx.get_iter(WSg), fx.get_iter(WSb)
-            tid, first, idx, acc = start()
+            tid, first, idx = start()
+            acc = tail(gp, bp, rows, tid, first, idx)
             for r0 in range(fx.Int32(0), rows - rows % S, fx.Int32(S)):
                 acc = step(gp, bp, r0, first, idx, acc)
-            acc = tail(gp, bp, rows, tid, first, idx, acc)
             finish(tid, first, acc, fx.get_iter(DG), fx.get_iter(DB))
 
         @flyc.jit

@@ -16,6 +16,7 @@ from lnbench.constants import ELEM_BYTES
 # FlyDSL 0.5's builder behind a rewritten `for i in range(...)` (scf.for with loop-carried values). Module-level
 # helpers are not AST-rewritten (primer pitfall 6), so the streaming loop calls it directly.
 from flydsl.compiler.ast_rewriter import InsertEmptyYieldForSCFFor as _ScfFor
+from flydsl.compiler.ast_rewriter import ReplaceIfWithDispatch as _ScfIf
 
 DTYPES = {"f32": fx.Float32, "f16": fx.Float16, "bf16": fx.BFloat16}
 
@@ -134,6 +135,12 @@ def runtime_loop(count: int, body: Callable, carry: tuple) -> tuple:
     if not names:
         return ()
     return tuple(out) if len(names) > 1 else (out,)
+
+
+def when(cond, body: Callable[[], None]) -> None:
+    """scf.if cond: body() (no results): lanes where cond is false skip the body's memory accesses, and a
+    wave where it is false in every lane skips the body."""
+    _ScfIf.scf_if_dispatch(cond, body)
 
 
 def tile_loop(first: int, count: int, step: int, body: Callable, carry: tuple = ()) -> tuple:
