@@ -82,6 +82,21 @@ def test_large_mean_rows_are_exact(dtype, offset, kernel_device):
     assert torch.allclose(mean.double(), mr, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [7, 14, 15, 1000])
+def test_rows_of_one_value_near_1e3_have_no_variance(dtype, n, kernel_device):
+    """A 16-bit row of equal values near 1e3 (verify's offset rows rounded to bf16) has variance 0 exactly, so rstd
+    is 1/sqrt(eps), which eps makes sensitive: a one-ulp error in the row's Σd once gave var = -1.1e-9 and rstd
+    316.246 at N = 7, 14 and 15 (one lane per row), 130x verify's bar."""
+    from lnbench.flydsl import launch
+    values = torch.tensor([996.0, 1000.0, 1004.0, 1008.0, 1012.0])
+    x = values[:, None].expand(5, n).contiguous().to(device=kernel_device.torch_device, dtype=dtype)
+    w = torch.ones(n, device=kernel_device.torch_device, dtype=dtype)
+    _, mean, rstd = launch.forward(x, w, torch.zeros_like(w), 1e-5)
+    assert torch.equal(mean.cpu(), x[:, 0].float().cpu())
+    assert torch.allclose(rstd.double().cpu(), torch.full((5,), 1e-5 ** -0.5, dtype=torch.float64), rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m,n", SHAPES)
 @pytest.mark.parametrize("strategy", ["deterministic", "atomic"])

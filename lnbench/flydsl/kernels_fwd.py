@@ -140,13 +140,17 @@ def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callab
         accv = accv + reg(t)
     rough = reducer.sum(accv.reduce(fx.ReductionOp.ADD, fastmath=FAST), slot=0) * (1.0 / head_elems)
     # Σd of the register tiles as accv - count·m0 per element slot (count: the slot's tiles inside the row; loads
-    # past the row end read 0): each slot sums only the `head` values of its lane, so this is within a few
-    # ulps of head·|m0| per slot, not of N·|m0| as a plain row sum would be
+    # past the row end read 0), one fma: count·m0 is not rounded on its own. For 16-bit inputs accv is exact
+    # (a slot's sum of bf16/f16 values fits fp32's mantissa), so this Σd is rounded once. A rounded count·m0
+    # was off by one ulp of head·|m0|: on a row of equal values near 1e3 with one lane per row (N = 7, 14, 15)
+    # that is as large as Σd itself, and var = Σd²/N - shift² came out -1.1e-9 instead of 0 (rstd 316.246,
+    # not 1/√eps = 316.228: verify's offset rows)
     count = float(plan.head)
     if const_expr(plan.masked and not plan.streaming):
         inside = (lane + (plan.head - 1) * lanes) < plan.chunks
         count = inside.select(float(plan.head), float(plan.head - 1))
-    s1 = (accv - rough * count).reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    s1 = fx.fma(fx.full(vec, -rough, fx.Float32), fx.full(vec, count, fx.Float32), accv)
+    s1 = s1.reduce(fx.ReductionOp.ADD, fastmath=FAST)
 
     def centred(t, x):
         """Tile t (value x) centred on m0; a tile reaching past the row end is masked."""
