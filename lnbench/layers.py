@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "lnbench.tables": 0, "lnbench.outputs": 0, "lnbench.progress": 0, "lnbench.processes": 0, "lnbench.cache_dirs": 0,
     "lnbench.install": 0, "lnbench.rocm": 0, "lnbench.zig": 0, "lnbench.fast_help": 0, "lnbench.backend_table": 0,
     "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0, "lnbench.output_claims": 0,
-    "lnbench.output_fallback": 0, "lnbench.verdicts": 0, "lnbench.eta": 0, "lnbench.checkout": 0,
+    "lnbench.output_fallback": 0, "lnbench.verdicts": 0, "lnbench.eta": 0, "lnbench.calibration": 0, "lnbench.checkout": 0,
     "lnbench.settings": 1, "lnbench.modelled": 1,
     "lnbench.emu": 2,
     "lnbench.device": 3, "lnbench.metadata": 3,

@@ -1,11 +1,13 @@
 """The smallest runs of each writing command, shared by the output tests (tests/test_output_claims.py,
-tests/test_outputs_vs_inputs.py): CPU and torch only, a few seconds at most; add the output options per test."""
+tests/test_outputs_vs_inputs.py): CPU and torch only, a few seconds at most; add the output options per test. The
+timing options come from tests/cli_helpers.py's `timing`."""
 from __future__ import annotations
+
+from cli_helpers import timing
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
 PERF = ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "bf16", "--shapes", "2x64", "--op", "fwd",
-        "--mode", "hot", "-P", "1", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1",
-        "--target-run-s", "0.001", "--min-iters", "3", "-q"]
+        "--mode", "hot", "-P", "1", *timing(runs=2, min_warmup_calls=1, target_run_s=0.001, max_iters=None), "-q"]
 ABI = ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu", "--in-process", "-P", "1",
        "-R", "1", "--op", "fwd", "--metric", "direct", "--shapes", "2x8", "-q"]
 INSPECT = ["inspect", "--arch", "gfx942", "--dtype", "f32", "--shapes", "1x256", "--op", "fwd", "-q"]

@@ -8,14 +8,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ABI_TIMING as FAST, error_line
 from lnbench.abi import static
 from lnbench.abi import command
 from lnbench.abi.command import abi_compare_command, not_run_status, probe_shapes
 from lnbench.device import emu_device, null_device, parse_device
 from lnbench.rocm import has_rocm_gpu
-
-FAST = ["-R", "3", "--warmup-s", "0", "--min-warmup-calls", "3", "--target-run-s", "0.002",
-        "--min-iters", "5", "--max-iters", "40"]
+from virtual_clock import VirtualClock
 
 
 def _invoke(args: list[str]):
@@ -79,10 +78,7 @@ def test_static_real_compile_pointer_smaller_than_tensor():
     (["--dtype", "int8"], "unknown dtype"),
 ])
 def test_usage_errors_exit_2_one_line(args, needle, results_dir):
-    result = _invoke(["--pair", "torch-entry", "--device", "cpu", *args])
-    assert result.exit_code == 2
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in result.output
+    error_line(_invoke(["--pair", "torch-entry", "--device", "cpu", *args]), needle)
 
 
 def test_flydsl_runtime_not_run_on_the_cpu_device(tmp_path, results_dir, monkeypatch):
@@ -115,16 +111,20 @@ def test_not_run_status_says_which_measurements_no_worker_can_take_here(monkeypa
     monkeypatch.setattr(command, "flydsl_installed", lambda: False)
     assert not_run_status("flydsl", null, "direct") == "not run (flydsl not installed)"
 
-def test_fail_if_slower_with_planted_slow_pair(tmp_path, results_dir):
+def test_fail_if_slower_with_planted_slow_pair(tmp_path, results_dir, monkeypatch):
+    """The gate on a clock that only the calls move (the workers run in this process): every entry call costs
+    100 µs and the planted spin 300 µs more, so the Pointer side is 300 % slower on any machine; the gate fails
+    the run above PCT below that, and not at PCT above it."""
+    clock = VirtualClock.install(monkeypatch)
+    clock.plant_abi_costs(monkeypatch, call_us=100.0)
     base = ["--pair", "planted-slow", "--runtime-only", "--device", "cpu", "--in-process", "-P", "2",
             "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", "--planted-delay-us", "300", *FAST]
-    failing = _invoke([*base, "--fail-if-slower", "5", "--csv", str(tmp_path / "slow.csv")])
+    failing = _invoke([*base, "--fail-if-slower", "299", "--csv", str(tmp_path / "slow.csv")])
     assert failing.exit_code == 1, failing.output
-    assert "--fail-if-slower 5" in failing.output
+    assert "--fail-if-slower 299: Pointer side 300.0% slower" in failing.output, failing.output
     frame = pd.read_csv(tmp_path / "slow.csv")
-    assert set(frame["verdict"]) == {"SLOWER"}
-    # far above any slowdown (the most it takes): on a loaded machine the planted 300 µs sleep overshot to 3.5 ms
-    passing = _invoke([*base, "--fail-if-slower", "999999", "--csv", str(tmp_path / "ok.csv")])
+    assert set(frame["verdict"]) == {"SLOWER"} and list(frame["slowdown_pct"]) == pytest.approx([300.0, 300.0])
+    passing = _invoke([*base, "--fail-if-slower", "301", "--csv", str(tmp_path / "ok.csv")])
     assert passing.exit_code == 0, passing.output
     no_gate = _invoke([*base, "--csv", str(tmp_path / "nogate.csv")])
     assert no_gate.exit_code == 0

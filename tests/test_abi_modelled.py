@@ -8,11 +8,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ABI_TIMING as FAST
 from lnbench.abi.command import abi_compare_command
 from lnbench.device import emulator_status
-
-FAST = ["-R", "3", "--warmup-s", "0", "--min-warmup-calls", "3", "--target-run-s", "0.002", "--min-iters", "5",
-        "--max-iters", "40"]
 
 
 @pytest.mark.skipif(not emulator_status()[0], reason="the emulated device cannot run here")

@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ONE_THREAD as ENV, error_line, timing
 from lnbench.cli import main
 from lnbench.device import emulator_status
 from lnbench.metadata import package_version
 
-ENV = {"OMP_NUM_THREADS": "1"}
-FAST = ["-P", "1", "-R", "2", "--warmup-s", "0.01", "--min-warmup-calls", "2", "--target-run-s", "0.002",
-        "--min-iters", "3", "--max-iters", "20", "-q"]
+FAST = ["-P", "1", *timing(runs=2, warmup_s=0.01, target_run_s=0.002), "-q"]
 needs_emulator = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emulator: {emulator_status()[1]}")
 needs_flydsl = pytest.mark.skipif(package_version("flydsl") == "not installed", reason="flydsl is not installed")
 
@@ -26,14 +25,6 @@ def _results_dir(tmp_path, monkeypatch):
 
 def _run(*args: str):
     return CliRunner().invoke(main, list(args), env=ENV)
-
-
-def _one_line_exit_2(result, *fragments: str) -> None:
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], result.output
 
 
 def _with_metadata(src: Path, dst: Path, **changes) -> Path:
@@ -65,7 +56,7 @@ def test_dgamma_strategy_is_recorded_and_compare_refuses_another(tmp_path):
     meta = json.loads(atomic.read_text())["metadata"]
     assert meta["dgamma_strategy"] == "atomic" and meta["lnbench_command"] == "abi-compare"
     deterministic = _with_metadata(atomic, tmp_path / "det.json", dgamma_strategy="deterministic")
-    _one_line_exit_2(_compare(deterministic, atomic, tmp_path),
+    error_line(_compare(deterministic, atomic, tmp_path),
                      "protocol differs (dgamma_strategy deterministic vs atomic)")
     assert _compare(deterministic, atomic, tmp_path, "--force").exit_code != 2
     older = _with_metadata(atomic, tmp_path / "old.json", dgamma_strategy=None)     # a file from before: unknown
@@ -85,7 +76,7 @@ def test_planted_delay_is_recorded_and_compare_refuses_another(tmp_path):
     meta = json.loads(out.read_text())["metadata"]
     assert meta["planted_delay_us"] == 5.0 and meta["lnbench_command"] == "abi-compare"
     other = _with_metadata(out, tmp_path / "other.json", planted_delay_us=50.0)
-    _one_line_exit_2(_compare(out, other, tmp_path), "protocol differs (planted_delay_us 5.0 vs 50.0)")
+    error_line(_compare(out, other, tmp_path), "protocol differs (planted_delay_us 5.0 vs 50.0)")
 
 
 # --- 2. options that would do nothing ---------------------------------------------------------------------------
@@ -114,7 +105,7 @@ def test_planted_delay_is_recorded_and_compare_refuses_another(tmp_path):
       "1x64", "--no-csv"], ["--abi", "flydsl-tensor is the Tensor ABI"]),
 ])
 def test_options_that_would_do_nothing_are_usage_errors(args, fragments):
-    _one_line_exit_2(_run(*args), *fragments)
+    error_line(_run(*args), *fragments)
 
 
 def test_config_values_never_count_as_given_options(tmp_path):

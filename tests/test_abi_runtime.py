@@ -9,6 +9,7 @@ from lnbench.abi.aggregate import aggregate
 from lnbench.abi.cases import PAIRS, PairCase, Side, build_cases
 from lnbench.abi.pair_timing import run_worker
 from lnbench.measure.protocol import Protocol
+from virtual_clock import VirtualClock
 
 CPU = torch.device("cpu")
 TINY = Protocol(processes=1, runs=3, warmup_s=0.0, min_warmup_calls=3, target_run_s=0.002, min_iters=5,
@@ -54,14 +55,20 @@ def test_worker_times_every_unit_in_abba_order():
         assert row["tensor_min_us"] <= row["tensor_us"] <= row["tensor_max_us"]
 
 
-def test_planted_slow_pair_comes_out_slower():
+def test_planted_slow_pair_comes_out_slower(monkeypatch):
+    """The planted-slow pair through the whole timing core and the aggregation, on a clock that only the calls
+    move: every entry call costs 100 µs and the pointer side's planted spin 300 µs more, so every run measures
+    exactly that (4 times the time: SLOWER), on any machine."""
+    clock = VirtualClock.install(monkeypatch)
+    clock.plant_abi_costs(monkeypatch, call_us=100.0)
     cases = build_cases("planted-slow", ["fwd"], ["f32"], [(4, 32), (4, 64)], CPU, 1e-5, 1, {"delay_us": 300.0})
     payloads = [run_worker(cases, TINY, CPU, worker_index=w, metrics=["direct", "wrapper"]) for w in range(2)]
     rows = aggregate("planted-slow", PAIRS["planted-slow"].labels, payloads, ["direct", "wrapper"], n_boot=1000)
     assert len(rows) == 4
     for row in rows:
         assert row["verdict"] == "SLOWER", row
-        assert row["pointer_us"] > row["tensor_us"] + 200
+        assert (row["tensor_us"], row["pointer_us"]) == (pytest.approx(100.0), pytest.approx(400.0)), row
+        assert row["speedup"] == row["ci_low"] == row["ci_high"] == pytest.approx(0.25), row
 
 
 def _fake_case(shape: tuple[int, int], store: dict, stale: bool) -> PairCase:

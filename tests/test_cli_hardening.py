@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import error_line
 from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.cli import main
@@ -24,13 +25,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def invoke(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(main, list(args), env=env)
-
-
-def one_error_line(result, code: int = 2) -> str:
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == code, result.output
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    return lines[0]
 
 
 # ---- item 3: install ------------------------------------------------------------------------------------------
@@ -98,7 +92,7 @@ def test_partial_config_through_env_and_cli(tmp_path, results_dir):
 def test_bad_config_key_or_kind_is_exit_2_naming_key_and_table(tmp_path, results_dir, text, needles):
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
-    line = one_error_line(invoke("verify", "--backend", "torch", "--device", "cpu", "--config", str(bad)))
+    line = error_line(invoke("verify", "--backend", "torch", "--device", "cpu", "--config", str(bad)))
     for needle in needles:
         assert needle in line, line
     with pytest.raises(LnbenchUsageError):
@@ -108,7 +102,7 @@ def test_bad_config_key_or_kind_is_exit_2_naming_key_and_table(tmp_path, results
 def test_table_names_survive_rich_markup(tmp_path, results_dir):
     bad = tmp_path / "bad.toml"
     bad.write_text("[verify.tolerance]\nkk = 1\n")
-    assert "[verify.tolerance]" in one_error_line(invoke("verify", "--config", str(bad)))
+    assert "[verify.tolerance]" in error_line(invoke("verify", "--config", str(bad)))
 
 
 # ---- item 5: bad input ----------------------------------------------------------------------------------------
@@ -136,13 +130,13 @@ def test_table_names_survive_rich_markup(tmp_path, results_dir):
     (["inspect", "--arch", "gfx90a"], "unknown arch"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle, results_dir):
-    assert needle in one_error_line(invoke(*args))
+    assert needle in error_line(invoke(*args))
 
 
 def test_verify_config_eps_must_be_finite(tmp_path, results_dir):
     bad = tmp_path / "eps.toml"
     bad.write_text("[verify]\neps = [1e-5, inf]\n")
-    assert "finite" in one_error_line(invoke("verify", "--backend", "torch", "--device", "cpu", "--config", str(bad)))
+    assert "finite" in error_line(invoke("verify", "--backend", "torch", "--device", "cpu", "--config", str(bad)))
 
 
 def test_memory_estimate_uses_free_memory(monkeypatch):
@@ -263,6 +257,4 @@ def test_peak_refuses_a_copy_that_does_not_fit_before_allocating(tmp_path, monke
 ])
 def test_click_parse_errors_point_at_the_subcommands_help(argv, where):
     result = CliRunner().invoke(main, argv, prog_name="lnbench")
-    assert result.exit_code == 2
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].endswith(f"(see `{where} --help`)"), result.output
+    assert error_line(result).endswith(f"(see `{where} --help`)"), result.output

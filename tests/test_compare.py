@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ONE_THREAD as ENV, error_line, timing
 from lnbench import settings as cfg
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
@@ -23,9 +24,8 @@ from lnbench.verdicts import Verdict
 FASTER, SAME, SLOWER = Verdict.FASTER, Verdict.SAME, Verdict.SLOWER
 
 # short protocol: many short runs (R = 15 of ~4 ms) keep the per-worker medians steady on a busy CPU
-SHORT = ["--device", "cpu", "--dtype", "bf16", "-R", "15", "--warmup-s", "0.01", "--min-warmup-calls", "2",
-         "--target-run-s", "0.004", "--min-iters", "3", "-q"]
-ENV = {"OMP_NUM_THREADS": "1"}
+SHORT = ["--device", "cpu", "--dtype", "bf16", *timing(runs=15, warmup_s=0.01, target_run_s=0.004, max_iters=None),
+         "-q"]
 KEY = ("torch", "bwd", "bf16", "8x64", "hot")
 
 
@@ -71,14 +71,6 @@ def _compare(base: Path, new: Path, tmp_path: Path, *extra: str):
     result = CliRunner().invoke(compare_command, args)
     rows = json.loads((tmp_path / "c.json").read_text())["data"] if (tmp_path / "c.json").exists() else []
     return result, {(r["backend"], r["op"], r["dtype"], r["shape"], r["mode"]): r for r in rows}
-
-
-def _one_line_exit_2(result, fragment: str) -> None:
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
-    assert fragment in lines[0], result.output
-    assert "Traceback" not in result.output
 
 
 # --- the gate ---------------------------------------------------------------------------------------------
@@ -172,7 +164,7 @@ def test_an_ok_case_without_a_time_is_not_compared(perf_json, payload, tmp_path)
         if row["row_kind"] == "aggregate":
             row["median_us"] = None
     result, _ = _compare(perf_json, _write(tmp_path, "blank.json", payload), tmp_path)
-    _one_line_exit_2(result, "vs no timed case")
+    error_line(result, "vs no timed case")
 
 
 def _kernel_headline(payload: dict, slower: float = 1.0) -> dict:
@@ -201,7 +193,7 @@ def test_a_kernel_headline_compares_kernel_times(perf_json, payload, tmp_path):
     result, rows = _compare(base, _write(tmp_path, "kplanted.json", planted), tmp_path)
     assert rows[KEY]["verdict"] == "SLOWER" and rows[KEY]["ratio"] == pytest.approx(2.0)
     result, _ = _compare(perf_json, base, tmp_path)
-    _one_line_exit_2(result, "headline differs (stream vs kernel time")
+    error_line(result, "headline differs (stream vs kernel time")
 
 
 # --- refusals ----------------------------------------------------------------------------------------------
@@ -216,7 +208,7 @@ def test_mismatched_runs_are_refused_unless_forced(perf_json, payload, tmp_path,
     change(payload)
     new = _write(tmp_path, "other.json", payload)
     result, _ = _compare(perf_json, new, tmp_path)
-    _one_line_exit_2(result, fragment)
+    error_line(result, fragment)
     assert "--force" in result.output
     result, rows = _compare(perf_json, new, tmp_path, "--force")
     assert result.exit_code == 0, result.output
@@ -227,7 +219,7 @@ def test_no_overlap_is_refused(perf_json, payload, tmp_path):
     for row in payload["data"]:
         row["shape"] = row["shape"] + "0"
     result, _ = _compare(perf_json, _write(tmp_path, "elsewhere.json", payload), tmp_path)
-    _one_line_exit_2(result, "no overlap")
+    error_line(result, "no overlap")
 
 
 @pytest.mark.parametrize("content, fragment", [
@@ -244,22 +236,22 @@ def test_bad_files_exit_2_with_one_line(perf_json, tmp_path, content, fragment):
     text = perf_json.read_text()
     bad.write_text(text[: len(text) // 2] if content is None else content)
     result, _ = _compare(perf_json, bad, tmp_path)
-    _one_line_exit_2(result, fragment)
+    error_line(result, fragment)
 
 
 def test_missing_file_directory_and_bad_options(perf_json, tmp_path):
-    _one_line_exit_2(CliRunner().invoke(compare_command, [str(perf_json)]), "needs two result files")
-    _one_line_exit_2(_compare(perf_json, tmp_path / "nope.json", tmp_path)[0], "no such file")
-    _one_line_exit_2(_compare(tmp_path, perf_json, tmp_path)[0], "is a directory")
-    _one_line_exit_2(_compare(perf_json, perf_json, tmp_path, "--fail-if-slower", "-1")[0], "--fail-if-slower")
-    _one_line_exit_2(_compare(perf_json, perf_json, tmp_path, "--threshold", "nan")[0], "threshold")
+    error_line(CliRunner().invoke(compare_command, [str(perf_json)]), "needs two result files")
+    error_line(_compare(perf_json, tmp_path / "nope.json", tmp_path)[0], "no such file")
+    error_line(_compare(tmp_path, perf_json, tmp_path)[0], "is a directory")
+    error_line(_compare(perf_json, perf_json, tmp_path, "--fail-if-slower", "-1")[0], "--fail-if-slower")
+    error_line(_compare(perf_json, perf_json, tmp_path, "--threshold", "nan")[0], "threshold")
 
 
 def test_results_of_other_commands_are_refused(perf_json, tmp_path):
     verify = {"metadata": {"device_name": "cpu"}, "rows": [
         {"backend": "torch", "case": "randn", "dtype": "bf16", "shape": "8x64", "tensor": "y", "max_abs_err": 0.1,
          "allowed": 0.2, "status": "PASS"}]}
-    _one_line_exit_2(_compare(perf_json, _write(tmp_path, "v.json", verify), tmp_path)[0],
+    error_line(_compare(perf_json, _write(tmp_path, "v.json", verify), tmp_path)[0],
                      "is from lnbench verify; this needs the JSON of lnbench perf or abi-compare")
 
 
@@ -270,8 +262,7 @@ def abi_json(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("abi")
     result = CliRunner().invoke(abi_compare_command, [
         "--pair", "torch-entry", "--runtime-only", "--in-process", "--device", "cpu", "--shapes", "8x64,4x128",
-        "--op", "fwd", "--metric", "direct", "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "2",
-        "--target-run-s", "0.0005", "--min-iters", "3", "--max-iters", "20", "-q",
+        "--op", "fwd", "--metric", "direct", "-P", "2", *timing(), "-q",
         "--csv", str(out / "a.csv"), "--json", str(out / "a.json")], env=ENV)
     assert result.exit_code == 0, result.output
     return out / "a.json"
@@ -283,7 +274,7 @@ def test_abi_compare_results_compare_per_side(abi_json, perf_json, tmp_path):
     assert set(rows) == {(f"torch-entry:{side}", "fwd", "bf16", shape, "direct")
                          for side in ("tensor", "pointer") for shape in ("8x64", "4x128")}
     assert {r["verdict"] for r in rows.values()} == {SAME} and all(r["workers"] == 2 for r in rows.values())
-    _one_line_exit_2(_compare(perf_json, abi_json, tmp_path)[0], "compare needs two results of the same command")
+    error_line(_compare(perf_json, abi_json, tmp_path)[0], "compare needs two results of the same command")
 
 
 # --- statistics and verdicts, on synthetic run values ----------------------------------------------------------
@@ -330,7 +321,7 @@ def test_planted_module_cli(perf_json, tmp_path):
     data = json.loads(out.read_text())
     assert data["metadata"]["planted_slowdown"] == "torch bwd bf16 8x64 hot x1.2"
     result = CliRunner().invoke(planted_main, [str(perf_json), str(out), "--case", "liger bwd bf16 8x64 hot"])
-    _one_line_exit_2(result, "is not a timed case")
+    error_line(result, "is not a timed case")
 
 
 def test_planted_reads_and_parses_its_source_once(perf_json, tmp_path, monkeypatch):
@@ -352,15 +343,15 @@ def test_planted_reads_and_parses_its_source_once(perf_json, tmp_path, monkeypat
 
 def test_planted_refuses_a_perf_csv_in_one_line(perf_json, tmp_path):
     result = CliRunner().invoke(planted_main, [str(perf_json.with_suffix(".csv")), str(tmp_path / "p.json")])
-    _one_line_exit_2(result, "is a CSV; this needs the JSON of lnbench perf")
+    error_line(result, "is a CSV; this needs the JSON of lnbench perf")
     assert not (tmp_path / "p.json").exists()
 
 
-def test_a_malformed_abi_worker_index_is_one_line_exit_2(abi_json, tmp_path):
+def test_a_malformed_abi_worker_index_iserror_line(abi_json, tmp_path):
     data = json.loads(abi_json.read_text())
     data["workers"][0]["worker"] = "first"
     bad = _write(tmp_path, "bad-worker.json", data)
-    _one_line_exit_2(_compare(bad, abi_json, tmp_path)[0], "malformed worker index")
+    error_line(_compare(bad, abi_json, tmp_path)[0], "malformed worker index")
 
 
 def test_a_run_compares_with_its_own_csv_and_a_json_without_protocol(perf_json, payload, tmp_path):
@@ -378,7 +369,7 @@ def test_dtypes_message_names_a_side_without_timed_cases(perf_json, payload, tmp
     for row in payload["data"]:
         row["status"] = "error"
     result, _ = _compare(perf_json, _write(tmp_path, "failed.json", payload), tmp_path)
-    _one_line_exit_2(result, "dtypes differ (bf16 vs no timed case)")
+    error_line(result, "dtypes differ (bf16 vs no timed case)")
 
 
 def test_planted_refuses_to_write_over_its_source(perf_json, tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ONE_THREAD as ENV, timing
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.command import compare_command
@@ -19,7 +20,6 @@ from lnbench.verdicts import Verdict
 
 SAME, SLOWER, TOO_FEW = Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW
 
-ENV = {"OMP_NUM_THREADS": "1"}
 KEY = ("torch", "bwd", "bf16", "8x64", "hot")
 
 
@@ -29,8 +29,8 @@ def two_runs(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("few")
     result = CliRunner().invoke(perf_command, [
         "--device", "cpu", "--backend", "torch", "--op", "fwd,bwd", "--mode", "hot", "--shapes", "2x64,3x257",
-        "-P", "1", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "2", "--target-run-s", "0.002",
-        "--min-iters", "3", "-q", "--json", str(out / "q.json")], env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
+        "-P", "1", *timing(runs=2, target_run_s=0.002, max_iters=None), "-q", "--json", str(out / "q.json")],
+        env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
     assert result.exit_code == 0, result.output
     return json.loads((out / "q.json").read_text())
 
@@ -86,8 +86,7 @@ def test_the_md_summary_shows_the_reason(two_runs, tmp_path):
 def test_abi_compare_results_with_two_runs_have_too_few(tmp_path):
     result = CliRunner().invoke(abi_compare_command, [
         "--pair", "torch-entry", "--runtime-only", "--in-process", "--device", "cpu", "--shapes", "8x64",
-        "--op", "fwd", "--metric", "direct", "-P", "1", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "2",
-        "--target-run-s", "0.0005", "--min-iters", "3", "--max-iters", "20", "-q",
+        "--op", "fwd", "--metric", "direct", "-P", "1", *timing(runs=2), "-q",
         "--csv", str(tmp_path / "a.csv"), "--json", str(tmp_path / "a.json")], env=ENV)
     assert result.exit_code == 0, result.output
     abi = json.loads((tmp_path / "a.json").read_text())

@@ -9,12 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 import lnbench.cli_common as cli_common
+from cli_helpers import ONE_THREAD as ENV, error_line, timing
 from lnbench.compare.command import compare_command
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.command import perf_command
 from lnbench.outputs import release_outputs
-
-ENV = {"OMP_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +22,7 @@ def perf_json(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("perf")
     result = CliRunner().invoke(perf_command, [
         "--device", "cpu", "--dtype", "bf16", "--backend", "torch", "--shapes", "8x64", "--op", "fwd",
-        "--mode", "hot", "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "2",
-        "--target-run-s", "0.001", "--min-iters", "3", "-q",
+        "--mode", "hot", "-P", "2", *timing(target_run_s=0.001, max_iters=None), "-q",
         "--csv", str(out / "p.csv"), "--json", str(out / "p.json")],
         env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
     assert result.exit_code == 0, result.output
@@ -33,14 +31,6 @@ def perf_json(tmp_path_factory) -> Path:
 
 def _compare(perf_json: Path, *outputs: str):
     return CliRunner().invoke(compare_command, [str(perf_json), str(perf_json), "-q", *outputs], env=ENV)
-
-
-def _error_line(result) -> str:
-    """The one line of a refused run (exit 2, no traceback)."""
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
-    return lines[0]
 
 
 def _no_temporaries(folder: Path) -> None:
@@ -83,7 +73,7 @@ def test_reserve_outputs_takes_any_named_output_and_keeps_the_default_csv(tmp_pa
 def test_md_naming_the_file_of_another_output_is_refused_like_csv_and_json(perf_json, tmp_path, options, clash):
     shared, own = tmp_path / "shared", tmp_path / "own.csv"
     result = _compare(perf_json, *(o.format(shared=shared, own=own) for o in options))
-    assert f"{clash} name the same file {shared}: give each its own" in _error_line(result)
+    assert f"{clash} name the same file {shared}: give each its own" in error_line(result)
     assert not shared.exists() and not own.exists()
     _no_temporaries(tmp_path)
 
@@ -91,7 +81,7 @@ def test_md_naming_the_file_of_another_output_is_refused_like_csv_and_json(perf_
 def test_md_through_a_link_to_the_csv_is_refused(perf_json, tmp_path):
     (tmp_path / "link.md").symlink_to(tmp_path / "c.csv")
     result = _compare(perf_json, "--csv", str(tmp_path / "c.csv"), "--md", str(tmp_path / "link.md"))
-    assert "--csv and --md name the same file" in _error_line(result)
+    assert "--csv and --md name the same file" in error_line(result)
     assert not (tmp_path / "c.csv").exists()
 
 
@@ -118,8 +108,8 @@ def _bad_path(kind: str, folder: Path) -> Path:
 @pytest.mark.parametrize("kind", ["under-a-file", "fifo-without-reader", "proc"])
 def test_a_bad_md_path_is_refused_with_the_csv_message(perf_json, tmp_path, kind):
     bad = _bad_path(kind, tmp_path)
-    as_csv = _error_line(_compare(perf_json, "--csv", str(bad)))
-    as_md = _error_line(_compare(perf_json, "--csv", str(tmp_path / "c.csv"), "--md", str(bad)))
+    as_csv = error_line(_compare(perf_json, "--csv", str(bad)))
+    as_md = error_line(_compare(perf_json, "--csv", str(tmp_path / "c.csv"), "--md", str(bad)))
     assert as_md == as_csv and str(bad) in as_md
     assert not (tmp_path / "c.csv").exists()
     _no_temporaries(tmp_path)
@@ -128,7 +118,7 @@ def test_a_bad_md_path_is_refused_with_the_csv_message(perf_json, tmp_path, kind
 def test_md_naming_a_directory_is_one_line_exit_2(perf_json, tmp_path):
     (tmp_path / "folder").mkdir()
     result = _compare(perf_json, "--csv", str(tmp_path / "c.csv"), "--md", str(tmp_path / "folder"))
-    assert "is a directory" in _error_line(result)
+    assert "is a directory" in error_line(result)
     assert not (tmp_path / "c.csv").exists()
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from cli_helpers import error_line
 from lnbench.abi import static
 from lnbench.cli import main
 from lnbench.install import install_hint
@@ -20,13 +21,6 @@ from lnbench.errors import LnbenchUsageError
 
 def invoke(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def one_error_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and "Traceback" not in result.output, result.output
-    return lines[0]
 
 
 # ---------------------------------------------------------------- parsing
@@ -68,7 +62,7 @@ def test_unavailable_emulator_names_what_to_install(monkeypatch):
     monkeypatch.setattr(runtime, "activate", lambda arch: pytest.fail("activated an unavailable emulator"))
     with pytest.raises(LnbenchUsageError, match=r"'emu:gfx942' is unavailable: .*tinygrad.*pip install 'ziglang>=0.13' 'tinygrad==0.14.0'"):
         resolve_device("emu")
-    line = one_error_line(invoke("verify", "--device", "emu:gfx950"))
+    line = error_line(invoke("verify", "--device", "emu:gfx950"))
     assert "emu:gfx950" in line and install_hint("emu") in line and "lnbench[" not in line
 
 
@@ -76,7 +70,7 @@ def test_emulator_that_cannot_import_names_what_to_install(monkeypatch):
     import lnbench.emu
     monkeypatch.delattr(lnbench.emu, "runtime")
     monkeypatch.setitem(sys.modules, "lnbench.emu.runtime", None)       # import fails as without tinygrad
-    line = one_error_line(invoke("verify", "--device", "emu"))
+    line = error_line(invoke("verify", "--device", "emu"))
     assert "is unavailable: ModuleNotFoundError" in line and line.endswith("pip install 'ziglang>=0.13' 'tinygrad==0.14.0' 'msgpack>=1.0'")
 
 
@@ -86,7 +80,7 @@ def test_emulator_that_fails_to_activate_is_one_line(monkeypatch):
     def broken(arch):
         raise EmulatorUnavailable("cannot build the HIP stand-in: zig cc exited 1\nlong compiler log")
     monkeypatch.setattr(runtime, "activate", broken)
-    line = one_error_line(invoke("verify", "--device", "emu"))
+    line = error_line(invoke("verify", "--device", "emu"))
     assert line.endswith("is unavailable: cannot build the HIP stand-in: zig cc exited 1")
 
 
@@ -107,12 +101,12 @@ def test_cpu_tensors_belong_to_the_active_emulated_device(fake_emulator):
 def test_peak_refuses_the_emulated_device(monkeypatch):
     """peak measures a copy: nothing to model. (perf --device emu models floors: tests/test_perf_modelled.py.)"""
     monkeypatch.setattr(runtime, "activate", lambda arch: pytest.fail("peak activated the emulator"))
-    line = one_error_line(invoke("peak", "--device", "emu:gfx950"))
+    line = error_line(invoke("peak", "--device", "emu:gfx950"))
     assert "emulated device" in line and "times mean nothing" in line
 
 
 def test_perf_refuses_the_null_device_saying_it_executes_nothing():
-    line = one_error_line(invoke("perf", "--device", "null"))
+    line = error_line(invoke("perf", "--device", "null"))
     assert "executes nothing" in line and "abi-compare --device null" in line
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import error_line
 from lnbench.inspect import command as inspect_command
 from lnbench.abi import static
 from lnbench.cli import main
@@ -115,6 +116,5 @@ def test_inspect_execute_prints_and_writes_the_executed_profile(tmp_path):
 
 def test_inspect_execute_without_the_emulator_is_a_usage_error(monkeypatch):
     monkeypatch.setattr(inspect_command, "emulator_status", lambda: (False, "needs tinygrad: pip install tinygrad"))
-    result = CliRunner().invoke(main, ["inspect", "--execute", "--arch", "gfx942"])
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2 and len(lines) == 1 and "--execute needs the emulated device" in lines[0]
+    error_line(CliRunner().invoke(main, ["inspect", "--execute", "--arch", "gfx942"]),
+               "--execute needs the emulated device")

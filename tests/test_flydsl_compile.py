@@ -2,7 +2,14 @@
 compiled ISA metadata. One test per (arch, dtype, N) compiles all 10 kernels of that cell:
 fwd, fwd-nostats, bwd deterministic (main + reduce), bwd atomic, each for both ABIs.
 N covers the register paths, odd N above 8192 (scalar tiles: the backward once spilled at 12289) and
-rows that stream (65536 but for the 16-bit forward, 262144): no spills and no scratch anywhere."""
+rows that stream (65536 but for the 16-bit forward, 262144): no spills and no scratch anywhere.
+
+The default run compiles, per dtype, one N of each kernel path (the same geometry.row_plan shape of forward and
+backward: access width, lanes per row, rows per block, streaming, masking) — the N of that path with the most
+elements per thread, where registers run out first: 10-11 of the 16 N, about 2/3 of the compiles.
+LNBENCH_FULL_MATRIX=1 compiles every N (the sweep before a kernel change lands)."""
+import os
+
 import pytest
 
 pytest.importorskip("flydsl")
@@ -18,6 +25,7 @@ if toolkit_info().kind == "missing":  # pragma: no cover
 ARCHES = ("gfx942", "gfx950")
 DTYPES = ("f32", "f16", "bf16")
 NS = (1, 7, 64, 257, 1000, 2048, 4096, 5120, 8192, 12288, 12289, 16384, 24577, 32768, 65536, 262144)
+FULL_MATRIX = os.environ.get("LNBENCH_FULL_MATRIX") == "1"
 #: (pointer args, 4-byte scalars) of each kernel, by kernel-name prefix
 SIGNATURES = {"ln_fwd_nostats": (4, 1), "ln_fwd": (6, 1), "ln_bwd_reduce": (4, 1), "ln_bwd": (10, 2)}
 
@@ -38,9 +46,33 @@ def _variants(arch, dtype, n):
     return out
 
 
-@pytest.mark.parametrize("n", NS)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("arch", ARCHES)
+def _path(plan: geometry.RowPlan) -> tuple:
+    """What decides the code a row plan compiles to (not N itself)."""
+    return (plan.vec, plan.vectorized, plan.lanes > 64, plan.rows_per_block > 1, plan.streaming, plan.batch,
+            plan.head > 0, plan.masked, plan.step)
+
+
+def matrix_ns(dtype: str) -> list[int]:
+    """Every N (LNBENCH_FULL_MATRIX=1), else per (forward path, backward path) the N with the most elements per
+    thread."""
+    if FULL_MATRIX:
+        return list(NS)
+    paths: dict[tuple, tuple[int, int]] = {}
+    for n in NS:
+        fwd, bwd = geometry.row_plan(n, dtype, "fwd"), geometry.row_plan(n, dtype, "bwd")
+        key = (_path(fwd), _path(bwd))
+        paths[key] = max(paths.get(key, (0, 0)), (fwd.elems_per_thread + bwd.elems_per_thread, n))
+    return sorted(n for _, n in paths.values())
+
+
+def test_the_default_matrix_keeps_a_variant_of_every_path_and_the_odd_n_that_once_spilled():
+    for dtype in DTYPES:
+        kept = matrix_ns(dtype)
+        paths = {(_path(geometry.row_plan(n, dtype, "fwd")), _path(geometry.row_plan(n, dtype, "bwd"))) for n in NS}
+        assert len(kept) == len(paths) and 12289 in kept and 262144 in kept, (dtype, kept)
+
+
+@pytest.mark.parametrize("arch,dtype,n", [(a, d, n) for a in ARCHES for d in DTYPES for n in matrix_ns(d)])
 def test_compile_matrix(arch, dtype, n):
     v = _variants(arch, dtype, n)
     assert len(v[("pointer", "bwd-det")]) == 2 and len(v[("pointer", "bwd-atomic")]) == 1

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import timing
 from lnbench.cli import main
 from lnbench.results import load_result
 
@@ -43,8 +44,7 @@ def test_flydsl_s_own_ingest_parser_reads_the_table(monkeypatch: pytest.MonkeyPa
     sys.modules.pop("parse_bench", None)
 
 
-_FAST = ["-P", "1", "-R", "2", "--warmup-s", "0.01", "--min-warmup-calls", "2", "--target-run-s", "0.002",
-         "--min-iters", "3", "--max-iters", "20"]
+_FAST = ["-P", "1", *timing(runs=2, warmup_s=0.01, target_run_s=0.002)]
 
 
 def _table_lines(output: str) -> list[list[str]]:

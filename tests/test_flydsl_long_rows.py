@@ -3,8 +3,9 @@ executed on a ROCm GPU or the emulated device (both arches), judged against an f
 tests/test_emu_matrix.py (|err| <= 2 |err_torch_same_dtype| + atol, x sqrt(M) for dγ/dβ), both ABIs bitwise
 equal, fwd-nostats equal to fwd, and the offset-row accuracy the centred sums exist for.
 
-Shapes: 65536 (16-byte accesses), 100003 (odd: scalar accesses), 262144 (the largest N of the compile matrix),
-65544 bf16 forward (one partial tile past the register head) and rows whose head mean is far from the row mean.
+Shapes: 65536 (16-byte accesses), 45057 (odd: scalar accesses; past the forward's 32-tile register head, one whole
+loop step of 8 tiles and a partial one, the last tile masked), 262144 (the largest N of the compile matrix), 65544 bf16
+forward (one partial tile past the register head) and rows whose head mean is far from the row mean.
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ class Judge:
             self.failures.append(f"{self.tag} {what}: rstd off by {rel:.3g} relative")
 
 
-def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None):
+def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None, abis=("pointer", "tensor"), nostats=True):
     from lnbench.flydsl import geometry, launch
     assert geometry.row_plan(n, dtype, "fwd").streaming
     x0, w, b, dy = _inputs(m, n, dtype, seed, offset)
@@ -96,28 +97,29 @@ def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None):
     x, w, b, dy = (t.to(dev.torch_device) for t in (x, w, b, dy))
     judge = Judge(f"{dev.name} {dtype} {m}x{n}", x.cpu(), w.cpu(), b.cpu(), dy.cpu())
     outs = {}
-    for abi in ("pointer", "tensor"):
+    for abi in abis:
         y, mean, rstd = _run(launch.forward, x, w, b, EPS, store_stats=True, abi=abi)
-        y2, none_m, none_r = _run(launch.forward, x, w, b, EPS, store_stats=False, abi=abi)
-        assert none_m is None and none_r is None
         judge.check(f"{abi} fwd", "y", y.cpu())
         judge.stats(f"{abi} fwd", mean.cpu(), rstd.cpu())
-        if not torch.equal(y, y2):
-            judge.failures.append(f"{judge.tag} {abi}: fwd and fwd-nostats y differ")
+        if nostats:
+            y2, none_m, none_r = _run(launch.forward, x, w, b, EPS, store_stats=False, abi=abi)
+            assert none_m is None and none_r is None
+            if not torch.equal(y, y2):
+                judge.failures.append(f"{judge.tag} {abi}: fwd and fwd-nostats y differ")
         outs[abi] = (y, mean, rstd)
-    for p, t in zip(outs["pointer"], outs["tensor"]):
+    for p, t in zip(outs.get("pointer", ()), outs.get("tensor", ())):
         if not torch.equal(p, t):
             judge.failures.append(f"{judge.tag}: Pointer and Tensor ABI forward outputs differ")
     return judge
 
 
-def _backward_case(dev, m, n, dtype, seed):
+def _backward_case(dev, m, n, dtype, seed, abis=("pointer", "tensor")):
     from lnbench.flydsl import geometry, launch
     assert geometry.row_plan(n, dtype, "bwd").streaming
     x, w, b, dy = (t.to(dev.torch_device) for t in _inputs(m, n, dtype, seed))
     judge = Judge(f"{dev.name} {dtype} {m}x{n}", x.cpu(), w.cpu(), b.cpu(), dy.cpu())
     outs = {}
-    for abi in ("pointer", "tensor"):
+    for abi in abis:
         _, mean, rstd = _run(launch.forward, x, w, b, EPS, store_stats=True, abi=abi)
         for strategy in ("deterministic", "atomic"):
             dx, dw, db = _run(launch.backward, dy, x, w, mean, rstd, abi=abi, dgamma_strategy=strategy)
@@ -125,7 +127,7 @@ def _backward_case(dev, m, n, dtype, seed):
                 judge.check(f"{abi} bwd {strategy}", name, got.cpu())
             if strategy == "deterministic":
                 outs[abi] = (dx, dw, db)
-    for p, t in zip(outs["pointer"], outs["tensor"]):
+    for p, t in zip(outs.get("pointer", ()), outs.get("tensor", ())):
         if not torch.equal(p, t):
             judge.failures.append(f"{judge.tag}: Pointer and Tensor ABI backward outputs differ")
     return judge
@@ -133,8 +135,8 @@ def _backward_case(dev, m, n, dtype, seed):
 
 # ---------------------------------------------------------------- default suite: one streaming N per dtype
 
-FWD_CASES = [("f32", 2, 65536), ("f16", 2, 100003), ("bf16", 1, 65544)]
-BWD_CASES = [("f32", 3, 65536), ("bf16", 3, 65536), ("f16", 2, 100003)]
+FWD_CASES = [("f32", 2, 65536), ("f16", 2, 45057), ("bf16", 1, 65544)]
+BWD_CASES = [("f32", 3, 65536), ("bf16", 3, 65536), ("f16", 2, 45057)]
 
 
 @pytest.mark.parametrize("dtype,m,n", FWD_CASES)
@@ -171,7 +173,10 @@ def test_streaming_forward_with_head_far_from_the_row_mean(kernel_device):
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_largest_streaming_rows_forward_and_backward(kernel_device, dtype):
+    """The values at the largest N, through the Pointer ABI (forward with stats, backward deterministic and atomic):
+    the Tensor ABI's bitwise agreement and fwd-nostats of these very kernels (the same loop, another trip count)
+    are the default suite's, above."""
     n = 262144
-    judge = _forward_case(kernel_device, 1, n, dtype, seed=3)
-    judge.failures += _backward_case(kernel_device, 2, n, dtype, seed=4).failures
+    judge = _forward_case(kernel_device, 1, n, dtype, seed=3, abis=("pointer",), nostats=False)
+    judge.failures += _backward_case(kernel_device, 2, n, dtype, seed=4, abis=("pointer",)).failures
     assert not judge.failures, "\n".join(judge.failures)

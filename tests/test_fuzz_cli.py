@@ -9,13 +9,17 @@ draws make the line a usage error. Every case must:
 * exit 0 on good input, or 1 where a good line may legitimately fail (a backend that cannot run here, a gate,
   the self-test), with well-formed result files: the CSV readable, the JSON strict (no NaN) and row for row
   the CSV, written where asked (through a symlink to its target);
-* leave no result and no temporary file behind when it exits 2, and finish in bounded time.
+* leave no result and no temporary file behind when it exits 2.
+
+How long a line takes is no part of the contract (it is the machine's): what keeps a line small is the validation
+of every count and time option (upper bounds: tests/test_hardening_issue14.py), and a real process gets a limit
+that only ends a hung one.
 
 Cheap by construction: tiny shapes, `--device cpu`, the torch backend and stand-in ABI pairs, one or two
 worker processes of one or two runs of a few calls, abi-compare's workers in-process. Default (CI): a fixed
-seed (derandomize) and about DEFAULT_TOTAL = 330 command lines in all (8 of them in a real process), plus 4 × 50
-direct calls of the validation layer: about 80 s with `pytest -n 2` on 2 cores (perf's worker processes are
-most of it). LNBENCH_FUZZ_EXAMPLES=2000 runs about 2000 command lines (and 4 × 300 calls), randomly seeded
+seed (derandomize) and about 260 command lines in all (DEFAULT_TOTAL = 330 shared out, perf's and inspect's
+lines cut to a third: COSTLY_SHARE; 8 of them in a real process), plus 4 × 50 direct calls of the validation
+layer (perf's worker processes are most of the time). LNBENCH_FUZZ_EXAMPLES=2000 runs about 2000 command lines (and 4 × 300 calls), randomly seeded
 (a failure prints how to reproduce it): about 5 minutes.
 """
 from __future__ import annotations
@@ -45,8 +49,8 @@ from lnbench.errors import LnbenchUsageError
 #: command lines in all in the default run; LNBENCH_FUZZ_EXAMPLES overrides (the long run)
 DEFAULT_TOTAL = 330
 LONG_TOTAL = int(os.environ.get("LNBENCH_FUZZ_EXAMPLES", "0") or 0)
-#: wall-clock bound of one generated case (the slowest good ones start two perf workers)
-CASE_LIMIT_S = 90.0
+#: a generated case in a real process still running after this is hung (the limit ends the test; it judges no speed)
+HANG_LIMIT_S = 600.0
 FLYDSL = importlib.util.find_spec("flydsl") is not None
 #: the toolkit folder comes from the environment (no ROCm install): a file there is an environment error
 TOOLKIT_FROM_ENV = FLYDSL and not (Path(os.environ.get("ROCM_PATH") or "/opt/rocm") / "llvm" / "bin" / "ld.lld").exists()
@@ -55,8 +59,16 @@ settings.register_profile("lnbench-fuzz", derandomize=not LONG_TOTAL, database=N
                           print_blob=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def fuzz(share: float) -> settings:
-    """Settings of one generated test: its `share` of the cases (at least 2), on the lnbench-fuzz profile."""
+#: in the default run, a test whose lines start worker processes or compile kernels draws this share of its cases
+#: (perf: ~3 s a line, most of it the workers' torch import; inspect: ~2 s, FlyDSL compiles of new shapes); the
+#: long run (LNBENCH_FUZZ_EXAMPLES) draws them all
+COSTLY_SHARE = 1 / 3
+
+
+def fuzz(share: float, costly: bool = False) -> settings:
+    """Settings of one generated test: its `share` of the cases (at least 2), on the lnbench-fuzz profile;
+    `costly`: in the default run only COSTLY_SHARE of that."""
+    share *= COSTLY_SHARE if costly and not LONG_TOTAL else 1.0
     return settings(settings.get_profile("lnbench-fuzz"), max_examples=max(2, round((LONG_TOTAL or DEFAULT_TOTAL) * share)))
 
 
@@ -556,9 +568,8 @@ def _strict(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-def check_contract(line: Line, prep: Prepared, code: int, output: str, folder: Path, seconds: float) -> None:
-    """Exit code as the oracle says, no traceback or internal error, files as promised, bounded time."""
-    assert seconds < CASE_LIMIT_S, f"took {seconds:.0f} s"
+def check_contract(line: Line, prep: Prepared, code: int, output: str, folder: Path) -> None:
+    """Exit code as the oracle says, no traceback or internal error, files as promised."""
     assert "Traceback" not in output and "internal error" not in output, output
     temporaries = [p for p in folder.rglob(".*.tmp")]
     assert not temporaries, temporaries
@@ -600,7 +611,7 @@ def run_in_process(line: Line, results: dict[str, Path] | None = None) -> None:
             print(f"{seconds:7.2f} s exit {result.exit_code} {line!r}", file=sys.stderr)
         assert result.exception is None or isinstance(result.exception, SystemExit), \
             f"{type(result.exception).__name__}: {result.exception}\n{result.output}"
-        check_contract(line, prep, result.exit_code, result.output, folder, seconds)
+        check_contract(line, prep, result.exit_code, result.output, folder)
 
 
 # ---- the generated tests -------------------------------------------------------------------------------------
@@ -641,7 +652,7 @@ def test_generated_verify_lines(line: Line) -> None:
     run_in_process(line)
 
 
-@fuzz(0.17)
+@fuzz(0.17, costly=True)
 @given(perf_lines())
 def test_generated_perf_lines(line: Line) -> None:
     run_in_process(line)
@@ -653,7 +664,7 @@ def test_generated_abi_compare_lines(line: Line) -> None:
     run_in_process(line)
 
 
-@fuzz(0.12)
+@fuzz(0.12, costly=True)
 @given(inspect_lines())
 def test_generated_inspect_lines(line: Line) -> None:
     run_in_process(line)
@@ -676,10 +687,9 @@ def test_generated_lines_in_a_real_process(line: Line, columns: str) -> None:
         folder = Path(tmp)
         prep = prepare(line, folder, {})
         env = {**os.environ, **prep.env, "COLUMNS": columns}
-        start = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "lnbench.cli", line.command, *prep.args], capture_output=True,
-                             text=True, env=env, timeout=CASE_LIMIT_S * 2)
-        check_contract(line, prep, out.returncode, out.stdout + out.stderr, folder, time.monotonic() - start)
+                             text=True, env=env, timeout=HANG_LIMIT_S)
+        check_contract(line, prep, out.returncode, out.stdout + out.stderr, folder)
         assert out.returncode != 2 or "lnbench: error:" in out.stderr, out.stderr
 
 

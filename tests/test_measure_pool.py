@@ -32,7 +32,10 @@ def answer(unit):
         sys.stderr.write(f"dying on unit {unit}\\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
-    time.sleep(float(os.environ.get("POOL_TEST_SLEEP", "0")))
+    wait_for = os.environ.get("POOL_TEST_WAIT_FOR")      # answer only once this file exists
+    deadline = time.monotonic() + 120                    # (only ends a hung test)
+    while wait_for and not Path(wait_for).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     return {"square": unit * unit, "pid": os.getpid()}
 
 serve(answer, int(sys.argv[1]))
@@ -87,19 +90,25 @@ def test_a_killed_queue_worker_costs_only_its_own_unit(tmp_path):
 
 @linux
 def test_a_slot_whose_workers_keep_dying_leaves_its_units_to_the_others(tmp_path):
+    given_up = tmp_path / "bad slot given up"
     env = {**_module(tmp_path, "pool_unit_worker", UNIT_WORKER), "POOL_TEST_DIE": "-1",
-           "POOL_TEST_MARK": str(tmp_path / "died"), "POOL_TEST_SLEEP": "0.3"}    # the bad slot dies meanwhile
+           "POOL_TEST_MARK": str(tmp_path / "died"), "POOL_TEST_WAIT_FOR": str(given_up)}  # the bad slot dies first
     broken = {**env, "PYTHONPATH": str(tmp_path / "nowhere")}      # its module cannot be found: exits at once
     answers: dict[int, dict] = {}
     lost: list[units.Lost] = []
+
+    def on_lost(gone, slot) -> None:
+        lost.append(gone)
+        if len(lost) == units.SLOT_DEATHS:
+            given_up.write_text("")                                # the good slot answers from now on
+
     with Pool("lnbench-pool-test-") as pool:
         def start(number, slot):
             return pool.start(number, "pool_unit_worker", [], broken if slot == "bad" else env,
                               pool.folder(f"w{number}"), answers=True)
 
         left = units.run_units(pool, start, units.InOrder(range(10)), ["good", "bad"],
-                               lambda unit, answer, slot: answers.setdefault(unit, answer),
-                               lambda gone, slot: lost.append(gone))
+                               lambda unit, answer, slot: answers.setdefault(unit, answer), on_lost)
     assert left == []
     assert len(lost) == units.SLOT_DEATHS and all(gone.exit_code == 1 for gone in lost)
     assert "No module named" in lost[0].last_line

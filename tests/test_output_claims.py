@@ -26,7 +26,7 @@ from commands_under_test import ABI, INSPECT, PERF, VERIFY
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGSTOP/SIGKILL and flock")
 
 HOLD = ("import sys, time; from pathlib import Path; from lnbench.output_claims import claim; "
-        "claim(Path(sys.argv[1])); print('claimed', flush=True); time.sleep(120)")
+        "claim(Path(sys.argv[1])); print('claimed', flush=True); time.sleep(3600)")   # until the test kills it
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -16,22 +16,12 @@ from click.testing import CliRunner
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.outputs import atomic_write_all, check_writable, release_outputs
+from cli_helpers import ONE_THREAD as ENV, error_line
 from commands_under_test import ABI, PEAK, PERF, VERIFY
-
-ENV = {"OMP_NUM_THREADS": "1"}
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):
     return CliRunner().invoke(main, list(args), env={**ENV, **(env or {})})
-
-
-def error_line(result) -> str:
-    """The one line of a usage error: exit 2, no traceback, no internal error."""
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("lnbench: error:"), result.output
-    assert "internal error" not in lines[0] and "Traceback" not in result.output, result.output
-    return lines[0]
 
 
 @pytest.fixture(autouse=True)
@@ -258,7 +248,7 @@ def test_perf_says_a_broken_peak_file_is_broken_not_missing(tmp_path):
     result = CliRunner().invoke(perf_command, ["--device", "cpu", "--backend", "torch", "--shapes", "8x64", "--op",
                                                "fwd", "--mode", "hot", "-P", "1", "-R", "2", "--warmup-s", "0",
                                                "--min-iters", "3", "--peak-file", str(broken),
-                                               "--csv", str(tmp_path / "p.csv")], env={"OMP_NUM_THREADS": "1"})
+                                               "--csv", str(tmp_path / "p.csv")], env=ENV)
     assert result.exit_code == 0, result.output
     assert "is not an lnbench peak cache (not JSON)" in result.output and "no measured peak" not in result.output
     assert broken.read_text() == "{garbage"

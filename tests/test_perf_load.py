@@ -17,11 +17,10 @@ from lnbench.metadata import device_name
 from lnbench.measure import load
 from lnbench.perf import peak, workloads
 from lnbench.perf.command import peak_command, perf_command
+from cli_helpers import ONE_THREAD as ENV, error_line, timing
 
 TINY = ["--device", "cpu", "--dtype", "f32", "--backend", "torch", "--op", "fwd", "--mode", "hot", "--shapes", "4x64",
-        "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "2", "--target-run-s", "0.0005",
-        "--min-iters", "3", "--max-iters", "20", "-q"]
-ENV = {"OMP_NUM_THREADS": "1"}
+        "-P", "2", *timing(), "-q"]
 MIB = 1 << 20
 
 
@@ -38,7 +37,7 @@ def _quiet_machine(monkeypatch, load_avg: float = 0.5, cpus: int = 4) -> None:
 def test_a_live_lock_of_another_process_is_seen_and_a_stale_one_removed(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from lnbench.measure.load import TimingLock\n"
-        f"with TimingLock('perf', {str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(60)")],
+        f"with TimingLock('perf', {str(tmp_path)!r}):\n    print('held', flush=True); time.sleep(3600)")],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -74,9 +73,7 @@ def test_perf_refuses_a_busy_machine_before_timing(tmp_path, monkeypatch):
     _quiet_machine(monkeypatch, load_avg=9.0, cpus=2)
     result = CliRunner().invoke(perf_command, [*TINY, "--if-loaded", "refuse", "--json", str(tmp_path / "p.json")],
                                 env=ENV)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2 and len(lines) == 1, result.output
-    assert "load average 9.00 above the 2 core(s)" in lines[0] and "timing refused" in lines[0]
+    error_line(result, "load average 9.00 above the 2 core(s)", "timing refused")
     assert not (tmp_path / "p.json").exists()
 
 

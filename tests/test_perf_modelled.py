@@ -14,6 +14,7 @@ pytest.importorskip("tinygrad")
 
 from lnbench import backends  # noqa: E402
 from lnbench.cli import main  # noqa: E402
+from lnbench.results import load_result  # noqa: E402
 
 SOURCES = Path(__file__).parent / "kernel_sources"
 IDENTITY = {"timestamp", "command_line", "wall_s", "git_commit"}
@@ -37,6 +38,11 @@ def compare(*args: str):
     return CliRunner().invoke(main, ["compare", *map(str, args), "--no-csv"])
 
 
+def verdicts(path: Path) -> dict[str, int]:
+    """How many cases of a compare JSON got each verdict."""
+    return load_result(path).rows["verdict"].value_counts().to_dict()
+
+
 def source_config(tmp_path: Path, module: str) -> Path:
     path = tmp_path / f"{module}.toml"
     path.write_text(f"[backends.mine]\nmodule = 'lnbench_test_sources.{module}'\npath = '{SOURCES}'\n")
@@ -58,9 +64,9 @@ def test_two_emulated_perf_runs_are_identical_and_compare_all_same(tmp_path):
     assert rows["modelled"].all() and set(rows["target"]) == {"MI300X", "MI325X"}
     assert set(rows["mode"]) == {"cold", "hot"} and (rows["bound_us"] > 0).all()
     assert (rows["bound_us"] >= rows["memory_us"].fillna(0)).all()
-    done = compare(a, b, "--fail-if-slower", "5")
+    done = compare(a, b, "--fail-if-slower", "5", "--json", tmp_path / "c.json")
     assert done.exit_code == 0, done.output
-    assert "4 SAME" in done.output and "SLOWER" not in done.output
+    assert verdicts(tmp_path / "c.json") == {"SAME": 4}
     drawn = CliRunner().invoke(main, ["plot", str(a), "--out", str(tmp_path / "png")])
     assert drawn.exit_code == 0, drawn.output
     assert {p.name for p in (tmp_path / "png").glob("*.png")} == {
@@ -72,10 +78,10 @@ def test_a_planted_heavier_kernel_fails_the_gate_naming_what_grew(tmp_path):
     assert light.exit_code == 0, light.output
     heavy, b = perf(tmp_path, "heavy", "--backend", "mine", "--config", str(source_config(tmp_path, "heavy_ln")))
     assert heavy.exit_code == 0, heavy.output
-    done = compare(a, b, "--fail-if-slower", "5")
+    done = compare(a, b, "--fail-if-slower", "5", "--json", tmp_path / "c.json")
     assert done.exit_code == 1, done.output
-    assert "--fail-if-slower 5" in done.output and "grew: " in done.output
-    assert "exec_valu" in done.output and "SLOWER" in done.output
+    assert "--fail-if-slower 5" in done.output and "grew: " in done.output and "exec_valu" in done.output
+    assert verdicts(tmp_path / "c.json").get("SLOWER", 0) > 0
     assert compare(a, a, "--fail-if-slower", "5").exit_code == 0
 
 
@@ -137,8 +143,9 @@ def test_modelled_runs_of_different_shapes_merge_and_compare_exactly(tmp_path):
     done = CliRunner().invoke(main, ["merge", str(a), str(b), "--json", str(merged), "--no-csv"])
     assert done.exit_code == 0, done.output
     assert json.loads(merged.read_text())["metadata"]["schema"].startswith("profile/")
-    diff = compare(merged, b)
-    assert diff.exit_code == 0 and "4 only in base" in diff.output and "4 SAME" in diff.output
+    diff = compare(merged, b, "--json", tmp_path / "c.json")
+    assert diff.exit_code == 0, diff.output
+    assert verdicts(tmp_path / "c.json") == {"only in base": 4, "SAME": 4}
 
 
 def test_emulated_perf_where_the_emulator_cannot_run_is_one_line(tmp_path, monkeypatch):

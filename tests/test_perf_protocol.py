@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
-import time
 
 import pytest
 import torch
@@ -19,6 +17,7 @@ from lnbench.perf.protocol import PerfProtocol
 from lnbench.measure.timing import choose_iters, measure
 from lnbench.measure.workers import WorkerResult
 from lnbench.perf.workloads import build_workload, cold_sets
+from virtual_clock import VirtualClock
 
 CPU = torch.device("cpu")
 
@@ -83,25 +82,32 @@ def test_choose_iters_clamps():
     assert choose_iters(5e-5, 0.02, 150, 1000) == 400
 
 
-def _spin(us: float):
+def _costing(clock: VirtualClock, us: float):
+    """A call that takes `us` µs on the test's clock; the list counts the calls made."""
+    calls: list[int] = []
+
     def fn():
-        end = time.perf_counter_ns() + us * 1e3
-        while time.perf_counter_ns() < end:
-            pass
-    return fn
+        calls.append(1)
+        clock.spend(us)
+    return fn, calls
 
 
-def test_measure_cpu_honours_runs_warmup_and_iters():
-    m = measure(_spin(200), CPU, runs=4, warmup_s=0.01, min_warmup_calls=7, target_run_s=0.002,
-                min_iters=3, max_iters=8)
+def test_measure_cpu_honours_runs_warmup_and_iters(monkeypatch):
+    """On a clock that only the calls move (200 µs each), the warm-up, the loop count and every run are the
+    protocol's arithmetic on that cost, whatever this machine's speed."""
+    clock = VirtualClock.install(monkeypatch)
+    fn, calls = _costing(clock, 200)
+    m = measure(fn, CPU, runs=4, warmup_s=0.01, min_warmup_calls=7, target_run_s=0.002, min_iters=3, max_iters=8)
     assert len(m.run_us) == 4 and m.timer == "perf_counter_ns"
-    assert m.warmup_calls >= 7 and m.warmup_s >= 0.01
-    assert 3 <= m.iters_per_run <= 8
-    assert all(v >= 195 for v in m.run_us)  # each call spins 200 µs
-    assert m.median_us == statistics.median(m.run_us) and m.median_us < 5000
-    wall = measure(_spin(50), CPU, runs=2, warmup_s=0, min_warmup_calls=1, target_run_s=0, min_iters=2,
+    # warm-up: a first untimed call, then batches of 1, 2, 4, ... until 10 ms and 7 calls have passed
+    assert m.warmup_calls == 1 + 63 and m.warmup_s == pytest.approx(63 * 200e-6) and m.estimate_us == 200
+    assert m.iters_per_run == 8                   # ceil(2 ms / 200 µs) = 10 calls, clamped to max_iters
+    assert m.run_us == [200.0] * 4 and m.median_us == 200.0 and len(calls) == 64 + 4 * 8
+    fn, calls = _costing(clock, 50)
+    wall = measure(fn, CPU, runs=2, warmup_s=0, min_warmup_calls=1, target_run_s=0, min_iters=2,
                    max_iters=2, timer="wall")
-    assert wall.timer == "wall" and wall.iters_per_run == 2 and len(wall.run_us) == 2
+    assert wall.timer == "wall" and wall.iters_per_run == 2 and wall.run_us == [50.0, 50.0]
+    assert wall.warmup_calls == 2 and len(calls) == 2 + 2 * 2
 
 
 # --- workloads ---------------------------------------------------------------------------------------

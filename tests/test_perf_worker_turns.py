@@ -1,11 +1,16 @@
 """Workers start up together and take their timed turns one at a time (lnbench.measure.workers), loop counts
 give way for slow calls (lnbench.measure.timing.choose_iters), and long commands show life in a log
-(lnbench.progress)."""
+(lnbench.progress).
+
+The probe workers here take no real time: each step *spends* seconds on a ledger (a file per worker), and the
+parent's clock is the sum of the ledgers (`LedgerClock`), so a turn's duration and a timeout are what the
+probes say, on any machine. Orderings (who started after whom) come from the workers' own time stamps, and
+"side by side" from a barrier that only workers running at once can pass."""
 from __future__ import annotations
 
 import io
 import os
-import time
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -14,33 +19,85 @@ from lnbench.measure import workers
 from lnbench.measure.timing import choose_iters
 from lnbench.progress import CommandProgress
 
-PROBE = """
-import json, os, sys, time
+#: what the probes share: spend() moves the test's clock, together() is a barrier, hang() waits to be killed
+PROBE_TOOLS = """
+import os, time
+from pathlib import Path
+
+def spend(spec, seconds, _spent=[0.0]):
+    _spent[0] += seconds
+    ledger = Path(spec["ledger"])
+    tmp = ledger / f"{os.getpid()}.tmp"
+    tmp.write_text(repr(_spent[0]))
+    os.replace(tmp, ledger / f"{os.getpid()}.s")
+
+def together(folder, count):
+    # return once `count` workers have arrived here; the deadline only ends a hung test (the parent's clock
+    # does not move while a worker waits, so its timeout would never end one)
+    Path(folder).mkdir(exist_ok=True)
+    (Path(folder) / str(os.getpid())).write_text("")
+    deadline = time.monotonic() + 120
+    while len(list(Path(folder).iterdir())) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+def others_ready(count):
+    # every other worker of the run waits for its turn (its ready.0, lnbench.measure.workers.wait_turn): what this
+    # one spends from now on cannot count against their start-ups (the deadline only ends a hung test)
+    mine = Path(os.environ["LNBENCH_WORKER_READY_FILE"]).parent
+    others = [mine.parent / f"w{i}" / "ready.0" for i in range(count) if f"w{i}" != mine.name]
+    deadline = time.monotonic() + 120
+    while not all(path.exists() for path in others) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+def hang():
+    time.sleep(3600)                          # hung: only the parent ends it
+"""
+
+PROBE = PROBE_TOOLS + """
 from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
 spec, out, prog = read_spec()
 started = time.time()
-time.sleep(spec["startup_s"])            # stands in for importing torch and creating a context
+if spec.get("together"):
+    together(spec["together"], spec["count"])  # the start-ups run side by side, or this never returns
+if spec.get("hang") == "start-up":
+    others_ready(spec["count"])
+spend(spec, spec["startup_s"])                  # stands in for importing torch and creating a context
+if spec.get("hang") == "start-up":
+    hang()
 ready = time.time()
 wait_turn()
 turn = time.time()
-time.sleep(spec["work_s"])
+spend(spec, spec["work_s"])
+if spec.get("hang") == "turn":
+    hang()
 report_progress(prog, "case done")
 write_result(out, {"started": started, "ready": ready, "turn": turn, "end": time.time()})
 """
 
 
-PHASED = """
-import time
+PHASED = PROBE_TOOLS + """
 from lnbench.measure.workers import read_spec, wait_turn, write_result
 spec, out, prog = read_spec()
 marks = {}
 for phase, seconds in (("stream", 0.3), ("setup", 0.6), ("kernel", 0.2)):
     wait_turn()
     marks[phase] = [time.time()]
-    time.sleep(seconds)
+    if phase == "setup":
+        together(spec["together"], spec["count"])   # every worker's set-up is under way at once
+    spend(spec, seconds)
     marks[phase].append(time.time())
 write_result(out, marks)
 """
+
+
+class LedgerClock:
+    """The parent's clock: the seconds every probe has spent so far (the sum of their ledgers)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __call__(self) -> float:
+        return sum(float(path.read_text()) for path in self.folder.glob("*.s"))
 
 
 @pytest.fixture
@@ -50,27 +107,39 @@ def probe_env(tmp_path):
     return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
-def test_start_ups_overlap_and_turns_never_do(probe_env):
-    specs = [{"startup_s": 1.0, "work_s": 0.3}] * 3
+@pytest.fixture
+def ledger(tmp_path) -> Path:
+    folder = tmp_path / "ledger"
+    folder.mkdir()
+    return folder
+
+
+def _spec(ledger: Path, startup_s: float = 0.0, work_s: float = 0.0, **more) -> dict:
+    return {"ledger": str(ledger), "startup_s": startup_s, "work_s": work_s, **more}
+
+
+def test_start_ups_overlap_and_turns_never_do(probe_env, ledger, tmp_path):
+    specs = [_spec(ledger, 1.0, 0.3, together=str(tmp_path / "start-ups"), count=3)] * 3
     seen: list[tuple[int, int, str]] = []
-    t0 = time.monotonic()
-    results = workers.run_workers("turn_probe", specs, timeout_s=60, env=probe_env,
+    results = workers.run_workers("turn_probe", specs, timeout_s=60, env=probe_env, clock=LedgerClock(ledger),
                                   on_progress=lambda i, n, label: seen.append((i, n, label)))
-    wall = time.monotonic() - t0
-    assert all(r.ok for r in results)
+    assert all(r.ok for r in results), [r.problem() for r in results]
     marks = [r.payload for r in results]
+    assert max(m["started"] for m in marks) < min(m["ready"] for m in marks)  # start-ups ran side by side
     assert max(m["ready"] for m in marks) <= min(m["turn"] for m in marks)    # every start-up done before any turn
     for before, after in zip(marks, marks[1:]):
         assert before["end"] <= after["turn"]                                 # turns one after another
-    assert wall < 3 * 1.0 + 3 * 0.3                                           # start-ups ran side by side
     assert [(i, n, label) for i, n, label in seen] == [(0, 1, "case done"), (1, 1, "case done"), (2, 1, "case done")]
-    assert all(r.duration_s < 1.0 for r in results)                          # a worker's time is its turn
+    # a worker's time is its turn: 0.3 s each, not the 3 s of start-ups nor the others' turns
+    assert [r.duration_s for r in results] == pytest.approx([0.3, 0.3, 0.3])
 
 
-def test_a_parallel_phase_runs_side_by_side_only_after_every_sequential_turn(probe_env):
+def test_a_parallel_phase_runs_side_by_side_only_after_every_sequential_turn(probe_env, ledger, tmp_path):
     phases = (workers.SEQUENTIAL, workers.PARALLEL, workers.SEQUENTIAL)
-    results = workers.run_workers("phased_probe", [{}] * 3, timeout_s=60, env=probe_env, phases=phases)
-    assert all(r.ok for r in results)
+    specs = [_spec(ledger, together=str(tmp_path / "set-ups"), count=3)] * 3
+    results = workers.run_workers("phased_probe", specs, timeout_s=60, env=probe_env, phases=phases,
+                                  clock=LedgerClock(ledger))
+    assert all(r.ok for r in results), [r.problem() for r in results]
     marks = [r.payload for r in results]
     for phase in ("stream", "kernel"):                                        # one at a time
         spans = sorted(m[phase] for m in marks)
@@ -79,41 +148,41 @@ def test_a_parallel_phase_runs_side_by_side_only_after_every_sequential_turn(pro
     assert max(m["stream"][1] for m in marks) <= min(s[0] for s in setups)   # after every stream turn
     assert max(s[0] for s in setups) < min(s[1] for s in setups)             # side by side
     assert max(s[1] for s in setups) <= min(m["kernel"][0] for m in marks)   # before any kernel turn
-    assert all(0.45 <= r.duration_s < 1.5 for r in results)                  # turns only: 0.3 + 0.2 s
+    # turns only: 0.3 + 0.2 s of each worker's own, not the 3 x 0.6 s of the parallel set-up
+    assert [r.duration_s for r in results] == pytest.approx([0.5, 0.5, 0.5])
 
 
-def test_a_worker_that_dies_in_start_up_is_reported_and_the_others_run(probe_env, tmp_path):
+def test_a_worker_that_dies_in_start_up_is_reported_and_the_others_run(probe_env, ledger, tmp_path):
     (tmp_path / "dies_probe.py").write_text("import sys\nsys.stderr.write('boom in start-up\\n')\nsys.exit(4)\n")
-    specs = [{"startup_s": 0.1, "work_s": 0.1}]
+    specs = [_spec(ledger, 0.1, 0.1)]
     dead = workers.run_workers("dies_probe", specs, timeout_s=30, env=probe_env)
     assert not dead[0].ok and dead[0].exit_code == 4 and "boom in start-up" in dead[0].problem()
     fine = workers.run_workers("turn_probe", specs * 2, timeout_s=30, env=probe_env)
     assert [r.ok for r in fine] == [True, True]
 
 
-def test_a_worker_hung_in_its_turn_is_killed_and_the_next_one_still_runs(probe_env):
-    specs = [{"startup_s": 0.0, "work_s": 30.0}, {"startup_s": 0.0, "work_s": 0.1}]
-    t0 = time.monotonic()
-    hung, after = workers.run_workers("turn_probe", specs, timeout_s=2.0, env=probe_env)
-    assert hung.timed_out and not hung.ok and after.ok
-    assert time.monotonic() - t0 < 20
-    assert hung.problem().startswith("worker 0 timed out after 2")          # in its turn: no phase named
+def test_a_worker_hung_in_its_turn_is_killed_and_the_next_one_still_runs(probe_env, ledger):
+    """Worker 0's turn passes the 2 s timeout (2.5 s spent, then it hangs): it is killed then, and its report
+    says how long its turn ran; worker 1's turn stays under the timeout (1.9 s) and is left to finish."""
+    specs = [_spec(ledger, work_s=2.5, hang="turn"), _spec(ledger, work_s=1.9)]
+    hung, after = workers.run_workers("turn_probe", specs, timeout_s=2.0, env=probe_env, clock=LedgerClock(ledger))
+    assert hung.timed_out and not hung.ok and hung.exit_code is not None and hung.exit_code < 0   # killed
+    assert after.ok and not after.timed_out
+    assert hung.problem().startswith("worker 0 timed out after 2.5 s")     # in its turn: no phase named
 
 
-def test_a_worker_hung_in_start_up_says_so(probe_env):
-    slow, fine = workers.run_workers("turn_probe", [{"startup_s": 30.0, "work_s": 0.1}, {"startup_s": 0.0,
-                                                                                        "work_s": 0.1}],
-                                     timeout_s=1.0, env=probe_env)
-    assert slow.timed_out and slow.problem().startswith("worker 0 timed out in start-up after 1") and fine.ok
+def test_a_worker_hung_in_start_up_says_so(probe_env, ledger):
+    specs = [_spec(ledger, startup_s=30.0, hang="start-up", count=2), _spec(ledger, work_s=0.1)]
+    slow, fine = workers.run_workers("turn_probe", specs, timeout_s=1.0, env=probe_env, clock=LedgerClock(ledger))
+    assert slow.timed_out and slow.problem().startswith("worker 0 timed out in start-up after 30 s") and fine.ok
 
 
-def test_more_workers_than_start_together_go_in_batches(probe_env, monkeypatch):
+def test_more_workers_than_start_together_go_in_batches(probe_env, ledger, monkeypatch):
     monkeypatch.setattr(workers, "MAX_TOGETHER", 2)
-    results = workers.run_workers("turn_probe", [{"startup_s": 0.2, "work_s": 0.05}] * 3, timeout_s=30,
-                                  env=probe_env)
+    results = workers.run_workers("turn_probe", [_spec(ledger, 0.2, 0.05)] * 3, timeout_s=30, env=probe_env)
     marks = [r.payload for r in results]
     assert all(r.ok for r in results)
-    assert marks[2]["started"] >= marks[1]["end"] - 0.05                      # the third starts after the first batch
+    assert marks[2]["started"] >= max(marks[0]["end"], marks[1]["end"])       # the third starts after the first batch
 
 
 def test_wait_turn_is_a_no_op_outside_a_gated_start(monkeypatch, tmp_path):

@@ -46,8 +46,10 @@ def test_hung_worker_is_killed_at_its_timeout():
     results = run_workers(MODULE, [_spec([_case(0)])], timeout_s=3.0, env={"LNBENCH_PERF_FAULT": "0:hang"})
     (hung,) = results
     assert not hung.ok and hung.timed_out and hung.exit_code is not None and hung.exit_code < 0
-    assert "worker 0 hang" in hung.stderr_tail and "timed out" in hung.problem()
-    assert 3.0 <= hung.duration_s < 20.0
+    assert "worker 0 hang" in hung.stderr_tail
+    # (it hangs before its first case: in start-up) the report names how long it ran, as measured; when a
+    # worker is cut off, on a clock the test moves: tests/test_perf_worker_turns.py's hung-worker tests
+    assert hung.problem().startswith(f"worker 0 timed out in start-up after {hung.duration_s:.3g} s (killed, exit ")
 
 
 def test_each_worker_gets_its_own_cache_dirs_and_index(tmp_path):

@@ -10,14 +10,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ONE_THREAD as ENV, timing
 from lnbench.compare.command import compare_command
 from lnbench.perf.command import perf_command
 from lnbench.verify.command import verify_command
 
 TINY = ["--device", "cpu", "--dtype", "f32", "--backend", "torch", "--op", "fwd", "--mode", "hot",
-        "--shapes", "4x64,2x32", "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "2",
-        "--target-run-s", "0.0005", "--min-iters", "3", "--max-iters", "20", "-q"]
-ENV = {"OMP_NUM_THREADS": "1"}
+        "--shapes", "4x64,2x32", "-P", "2", *timing(), "-q"]
 
 
 @pytest.fixture(scope="module")

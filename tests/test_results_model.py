@@ -4,20 +4,21 @@ caught; every command writes --md and appends (never overwrites) its Markdown to
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+from cli_helpers import error_line
 from lnbench import results
+from lnbench.cli import main
 from lnbench.cli_common import emit_outputs
 from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result
+from session_once import built_once
 
-ROOT = Path(__file__).resolve().parents[1]
 PREVIOUS_STEP = "## an earlier step's summary\n"
 
 #: (kind, file stem, command line after `lnbench`): small fast cases, each run once for the module
@@ -34,29 +35,33 @@ COMMANDS = [
 ]
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_STEP_SUMMARY": str(tmp / "step.md"),
-           "LNBENCH_RESULTS_DIR": str(tmp / "results"), "COLUMNS": "200"}
-    env.pop("LNBENCH_CONFIG", None)
-    return env
+def lnbench(args: list[str]):
+    """`lnbench ARGS` run in this process (the files are what these tests read, not the process): sys.argv as the
+    entry point would have it, so the runs' metadata names their command line."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["lnbench", *args])
+        return CliRunner().invoke(main, args)
 
 
-def lnbench(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp, env=_env(tmp),
-                          capture_output=True, text=True, timeout=600)
+def _run_every_command(tmp: Path) -> None:
+    """Every command once (then compare of the perf run with itself), all appending to one step summary."""
+    (tmp / "step.md").write_text(PREVIOUS_STEP)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp)
+        patch.setenv("GITHUB_STEP_SUMMARY", str(tmp / "step.md"))
+        patch.setenv("LNBENCH_RESULTS_DIR", str(tmp / "results"))
+        patch.delenv("LNBENCH_CONFIG", raising=False)
+        for kind, stem, args in COMMANDS:
+            out = lnbench([*args, "--csv", f"{stem}.csv", "--json", f"{stem}.json", "--md", f"{stem}.md", "-q"])
+            assert out.exit_code == 0, (kind, out.output[-2000:], out.exception)
+        out = lnbench(["compare", "p.json", "p.json", "--csv", "c.csv", "--json", "c.json", "--md", "c.md", "-q"])
+        assert out.exit_code == 0, (out.output, out.exception)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
-    """Every command once (then compare of the perf run with itself), all appending to one step summary."""
-    tmp = tmp_path_factory.mktemp("results_model")
-    (tmp / "step.md").write_text(PREVIOUS_STEP)
-    for kind, stem, args in COMMANDS:
-        out = lnbench([*args, "--csv", f"{stem}.csv", "--json", f"{stem}.json", "--md", f"{stem}.md", "-q"], tmp)
-        assert out.returncode == 0, (kind, out.stdout[-2000:], out.stderr[-2000:])
-    out = lnbench(["compare", "p.json", "p.json", "--csv", "c.csv", "--json", "c.json", "--md", "c.md", "-q"], tmp)
-    assert out.returncode == 0, out.stderr
-    return tmp
+    """The files of every command: made once for the session (tests/session_once.py), only read by the tests."""
+    return built_once(tmp_path_factory, "results_model", _run_every_command)
 
 
 ALL = [(kind, stem) for kind, stem, _ in COMMANDS] + [("compare", "c")]
@@ -114,16 +119,13 @@ def test_verify_flydsl_rows_carry_code_hash(runs: Path) -> None:
 
 
 def test_compare_refuses_a_verify_file(runs: Path) -> None:
-    out = lnbench(["compare", "v.json", "v.json", "--no-csv"], runs)
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "is from lnbench verify" in lines[0], out.stderr
+    error_line(lnbench(["compare", str(runs / "v.json"), str(runs / "v.json"), "--no-csv"]), "is from lnbench verify")
 
 
 @pytest.mark.parametrize("suffix", ["json", "csv"])
-def test_newer_major_refused(runs: Path, suffix: str) -> None:
+def test_newer_major_refused(runs: Path, suffix: str, tmp_path: Path) -> None:
     source = runs / f"p.{suffix}"
-    newer = runs / f"newer.{suffix}"
+    newer = tmp_path / f"newer.{suffix}"
     if suffix == "json":
         payload = json.loads(source.read_text())
         payload["metadata"]["schema"] = "perf/2.0"
@@ -132,25 +134,23 @@ def test_newer_major_refused(runs: Path, suffix: str) -> None:
         frame = pd.read_csv(source)
         frame["schema"] = "perf/2.0"
         frame.to_csv(newer, index=False)
-    out = lnbench(["compare", newer.name, "p.json", "--no-csv"], runs)
-    assert out.returncode == 2
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "perf/2.0, newer than this lnbench reads (perf/1.0)" in lines[0], out.stderr
+    error_line(lnbench(["compare", str(newer), str(runs / "p.json"), "--no-csv"]),
+               "perf/2.0, newer than this lnbench reads (perf/1.0)")
 
 
-def test_newer_minor_read(runs: Path) -> None:
+def test_newer_minor_read(runs: Path, tmp_path: Path) -> None:
     payload = json.loads((runs / "p.json").read_text())
     payload["metadata"]["schema"] = "perf/1.7"
-    (runs / "minor.json").write_text(json.dumps(payload))
-    result = load_result(runs / "minor.json", ["perf"])
+    (tmp_path / "minor.json").write_text(json.dumps(payload))
+    result = load_result(tmp_path / "minor.json", ["perf"])
     assert (result.kind, result.version) == ("perf", "1.7")
 
 
-def test_file_without_schema_reads_as_version_0(runs: Path) -> None:
+def test_file_without_schema_reads_as_version_0(runs: Path, tmp_path: Path) -> None:
     payload = json.loads((runs / "v.json").read_text())
     del payload["metadata"]["schema"]
-    (runs / "old.json").write_text(json.dumps(payload))
-    result = load_result(runs / "old.json")
+    (tmp_path / "old.json").write_text(json.dumps(payload))
+    result = load_result(tmp_path / "old.json")
     assert (result.kind, result.version) == ("verify", "0")
 
 

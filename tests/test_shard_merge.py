@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ONE_THREAD, error_line, timing
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.gpus import deal
@@ -17,9 +18,9 @@ from lnbench.results import PERF as PERF_RESULT, ResultFile, load_result
 from lnbench.shard import Shard, parse_shard
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32,bf16", "--shapes", "8x64,3x33,1x5", "-q"]
-PERF = ["perf", "--device", "cpu", "--dtype", "f32", "-R", "2", "--warmup-s", "0", "--min-warmup-calls", "1",
-        "--target-run-s", "0.0005", "--min-iters", "2", "--max-iters", "5", "--llc-mib", "0.05", "-P", "2",
-        "--backend", "torch", "--op", "fwd,bwd", "--mode", "hot", "--shapes", "8x64,3x100,16x32", "-q"]
+PERF = ["perf", "--device", "cpu", "--dtype", "f32", *timing(runs=2, min_warmup_calls=1, min_iters=2, max_iters=5),
+        "--llc-mib", "0.05", "-P", "2", "--backend", "torch", "--op", "fwd,bwd", "--mode", "hot",
+        "--shapes", "8x64,3x100,16x32", "-q"]
 VALUES = ["status", "max_abs_err", "allowed", "torch_err", "seed"]
 
 
@@ -29,13 +30,7 @@ def _results_dir(tmp_path, monkeypatch):
 
 
 def cli(*args: str):
-    return CliRunner().invoke(main, list(args), env={"OMP_NUM_THREADS": "1"})
-
-
-def one_line_error(result, fragment: str) -> None:
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("lnbench: error:") and fragment in lines[0], result.output
+    return CliRunner().invoke(main, list(args), env=ONE_THREAD)
 
 
 @pytest.mark.parametrize("text", ["3/2", "0/2", "1/0", "a/b", "1", "-1/2", "2/2/2"])
@@ -64,21 +59,21 @@ def test_a_huge_n_is_refused_at_once():
 @pytest.mark.parametrize("command", [["perf", "--device", "cpu"], ["verify", "--device", "cpu"],
                                      ["abi-compare", "--device", "cpu"]])
 def test_a_bad_shard_on_any_command_is_one_line_exit_2(command):
-    one_line_error(cli(*command, "--shard", "3/2"), "--shard 3/2")
+    error_line(cli(*command, "--shard", "3/2"), "--shard 3/2")
 
 
 @pytest.mark.parametrize("command", [PERF, VERIFY], ids=["perf", "verify"])
 def test_a_part_beyond_the_case_list_is_refused_before_any_file(command, tmp_path):
     """More parts than cases: a part with no case would write a result without rows, which merge refuses."""
     out = tmp_path / "part.csv"
-    one_line_error(cli(*command, "--shard", "40/40", "--csv", str(out)), "case(s) make fewer than 40 parts")
+    error_line(cli(*command, "--shard", "40/40", "--csv", str(out)), "case(s) make fewer than 40 parts")
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
 def test_a_self_test_part_is_refused(tmp_path):
     """The self-test's verdict is over every case, and merge joins no self-test parts: --shard is refused."""
     out = tmp_path / "st.json"
-    one_line_error(cli("verify", "--self-test", "--device", "cpu", "--shapes", "8x64", "--shard", "1/2", "--json",
+    error_line(cli("verify", "--self-test", "--device", "cpu", "--shapes", "8x64", "--shard", "1/2", "--json",
                        str(out), "--no-csv"), "drop --shard")
     assert not out.exists()
 
@@ -86,7 +81,7 @@ def test_a_self_test_part_is_refused(tmp_path):
 def test_a_static_only_part_without_a_width_is_refused(tmp_path):
     """abi-compare --static-only splits the distinct widths: two shapes of one width make one part, not two."""
     out = tmp_path / "static.json"
-    one_line_error(cli("abi-compare", "--static-only", "--no-execute", "--shapes", "2x64,4x64", "--shard", "2/2",
+    error_line(cli("abi-compare", "--static-only", "--no-execute", "--shapes", "2x64,4x64", "--shard", "2/2",
                        "--json", str(out), "--no-csv"), "1 distinct width(s) make fewer than 2 parts")
     assert not out.exists()
 
@@ -144,9 +139,9 @@ def test_merged_abi_compare_parts_compare(tmp_path):
     merged = tmp_path / "merged.json"
     assert cli("merge", *map(str, parts), "--json", str(merged), "--no-csv").exit_code == 0
     assert len(json.loads(merged.read_text())["workers"]) == 4
-    compared = cli("compare", str(merged), str(merged), "--no-csv")
+    compared = cli("compare", str(merged), str(merged), "--no-csv", "--json", str(tmp_path / "c.json"))
     assert compared.exit_code == 0, compared.output
-    assert "4 cases compared: 0 SLOWER, 0 FASTER, 4 SAME" in compared.output
+    assert list(load_result(tmp_path / "c.json").rows["verdict"]) == ["SAME"] * 4     # 2 shapes x 2 sides
 
 
 def _part(shard: str, total: int) -> ResultFile:
@@ -172,7 +167,7 @@ def test_a_split_with_a_part_missing_is_refused_and_marked_incomplete_when_force
     parts = [tmp_path / f"{k}.json" for k in (1, 3)]
     for k, path in zip((1, 3), parts):
         assert cli(*VERIFY, "--shard", f"{k}/3", "--json", str(path), "--no-csv").exit_code == 0
-    one_line_error(cli("merge", *map(str, parts), "--no-csv"), "not a whole split: parts 1, 3 of 3: part(s) 2 missing")
+    error_line(cli("merge", *map(str, parts), "--no-csv"), "not a whole split: parts 1, 3 of 3: part(s) 2 missing")
     merged = tmp_path / "merged.json"
     forced = cli("merge", *map(str, parts), "--force", "--json", str(merged), "--no-csv")
     assert forced.exit_code == 0 and "merged with --force: not a whole split" in forced.output, forced.output
@@ -189,7 +184,7 @@ def perf_parts(tmp_path_factory):
                         ("longer", ["--shard", "2/2", "-R", "3"])):
         runs[name] = out / f"{name}.json"
         result = CliRunner().invoke(main, [*PERF, *extra, "--json", str(runs[name]), "--csv", str(out / f"{name}.csv")],
-                                    env={"OMP_NUM_THREADS": "1", "LNBENCH_RESULTS_DIR": str(out)})
+                                    env={**ONE_THREAD, "LNBENCH_RESULTS_DIR": str(out)})
         assert result.exit_code == 0, result.output
     return runs
 
@@ -206,9 +201,10 @@ def test_perf_shards_merged_have_the_unsharded_case_set_and_compare(perf_parts, 
     assert "merged 2 perf result(s): 6 cases" in result.output
     assert _cases(merged) == _cases(perf_parts["whole"]) and len(_cases(merged)) == 6
     assert _cases(perf_parts["one"]).isdisjoint(_cases(perf_parts["two"]))
-    compared = cli("compare", str(perf_parts["whole"]), str(merged), "--no-csv")
+    compared = cli("compare", str(perf_parts["whole"]), str(merged), "--no-csv", "--json", str(tmp_path / "c.json"))
     assert compared.exit_code == 0, compared.output
-    assert "6 cases compared" in compared.output
+    verdicts = load_result(tmp_path / "c.json").rows["verdict"]
+    assert len(verdicts) == 6 and set(verdicts) <= {"SAME", "SLOWER", "FASTER"}      # each case compared
 
 
 def test_csv_parts_merged_to_json_hold_lists(perf_parts, tmp_path):
@@ -247,17 +243,17 @@ def test_merge_refusals_are_one_line_exit_2(perf_parts, tmp_path):
     one, two = str(perf_parts["one"]), str(perf_parts["two"])
     verify_csv = tmp_path / "v.csv"
     assert cli(*VERIFY, "--shapes", "8x64", "--csv", str(verify_csv)).exit_code == 0
-    one_line_error(cli("merge", str(verify_csv), two), "an lnbench verify result and")
-    one_line_error(cli("merge", one, one), "is in both")
-    one_line_error(cli("merge", one, str(perf_parts["longer"])), "runs 2 vs 3")
-    one_line_error(cli("merge", one, str(Path(two).with_suffix(".csv"))), "a CSV and a JSON")
-    one_line_error(cli("merge", one, two, "--json", two), "")
+    error_line(cli("merge", str(verify_csv), two), "an lnbench verify result and")
+    error_line(cli("merge", one, one), "is in both")
+    error_line(cli("merge", one, str(perf_parts["longer"])), "runs 2 vs 3")
+    error_line(cli("merge", one, str(Path(two).with_suffix(".csv"))), "a CSV and a JSON")
+    error_line(cli("merge", one, two, "--json", two), "")
     for change, fragment in (({"complete": False, "stopped": "interrupted (SIGINT) after 1 of 3 cases"},
                               "incomplete (interrupted"), ({"lnbench_version": "9.9.9"}, "lnbench_version")):
         payload = json.loads(Path(two).read_text())
         payload["metadata"].update(change)
         edited = tmp_path / "edited.json"
         edited.write_text(json.dumps(payload))
-        one_line_error(cli("merge", one, str(edited)), fragment)
+        error_line(cli("merge", one, str(edited)), fragment)
     forced = cli("merge", one, one, "--force", "--json", str(tmp_path / "forced.json"))
     assert forced.exit_code == 0 and "merged with --force" in forced.output

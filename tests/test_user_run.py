@@ -28,6 +28,11 @@ from lnbench.processes import Terminated, terminate_on_signals
 from lnbench.result_sink import ResultSink
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+#: a stopped run that has not exited after this is hung (the limit ends the test; it judges no speed)
+STOP_S = 120
+#: test kernel sources (tests/kernel_sources), and the one whose rows of 4096 or more never finish building
+SOURCES = Path(__file__).parent / "kernel_sources"
+STALLS = "module:lnbench_test_sources.stalls_wide"
 emulated = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emulated device: {emulator_status()[1]}")
 main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                  reason="signals need the main thread")
@@ -45,10 +50,12 @@ def _reset_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _start(args: list[str], tmp_path: Path, preexec=_reset_signals) -> subprocess.Popen:
+def _start(args: list[str], tmp_path: Path, preexec=_reset_signals, env: dict[str, str] | None = None
+           ) -> subprocess.Popen:
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "200", "LNBENCH_RESULTS_DIR": str(tmp_path / "results")}
+    env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "200", "LNBENCH_RESULTS_DIR": str(tmp_path / "results"),
+           **(env or {})}
     env.pop("LNBENCH_DEBUG", None)
     return subprocess.Popen([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
@@ -114,7 +121,7 @@ def _stop_when(proc: subprocess.Popen, needle: str, sig: int, wait_s: float) -> 
     try:
         head = _wait_for_line(proc, needle, wait_s)
         proc.send_signal(sig)
-        code, text, _ = _finish(proc, 30)
+        code, text, _ = _finish(proc, STOP_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -125,11 +132,14 @@ def _stop_when(proc: subprocess.Popen, needle: str, sig: int, wait_s: float) -> 
 
 @main_thread
 @emulated
-def test_sigint_inside_an_emulated_launch_is_a_stop_not_a_kernel_fault():
+def test_sigint_inside_an_emulated_launch_is_a_stop_not_a_kernel_fault(monkeypatch):
     """A signal arriving while the emulator runs a launch (inside FlyDSL's C launch path, whose callback may
-    not unwind) raises KeyboardInterrupt out of the backend call, never an EmulatorFault; then nothing is pending."""
+    not unwind) raises KeyboardInterrupt out of the backend call, never an EmulatorFault, and stops that launch
+    (not after it, nor after more launches); then nothing is pending. The signal is sent from the emulator's
+    own between-steps check, at step 20 of the first timed launch (of a few hundred): in the middle of it."""
     import torch
 
+    import lnbench.emu.machine as machine
     from lnbench.backends import get_backend
     from lnbench.device import resolve_device
 
@@ -138,22 +148,29 @@ def test_sigint_inside_an_emulated_launch_is_a_stop_not_a_kernel_fault():
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(256, 8192, generator=gen)
     w, b = torch.randn(8192, generator=gen), torch.randn(8192, generator=gen)
-    backend.forward(x[:1], w, b, 1e-5)               # compiled before the clock starts
+    backend.forward(x[:1], w, b, 1e-5)               # compiled before the signal is armed
+    steps, launched, signal_at = [], [], 20
+    real_check = machine.check_stop
+
+    def check_stop() -> None:
+        steps.append(len(launched))                  # a step of the launch under way
+        if len(steps) == signal_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        real_check()
+
+    monkeypatch.setattr(machine, "check_stop", check_stop)
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             with terminate_on_signals():
-                timer.start()
-                for _ in range(1000):                # launches until the signal lands, inside one or between
+                for _ in range(3):
                     backend.forward(x, w, b, 1e-5)
-        stopped = time.monotonic() - start
+                    launched.append(1)
     finally:
-        timer.cancel()
         signal.signal(signal.SIGINT, before)
     assert processes.pending_stop() is None
-    assert stopped < 30, f"the stop took {stopped:.1f} s"
+    assert launched == [] and set(steps) == {0}      # it came out of the first launch, the one it landed in
+    assert signal_at <= len(steps) <= signal_at + 1  # at most the next between-steps check, which raises again
     y = backend.forward(x[:4], w, b, 1e-5)[0]        # the device still works afterwards
     assert torch.allclose(y, torch.nn.functional.layer_norm(x[:4], (8192,), w, b, 1e-5), atol=1e-4)
     assert dev.emulated
@@ -169,8 +186,8 @@ def test_check_stop_raises_the_pending_signal_again():
             with pytest.raises(kind):
                 with terminate_on_signals():
                     try:
-                        os.kill(os.getpid(), sig)
-                        time.sleep(5)
+                        os.kill(os.getpid(), sig)     # (os.kill runs the handler before it returns)
+                        pytest.fail(f"{sig!r} raised nothing")
                     except kind:
                         pass                          # swallowed, as the launch callback does
                     processes.check_stop()
@@ -186,15 +203,17 @@ def test_check_stop_raises_the_pending_signal_again():
 @pytest.mark.parametrize("sig,jobs", [(signal.SIGINT, "1"), (signal.SIGTERM, "2"), (signal.SIGHUP, "2")],
                          ids=["sigint-jobs1", "sigterm-jobs2", "sighup-jobs2"])
 def test_signal_stops_verify_and_keeps_the_finished_cases(sig, jobs, tmp_path):
+    """The run cannot end before the signal, however fast the machine: the stalling test source's 256x8192 case
+    never finishes (tests/kernel_sources/lnbench_test_sources/stalls_wide.py)."""
     out, js = tmp_path / "v.csv", tmp_path / "v.json"
-    proc = _start(["verify", "--backend", "flydsl,torch", "--dtype", "f32", "--shapes", "3x257,256x8192",
-                   "--jobs", jobs, "--csv", str(out), "--json", str(js)], tmp_path)
+    proc = _start(["verify", "--backend", f"flydsl,torch,{STALLS}", "--kernel-src", str(SOURCES), "--dtype", "f32",
+                   "--shapes", "3x257,256x8192", "--jobs", jobs, "--csv", str(out), "--json", str(js)], tmp_path)
     try:
-        _wait_for_line(proc, "PASS", 240)         # a case finished (the 256x8192 ones take much longer)
+        _wait_for_line(proc, "PASS", 240)         # a case finished
         if jobs != "1":
             assert _verify_workers(tmp_path), "no worker process"
         proc.send_signal(sig)
-        code, text, took = _finish(proc, 30)
+        code, text, _ = _finish(proc, STOP_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -278,8 +297,17 @@ def test_jobs_must_be_a_positive_integer_and_writes_nothing(results_dir):
 
 @linux
 @emulated
-def test_a_long_emulated_run_is_announced_with_an_estimate_and_advice(tmp_path):
-    proc = _start(["verify", "--dtype", "f32,f16,bf16", "--shapes", "4096x4096", "--jobs", "2"], tmp_path)
+def test_a_long_emulated_run_is_announced_with_an_estimate_and_advice(tmp_path, monkeypatch):
+    """A run estimated above verify's WARN_S says so before it starts, with its largest shape and what makes it
+    shorter; Ctrl-C then stops it before any case finished, with no result file. The run is long by a calibration
+    file in which this machine's emulated 4096x4096 units took 50 s (not by this machine's speed)."""
+    from lnbench import calibration
+
+    path = tmp_path / "calibration.json"
+    assert calibration.record({"verify.emulated@emu:gfx942": [{"x": 4096 * 4096, "s": 50.0}]}, path=path)
+    monkeypatch.setenv("LNBENCH_CALIBRATION", str(path))
+    proc = _start(["verify", "--device", "emu:gfx942", "--dtype", "f32,f16,bf16", "--shapes", "4096x4096",
+                   "--jobs", "2"], tmp_path)
     code, text = _stop_when(proc, "estimated to take", signal.SIGINT, 120)
     assert code == 130
     assert "smaller shapes" in text and "--jobs" in text and (" h " in text or " min" in text), text
@@ -287,22 +315,29 @@ def test_a_long_emulated_run_is_announced_with_an_estimate_and_advice(tmp_path):
 
 
 def test_estimate_grows_with_elements_and_refines_with_measured_time(monkeypatch):
-    from lnbench.device import Device, emu_device
+    """A unit costs its kind's fixed part plus its part per element (this machine's constants, injected); the run
+    is its start plus its units spread over the jobs; a first unit twice as slow as modelled (a fake clock) moves
+    what is left toward the observed speed, the model holding it back."""
+    from lnbench.device import emu_device
     from lnbench.verify.cases import Case
-    from lnbench.verify.estimate import STARTUP_S, Estimate, unit_seconds
+    from lnbench.verify.estimate import Estimate, VerifyCosts, unit_seconds
 
     emu = emu_device("gfx942")
+    costs = VerifyCosts(units={"emulated": (0.1, 4e-7), "emulated-autograd": (0.07, 3e-7), "host": (0.01, 1e-7),
+                               "host-shared": (0.01, 1e-8), "gpu": (0.05, 2e-9)}, startup_s=0.5)
     small, big = Case("randn", "f32", 64, 256, 1e-5, 1), Case("randn", "f32", 4096, 4096, 1e-5, 1)
-    assert unit_seconds("flydsl", big, emu) > 100 * unit_seconds("flydsl", small, emu)
-    assert unit_seconds("torch", big, emu) < unit_seconds("flydsl", big, emu) / 2
-    est = Estimate({0: 10.0, 1: 30.0}, jobs=2, others=0, cpus=2)     # an idle 2-core machine: longest first
-    assert est.wall_s == pytest.approx(STARTUP_S + 30.0)
-    clock = [est.running.start + STARTUP_S + 20.0]   # the first unit (10 modelled s) took 20 s: twice as slow
+    assert unit_seconds("flydsl", small, emu, costs=costs) == pytest.approx(0.1 + 4e-7 * 64 * 256)
+    assert unit_seconds("flydsl", big, emu, costs=costs) == pytest.approx(0.1 + 4e-7 * 4096 * 4096)
+    assert unit_seconds("torch", big, emu, costs=costs) == pytest.approx(0.01 + 1e-7 * 4096 * 4096)
+    assert unit_seconds("flydsl", big, emu, inline=True, costs=costs) == pytest.approx(
+        costs.inline * unit_seconds("flydsl", big, emu, costs=costs))
+    est = Estimate({0: 10.0, 1: 30.0}, jobs=2, others=0, cpus=2, startup_s=costs.startup_s)   # longest first
+    assert est.wall_s == pytest.approx(0.5 + 30.0)
+    clock = [est.running.start + 0.5 + 20.0]   # the first unit (10 modelled s) took 20 s: twice as slow
     monkeypatch.setattr(est.running, "clock", lambda: clock[0])
     est.finished(0)
     # 25 modelled s left; the run so far went 3.7× slower than modelled, the model (a tenth of it) pulls that down
     assert 2 * 25.0 < est.remaining_s() < 3.7 * 25.0
-    assert isinstance(emu, Device)
 
 
 def test_progress_lines_show_remaining_time():
@@ -472,8 +507,10 @@ def test_sigterm_during_perf_keeps_the_finished_workers_cases(tmp_path):
     timed cases, marked incomplete, and the run exits 143. The cases worker 2 had not reached are `not run`,
     never `error` rows: a stop is no fault of a case."""
     js = tmp_path / "p.json"
+    # worker 2 hangs after its first case (lnbench.perf.worker_main's test hook): the signal finds it in its turn
     proc = _start(["perf", "--device", "cpu", "--backend", "torch", "--shapes", "2x64,3x257", "--op", "fwd,bwd",
-                   "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "2", "--json", str(js)], tmp_path)
+                   "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "0", "--json", str(js)], tmp_path,
+                  env={"LNBENCH_PERF_FAULT": "1:hang:1"})
     code, text = _stop_when(proc, "worker 2/2", signal.SIGTERM, 120)
     assert code == 143, text
     payload = json.loads(js.read_text())
@@ -502,11 +539,12 @@ def test_a_signal_during_start_up_is_one_line_not_a_traceback(tmp_path):
             return bool(int(next(line for line in text.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
                         & hup)
 
-        deadline = time.monotonic() + 30
-        while not caught() and time.monotonic() < deadline and proc.poll() is None:
+        deadline = time.monotonic() + STOP_S       # (only ends a hung test)
+        while not caught():
+            assert time.monotonic() < deadline and proc.poll() is None, "the start-up handlers never came"
             time.sleep(0.005)
         proc.send_signal(signal.SIGINT)
-        code, text, _ = _finish(proc, 30)
+        code, text, _ = _finish(proc, STOP_S)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import ABI_TIMING, ONE_THREAD as ENV, timing
 from lnbench import verdicts
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.command import compare_command
@@ -14,11 +15,9 @@ from lnbench.compare.planted import plant_slowdown
 from lnbench.perf.command import perf_command
 from lnbench.verdicts import Verdict
 
-ENV = {"OMP_NUM_THREADS": "1"}
 ABI_FAST = ["--pair", "planted-slow", "--runtime-only", "--device", "cpu", "--in-process", "-P", "2",
             "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", "--planted-delay-us", "300",
-            "-R", "3", "--warmup-s", "0", "--min-warmup-calls", "3", "--target-run-s", "0.002",
-            "--min-iters", "5", "--max-iters", "40", "-q"]
+            *ABI_TIMING, "-q"]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +25,8 @@ def perf_json(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("perf")
     result = CliRunner().invoke(perf_command, [
         "--device", "cpu", "--dtype", "bf16", "--backend", "torch", "--shapes", "8x64", "--op", "fwd",
-        "--mode", "hot", "-P", "2", "-R", "5", "--warmup-s", "0.01", "--min-warmup-calls", "2",
-        "--target-run-s", "0.002", "--min-iters", "3", "-q", "--json", str(out / "p.json")],
+        "--mode", "hot", "-P", "2", *timing(runs=5, warmup_s=0.01, target_run_s=0.002, max_iters=None), "-q",
+        "--json", str(out / "p.json")],
         env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
     assert result.exit_code == 0, result.output
     return out / "p.json"

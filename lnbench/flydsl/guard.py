@@ -1,7 +1,8 @@
 """Run a FlyDSL compile with the process's stderr captured: an LLVM `error:` line is a failure.
 
 FlyDSL can print an LLVM error (LDS overflow, missing libcall) and still return normally
-(primer pitfall 7), so every compile lnbench does goes through guarded_compile().
+(primer pitfall 7), so every compile lnbench does goes through guarded_compile(), which also notes its seconds
+and whether FlyDSL's disk cache had the kernel (lnbench.flydsl.compile_log).
 """
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import re
 import sys
 import tempfile
 import threading
+import time
 from typing import Any, Callable
+
+from lnbench.flydsl import compile_log
 
 _LOCK = threading.RLock()          # fd 2 and os.environ are process-wide
 _ERROR = re.compile(r"(^|\s)error:", re.IGNORECASE | re.MULTILINE)
@@ -33,11 +37,13 @@ def guarded_compile(fn: Callable[..., Any], *args: Any, env: dict[str, str] | No
             os.dup2(cap.fileno(), 1)           # FlyDSL's dump chatter goes to stdout
             os.dup2(cap.fileno(), 2)
             err: BaseException | None = None
+            files, start = compile_log.cache_files(), time.monotonic()    # cold: the compile adds a cached kernel
             try:
                 result = fn(*args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - re-raised below with the captured text
                 err = exc
             finally:
+                compile_log.note(time.monotonic() - start, compile_log.cache_files() > files)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os.dup2(saved_out, 1)

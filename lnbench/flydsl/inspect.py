@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from lnbench.constants import DTYPES, KERNEL_OPS
 from lnbench.emu.registry import CLASSES
-from lnbench.flydsl import geometry, launch
+from lnbench.flydsl import dump_cache, geometry, launch
 from lnbench.flydsl.guard import guarded_compile
 from lnbench.flydsl.toolkit import compile_env
 from lnbench.modelled.floors import Launch
@@ -96,6 +96,20 @@ def launcher_slots(dump_subdir: str) -> int:
 
 def compile_dump(launcher: Callable, args: list, arch: str) -> list[tuple[str, dict, int]]:
     """Compile (COMPILE_ONLY) with IR dumps for `arch`; [(dump subdir name, isa facts, slots)]."""
+    return [(name, {**parse_isa(text), "text": text}, slots) for name, text, slots in _dump(launcher, args, arch)]
+
+
+def _own_dump(variant: tuple, launcher: Callable, args: list, arch: str) -> list[tuple[str, dict, int]]:
+    """compile_dump of one of lnbench's own variants, through the disk cache (dump_cache) while the launch
+    builders are lnbench's."""
+    own = all(getattr(getattr(launch, name), "__module__", "") == launch.__name__
+              for name in ("build_fwd_launcher", "build_bwd_launchers"))
+    texts = dump_cache.cached_dump(variant, lambda: _dump(launcher, args, arch)) if own else _dump(launcher, args, arch)
+    return [(name, {**parse_isa(text), "text": text}, slots) for name, text, slots in texts]
+
+
+def _dump(launcher: Callable, args: list, arch: str) -> list[tuple[str, str, int]]:
+    """The compile of compile_dump: [(dump subdir name, final ISA text, slots)]."""
     with tempfile.TemporaryDirectory(prefix="lnbench-dump-") as tmp:
         env = compile_env(arch, compile_only=True)
         env.update(FLYDSL_DUMP_IR="1", FLYDSL_DUMP_DIR=tmp)
@@ -106,7 +120,7 @@ def compile_dump(launcher: Callable, args: list, arch: str) -> list[tuple[str, d
             sub = os.path.dirname(isa)
             with open(isa) as fh:
                 text = fh.read()
-            found.append((os.path.basename(sub), {**parse_isa(text), "text": text}, launcher_slots(sub)))
+            found.append((os.path.basename(sub), text, launcher_slots(sub)))
         if not found:
             raise RuntimeError("FlyDSL produced no ISA dump")
         return found
@@ -134,18 +148,20 @@ def _compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float,
     if op in ("fwd", "fwd-nostats"):
         stats = op == "fwd"
         plan = geometry.row_plan(n, dt, "fwd")
-        dumps = compile_dump(launch.build_fwd_launcher(plan, eps, stats, abi),
-                             launch.fwd_compile_args(plan, stats, abi), arch)
+        dumps = _own_dump((op, dt, n, abi, arch, eps), launch.build_fwd_launcher(plan, eps, stats, abi),
+                          launch.fwd_compile_args(plan, stats, abi), arch)
         return tuple(_facts(op, arch, abi, plan, plan.vectorized, d) for d in dumps)
     launch.check_strategy(strategy)
     plan = geometry.row_plan(n, dt, "bwd")
     main, red = launch.build_bwd_launchers(plan, strategy, abi)
     out = [_facts("bwd", arch, abi, plan, plan.vectorized, d)
-           for d in compile_dump(main, launch.bwd_compile_args(plan, abi), arch)]
+           for d in _own_dump((op, dt, n, abi, arch, eps, strategy, "main"), main,
+                              launch.bwd_compile_args(plan, abi), arch)]
     if red is not None:
         rp = geometry.reduce_plan(n)
         out += [_facts("bwd", arch, abi, plan, rp.vec == 4, d)
-                for d in compile_dump(red, launch.reduce_compile_args(n, dt, abi), arch)]
+                for d in _own_dump((op, dt, n, abi, arch, eps, strategy, "reduce"), red,
+                                   launch.reduce_compile_args(n, dt, abi), arch)]
     return tuple(out)
 
 

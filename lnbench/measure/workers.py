@@ -231,16 +231,16 @@ def _start(pool: Pool, module: str, spec: dict[str, Any], index: int, count: int
 
 def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: float,
                 on_progress: Callable[[int, int, str], None] | None,
-                stop: threading.Event | None = None) -> list[_Live]:
+                stop: threading.Event | None = None, clock: Callable[[], float] = time.monotonic) -> list[_Live]:
     """Poll until done(live) for each of `lives`; one still running after timeout_s (less the time it reported
     waiting for another process meanwhile) is killed (returned). Raises Stopped as soon as `stop` is set."""
-    start, killed = time.monotonic(), []
+    start, killed = clock(), []
     waited_before = {id(live): live.waited(start) for live in lives}
     try:
         while not all(done(live) or live.exited() for live in lives):
             if stop is not None and stop.is_set():
                 raise Stopped()
-            now = time.monotonic()
+            now = clock()
             for live in lives:
                 if live in killed or done(live) or live.exited():
                     continue
@@ -266,22 +266,23 @@ def _report(lives: list[_Live], on_progress: Callable[[int, int, str], None] | N
 
 
 def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: float,
-           on_progress: Callable[[int, int, str], None] | None, stop: threading.Event | None) -> None:
+           on_progress: Callable[[int, int, str], None] | None, stop: threading.Event | None,
+           clock: Callable[[], float]) -> None:
     """Run one phase: every worker waits at its start; then all go at once, or one after another."""
-    start = time.monotonic()
-    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None, stop):
-        live.turns_s += time.monotonic() - start          # hung before its turn: its report says how long
+    start = clock()
+    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None, stop, clock):
+        live.turns_s += clock() - start                   # hung before its turn: its report says how long
         live.timed_out_where = "in start-up" if phase == 0 else "before its turn"
     finished = (lambda live: live.exited()) if last else (lambda live: live.ready(phase + 1))
     groups = [batch] if mode == PARALLEL else [[live] for live in batch]
     for group in groups:
-        start = time.monotonic()
+        start = clock()
         for live in group:
             if not live.exited():
                 live.worker.send("go", last)   # (one that exited already: its result or crash is collected)
-        _wait_until(group, finished, timeout_s, on_progress, stop)
+        _wait_until(group, finished, timeout_s, on_progress, stop, clock)
         if mode == SEQUENTIAL:
-            group[0].turns_s += time.monotonic() - start
+            group[0].turns_s += clock() - start
 
 
 def _result(live: _Live) -> WorkerResult:
@@ -300,7 +301,8 @@ def _result(live: _Live) -> WorkerResult:
 def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
                 on_done: Callable[[WorkerResult], None] | None = None, *,
                 on_progress: Callable[[int, int, str], None] | None = None,
-                phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None) -> list[WorkerResult]:
+                phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None,
+                clock: Callable[[], float] = time.monotonic) -> list[WorkerResult]:
     """Run `python -m <module>` once per spec: start-up side by side, then `phases` (module docstring).
 
     A worker calls `wait_turn()` once at the start of each phase. Returns one WorkerResult per spec, in spec
@@ -310,7 +312,9 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
     `on_progress(index, lines, last line)` while one runs, as its progress file grows.
     WorkerResult.duration_s is the time of the worker's sequential turns. Each worker gets its own fresh
     compile-cache folders (see the module docstring). `stop`: when set (by another thread), the workers are
-    stopped as on Ctrl-C and `Stopped` is raised (runs on several GPUs: lnbench.gpus).
+    stopped as on Ctrl-C and `Stopped` is raised (runs on several GPUs: lnbench.gpus). `clock`: the seconds
+    that turns and timeouts are counted in (tests pass one that moves as their workers say, not with the
+    machine's speed); the workers' report_waiting times must be on the same clock.
     """
     results: list[WorkerResult] = []
     with Pool("lnbench-workers-") as pool:
@@ -321,7 +325,7 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
                 for i in range(first, min(first + MAX_TOGETHER, len(specs))):
                     batch.append(_start(pool, module, specs[i], i, len(specs), env))   # in `batch` once started
                 for number, mode in enumerate(phases):
-                    _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress, stop)
+                    _phase(batch, number, mode, number == len(phases) - 1, timeout_s, on_progress, stop, clock)
                 for live in batch:
                     if live.proc is not None:
                         live.proc.wait()

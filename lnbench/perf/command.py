@@ -17,8 +17,9 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_c
                                 md_option, nothing_ran, output_options)
 from lnbench.device import Device
 from lnbench.gpus import devices_options
-from lnbench.eta import announce
+from lnbench.eta import announce, busy_threads
 from lnbench.perf.aggregate import HEADLINES, failed
+from lnbench.perf.calibrate import costs_here, record_perf
 from lnbench.perf.estimate import PerfEstimate
 from lnbench.clocks import gpu_facts
 from lnbench.measure import load
@@ -121,9 +122,10 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
     before = _facts(groups, plan.dev)
     start = time.monotonic()
     csv_final, json_final, md_final = plan.outputs
+    estimate = None
     with ResultSink(csv_final, json_final, plan.run, sum(len(g.orders) for g in groups), "workers") as sink:
         if any(g.cases for g in groups):
-            _time_groups(plan, sink, peak_gbps, quiet)
+            estimate = _time_groups(plan, sink, peak_gbps, quiet)
         load_facts = load.metadata(load_before, load.check(lock))
         lock.release()
         rows = _finish(plan, sink, peak_gbps, before, time.monotonic() - start, load_facts, quiet)
@@ -132,6 +134,8 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
     timed = any(r["row_kind"] == "aggregate" and str(r["status"]).startswith(("ok", "partial")) for r in rows)
     if load.warning(load_facts.load_flag) and timed:        # no warning about times that were never taken
         err_console.print(f"[yellow]{escape(load.warning(load_facts.load_flag))}[/yellow]", soft_wrap=True)
+    if estimate is not None:                                # what its parts took, for the next estimate here
+        record_perf(estimate, groups, plan.protocol, plan.dev, time.monotonic() - estimate.running.start)
     if not any(g.cases for g in groups):
         reasons = {str(c.skip) for c in plan.cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
@@ -150,18 +154,20 @@ def _say_no_peak(plan: PerfPlan) -> None:
                          f"blank (run `lnbench peak` once)"), style="yellow")
 
 
-def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quiet: bool) -> None:
+def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quiet: bool) -> PerfEstimate:
     """Run every group's workers (lnbench.perf.spread.run_groups) with one progress bar; each finished worker's
-    results go to the sink at once, as rows, so an interrupt keeps them."""
+    results go to the sink at once, as rows, so an interrupt keeps them. Returns the run's estimate (its
+    model, and when it was made)."""
     groups, cases, protocol = plan.groups, plan.cases, plan.protocol
     phases = KERNEL_PHASES if plan.kernel_pass else STREAM_PHASES
     each = 2 if plan.kernel_pass else 1               # the kernel pass reports each case again
     done_units: dict[tuple[int, int], int] = {}
     total = sum(len(o) * each for g in groups for o in g.orders)
     guard = threading.Lock()
-    kind = plan.dev.torch_device.type
-    estimate = PerfEstimate([g.orders for g in groups], protocol, kind, peak_gbps if kind == "cuda" else None,
-                            plan.kernel_pass)
+    kind, others = plan.dev.torch_device.type, busy_threads()
+    bandwidth = peak_gbps if kind == "cuda" else None
+    estimate = PerfEstimate([g.orders for g in groups], protocol, kind, bandwidth, plan.kernel_pass, others,
+                            costs=costs_here(plan.dev, others, bandwidth))
     if not quiet:
         workers = sum(len(g.orders) for g in groups)
         err_console.print(escape(announce(estimate.wall_s, f"{workers} worker{'s' if workers > 1 else ''}, "
@@ -195,6 +201,7 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
                                on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
 
         run_groups(groups, run_group)
+    return estimate
 
 
 def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:

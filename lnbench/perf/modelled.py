@@ -178,34 +178,54 @@ def failed_row(case: ModelCase, plan: ModelledPlan, detail: str) -> ProfileRow:
 
 def run_cases(plan: ModelledPlan, on_case) -> list[ProfileRow]:
     """Execute every case (worker processes when there is more than one job), rows in case order; `on_case(index,
-    case, rows)` is called after each case."""
+    case, rows, measured)` is called after each case, `measured` its (seconds, compile seconds, compiles, cold
+    ones) where it ran (None where it failed)."""
     rows: list[ProfileRow] = []
     args = (plan.dev.arch, plan.eps, plan.seed)
     if plan.jobs == 1:
+        _preload()
         for index, case in enumerate(plan.cases):
-            done = _rows(case, _attempt(case, *args), plan)
-            rows += done
-            on_case(index, case, done)
+            got = _attempt(case, *args)
+            rows += (done := _rows(case, got, plan))
+            on_case(index, case, done, got[2])
         return rows
-    with ProcessPoolExecutor(plan.jobs, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(plan.jobs, mp_context=get_context("spawn"), initializer=_preload) as pool:
         futures = [pool.submit(_attempt, case, *args) for case in plan.cases]
         for index, (case, future) in enumerate(zip(plan.cases, futures)):
-            done = _rows(case, future.result(), plan)
-            rows += done
-            on_case(index, case, done)
+            got = future.result()
+            rows += (done := _rows(case, got, plan))
+            on_case(index, case, done, got[2])
     return rows
 
 
-def _attempt(case: ModelCase, arch: str, eps: float, seed: int) -> tuple[list[Any], str]:
-    """(launches, '') or ([], why it failed): a fault or error in one case never stops the others."""
+def _preload() -> None:
+    """Import what executing a case needs (FlyDSL, the emulator) before the first case: a process's start, not
+    its first case's time (lnbench.perf.calibrate records the two apart)."""
+    import importlib
+
+    for module in ("lnbench.flydsl.inspect", "lnbench.flydsl.launch", "lnbench.emu.machine", "flydsl.compiler"):
+        try:
+            importlib.import_module(module)
+        except ImportError:          # (a missing FlyDSL is reported by the case that needs it)
+            pass
+
+
+def _attempt(case: ModelCase, arch: str, eps: float, seed: int
+             ) -> tuple[list[Any], str, tuple[float, float, int, int] | None]:
+    """(launches, '', measured) or ([], why it failed, None): a fault or error in one case never stops the
+    others. measured: the case's (seconds, compile seconds, compiles, cold ones) in the process that ran it."""
+    from lnbench.flydsl import compile_log
+
+    start, before = time.monotonic(), len(compile_log.COMPILES)
     try:
-        return execute_case(case, arch, eps, seed), ""
+        launches = execute_case(case, arch, eps, seed)
     except Exception as exc:  # noqa: BLE001 - reported as the case's error row
-        return [], f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return [], f"{type(exc).__name__}: {exc}".splitlines()[0], None
+    return launches, "", (time.monotonic() - start, *compile_log.since(before))
 
 
-def _rows(case: ModelCase, got: tuple[list[Any], str], plan: ModelledPlan) -> list[ProfileRow]:
-    launches, error = got
+def _rows(case: ModelCase, got: tuple[list[Any], str, Any], plan: ModelledPlan) -> list[ProfileRow]:
+    launches, error, _ = got
     return case_rows(case, launches, plan) if not error else [failed_row(case, plan, error)]
 
 
@@ -220,22 +240,23 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
 
     from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
     from lnbench.eta import announce
-    from lnbench.perf.estimate import ModelledEstimate
+    from lnbench.perf.calibrate import modelled_estimate
     from lnbench.perf.modelled_tables import print_profile
     from lnbench.progress import CommandProgress
     from lnbench.result_sink import ResultSink
 
     started = time.monotonic()
     csv_path, json_path, md_path = plan.outputs
-    estimate = ModelledEstimate([(c.op, c.m, c.n) for c in plan.cases], plan.jobs)
+    estimate, record = modelled_estimate(plan.cases, plan.jobs, plan.dev, plan.eps)
     if not quiet:
         err_console.print(escape(announce(estimate.wall_s, f"{len(plan.cases)} cases, {plan.jobs} "
                                                            f"job{'s' if plan.jobs > 1 else ''}", estimate.others)),
                           soft_wrap=True, highlight=False)
     with ResultSink(csv_path, json_path, plan.run, len(plan.cases), "cases") as sink:
         with CommandProgress(err_console, "profiling", len(plan.cases), quiet, estimate.remaining_s) as progress:
-            def on_case(index: int, case: ModelCase, rows: list[ProfileRow]) -> None:
+            def on_case(index: int, case: ModelCase, rows: list[ProfileRow], measured: Any) -> None:
                 sink.add(index, rows)
+                record.case(index, measured)
                 estimate.update(index + 1)
                 progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
             rows = run_cases(plan, on_case)
@@ -244,4 +265,5 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
             print_profile(rows, plan.dev.arch)
         sink.finish(rows, plan.run, md_path=md_path,
                     summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
+    record.finish()                 # what its cases, compiles and start took, for the next estimate here
     return EXIT_FAILED if any(r["status"] != "ok" for r in rows) else EXIT_OK

@@ -20,7 +20,8 @@ from lnbench.progress import CommandProgress
 from lnbench.tables import render_table, silent_console
 from lnbench.result_sink import ResultSink
 from lnbench.verify.diagnosis import abi_twins, diagnose
-from lnbench.verify.estimate import WARN_S, Estimate, compile_seconds, unit_costs
+from lnbench.verify.calibrate import estimate_run
+from lnbench.verify.estimate import WARN_S
 from lnbench.gpus import devices_options
 from lnbench.shard import shard_option
 from lnbench.verify import prestart
@@ -106,8 +107,8 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     units = range(len(names) * len(cases))
     parallel = bool(slots) or (dev.emulated and job_count > 1 and len(units) > 1)
     pairs = [spec.unit(unit) for unit in units]
-    costs = unit_costs(pairs, dev, inline=not parallel)
-    estimate = Estimate(costs, min(job_count, len(units)) if parallel else 1, compile_seconds(pairs, dev))
+    estimate, record = estimate_run(pairs, dev, min(job_count, len(units)) if parallel else 1, inline=not parallel)
+    costs = estimate.costs
     if dev.emulated and estimate.wall_s > WARN_S:
         warn_long(estimate, job_count if parallel else 1, plan.shapes)
     elif not quiet:
@@ -120,14 +121,16 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
 
             def done(unit: int, unit_rows: list[dict], seconds: float) -> None:
                 sink.add(unit, unit_rows)
+                record.unit(unit, unit_rows, seconds)
                 estimate.finished(unit)
                 progress.advance(case_label(spec.unit(unit)[0], spec.unit(unit)[1], unit_rows))
 
             if parallel:
-                run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or ())
+                run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or (),
+                          record.compiled)
             else:
                 prestart.discard()
-                _run_inline(spec, dev, done)
+                _run_inline(spec, dev, done, record.compiled)
         rows = diagnose(sink.rows, abi_twins(names))
         print_rows(rows, metadata.device_label, details, console if not quiet else silent_console())
         unrunnable = {}
@@ -146,6 +149,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
         name_rows(rows, metadata.kernel_sources)    # a kernel source's rows name it (module, file, commit)
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))
     console.print(summary_line(rows))
+    record.finish(record.elapsed_s())              # what its units, compiles and start took, for the next estimate
     if not any(status_word(row) in EXECUTED for row in rows):
         return nothing_ran(_why(rows[0]) if rows else "no case")
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK
@@ -163,17 +167,21 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def _run_inline(spec: VerifySpec, dev: Device, done) -> None:
-    """Every unit in this process, in order (--jobs 1, and every device but the emulated one)."""
+def _run_inline(spec: VerifySpec, dev: Device, done, on_compiled) -> None:
+    """Every unit in this process, in order (--jobs 1, and every device but the emulated one); on_compiled(unit,
+    seconds, compiles, cold ones) before done(unit, rows, seconds) (verify.parallel.run_units)."""
     from time import monotonic
+
+    from lnbench.flydsl import compile_log
 
     for b, name in enumerate(spec.backends):
         backend = get_backend(name)
         avail = backend.availability(dev)
         compiled: dict = {}
         for c, case in enumerate(spec.cases):
-            start = monotonic()
+            start, before = monotonic(), len(compile_log.COMPILES)
             unit_rows = backend_case_rows(backend, case, dev, spec.tol, avail, compiled)
+            on_compiled(b * len(spec.cases) + c, *compile_log.since(before))
             done(b * len(spec.cases) + c, unit_rows, monotonic() - start)
 
 

@@ -1,18 +1,24 @@
 """How long a verify run will take, before it starts and while it runs (the arithmetic: lnbench.eta).
 
 The model, in seconds of one idle core: each unit (a case on a backend) costs a fixed part plus a part per
-element of x, per backend kind (EMULATED_COST for FlyDSL kernels on the emulated device, HOST_COST for a
-backend on the CPU, GPU_COST on a GPU). A unit on the CPU that finds its case already set up in its process
+element of x, per kind of unit (`unit_kind`: EMULATED_COST for FlyDSL kernels on the emulated device, HOST_COST
+for a backend on the CPU, GPU_COST on a GPU). A unit on the CPU that finds its case already set up in its process
 (inputs, fp64 reference, torch baseline: lnbench.verify.runner.shared_setup, which keeps cases of up to
 SETUP_SHARE_ELEMENTS for the next backend) costs only its own run and checks (SHARED_HOST_COST): on the
 emulated device the torch unit of a case comes after its FlyDSL units and took 0.01–0.09 s, not the 0.25–0.44 s
-of a unit that sets its case up. Each (backend, dtype, N, eps) the FlyDSL kernels meet costs a compile
-(COMPILE_S), the run a start-up (STARTUP_S: imports, the workers' first launch, the first reference). The units
-are spread over the jobs longest first (eta.makespan) and the whole scaled by how busy the machine is
-(eta.slowdown). While it runs, eta.RunningEstimate corrects the model by the wall time the finished units
-really took.
+of a unit that sets its case up. Each (backend, dtype, N, eps) the FlyDSL kernels meet costs a compile:
+COMPILE_S where FlyDSL's disk cache has its kernels, COLD_COMPILE_S where it does not (`compile_seconds`); the
+run a start-up (STARTUP_S: imports, the workers' first launch, the first reference). The units are spread over
+the jobs longest first (eta.makespan) and the whole scaled by how busy the machine is (eta.slowdown). While it
+runs, eta.RunningEstimate corrects the model by the wall time the finished units really took.
+
+The constants below are only the first guess (FIRST_GUESS) on a machine that has never run: each finished run
+records what its units, compiles and start took (lnbench.calibration), and the next run's constants are fitted
+from those (VerifyCosts, lnbench.verify.calibrate).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from lnbench.backends import runs_flydsl
 from lnbench.device import Device
@@ -39,10 +45,17 @@ GPU_COST = (0.05, 2.0e-9)
 #: compiling the FlyDSL kernels of one (backend, dtype, N, eps) for the emulated device, in each worker (the
 #: first unit of a new one took 0.06 s (8x64) to 0.3 s (1024x2048) longer than the next, FlyDSL's disk cache warm)
 COMPILE_S = 0.1
+#: the same where FlyDSL's disk cache does not have the kernels (a fresh machine, another FlyDSL, changed kernels):
+#: 0.1-0.3 s per kernel against 0.03-0.07 s cached, two to four kernels each (emu:gfx942, 8x64 and 64x1000 f32 in
+#: one process, 2-core machine at load 3.5)
+COLD_COMPILE_S = 0.4
 #: a run's fixed start left once the estimate is printed: the workers' imports (started early, beside the
 #: parent's: lnbench.verify.prestart), their first launch on the emulated device, the first fp64 reference (a
 #: worker's first unit took 0.6–1.0 s longer than its next ones at a slowdown of 1.5)
 STARTUP_S = 0.5
+#: the same on a GPU: the device's context and torch's first calls there (an NVIDIA H200: 4-5 s after the estimate
+#: line, the first unit 2.2 s of it, on a machine that has never run; December 2026)
+GPU_STARTUP_S = 3.0
 #: an emulated run in one process (--jobs 1) goes this many times slower per unit than in workers: the parent's
 #: torch threads spin while they wait (workers run with OMP_WAIT_POLICY=PASSIVE), measured on 80 units
 INLINE_EMULATED = 2.2
@@ -52,43 +65,96 @@ WARN_S = 180.0
 #: (lnbench.verify.runner.SETUP_SHARE_ELEMENTS; not imported: that module imports torch and the emulator)
 SETUP_SHARE_ELEMENTS = 2 << 20
 
+#: the kinds of unit with a cost of their own (`unit_kind`; each also as KIND.inline: in one process, --jobs 1)
+KINDS = ("emulated", "emulated-autograd", "host", "host-shared", "gpu")
 
-def unit_seconds(backend: str, case: Case, device: Device, inline: bool = False, set_up: bool = False) -> float:
+
+@dataclass(frozen=True)
+class VerifyCosts:
+    """The model's constants on one machine and device, in seconds of one idle core: (fixed, per element) by
+    kind of unit (`unit_kind`; a KIND.inline missing here is KIND's × `inline`), a compile warm and cold, the
+    start. FIRST_GUESS holds the constants above; lnbench.verify.calibrate fits them from recorded runs."""
+
+    units: dict[str, tuple[float, float]] = field(default_factory=lambda: {
+        "emulated": EMULATED_COST, "emulated-autograd": (EMULATED_COST[0] * EMULATED_AUTOGRAD,
+                                                         EMULATED_COST[1] * EMULATED_AUTOGRAD),
+        "host": HOST_COST, "host-shared": SHARED_HOST_COST, "gpu": GPU_COST})
+    compile_s: float = COMPILE_S
+    cold_compile_s: float = COLD_COMPILE_S
+    startup_s: float = STARTUP_S
+    inline: float = INLINE_EMULATED
+
+    def unit(self, kind: str) -> tuple[float, float]:
+        """(fixed, per element) of a unit of `kind`."""
+        if kind in self.units:
+            return self.units[kind]
+        fixed, per_element = self.units[kind.removesuffix(".inline")]
+        return fixed * self.inline, per_element * self.inline
+
+
+FIRST_GUESS = VerifyCosts()
+
+
+def unit_kind(backend: str, case: Case, device: Device, inline: bool = False, set_up: bool = False) -> str:
+    """Which cost a unit has: `emulated` (FlyDSL kernels on the emulated device; `emulated-autograd` for an
+    autograd-3d case, forward and backward once), `gpu`, `host` (a backend on the CPU setting its case up) or
+    `host-shared` (its case set up by an earlier backend in the same process); `.inline` after it for a unit of
+    an emulated run in this process (`inline`)."""
+    if device.emulated and runs_flydsl(backend):
+        kind = "emulated-autograd" if case.kind == "autograd-3d" else "emulated"
+    elif device.torch_device.type == "cuda":
+        kind = "gpu"
+    else:
+        kind = "host-shared" if set_up else "host"
+    return f"{kind}.inline" if inline and device.emulated else kind
+
+
+def unit_seconds(backend: str, case: Case, device: Device, inline: bool = False, set_up: bool = False,
+                 costs: VerifyCosts = FIRST_GUESS) -> float:
     """Modelled seconds of one case on one backend, on one idle core (its kernels' compile not included);
     `inline`: the run is in this process, not in workers; `set_up`: another backend has set the case up in the
     same process (a unit on the CPU is cheaper for it)."""
-    emulated = device.emulated and runs_flydsl(backend)
-    if emulated:
-        fixed, per_element = EMULATED_COST
-    elif device.torch_device.type == "cuda":
-        fixed, per_element = GPU_COST
-    else:
-        fixed, per_element = SHARED_HOST_COST if set_up else HOST_COST
-    seconds = fixed + per_element * case.rows * case.n
-    if emulated and case.kind == "autograd-3d":
-        seconds *= EMULATED_AUTOGRAD
-    return seconds * (INLINE_EMULATED if inline and device.emulated else 1.0)
+    fixed, per_element = costs.unit(unit_kind(backend, case, device, inline, set_up))
+    return fixed + per_element * case.rows * case.n
 
 
-def unit_costs(units: list[tuple[str, Case]], device: Device, inline: bool = False) -> dict[int, float]:
-    """Modelled seconds of each unit of a run (index -> seconds; `units` in index order, backend by backend). A
-    unit finds its case set up when a unit before it had the same case and the case is small enough to be kept
-    (SETUP_SHARE_ELEMENTS): verify's workers keep to the row widths they have, so a case's units mostly meet in
-    one worker."""
+def shared_units(units: list[tuple[str, Case]]) -> list[bool]:
+    """Whether each unit finds its case set up: a unit before it had the same case and the case is small enough
+    to be kept (SETUP_SHARE_ELEMENTS): verify's workers keep to the row widths they have, so a case's units
+    mostly meet in one worker."""
     seen: set[Case] = set()
-    costs = {}
-    for index, (backend, case) in enumerate(units):
-        shared = case in seen and case.rows * case.n <= SETUP_SHARE_ELEMENTS
-        costs[index] = unit_seconds(backend, case, device, inline, set_up=shared)
+    shared = []
+    for _, case in units:
+        shared.append(case in seen and case.rows * case.n <= SETUP_SHARE_ELEMENTS)
         seen.add(case)
-    return costs
+    return shared
 
 
-def compile_seconds(units: list[tuple[str, Case]], device: Device) -> float:
-    """Modelled seconds of the FlyDSL compiles a run on the emulated device makes (one per backend, dtype, N, eps)."""
+def unit_costs(units: list[tuple[str, Case]], device: Device, inline: bool = False,
+               costs: VerifyCosts = FIRST_GUESS) -> dict[int, float]:
+    """Modelled seconds of each unit of a run (index -> seconds; `units` in index order, backend by backend)."""
+    return {index: unit_seconds(backend, case, device, inline, shared, costs)
+            for index, ((backend, case), shared) in enumerate(zip(units, shared_units(units)))}
+
+
+def compile_key(backend: str, case: Case, device: Device) -> str:
+    """What one compile is of: the FlyDSL kernels of a backend for a dtype, N and eps on an arch."""
+    return f"{backend} {device.arch} {case.dtype} {case.n} {case.eps:g}"
+
+
+def compile_keys(units: list[tuple[str, Case]], device: Device) -> set[str]:
+    """The compiles a run on the emulated device makes (one per backend, dtype, N, eps)."""
     if not device.emulated:
-        return 0.0
-    return COMPILE_S * len({(b, c.dtype, c.n, c.eps) for b, c in units if runs_flydsl(b)})
+        return set()
+    return {compile_key(b, c, device) for b, c in units if runs_flydsl(b)}
+
+
+def compile_seconds(units: list[tuple[str, Case]], device: Device, costs: VerifyCosts = FIRST_GUESS,
+                    warm: set[str] | frozenset[str] = frozenset()) -> float:
+    """Modelled seconds of the FlyDSL compiles a run on the emulated device makes: those of `warm` (FlyDSL's
+    disk cache has their kernels) at costs.compile_s, the others at costs.cold_compile_s."""
+    keys = compile_keys(units, device)
+    return costs.compile_s * len(keys & set(warm)) + costs.cold_compile_s * len(keys - set(warm))
 
 
 class Estimate:
@@ -96,11 +162,11 @@ class Estimate:
     (`remaining_s`, after each `finished(unit)`)."""
 
     def __init__(self, costs: dict[int, float], jobs: int, compile_s: float = 0.0, others: float | None = None,
-                 cpus: int | None = None) -> None:
+                 cpus: int | None = None, startup_s: float = STARTUP_S) -> None:
         self.costs, self.jobs = costs, max(1, jobs)
         self.others = busy_threads(prestart.pids()) if others is None else others    # not its own early workers
         self.scale = slowdown(self.jobs, self.others, cpus)
-        self.fixed = (STARTUP_S + compile_s / self.jobs) * self.scale
+        self.fixed = (startup_s + compile_s / self.jobs) * self.scale
         self.wall_s = self.fixed + makespan(costs.values(), self.jobs) * self.scale
         self.done_cost = 0.0
         self.running = RunningEstimate(self.wall_s)

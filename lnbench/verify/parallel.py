@@ -63,6 +63,7 @@ class VerifySpec:
 
 
 OnDone = Callable[[int, list[dict[str, Any]], float], None]
+OnCompiled = Callable[[int, float, int, int], None]
 #: a GPU whose workers die this many times in a row without finishing a unit takes no more units
 SLOT_DEATHS = units.SLOT_DEATHS
 
@@ -92,15 +93,18 @@ def _named(rows: list[dict[str, Any]], slot: GpuSlot | None) -> list[dict[str, A
 
 
 def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone,
-              slots: Sequence[GpuSlot] = ()) -> None:
+              slots: Sequence[GpuSlot] = (), on_compiled: OnCompiled | None = None) -> None:
     """Run the units of `order` (indices; handed out in this order) in up to `jobs` workers; on_done(unit, rows,
-    seconds) as each finishes. Returns when all have; stops every worker on any exception.
+    seconds) as each finishes, after on_compiled(unit, seconds, compiles, cold ones) for the FlyDSL compiles it
+    made (lnbench.flydsl.compile_log). Returns when all have; stops every worker on any exception.
 
     slots: GPUs (--devices): one worker per GPU, which sees only that GPU (jobs is ignored); a unit's rows name
     the GPU. A GPU whose workers die SLOT_DEATHS times in a row without finishing a unit is given no more units:
     the others take them (its lost units have their error rows)."""
 
     def answered(unit: int, answer: dict[str, Any], slot: GpuSlot | None) -> None:
+        if on_compiled is not None:
+            on_compiled(unit, *answer.get("compiled", (0.0, 0, 0)))
         on_done(unit, _named([VerifyRow.of(r) for r in answer["rows"]], slot), float(answer["seconds"]))
 
     def lost(gone: units.Lost, slot: GpuSlot | None) -> None:
@@ -155,6 +159,7 @@ def _worker_main(argv: list[str]) -> None:
 
     from lnbench.backends import get_backend
     from lnbench.device import resolve_device
+    from lnbench.flydsl import compile_log
     from lnbench.verify.runner import backend_case_rows
 
     torch.set_num_threads(spec.torch_threads)
@@ -166,8 +171,9 @@ def _worker_main(argv: list[str]) -> None:
 
     def answer(unit: int) -> dict[str, Any]:
         name, case = spec.unit(unit)
+        before = len(compile_log.COMPILES)
         rows = backend_case_rows(backends[name], case, device, spec.tol, avail[name], compiled[name])
-        return {"rows": [plain(r) for r in rows]}
+        return {"rows": [plain(r) for r in rows], "compiled": compile_log.since(before)}
 
     units.serve(answer, int(argv[1]))
 

@@ -1,0 +1,266 @@
+"""Per-machine calibration of the run-time models (lnbench.eta): what finished runs measured, kept as JSON in the
+results folder (results/calibration.json, beside peak.json), and the fit that turns it into a model's constants.
+
+The constants of verify/estimate.py and perf/estimate.py are only the first guess on a machine that has never run:
+each finished verify or perf run records here the seconds its parts took, and the next estimate fits its
+constants from them (verify/calibrate.py, perf/calibrate.py say what each command records). The file:
+
+    {"format": "lnbench-calibration", "version": 1,
+     "machines": {MACHINE: {"updated": TIMESTAMP,
+                            "series": {NAME: [OBSERVATION, ...]},        # the newest KEEP of each, oldest first
+                            "compiled": {CACHE: {"files": N, "keys": [KEY, ...]}}}}}
+
+MACHINE is machine_id() (architecture, CPU model, usable cores): a machine sharing the folder keeps its own
+entry. NAME is one kind of observation on one device (`verify.emulated@emu:gfx942`, `perf.call@NVIDIA H200`).
+An OBSERVATION is a dict of numbers: "s", seconds of one idle core (the wall seconds divided by the slowdown the
+machine was at, eta.slowdown), and where the model needs them "x" (the size it grows with: elements, bytes) and
+"m" (the first guess's seconds for the same thing). "compiled" holds the FlyDSL kernels (KEY) compiled into a disk
+cache (CACHE: lnbench.flydsl.compile_log.cache_identity), trusted while that cache holds at least N files.
+
+$LNBENCH_CALIBRATION names another file, or `off` (first guesses only, nothing written). A missing, unreadable or
+corrupt file reads as an empty one (a corrupt one is replaced at the next record), and one that cannot be written
+is left as it is: calibration never stops or fails a run.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import platform
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+FORMAT, VERSION = "lnbench-calibration", 1
+FILE = "calibration.json"
+ENV = "LNBENCH_CALIBRATION"
+#: observations kept per series (the newest): old ones age out as the machine or lnbench changes
+KEEP = 64
+#: compiled kernels remembered per disk cache
+KEEP_KEYS = 4096
+#: a column of a linear fit must vary this many times over the observations for its coefficient to be fitted
+SPREAD = 4.0
+#: an observation this many times off the fit's typical ratio is left out of its level (a start-up in a unit)
+OUTLIER = 8.0
+
+
+def default_path() -> Path | None:
+    """$LNBENCH_CALIBRATION, else calibration.json in the results folder; None when calibration is `off`."""
+    from lnbench.outputs import default_results_dir
+
+    given = os.environ.get(ENV, "").strip()
+    if given.lower() == "off":
+        return None
+    return Path(given) if given else default_results_dir() / FILE
+
+
+def machine_id() -> str:
+    """This machine's kind: `x86_64 AMD EPYC 7B13 / 2 cores` (architecture, CPU model, the cores lnbench may use)."""
+    from lnbench.eta import cores
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{platform.machine()} {model or platform.processor() or 'cpu'} / {cores()} cores"
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (its interpreter, imports and set-up so far: what a worker process of
+    the same command goes through before its work), from /proc; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat", encoding="ascii", errors="replace") as stat:
+            started = int(stat.read().rpartition(")")[2].split()[19])        # field 22: start time, clock ticks
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            now = float(uptime.read().split()[0])
+        return max(0.0, now - started / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _clean(observations: Any) -> list[dict[str, Any]]:
+    """The well-formed observations of a series: dicts whose "s" is a number >= 0 and whose "x", "n" and "m",
+    where given, are numbers >= 0 (others are dropped)."""
+    if not isinstance(observations, list):
+        return []
+    return [o for o in observations if isinstance(o, dict) and _number(o.get("s")) and o["s"] >= 0
+            and all(_number(o[k]) and o[k] >= 0 for k in ("x", "n", "m") if k in o)]
+
+
+@dataclass
+class Calibration:
+    """One machine's recorded observations (empty on a machine that has never run), and the fits of them."""
+
+    series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    compiled: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get(self, name: str) -> list[dict[str, Any]]:
+        return _clean(self.series.get(name))
+
+    def median(self, name: str, default: float, key: str = "s") -> float:
+        """The median of the series' `key` (its seconds), `default` when it has none."""
+        values = [o[key] for o in self.get(name) if _number(o.get(key))]
+        return float(statistics.median(values)) if values else default
+
+    def ratio(self, name: str, default: float = 1.0) -> float:
+        """The median of observed over first-guess seconds ("s" / "m"): how far off the first guess is here."""
+        values = [o["s"] / o["m"] for o in self.get(name) if _number(o.get("m")) and o["m"] > 0]
+        return float(statistics.median(values)) if values else default
+
+    def linear(self, name: str, prior: tuple[float, float]) -> tuple[float, float]:
+        """(fixed, per x) seconds fitted to the series' ("x", "s") observations (`fit`), `prior` without any."""
+        points = [o for o in self.get(name) if _number(o.get("x")) and o["x"] >= 0]
+        if not points:
+            return prior
+        fixed, per = fit([[1.0, o["x"]] for o in points], [o["s"] for o in points], prior)
+        return fixed, per
+
+    def warm(self, cache: str, files: int) -> set[str]:
+        """The kernels recorded as compiled into the disk cache `cache`, while it holds at least as many files as
+        when they were recorded (a cache emptied or replaced since has none of them)."""
+        entry = self.compiled.get(cache)
+        if not isinstance(entry, dict) or not _number(entry.get("files")) or files < entry["files"] or files <= 0:
+            return set()
+        return {key for key in entry.get("keys", []) if isinstance(key, str)}
+
+
+def quietly(record_run: Callable[..., bool]) -> Callable[..., bool]:
+    """A command's recording of its finished run, made harmless: nothing when calibration is `off`, False instead
+    of any exception (a result it cannot read, a file it cannot write): calibration never fails a run."""
+    @functools.wraps(record_run)
+    def guarded(*args: Any, **kwargs: Any) -> bool:
+        if default_path() is None:
+            return False
+        try:
+            return record_run(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the run's results are written already; only the next estimate loses
+            return False
+    return guarded
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The whole file ({} when it is missing, unreadable, corrupt or not lnbench's)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("machines"), dict):
+        return {}
+    return data
+
+
+def load(path: Path | None = None, machine: str | None = None) -> Calibration:
+    """This machine's calibration from `path` (default_path()); an empty one when there is nothing usable."""
+    path = path or default_path()
+    if path is None:
+        return Calibration()
+    entry = _read(path).get("machines", {}).get(machine or machine_id())
+    if not isinstance(entry, dict):
+        return Calibration()
+    series = entry.get("series") if isinstance(entry.get("series"), dict) else {}
+    compiled = entry.get("compiled") if isinstance(entry.get("compiled"), dict) else {}
+    return Calibration({str(k): _clean(v) for k, v in series.items()}, dict(compiled))
+
+
+def record(series: dict[str, list[dict[str, Any]]], compiled: dict[str, dict[str, Any]] | None = None,
+           path: Path | None = None, machine: str | None = None) -> bool:
+    """Add a finished run's observations (series name -> new observations) and compiled kernels (cache -> {"files",
+    "keys"}) to this machine's entry, keeping the newest KEEP of each series; written atomically. False when the
+    file could not be written (nothing else happens: calibration never fails a run)."""
+    path = path or default_path()
+    if path is None:
+        return False
+    from lnbench.checkout import timestamp
+
+    try:
+        data = _read(path) or {"format": FORMAT, "version": VERSION, "machines": {}}
+        entry = data["machines"].get(machine or machine_id())
+        entry = entry if isinstance(entry, dict) else {}
+        old = entry.get("series") if isinstance(entry.get("series"), dict) else {}
+        merged = {name: _clean(values) for name, values in old.items()}
+        for name, new in series.items():
+            merged[name] = (merged.get(name, []) + _clean(new))[-KEEP:]
+        caches = entry.get("compiled") if isinstance(entry.get("compiled"), dict) else {}
+        for cache, seen in (compiled or {}).items():
+            before = caches.get(cache) if isinstance(caches.get(cache), dict) else {}
+            files, known = before.get("files"), before.get("keys")
+            emptied = not (isinstance(known, list) and _number(files) and seen["files"] >= files)
+            kept = [] if emptied else [key for key in known if isinstance(key, str)]
+            caches[cache] = {"files": seen["files"], "keys": sorted(set(kept) | set(seen["keys"]))[-KEEP_KEYS:]}
+        data["machines"][machine or machine_id()] = {"updated": timestamp(), "series": merged, "compiled": caches}
+    except Exception:  # noqa: BLE001 - observations it cannot merge are dropped; the run goes on
+        return False
+    return _write(path, data)
+
+
+def _write(path: Path, data: dict[str, Any]) -> bool:
+    """`data` to `path` through a temporary sibling and a rename; False (and no temporary left) when it fails."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                         delete=False, encoding="utf-8") as out:
+            tmp = out.name
+            json.dump(data, out, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+        return True
+    except (OSError, TypeError, ValueError):
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        return False
+
+
+def fit(features: Sequence[Sequence[float]], seconds: Sequence[float], prior: Sequence[float]) -> list[float]:
+    """Coefficients c of seconds ≈ features · c, from observations, starting from the first guess `prior`.
+
+    Two candidate shapes: the prior itself, and a least-squares fit of the relative error (numpy.linalg.lstsq of
+    features/seconds against 1, so a 0.1 s unit weighs as much as a 100 s one), tried where every column that is
+    not constant varies at least SPREAD times, refitted once without the observations off by more than 3× the
+    median error, and kept only with coefficients >= 0. Each is then brought to the observations' level: scaled
+    by their total over its total, leaving out those more than OUTLIER times off its median ratio (a first unit
+    with a process's start-up in it), so that the seconds a run adds up come out right, not just the typical
+    unit. The candidate with the smaller median relative error wins (the prior's on a tie): one run of one size
+    only scales the prior; runs of several sizes fit the fixed part and the slope."""
+    import numpy as np
+
+    f = np.asarray(features, dtype=float).reshape(len(seconds), len(prior))
+    y = np.asarray(seconds, dtype=float)
+    p = np.asarray(prior, dtype=float)
+    keep = (y > 0) & (f @ p > 0) & np.isfinite(f).all(axis=1)
+    f, y = f[keep], y[keep]
+    if not len(y):
+        return [float(v) for v in p]
+
+    def error(c: np.ndarray) -> float:
+        return float(np.median(np.abs(f @ c / y - 1.0)))
+
+    def level(c: np.ndarray) -> np.ndarray:
+        ratio = y / (f @ c)
+        typical = float(np.median(ratio))
+        near = (ratio >= typical / OUTLIER) & (ratio <= typical * OUTLIER)
+        return c * float(y[near].sum() / (f[near] @ c).sum())
+
+    best = level(p)
+    spread = all(f[:, j].max() >= SPREAD * f[:, j].min() for j in range(f.shape[1]) if np.ptp(f[:, j]) > 0)
+    if len(y) > f.shape[1] and spread and np.linalg.matrix_rank(f) == f.shape[1]:
+        rows = np.ones(len(y), dtype=bool)
+        for _ in range(2):
+            coef = np.linalg.lstsq(f[rows] / y[rows, None], np.ones(int(rows.sum())), rcond=None)[0]
+            off = np.abs(f @ coef / y - 1.0)
+            rows = off <= max(3 * float(np.median(off)), 0.05)
+            if rows.sum() <= f.shape[1]:
+                break
+        if (coef >= 0).all() and (f @ coef > 0).all():
+            coef = level(coef)
+            if error(coef) < error(best):
+                best = coef
+    return [float(v) for v in best]

@@ -1,0 +1,44 @@
+"""What the CLI tests share: the check of a refused command's one error line, the one-thread environment, and the
+timing options of a tiny perf / abi-compare run (tests/commands_under_test.py holds whole tiny command lines).
+
+    error_line(result, *fragments, code=2)   the one `lnbench: error:` line of a refused run (asserts; returns it)
+    ONE_THREAD                               env for CliRunner.invoke / subprocess: torch on one thread
+    timing(runs=3, ...)                      -R --warmup-s --min-warmup-calls --target-run-s --min-iters --max-iters
+    ABI_TIMING                               timing() of the abi-compare tests: 3 warm-up calls, 5-40 calls of ~2 ms
+"""
+from __future__ import annotations
+
+from typing import Any
+
+#: torch on one intra-op thread: CPU runs in tests stay small and do not fight the other test worker for cores
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+def error_line(result: Any, *fragments: str, code: int = 2) -> str:
+    """The one line a refused command prints, checked: exit `code` (2, a usage error, unless given), exactly one
+    non-blank line of output, starting `lnbench: error:` and holding every fragment, never an internal error or a
+    traceback. `result` is click's Result (CliRunner.invoke: `output` holds stdout and stderr)."""
+    output = result.output
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert result.exit_code == code, output
+    assert len(lines) == 1, output
+    line = lines[0]
+    assert line.startswith("lnbench: error:"), output
+    assert "internal error" not in line and "Traceback" not in output, output
+    for fragment in fragments:
+        assert fragment in line, f"{fragment!r} not in the error line: {line!r}"
+    return line
+
+
+def timing(runs: int = 3, *, warmup_s: float = 0, min_warmup_calls: int = 2, target_run_s: float = 0.0005,
+           min_iters: int = 3, max_iters: int | None = 20) -> list[str]:
+    """The timing options of a tiny perf or abi-compare run: by default 3 runs of about 0.5 ms, no warm-up time
+    but 2 warm-up calls, 3 to 20 calls a run. A test names only what it changes; max_iters=None leaves
+    --max-iters out (the command's default)."""
+    args = ["-R", str(runs), "--warmup-s", str(warmup_s), "--min-warmup-calls", str(min_warmup_calls),
+            "--target-run-s", str(target_run_s), "--min-iters", str(min_iters)]
+    return args if max_iters is None else [*args, "--max-iters", str(max_iters)]
+
+
+#: abi-compare's tiny runs: 3 warm-up calls (the Pointer path's first calls settle), 5 to 40 calls of about 2 ms
+ABI_TIMING = timing(min_warmup_calls=3, target_run_s=0.002, min_iters=5, max_iters=40)
