@@ -61,6 +61,7 @@ COMMANDS = [
     Command("emu-perf-cold", ("perf", "--device", "emu", "--shapes", "64x256", "--op", "fwd"), "emu", "fresh"),
     Command("emu-perf-warm", ("perf", "--device", "emu", "--shapes", "64x256,1024x1024", "--op", "fwd,bwd"), "emu",
             "shared"),
+    Command("main-job", ("verify", "--dtype", "bf16"), "emu", "shared"),
     Command("cuda-aa", ("perf", "--backend", "torch,liger", "--shapes", "4096x4096,64x256", "--dtype", "bf16"),
             "cuda"),
     Command("cuda-verify", ("verify", "--device", "cuda", "--shapes", "64x256,4096x4096", "--dtype", "bf16",

@@ -148,3 +148,15 @@ def test_a_corrupt_entry_of_compiled_kernels_is_replaced(tmp_path):
     assert calibration.record({"s": [{"s": 1.0}]}, {"cache": {"files": 3, "keys": ["k"]}}, path=path, machine="m")
     recorded = calibration.load(path, machine="m")
     assert recorded.warm("cache", 3) == {"k"} and recorded.get("s") == [{"s": 1.0}]
+
+
+def test_a_cost_the_free_fit_makes_negative_is_held_at_zero_and_the_others_refitted():
+    """A 16-core host's perf set-ups (H200 machine, December 2026): hot cases of 1 set took 0.08-0.1 s, cold
+    1024x1024 cases of 24 rotated sets (0.1 GB) 2.6-3.6 s. A free fit made the fixed and per-GB parts negative and
+    was refused; the first guess scaled to the hot majority priced a cold set-up at 0.26 s. Now: per set only."""
+    rows = [((1.0, 6.7e-5, 1.0), s) for s in (0.078, 0.084, 0.095, 0.102)]
+    rows += [((1.0, 0.0042, 1.0), s) for s in (0.077, 0.08, 0.105, 0.088)]
+    rows += [((1.0, 0.1007, 24.0), s) for s in (2.889, 3.077, 3.6, 2.593)]
+    fixed, per_gb, per_set = calibration.fit([f for f, _ in rows], [s for _, s in rows], (0.15, 3.0, 2.5e-4))
+    assert fixed == 0.0 and per_gb == 0.0
+    assert 2.5 <= fixed + 0.1007 * per_gb + 24 * per_set <= 3.5

