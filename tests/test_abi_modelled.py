@@ -17,7 +17,7 @@ from lnbench.device import emulator_status
 def test_host_cost_beside_the_modelled_device_floor_per_target(tmp_path):
     js = tmp_path / "a.json"
     result = CliRunner().invoke(abi_compare_command, [
-        "--device", "emu", "--runtime-only", "-P", "2", "--shapes", "8x256", "--op", "fwd", "--metric", "direct",
+        "--device", "emu", "--runtime-only", "-P", "1", "--shapes", "8x256", "--op", "fwd", "--metric", "direct",
         *FAST, "--no-csv", "--json", str(js)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "runtime: 1 measured" in result.output          # the modelled rows are not measurements

@@ -2,9 +2,9 @@
 f32/f16/bf16 x both ABIs x fwd, fwd-nostats, bwd deterministic, bwd atomic, over one shape per launch path of
 lnbench.flydsl.geometry.row_plan (SHAPES says which path each one takes: M=1, N=1, ragged N, rows sharing a wave,
 several rows per block, one wave a row, multi-wave rows, the backward's workspace mode; several blocks and
-persistent programs looping over rows; f16 at one shape per access width, F16_SHAPES). Values are judged against an fp64 reference with the flash-attention rule
-(|err| <= 2 |err_torch_same_dtype| + atol) and per-tensor bars, the two ABIs must agree bitwise, and every opcode in
-the compiled code objects must have an emulator handler."""
+persistent programs looping over rows; f16 at one shape per access width, F16_SHAPES). Values are judged against an
+fp64 reference with the flash-attention rule (|err| <= 2 |err_torch_same_dtype| + atol) and per-tensor bars, the
+two ABIs must agree bitwise, and every opcode in the compiled code objects must have an emulator handler."""
 from __future__ import annotations
 
 from collections import Counter
@@ -23,8 +23,8 @@ SHAPES = [
     (3, 7),         # odd N: scalar accesses, one lane a row keeping 7 tiles
     (37, 64),       # vectorized rows sharing a wave (fwd 2/1 lanes a row, bwd 8), 37 rows: a partial row group
     (5, 257),       # ragged N: scalar accesses, a masked last tile; fwd 16 lanes a row, bwd one wave a row, 4 a block
-    (64, 1000),     # vectorized with a masked last tile: fwd 8/16 rows a block over 8/4 blocks; bwd 2 waves a row,
-                    # 8 persistent programs each looping over 8 rows (8 partial rows for the reduce)
+    (37, 1000),     # vectorized with a masked last tile: fwd 8/16 rows a block over 5/3 blocks, the last one part
+                    # full; bwd 2 waves a row, 5 persistent programs looping over 7-8 rows (5 partial rows to reduce)
     (2, 4096),      # a 16-bit forward row is exactly one wave (f32: 2 waves); bwd 8 waves a row
     (4, 5120),      # wave counts that are not powers of two: fwd 3 waves (f32, masked) / 2, bwd 10 waves (a partial
                     # column of gfx950's LDS partials)
@@ -37,8 +37,14 @@ SHAPES = [
 #: f16 rows take bf16's paths (row_plan plans by element size): their kernels differ only in the element conversion
 #: (lnbench.flydsl.rowio: loads widened, stores rounded by .to(Float16) instead of to_bf16), once per access width.
 #: So f16 runs the shapes of both widths, masked and not, several rows a block and multi-wave with the workspace mode:
-F16_SHAPES = [(3, 7), (5, 257), (64, 1000), (2, 32768)]
+F16_SHAPES = [(3, 7), (5, 257), (37, 1000), (2, 32768)]
 CASES = [(dtype, m, n) for dtype in ("f32", "f16", "bf16") for m, n in SHAPES if dtype != "f16" or (m, n) in F16_SHAPES]
+#: and the scalar width's widest register rows: f32 12289 (odd), a forward of 28 scalar tiles a thread (7 waves, the
+#: last tile masked), a backward past 12 scalar tiles in its workspace mode (15 waves); the opcode test below compiles it
+CASES.append(("f32", 2, 12289))
+#: and a 16-wave backward row kept in registers (not streaming, no workspace): bf16 16384, values checked here, while
+#: test_kernel_instr_budget.py executes it only for its instruction counts
+CASES.append(("bf16", 2, 16384))
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ATOL = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
 #: backward bar relative to the reference's magnitude (dγ/dβ: x sqrt(M))

@@ -1,8 +1,8 @@
 """Execution tests of the FlyDSL kernels: on a ROCm GPU, else on the emulated device (tests/conftest.py).
 
 `kernel_device` is where they run (the values of the whole kernel matrix, on every emulated arch too, are
-tests/test_emu_matrix.py's). Tensors live on dev.torch_device (the CPU for the emulator). A few of the largest inputs are smaller under emulation
-(`_sized`), where every kernel instruction step costs host time.
+tests/test_emu_matrix.py's). Tensors live on dev.torch_device (the CPU for the emulator). A few of the largest
+inputs are smaller under emulation (`_sized`), where every kernel instruction step costs host time.
 """
 import pytest
 import torch
@@ -45,9 +45,9 @@ def _inputs(m, n, dtype, dev, offset=0.0):
     return x, w, b, dy
 
 
-# The values of every shape x dtype x ABI x variant (fwd, fwd-nostats, bwd deterministic and atomic) against fp64,
-# output dtypes included, are tests/test_emu_matrix.py::test_kernel_matrix_executes_correctly, on this same
-# `each_kernel_device` (the ROCm GPU, or both emulated arches).
+# The values of every launch path x dtype x ABI x variant (fwd, fwd-nostats, bwd deterministic and atomic) against
+# fp64, output dtypes included, are tests/test_emu_matrix.py::test_kernel_matrix_executes_correctly (its SHAPES and
+# F16_SHAPES say why each shape), on `each_kernel_device` (the ROCm GPU, or both emulated arches).
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

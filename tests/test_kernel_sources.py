@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import error_line
 from lnbench import backends
 from lnbench.cli import main
 from conftest import kernel_device_names
@@ -340,15 +339,20 @@ def test_two_sources_with_one_module_name_each_get_their_own_module(tmp_path):
 def test_a_kernel_src_that_is_not_a_kernel_source_is_one_usage_line_before_any_work(tmp_path, backend, words):
     """--kernel-src at a folder without the module gave one `error` row per case, each with the same
     ModuleNotFoundError, after the whole run: now one line, exit 2, and nothing written."""
+    import subprocess
+    import sys
+
     folder = tmp_path / "not-a-source"
     folder.mkdir()
     (folder / "README.md").write_text("a folder, but no kernels in it\n")
     out = tmp_path / "v.csv"
-    result = invoke("verify", "--backend", backend, "--kernel-src", str(folder), "--device", kernel_device_names()[0],
-                    "--shapes", "3x100,8x64", "--csv", str(out), "-q")
-    # the whole output (stdout and stderr) is this one line
-    assert error_line(result) == f"lnbench: error: kernel source {backend}: {folder} {words}"
-    assert not out.exists() and not list(tmp_path.rglob("*.csv"))
+    env = {k: v for k, v in os.environ.items() if k not in (backends.KERNEL_SRC_ENV, backends.SOURCES_ENV)}
+    done = subprocess.run([sys.executable, "-m", "lnbench.cli", "verify", "--backend", backend, "--kernel-src",
+                           str(folder), "--device", kernel_device_names()[0], "--shapes", "3x100,8x64", "--csv",
+                           str(out), "-q"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == [f"lnbench: error: kernel source {backend}: {folder} {words}"], done.stderr
+    assert not out.exists() and not done.stdout.strip()
 
 
 def test_a_source_tree_without_git_is_named_by_a_content_hash(tmp_path):

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from cli_helpers import error_line
+from cli_helpers import ABI_TIMING, error_line, timing
 from lnbench import results
 from lnbench.cli import main
 from lnbench.cli_common import emit_outputs
@@ -21,14 +21,15 @@ from session_once import built_once
 
 PREVIOUS_STEP = "## an earlier step's summary\n"
 
-#: (kind, file stem, command line after `lnbench`): small fast cases, each run once for the module
+#: (kind, file stem, command line after `lnbench`): small fast cases, each run once for the session; the fewest
+#: timing calls (cli_helpers.timing), verify's cases in this process (--jobs 1), two workers where a run measures
+#: (their spread fills the interval columns)
 COMMANDS = [
     ("verify", "v", ["verify", "--device", "emu:gfx942", "--shapes", "64x256", "--dtype", "bf16",
-                     "--backend", "flydsl,torch"]),
-    ("perf", "p", ["perf", "--device", "cpu", "--shapes", "64x256", "--processes", "2", "--runs", "2",
-                   "--backend", "torch", "--op", "fwd", "--mode", "hot", "--dtype", "f32", "--warmup-s", "0.01",
-                   "--target-run-s", "0.005", "--if-loaded", "warn"]),
-    ("abi-compare", "a", ["abi-compare", "--device", "null", "--shapes", "64x256", "-P", "2", "-R", "2",
+                     "--backend", "flydsl,torch", "--jobs", "1"]),
+    ("perf", "p", ["perf", "--device", "cpu", "--shapes", "64x256", "--processes", "2", *timing(runs=2),
+                   "--backend", "torch", "--op", "fwd", "--mode", "hot", "--dtype", "f32", "--if-loaded", "warn"]),
+    ("abi-compare", "a", ["abi-compare", "--device", "null", "--shapes", "64x256", "-P", "2", *ABI_TIMING,
                           "--op", "fwd", "--dtype", "bf16", "--metric", "direct", "--arch", "gfx942"]),
     ("inspect", "i", ["inspect", "--shapes", "1x256", "--arch", "gfx942", "--op", "fwd"]),
     ("selftest", "s", ["verify", "--self-test", "--shapes", "4x64", "--dtype", "f32"]),
