@@ -98,8 +98,9 @@ TIMED_COLUMNS: dict[str, frozenset[str]] = {
 #: JSON entries outside the rows that hold a worker's measurements (abi-compare's workers[].cases[].metrics)
 TIMED_ENTRIES = frozenset({"metrics"})
 
-#: progress lines (standard error) say in which order cases finished and how long they took
-_PROGRESS = re.compile(r"^\[\d+(/\d+ +\d+%)?\] .*\n?", re.M)
+#: progress lines (standard error) say in which order cases finished and how long they took; the estimate line, how
+#: long this machine's earlier runs took (lnbench.calibration)
+_PROGRESS = re.compile(r"^(\[\d+(/\d+ +\d+%)?\] |estimated time: ~).*\n?", re.M)
 #: in a timed command's text: load warnings, worker flags (and the note column shown when one is there), and a
 #: kernel pass shown only when it rounds above 0 s
 _TIMED_DROPS = (re.compile(r"^.*busy machine.*\n?", re.M),
@@ -146,7 +147,8 @@ def volatile_columns(kind: str) -> frozenset[str]:
 def _env(outdir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("LNBENCH_CONFIG", "LNBENCH_KERNEL_SRC", "LNBENCH_DEBUG", "GITHUB_STEP_SUMMARY")}
-    env.update(LNBENCH_RESULTS_DIR=str(outdir / "results-default"), COLUMNS="1000", NO_COLOR="1")
+    env.update(LNBENCH_RESULTS_DIR=str(outdir / "results-default"), COLUMNS="1000", NO_COLOR="1",
+               LNBENCH_CALIBRATION="off")       # no calibration file: the runs' outputs, not this machine's history
     return env
 
 
