@@ -247,3 +247,25 @@ def test_perf_in_a_log_prints_a_line_per_finished_case(tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("[")]
     assert [line.split(" (")[0] for line in lines] == [
         "[1/2 50%] worker 1/2: torch fwd f32 8x32 hot ok", "[2/2 100%] worker 2/2: torch fwd f32 8x32 hot ok"]
+
+
+def test_a_turn_counts_from_when_it_was_given_not_from_when_the_parent_starts_watching():
+    """CI under load: the parent gave worker 0 its turn, the worker spent its 2.5 s (the ledger clock moved) before
+    the parent first read the clock to watch it, and the 2 s timeout counted from there never came: the suite hung.
+    The wait now counts from the moment the turn was given."""
+    class Hung:
+        timed_out, stopped = False, False
+
+        def exited(self) -> bool:
+            return self.stopped
+
+        def waited(self, now: float) -> float:
+            return 0.0
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    live = Hung()
+    live.worker = live
+    killed = workers._wait_until([live], lambda _: False, 2.0, None, clock=lambda: 2.5, start=0.0)
+    assert killed == [live] and live.timed_out

@@ -231,10 +231,13 @@ def _start(pool: Pool, module: str, spec: dict[str, Any], index: int, count: int
 
 def _wait_until(lives: list[_Live], done: Callable[[_Live], bool], timeout_s: float,
                 on_progress: Callable[[int, int, str], None] | None,
-                stop: threading.Event | None = None, clock: Callable[[], float] = time.monotonic) -> list[_Live]:
-    """Poll until done(live) for each of `lives`; one still running after timeout_s (less the time it reported
-    waiting for another process meanwhile) is killed (returned). Raises Stopped as soon as `stop` is set."""
-    start, killed = clock(), []
+                stop: threading.Event | None = None, clock: Callable[[], float] = time.monotonic,
+                start: float | None = None) -> list[_Live]:
+    """Poll until done(live) for each of `lives`; one still running after timeout_s since `start` (default: now;
+    the moment its phase or turn was given, so that work done before this first looks counts) less the time it
+    reported waiting for another process meanwhile is killed (returned). Raises Stopped as soon as `stop` is set."""
+    start = clock() if start is None else start
+    killed: list[_Live] = []
     waited_before = {id(live): live.waited(start) for live in lives}
     try:
         while not all(done(live) or live.exited() for live in lives):
@@ -270,7 +273,7 @@ def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: flo
            clock: Callable[[], float]) -> None:
     """Run one phase: every worker waits at its start; then all go at once, or one after another."""
     start = clock()
-    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None, stop, clock):
+    for live in _wait_until(batch, lambda live: live.ready(phase), timeout_s, None, stop, clock, start):
         live.turns_s += clock() - start                   # hung before its turn: its report says how long
         live.timed_out_where = "in start-up" if phase == 0 else "before its turn"
     finished = (lambda live: live.exited()) if last else (lambda live: live.ready(phase + 1))
@@ -280,7 +283,7 @@ def _phase(batch: list[_Live], phase: int, mode: str, last: bool, timeout_s: flo
         for live in group:
             if not live.exited():
                 live.worker.send("go", last)   # (one that exited already: its result or crash is collected)
-        _wait_until(group, finished, timeout_s, on_progress, stop, clock)
+        _wait_until(group, finished, timeout_s, on_progress, stop, clock, start)
         if mode == SEQUENTIAL:
             group[0].turns_s += clock() - start
 
