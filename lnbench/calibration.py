@@ -285,3 +285,8 @@ def fit(features: Sequence[Sequence[float]], seconds: Sequence[float], prior: Se
             if error(coef) < error(best):
                 best = coef
     return [float(v) for v in best]
+
+
+def device_key(device: Any) -> str:
+    """The device a series is of: the GPU's model, else the device's name (`cpu`, `emu:gfx942`)."""
+    return device.label if device.is_gpu else device.name

@@ -28,6 +28,7 @@ import statistics
 from typing import Any
 
 from lnbench import calibration
+from lnbench.calibration import device_key
 from lnbench.device import Device
 from lnbench.eta import busy_threads, finish_times, slowdown
 from lnbench.perf.cases import PerfCase
@@ -35,11 +36,6 @@ from lnbench.perf.estimate import (BANDWIDTH_GBPS, CALL_S, CPU_BWD_FACTOR, FIRST
                                    MODELLED_COMPILE_S, STARTUP_S, ModelledCosts, ModelledEstimate, PerfCosts,
                                    PerfEstimate, case_bytes, case_key, filled, how_modelled, warmup_seconds)
 from lnbench.perf.protocol import PerfProtocol
-
-
-def device_key(device: Device) -> str:
-    """The device a series is of: the GPU's model, else the device's name (`cpu`, `emu:gfx942`)."""
-    return device.label if device.is_gpu else device.name
 
 
 def parent_startup_s(others: float) -> float:

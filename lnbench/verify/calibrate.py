@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from lnbench import calibration
+from lnbench.calibration import device_key
 from lnbench.device import Device
 from lnbench.eta import makespan
 from lnbench.verify.cases import Case
@@ -28,11 +29,6 @@ from lnbench.verify.estimate import (COLD_COMPILE_S, COMPILE_S, EMULATED_AUTOGRA
                                      KINDS, STARTUP_S, Estimate, VerifyCosts, compile_key, compile_seconds,
                                      shared_units, unit_costs, unit_kind)
 from lnbench.verify.summary import status_word
-
-
-def device_key(device: Device) -> str:
-    """The device a series is of: the GPU's model, else the device's name (`cpu`, `emu:gfx942`)."""
-    return device.label if device.is_gpu else device.name
 
 
 def costs_here(device: Device, recorded: calibration.Calibration | None = None) -> VerifyCosts:
