@@ -37,34 +37,6 @@ def test_a_series_of_one_distribution_has_no_change_point(seed: int) -> None:
     assert change_points(100 * (1 + rng.normal(0, 0.01, 60))) == []
 
 
-def test_the_search_finds_what_the_librarys_e_divisive_finds() -> None:
-    """lnbench's search is the library's e_divisive with an early stop (lnbench.history.changes): the same change
-    points on noise, one step, two steps, short and long series."""
-    from signal_processing_algorithms.energy_statistics import energy_statistics as es
-
-    for seed in range(40):
-        rng = np.random.default_rng(1000 + seed)
-        n = int(rng.integers(6, 90))
-        values = 100 * (1 + rng.normal(0, rng.choice([0.01, 0.05]), n))
-        for _ in range(int(rng.integers(0, 3))):
-            values[int(rng.integers(1, n)):] *= rng.choice([0.9, 1.05, 1.1])
-        np.random.seed(0)
-        expected = sorted(es.e_divisive(values, pvalue=0.01, permutations=100))
-        assert [cp.index for cp in change_points(values)] == expected, seed
-
-
-def test_a_series_without_a_change_stops_its_permutation_test_early(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A round whose candidate more permutations beat than p allows ends the search there (the library runs all
-    100 permutations first: 101 t-statistic calls a round)."""
-    from signal_processing_algorithms.energy_statistics import energy_statistics as es
-
-    calls = []
-    real = es._calculate_t_stats
-    monkeypatch.setattr(es, "_calculate_t_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
-    assert change_points(100 * (1 + np.random.default_rng(7).normal(0, 0.01, 60))) == []
-    assert 1 < len(calls) < 30, len(calls)
-
-
 def test_a_first_search_of_many_series_starts_no_worker_process(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Searching is milliseconds a series: worker processes cost more to start than they save (and a pool's
@@ -96,14 +68,16 @@ def test_quiet_records_the_table_for_the_markdown_without_laying_it_out() -> Non
 
 
 def test_history_imports_neither_torch_nor_alembic(tmp_path: Path) -> None:
-    """`lnbench history` on a store at the newest schema pays for neither (1.1 s and 0.15 s of imports)."""
+    """`lnbench history` on a store at the newest schema pays for neither (1.1 s and 0.15 s of imports), and
+    its change points need no library (lnbench.history.edivisive)."""
     import os
     import subprocess
     import sys
 
     url = _store(tmp_path, runs=8)
+    unwanted = ("torch", "alembic", "signal_processing_algorithms")
     code = ("import sys\nfrom lnbench.cli import main\ntry:\n    main(['history', '-q', '--store', sys.argv[1]])\n"
-            "except SystemExit:\n    pass\nprint('imported', sorted(m for m in ('torch', 'alembic') if m in sys.modules))")
+            f"except SystemExit:\n    pass\nprint('imported', sorted(m for m in {unwanted} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert "imported []" in out.stdout, out.stdout + out.stderr
@@ -271,17 +245,6 @@ def test_filters_and_exclude_loaded(tmp_path: Path) -> None:
     assert {s["kind"] for s in json.loads(out.read_text())["series"]} == {"verify"}
     code, output = _history(url, "--since", "nosuchcommit")
     assert code == 2 and "nosuchcommit" in output
-
-
-def test_without_the_change_point_library_history_says_how_to_install_it(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
-    url = _store(tmp_path, runs=8)
-    monkeypatch.setitem(sys.modules, "signal_processing_algorithms.energy_statistics", None)
-    code, output = _history(url, "--kind", "perf")
-    assert code == 2 and "pip install --no-deps signal-processing-algorithms" in output
-    assert len([line for line in output.splitlines() if line.strip()]) == 1
 
 
 def test_change_points_are_searched_once_per_series_and_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
