@@ -14,10 +14,12 @@ from rich.markup import escape
 
 from lnbench import settings as cfg
 from lnbench import fast_help, markdown, validate
-from lnbench.errors import ContractError, LnbenchUsageError
+from lnbench import output_fallback
+from lnbench.errors import ContractError, LnbenchUsageError, one_line
+from lnbench.install import missing_module_hint
 from lnbench.processes import Terminated, terminate_on_signals
-from lnbench.outputs import (Writer, atomic_write_all, check_writable, csv_writer, default_output_path,
-                             release_outputs, result_json_writer)
+from lnbench.outputs import (ResultsNotWritten, Writer, atomic_write_all, check_writable, csv_writer,
+                             default_output_path, release_outputs, result_json_writer)
 from lnbench.tables import SHOWN
 from lnbench.results import kind_of_metadata
 from lnbench.store import hook as store_hook
@@ -103,6 +105,10 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
         except Terminated as exc:
             err_console.print("lnbench: terminated")
             sys.exit(exc.exit_code)
+        except ModuleNotFoundError as exc:
+            _debug_traceback()
+            hint = missing_module_hint(exc)
+            fail_usage(hint or f"internal error: ModuleNotFoundError: {exc} (set LNBENCH_DEBUG=1 for a traceback)")
         except Exception as exc:  # noqa: BLE001 - last line of defence: one line, no traceback
             _debug_traceback()
             first = str(exc).splitlines()[0] if str(exc) else ""
@@ -233,21 +239,29 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
                  step_summary: bool = True) -> None:
     """Write the CSV (if any), the JSON (if any), the Markdown summary (--md, if any) and `more` outputs ((what,
     path, writer)) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`:
-    a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.Kind.run stamps it): rows that break
-    its declaration are a SchemaError. A final write (`announce`) also appends the Markdown to
-    $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else the tables the command showed
-    (report.SHOWN) and `summary`."""
+    a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.Kind.run stamps it). Rows
+    that cannot be encoded (a value a writer refuses, rows that break their kind's declaration) are kept as JSON
+    lines (output_fallback.keep_rows): ResultsNotWritten names where. A final write (`announce`) also appends the
+    Markdown to $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else
+    the tables the command showed (report.SHOWN) and `summary`."""
     kind = kind_of_metadata(metadata)
-    outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))] if csv_path else []
-    if json_path:
-        outputs.append(("JSON", json_path, result_json_writer(rows, metadata, extra_json)))
     step_summary = step_summary and announce and markdown.step_summary_path() is not None
-    if md_text is None and (md_path or step_summary):
-        md_text = markdown.document(f"lnbench {kind.name}", summary, SHOWN)
-    if md_path and md_text is not None:
-        outputs.append(("Markdown summary", md_path, markdown.writer(md_text)))
-    outputs += more
-    placed = atomic_write_all([(path, write) for _, path, write in outputs])
+    try:
+        outputs: list[tuple[str, Path, Writer]] = [("CSV", csv_path, csv_writer(rows, metadata))] if csv_path else []
+        if json_path:
+            outputs.append(("JSON", json_path, result_json_writer(rows, metadata, extra_json)))
+        if md_text is None and (md_path or step_summary):
+            md_text = markdown.document(f"lnbench {kind.name}", summary, SHOWN)
+        if md_path and md_text is not None:
+            outputs.append(("Markdown summary", md_path, markdown.writer(md_text)))
+        outputs += more
+        placed = atomic_write_all([(path, write) for _, path, write in outputs])
+    except LnbenchUsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - rows that cannot be encoded as asked are still kept
+        where, kept = output_fallback.keep_rows(kind.name, rows, metadata)
+        raise ResultsNotWritten(f"cannot encode the results ({one_line(exc)}); {where}",
+                                kept) from exc
     for (what, _, _), path in zip(outputs, placed):
         if announce:
             console.print(f"{what} written to {path}", markup=False)

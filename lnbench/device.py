@@ -176,6 +176,15 @@ def parse_device(name: str | None) -> Device:
     return torch_device_info(device)
 
 
+def device_names_here() -> list[str]:
+    """The --device names that run on this machine: cpu, each GPU torch sees, and, where the emulator can run,
+    the emulated and null device of every arch."""
+    names = ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
+    if emulator_status()[0]:
+        names += [f"{kind}:{arch}" for kind in (EMU, NULL) for arch in ARCHES]
+    return names
+
+
 def emulator_status() -> tuple[bool, str]:
     """(True, "") when the emulated device can run in this process, else (False, why). Never raises."""
     try:

@@ -29,3 +29,37 @@ def extra_packages(extra: str) -> tuple[str, ...]:
 def install_hint(extra: str) -> str:
     """`pip install 'matplotlib>=3.7'`: the command that installs what an extra adds."""
     return "pip install " + " ".join(f"'{req}'" for req in extra_packages(extra))
+
+
+def _import_name(requirement: str) -> str:
+    """The module a requirement installs, by the usual naming (`liger-kernel>=0.6` -> liger_kernel,
+    `psycopg[binary]>=3.1` -> psycopg)."""
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower().replace("-", "_")
+
+
+@functools.cache
+def _requirements() -> tuple[tuple[str, str], ...]:
+    """(requirement, extra) of each of lnbench's dependencies; extra "" for its own."""
+    try:
+        requires = importlib.metadata.requires("lnbench") or []
+    except importlib.metadata.PackageNotFoundError:
+        requires = []
+    out = []
+    for req in requires:
+        spec, _, marker = req.partition(";")
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        out.append((spec.strip(), extra.group(1) if extra else ""))
+    out += [(spec, extra) for extra, specs in _FALLBACK.items() for spec in specs]
+    return tuple(out)
+
+
+def missing_module_hint(exc: ModuleNotFoundError) -> str | None:
+    """One line for a dependency of lnbench that is not installed: what to install and which extra (or
+    lnbench itself) asks for it; None for a module lnbench does not depend on (a bug, not an install)."""
+    module = (exc.name or "").partition(".")[0].lower()
+    found = [(spec, extra) for spec, extra in _requirements() if _import_name(spec) == module]
+    if not found:
+        return None
+    spec, extra = min(found, key=lambda req: (req[1] == "test", req[1] != ""))   # a user's extra, not the tests'
+    whose = f"lnbench's `{extra}` extra" if extra else "a dependency of lnbench itself"
+    return f"this needs {module}, which is not installed: pip install '{spec}' ({whose})"

@@ -8,13 +8,18 @@ and results that cannot be written where asked are kept elsewhere, in a folder t
   under lnbench's cache folder, else the home folder), by the same writers; the error then ends with `; the results
   are kept in FOLDER/ (NAME, ...)`. A running command's checkpoints (lnbench.result_sink) reuse the folder, so it
   always holds the latest rows.
+* `keep_rows`: rows that cannot be encoded as asked (a value a CSV or JSON writer refuses) go into the same
+  folder as JSON lines that always encode (`NAME.rows.jsonl`, one row per line, and `NAME.metadata.json`): any value
+  JSON has no form for is written as its repr.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lnbench.cache_dirs import lnbench_cache_dir
 from lnbench.errors import LnbenchUsageError
@@ -82,6 +87,35 @@ def keep(writes: Sequence[tuple[Path, Callable[[Path], None]]]) -> tuple[str, bo
         reason = getattr(exc, "strerror", None) or str(exc)
         return f"the results could not be kept elsewhere either ({reason})", False
     return f"the results are kept in {folder}/ ({', '.join(names)})", True
+
+
+def always_json(value: Any) -> Any:
+    """`value` as what json.dumps always takes: mappings with text keys, lists, numbers (NaN and infinities as
+    null), text, booleans, None; anything else as its repr."""
+    if isinstance(value, Mapping):
+        return {str(k): always_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [always_json(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    return repr(value)
+
+
+def keep_rows(name: str, rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) -> tuple[str, bool]:
+    """`rows` and the run's `metadata` kept as JSON lines in this run's kept folder (keep), for rows that could
+    not be encoded as asked."""
+    lines = "".join(json.dumps(always_json(_cells(row))) + "\n" for row in rows)
+    head = json.dumps(always_json(_cells(metadata)), indent=2) + "\n"
+    return keep([(Path(f"{name}.rows.jsonl"), lambda path: path.write_text(lines, encoding="utf-8")),
+                 (Path(f"{name}.metadata.json"), lambda path: path.write_text(head, encoding="utf-8"))])
+
+
+def _cells(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record's cells (lnbench.results' records are mappings of their declared fields)."""
+    cells = getattr(record, "cells", None)
+    return cells() if callable(cells) else record
 
 
 def _free_name(name: str, taken: list[str]) -> str:

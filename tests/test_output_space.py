@@ -301,3 +301,45 @@ def test_a_real_disk_filling_during_a_longer_run_keeps_every_row(small_fs, tmp_p
     assert json.loads((folder / "x.json").read_text())["metadata"]["complete"] is True
     assert "CSV written" not in out
     assert not target.exists() and not js.exists()
+
+
+# --- rows that cannot be encoded (issue 41) ------------------------------------------------------------------------
+
+def test_a_cell_that_cannot_be_encoded_leaves_every_row_in_the_kept_folder(tmp_path, monkeypatch):
+    """One planted cell the CSV encoder refuses: the run's rows are still kept, as JSON lines that always encode,
+    and the error line names where; nothing is left at the asked paths."""
+    from lnbench.results import frames
+
+    real = frames.csv_cell
+
+    def refuses_one_cell(value):
+        if value == "dbias":                 # verify's last tensor: one cell of each case's last row
+            raise ValueError("planted: this cell cannot be encoded")
+        return real(value)
+
+    monkeypatch.setattr(frames, "csv_cell", refuses_one_cell)
+    target, as_json = tmp_path / "out" / "x.csv", tmp_path / "out" / "x.json"
+    result = CliRunner().invoke(main, [*VERIFY, "--csv", str(target), "--json", str(as_json)])
+    lines = _lines(result.output)
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("lnbench: error: cannot encode the results (ValueError: planted: this cell cannot "
+                               "be encoded); the results are kept in "), lines[0]
+    folder, names = _kept(lines[0], tmp_path)
+    assert names == ["verify.rows.jsonl", "verify.metadata.json"]
+    rows = [json.loads(line) for line in (folder / names[0]).read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == ROWS and {r["status"] for r in rows} == {"PASS"}
+    assert "dbias" in {r["tensor"] for r in rows} and all(r["max_abs_err"] >= 0 for r in rows)
+    metadata = json.loads((folder / names[1]).read_text(encoding="utf-8"))
+    assert metadata["schema"].startswith("verify/") and metadata["complete"] is True
+    assert not target.exists() and not as_json.exists()
+
+
+def test_values_json_has_no_form_for_are_kept_as_their_repr():
+    from lnbench.output_fallback import always_json
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "Odd()"
+
+    kept = always_json({"a": float("nan"), 3: (1, Odd()), "b": {"c": float("inf")}, "d": "γ"})
+    assert json.loads(json.dumps(kept)) == {"a": None, "3": [1, "Odd()"], "b": {"c": None}, "d": "γ"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from cli_helpers import ABI_TIMING, error_line, timing
 from lnbench import results
 from lnbench.cli import main
 from lnbench.cli_common import emit_outputs
+from lnbench.outputs import ResultsNotWritten
 from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result
 from session_once import built_once
 
@@ -162,13 +164,19 @@ def _row() -> dict:
 @pytest.mark.parametrize("bad,what", [({**_row(), "bogus": 1}, "undeclared column(s) bogus"),
                                       ({k: v for k, v in _row().items() if k != "verdict"},
                                        "required column(s) verdict missing")])
-def test_planted_schema_breaks_are_caught(tmp_path: Path, bad: dict, what: str) -> None:
+def test_planted_schema_breaks_are_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: dict,
+                                         what: str) -> None:
+    """A row that breaks its kind's declaration is never written where asked; the rows are kept as JSON lines
+    in the folder the error names (lnbench.output_fallback.keep_rows)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     metadata = results.COMPARE.run(command="compare")
     emit_outputs([_row()], metadata, tmp_path / "ok.csv", tmp_path / "ok.json", announce=False)
-    with pytest.raises(SchemaError, match=re.escape(what)):
-        emit_outputs([_row(), bad], metadata, tmp_path / "bad.csv", None, announce=False)
-    with pytest.raises(SchemaError, match=re.escape(what)):
-        emit_outputs([_row(), bad], metadata, None, tmp_path / "bad.json", announce=False)
+    for csv_path, json_path in ((tmp_path / "bad.csv", None), (None, tmp_path / "bad.json")):
+        with pytest.raises(ResultsNotWritten, match=re.escape(what)) as caught:
+            emit_outputs([_row(), bad], metadata, csv_path, json_path, announce=False)
+        assert isinstance(caught.value.__cause__, SchemaError) and caught.value.kept
+        kept = re.search(r"kept in (\S+)/", str(caught.value)).group(1)
+        assert len((Path(kept) / "compare.rows.jsonl").read_text().splitlines()) == 2
     assert not (tmp_path / "bad.csv").exists() and not (tmp_path / "bad.json").exists()
     with pytest.raises(SchemaError, match="names no declared kind"):   # an unstamped result is not written
         emit_outputs([_row()], {"command": "compare"}, tmp_path / "x.csv", None, announce=False)

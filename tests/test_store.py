@@ -261,3 +261,26 @@ def test_a_store_failing_at_the_end_exits_2_with_the_result_files_kept(tmp_path:
     errors = [line for line in out.output.splitlines() if line.startswith("lnbench: error:")]
     assert errors == ["lnbench: error: store X: database is locked (the run is not recorded; its result files are "
                       "written)"]
+
+
+def test_a_store_that_fails_while_recording_keeps_the_files_and_records_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any failure while recording (here one planted in the points of the run) is one line, exit 2: the result
+    files stay written and the store holds nothing of the run."""
+    import lnbench.store.record as recording
+
+    def broken(*args, **kwargs):
+        raise ValueError("planted: a point that cannot be made")
+
+    monkeypatch.delenv("LNBENCH_STORE", raising=False)
+    monkeypatch.setattr(recording, "identity_and_points", broken)
+    url = f"sqlite:///{tmp_path / 's.sqlite'}"
+    csv_path = tmp_path / "c.csv"
+    out = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
+                                    str(csv_path), "--store", url])
+    assert out.exit_code == 2, out.output
+    last = out.output.strip().splitlines()[-1]
+    assert last == (f"lnbench: error: store {url}: cannot record the run (ValueError: planted: a point that cannot "
+                    f"be made) (the run is not recorded; its result files are written)"), last
+    assert len(load_result(csv_path).rows) > 0
+    assert counts(url) == (0, 0, 0)

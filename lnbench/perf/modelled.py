@@ -261,8 +261,7 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
                 progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
             rows = run_cases(plan, on_case)
         finish(plan, started)
-        if not quiet:
-            print_profile(rows, plan.dev.arch)
+        print_profile(rows, plan.dev.arch, quiet)
         sink.finish(rows, plan.run, md_path=md_path,
                     summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
     record.finish()                 # what its cases, compiles and start took, for the next estimate here

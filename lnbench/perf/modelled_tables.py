@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from lnbench.cli_common import console
 from lnbench.results import ProfileRow
-from lnbench.tables import Column, render_table
+from lnbench.tables import Column, render_table, silent_console
 
 
 def _us(value: Any) -> str:
@@ -26,15 +26,18 @@ COLUMNS = [
 ]
 
 
-def print_profile(rows: Sequence[ProfileRow], arch: str) -> None:
-    """The modelled floors (µs) and the profile behind them; then what could not be computed and why."""
+def print_profile(rows: Sequence[ProfileRow], arch: str, quiet: bool = False) -> None:
+    """The modelled floors (µs) and the profile behind them; then what could not be computed and why (quiet:
+    the table recorded for the Markdown only)."""
     shown = []
     for r in rows:
         ok = r.get("status") == "ok"
         shown.append({**r, "_bytes": (r["unique_bytes_loaded"] + r["unique_bytes_stored"]) if ok else None,
                       "_by": r["bound_by"] if ok else f"{r.get('status')}: {r.get('detail', '')}"})
-    render_table(console, f"lnbench perf on the emulated device ({arch}): MODELLED lower bounds, µs — not timings",
-                 COLUMNS, shown)
+    title = f"lnbench perf on the emulated device ({arch}): MODELLED lower bounds, µs — not timings"
+    render_table(silent_console() if quiet else console, title, COLUMNS, shown)
+    if quiet:
+        return
     notes = sorted({"issue floors of the classes other than VALU: no published issue rate"
                     if n.startswith("issue floors of") else n
                     for r in rows for n in str(r.get("notes") or "").split("; ") if n})

@@ -1,5 +1,6 @@
 """The one codec of list cells: a list column (LIST: `run_us`, `kernel_run_us`) is a JSON array in a JSON file
-and its numbers joined by `;` in a CSV cell; a JSON value (a dict) is JSON text in a CSV cell."""
+and its numbers joined by `;` in a CSV cell; a JSON value (a run record's JSON field: a dict or a list) is JSON
+text in a CSV cell and the value itself in a JSON file."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,25 @@ def csv_cell(value: Any) -> Any:
         return CSV_LIST_SEPARATOR.join(str(v) for v in value)
     if isinstance(value, dict):
         return json.dumps(value, default=str)
+    return value
+
+
+def csv_run_cell(value: Any) -> Any:
+    """A run record's cell as the CSV column it is repeated in: a nested value (a JSON field such as
+    `modelled_targets` or `targets`) as JSON text, anything else as it is (json_from_cell reads it back)."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=str)
+    return value
+
+
+def json_from_cell(value: Any) -> Any:
+    """A JSON field's CSV cell back as the value a JSON file holds (csv_run_cell's inverse); text that is not
+    a JSON array or object as it is (files of older lnbench versions)."""
+    if isinstance(value, str) and value.lstrip().startswith(("[", "{")):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
     return value
 
 

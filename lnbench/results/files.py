@@ -13,7 +13,8 @@ import pandas as pd
 
 from lnbench.errors import LnbenchUsageError
 from lnbench.results.kinds import COMPARE, KINDS, PERF, ABI, VERIFY, typed
-from lnbench.results.records import missing
+from lnbench.results.codec import json_from_cell
+from lnbench.results.records import JSON, missing
 from lnbench.results.runs import SCHEMA_KEY, RunRecord
 
 
@@ -118,7 +119,7 @@ def _from_json(path: Path, text: str) -> ResultFile:
 def _table_frame(path: Path, text: str) -> pd.DataFrame:
     """The rows of a Table Schema result, each column of its declared type (worker indices stay integers)."""
     try:
-        return pd.read_json(io.StringIO(text), orient="table")
+        return pd.read_json(io.StringIO(text), orient="table", precise_float=True)
     except (ValueError, KeyError, TypeError) as exc:
         raise LnbenchUsageError(f"{path}: malformed rows: {str(exc).splitlines()[0] if str(exc) else exc}") from None
 
@@ -143,12 +144,14 @@ def _csv_run_cells(frame: pd.DataFrame, kind: str) -> dict[str, Any]:
     """The run record's cells of a CSV: its declared run columns that are not also row columns (those hold
     each row's own value, such as verify's per-case seed), read from the first row."""
     record, rows = KINDS[kind].run_record, KINDS[kind].row
+    nested = {c.name for c in record.COLUMNS if c.type == JSON}
     first = frame.iloc[0]
     out = {}
     for name in frame.columns:
         if record.declares(name) and not rows.declares(name):
             value = first[name]
-            out[name] = None if pd.isna(value) else value.item() if hasattr(value, "item") else value
+            value = None if pd.isna(value) else value.item() if hasattr(value, "item") else value
+            out[name] = json_from_cell(value) if name in nested else value
     return out
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from lnbench.results.codec import csv_cell
+from lnbench.results.codec import csv_cell, csv_run_cell
 from lnbench.results.kinds import Kind, kind_of_metadata, ordered_columns, typed
-from lnbench.results.records import plain
+from lnbench.results.records import missing, plain
 from lnbench.results.runs import SCHEMA_KEY
 
 
@@ -32,7 +33,7 @@ def rows_frame(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | 
             frame[column] = frame[column].astype("Int64")    # integers with gaps stay integers (not 6.0)
     for key, value in plain(metadata or {}).items():
         if key not in frame.columns:
-            frame[key] = csv_cell(value) if isinstance(value, dict) else value
+            frame[key] = csv_run_cell(value)
     return frame
 
 
@@ -43,6 +44,16 @@ def csv_frame(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | N
 
 def json_table(rows: Sequence[Mapping[str, Any]], kind: Kind | None = None) -> dict[str, Any]:
     """Rows as pandas' Table Schema ({"schema": ..., "data": [...]}, the form `pd.read_json(path,
-    orient="table")` reads back with each column's type); list values stay JSON arrays."""
+    orient="table")` reads back with each column's type); list values stay JSON arrays. Every number keeps all
+    its digits (pandas' own writer keeps 15 decimal places: 4.5588826891318e-07 would come back as 4.55888269e-07)."""
     frame = rows_frame(rows, kind=kind)
-    return json.loads(frame.to_json(orient="table", index=False, double_precision=15))
+    data = [{column: _json_value(value) for column, value in record.items()}
+            for record in frame.astype(object).to_dict("records")]
+    return {"schema": pd.io.json.build_table_schema(frame, index=False), "data": data}
+
+
+def _json_value(value: Any) -> Any:
+    """A frame cell as JSON takes it: missing as None, numpy scalars as Python's."""
+    if missing(value):
+        return None
+    return value.item() if isinstance(value, np.generic) else value

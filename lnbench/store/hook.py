@@ -11,6 +11,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import click
 
+from lnbench.errors import one_line
+
 #: click context key: the --store value ("" = given without a URL)
 STORE_KEY = "lnbench.store"
 _OPEN: dict[str, Any] = {}          # "store": the open Store of this command, "failed": a recording failed
@@ -65,6 +67,9 @@ def record(rows: Sequence[Mapping[str, Any]], metadata: Any) -> str | None:
         done = record_rows(store, rows, metadata)
     except StoreError as exc:
         _OPEN["failed"] = str(exc)
+        return None
+    except Exception as exc:  # noqa: BLE001 - the result files are written: never lose the run to the store
+        _OPEN["failed"] = f"store {store.url}: cannot record the run ({one_line(exc)})"
         return None
     what = "recorded" if done.new_run or done.new_points else "already recorded"
     return f"Run {what} in store {store.url} (run {done.run_id}, {done.new_points} new of {done.points} points)"
