@@ -3,6 +3,7 @@
     python scripts/emu_speed.py                     # bf16 64x4096 forward and backward on emu:gfx942
     python scripts/emu_speed.py --shape 256x4096 --arch gfx950 --repeats 5
     python scripts/emu_speed.py --emu-checks none   # the sanitizer checks' cost: compare with the default (all)
+    python scripts/emu_speed.py --kernel-src DIR    # FlyDSL's own LayerNorm (--backend flydsl-src) from a checkout
 
 Pin it to one core: `taskset -c 0 python scripts/emu_speed.py`. The first call of each op compiles and decodes;
 the figures are the best of the warm repeats, in wall time and in this process's CPU time (on a machine
@@ -42,10 +43,10 @@ def main() -> None:
     ap.add_argument("--shape", default="64x4096")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--emu-checks", default="all", help="sanitizer checks: all, none or a comma list")
+    ap.add_argument("--kernel-src", default="", help="a FlyDSL checkout: time its LayerNorm (flydsl-src) instead")
     args = ap.parse_args()
     resolve_device(f"emu:{args.arch}")
     runtime.set_checks(args.emu_checks)
-    from lnbench.flydsl import launch
     m, n = parse_shape(args.shape)
     gen = torch.Generator().manual_seed(0)
     dt = DTYPES[args.dtype]
@@ -53,10 +54,17 @@ def main() -> None:
     w = (torch.rand(n, generator=gen) + 0.5).to(dt)
     b = torch.randn(n, generator=gen).to(dt)
     dy = torch.randn(m, n, generator=gen).to(dt)
-    _, mean, rstd = launch.forward(x, w, b, 1e-5)
-    ops = {"fwd": lambda: launch.forward(x, w, b, 1e-5),
-           "bwd (main + reduce)": lambda: launch.backward(dy, x, w, mean, rstd)}
-    print(f"emu:{args.arch} {args.dtype} {args.shape}, checks: {args.emu_checks}")
+    if args.kernel_src:
+        from lnbench.backends import FLYDSL_SRC, get_backend, set_kernel_src
+        set_kernel_src(args.kernel_src)
+        kernels, label = get_backend(FLYDSL_SRC), f"{FLYDSL_SRC} "
+    else:
+        from lnbench.flydsl import launch as kernels
+        label = ""
+    _, mean, rstd = kernels.forward(x, w, b, 1e-5)
+    ops = {"fwd": lambda: kernels.forward(x, w, b, 1e-5),
+           "bwd (main + reduce)": lambda: kernels.backward(dy, x, w, mean, rstd)}
+    print(f"{label}emu:{args.arch} {args.dtype} {args.shape}, checks: {args.emu_checks}")
     for name, fn in ops.items():
         wall, cpu, instrs = measure(fn, args.repeats)
         print(f"  {name:20s} {wall * 1e3:8.1f} ms wall, {cpu * 1e3:8.1f} ms CPU per call   {instrs:9d} "

@@ -34,7 +34,6 @@ import ctypes
 import hashlib
 import os
 import platform
-import subprocess
 import sys
 import threading
 from collections import OrderedDict
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from lnbench.emu.cbuild import compile_library
 from lnbench.emu.errors import EmulatorUnavailable
 from lnbench.zig import zig_binary
 
@@ -112,29 +112,9 @@ def library_path() -> Path:
     zig = zig_binary()
     if zig is None:
         raise EmulatorUnavailable("the emulated device builds its HIP stand-in with zig: pip install ziglang")
-    tag = f"{os.getpid()}.{threading.get_ident()}"
-    script = out.parent / f"hip.map.tmp{tag}"
-    tmp = out.parent / f"{SONAME}.tmp{tag}"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        script.write_text(VERSION_SCRIPT)
-    except OSError as exc:
-        raise EmulatorUnavailable(f"cannot set up the emulator's folder {out.parent}: {exc.strerror or exc} (point "
-                                  f"LNBENCH_EMU_DIR or XDG_CACHE_HOME at a writable folder)") from None
-    cmd = [str(zig), "cc", *CFLAGS, f"-Wl,--version-script={script}", f"-Wl,-soname,{SONAME}",
-           "-o", str(tmp), str(SOURCE)]
-    try:
-        # zig keeps a global cache (default ~/.cache/zig): beside ours, so a read-only $HOME does not stop the build
-        zig_cache = os.environ.get("ZIG_GLOBAL_CACHE_DIR") or str(emu_dir() / "zig-cache")
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "ZIG_GLOBAL_CACHE_DIR": zig_cache})
-        if proc.returncode != 0 or not tmp.exists():
-            raise EmulatorUnavailable(f"building the HIP stand-in failed ({' '.join(cmd)}):\n{proc.stderr.strip()}")
-        os.replace(tmp, out)           # atomic: parallel workers may build at once
-    finally:
-        script.unlink(missing_ok=True)
-        tmp.unlink(missing_ok=True)
-    return out
+    flags = [*CFLAGS, "-Wl,--version-script={hip.map}", f"-Wl,-soname,{SONAME}"]
+    return compile_library(zig, out, SOURCE, flags, "the HIP stand-in", emu_dir() / "zig-cache",
+                           extra={"hip.map": VERSION_SCRIPT})
 
 
 # ---------------------------------------------------------------- load

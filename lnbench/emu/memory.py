@@ -29,6 +29,7 @@ from functools import cached_property
 
 import numpy as np
 
+from lnbench.emu import native
 from lnbench.emu.errors import EmulatorFault
 
 
@@ -110,15 +111,16 @@ class Footprint:
         self._maps: dict[tuple[int, bool], np.ndarray] = {}
         self._moved: dict[tuple[int, bool], int] = {}
 
-    def mark(self, region: Region, offsets: np.ndarray, load: bool) -> None:
-        """Record the byte offsets (any shape) one access touched in `region`."""
+    def mark(self, region: Region, offs: np.ndarray, nbytes: int, load: bool) -> None:
+        """Record the `nbytes` bytes from each byte offset `offs` (int64, C-contiguous) one access touched in
+        `region`."""
         key = (id(region), load)
         touched = self._maps.get(key)
         if touched is None:
             self._regions[id(region)] = region
             touched = self._maps[key] = np.zeros(region.size, bool)
-        touched[offsets.reshape(-1)] = True
-        self._moved[key] = self._moved.get(key, 0) + offsets.size
+        native.mark(touched, offs, nbytes)
+        self._moved[key] = self._moved.get(key, 0) + offs.size * nbytes
 
     def result(self) -> dict[str, BufferTraffic]:
         """Per buffer name (buffers sharing a name are summed), in first-touch order."""
@@ -184,7 +186,10 @@ class Memory:
 
     # ------------------------------------------------------------ the allocation map
     def add(self, base: int, size: int, name: str, data: np.ndarray | None = None) -> Region:
-        """Register [base, base+size); overlapping duplicates keep the first name (views of one tensor)."""
+        """Register [base, base+size); overlapping duplicates keep the first name (views of one tensor). `data`: the
+        bytes (default: the process memory there), one C-contiguous uint8 row: the native helper indexes it."""
+        if data is not None and (data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous):
+            raise ValueError(f"buffer '{name}': its data must be one C-contiguous row of uint8")
         region = Region(base, size, name, host_view(base, size) if data is None else data)
         i = bisect.bisect_left(self._bases, base)
         self._regions.insert(i, region)
@@ -257,20 +262,33 @@ class Memory:
         return [(found[k], np.asarray(v)) for k, v in groups.items()]
 
     # ------------------------------------------------------------ access
+    def _accesses(self, addrs: np.ndarray, nbytes: int, what: str, lanes: np.ndarray | None,
+                  groups: np.ndarray | None) -> list[tuple[Region, np.ndarray, np.ndarray, np.ndarray | None]]:
+        """Per buffer the accesses fall in: (region, their indices, their byte offsets into it (int64), their
+        workgroups (int32; None without `groups`)), the arrays C-contiguous for the native helper."""
+        out = []
+        for reg, idx in self._resolve(addrs, nbytes, what, lanes):
+            every = idx.size == addrs.size                 # one buffer: no copies through idx
+            offs = np.ascontiguousarray((addrs if every else addrs[idx]).astype(np.int64) - reg.base)
+            g = None if groups is None else np.ascontiguousarray(groups if every else groups[idx], np.int32)
+            out.append((reg, idx, offs, g))
+        return out
+
     def load(self, addrs: np.ndarray, nbytes: int, what: str = "global load",
              lanes: np.ndarray | None = None, groups: np.ndarray | None = None) -> np.ndarray:
         """Bytes at each address: (n, nbytes) uint8. `groups`: the workgroup of each access (race checker)."""
         out = np.zeros((addrs.size, nbytes), np.uint8)
-        step = np.arange(nbytes, dtype=np.int64)
-        for reg, idx in self._resolve(addrs, nbytes, what, lanes):
-            where = addrs[idx].astype(np.int64)[:, None] - reg.base + step
+        for reg, idx, offs, g in self._accesses(addrs, nbytes, what, lanes, groups):
             if self.initcheck and reg.written is not None:
-                self._check_written(reg, where, what, lanes, idx)
+                self._check_written(reg, offs, nbytes, what, lanes, idx)
             if self.race:
-                self._race(reg, where, groups, idx, what, "load")
-            out[idx] = reg.data[where]
+                self._race(reg, offs, nbytes, g, what, "load")
+            if idx.size == addrs.size:
+                out = native.gather(reg.data, offs, nbytes)
+            else:
+                out[idx] = native.gather(reg.data, offs, nbytes)
             if self.footprint is not None:
-                self.footprint.mark(reg, where, load=True)
+                self.footprint.mark(reg, offs, nbytes, load=True)
         self.bytes_loaded += out.size
         return out
 
@@ -278,16 +296,14 @@ class Memory:
               lanes: np.ndarray | None = None, groups: np.ndarray | None = None) -> None:
         """Write data[i] (nbytes uint8) at addrs[i], in lane order (a later lane wins)."""
         nbytes = data.shape[1]
-        step = np.arange(nbytes, dtype=np.int64)
-        for reg, idx in self._resolve(addrs, nbytes, what, lanes):
-            where = addrs[idx].astype(np.int64)[:, None] - reg.base + step
+        for reg, idx, offs, g in self._accesses(addrs, nbytes, what, lanes, groups):
             if self.race:
-                self._race(reg, where, groups, idx, what, "store")
-            reg.data[where] = data[idx]
+                self._race(reg, offs, nbytes, g, what, "store")
+            native.scatter(reg.data, offs, np.ascontiguousarray(data if idx.size == len(data) else data[idx], np.uint8))
             if reg.written is not None:
-                reg.written[where] = True
+                native.mark(reg.written, offs, nbytes)
             if self.footprint is not None:
-                self.footprint.mark(reg, where, load=False)
+                self.footprint.mark(reg, offs, nbytes, load=False)
         self.bytes_stored += data.size
 
     def atomic_add_f32(self, addrs: np.ndarray, values: np.ndarray, lanes: np.ndarray | None = None,
@@ -295,88 +311,75 @@ class Memory:
         """fp32 atomic adds applied one lane after another, in fp32 (one fixed order; a GPU's order varies)."""
         if np.any(addrs & np.uint64(3)):
             raise MemoryFault("global atomic add at an address that is not 4-byte aligned")
-        for reg, idx in self._resolve(addrs, 4, "global atomic add", lanes):
-            offs = addrs[idx].astype(np.int64) - reg.base
-            where = offs[:, None] + np.arange(4, dtype=np.int64)
+        what = "global atomic add"
+        for reg, idx, offs, g in self._accesses(addrs, 4, what, lanes, groups):
             if self.initcheck and reg.written is not None:
-                self._check_written(reg, where, "global atomic add", lanes, idx)
+                self._check_written(reg, offs, 4, what, lanes, idx)
             if self.race:
-                self._race(reg, where, groups, idx, "global atomic add", "atomic")
+                self._race(reg, offs, 4, g, what, "atomic")
             lo, hi = int(offs.min()), int(offs.max()) + 4
             cells = reg.data[lo:hi].view(np.float32)
             np.add.at(cells, (offs - lo) // 4, values[idx].astype(np.float32))
             if self.footprint is not None:
-                self.footprint.mark(reg, where, load=True)
-                self.footprint.mark(reg, where, load=False)
+                self.footprint.mark(reg, offs, 4, load=True)
+                self.footprint.mark(reg, offs, 4, load=False)
         self.bytes_loaded += 4 * addrs.size
         self.bytes_stored += 4 * addrs.size
 
     # ------------------------------------------------------------ initcheck and race
-    def _check_written(self, reg: Region, where: np.ndarray, what: str, lanes: np.ndarray | None,
+    def _check_written(self, reg: Region, offs: np.ndarray, nbytes: int, what: str, lanes: np.ndarray | None,
                        idx: np.ndarray) -> None:
-        ok = reg.written[where]
-        if ok.all():
+        first = native.first_unset(reg.written, offs, nbytes)
+        if first < 0:
             return
-        i, j = (int(v) for v in np.argwhere(~ok)[0])
+        i, j = divmod(first, nbytes)
         lane = f" (lane {int(lanes[idx[i]])})" if lanes is not None else ""
-        first = int(where[i, j])
-        raise UninitializedRead(f"uninitialized read: {what}{lane} reads byte offset {first} of '{reg.name}' "
-                                f"[0x{reg.base:x}, +{reg.size}), which starts uninitialized and nothing has "
-                                f"written yet")
+        raise UninitializedRead(f"uninitialized read: {what}{lane} reads byte offset {int(offs[i]) + j} of "
+                                f"'{reg.name}' [0x{reg.base:x}, +{reg.size}), which starts uninitialized and nothing "
+                                f"has written yet")
 
-    def _race(self, reg: Region, where: np.ndarray, groups: np.ndarray | None, idx: np.ndarray, what: str,
-              mode: str) -> None:
-        """The cross-workgroup race checker for one access to `reg` (mode: load, store or atomic); `where`: the
-        byte offsets, one row per lane."""
-        if groups is None:
+    def _race(self, reg: Region, offs: np.ndarray, nbytes: int, g: np.ndarray | None, what: str, mode: str) -> None:
+        """The cross-workgroup race checker for one access to `reg` (mode: load, store or atomic): `nbytes` bytes from
+        each byte offset `offs`, by workgroups `g`."""
+        if g is None:
             raise EmulatorFault(f"{what}: the race checker needs the workgroup of each access (handler bug)")
         shadow = self._shadows.get(id(reg))
         if shadow is None:
             shadow = self._shadows[id(reg)] = RaceShadow(reg.size)
-        where = where.reshape(where.shape[0], -1)
-        g = groups[idx].astype(np.int32)[:, None]         # each lane's workgroup, broadcast over its bytes
         if shadow.modified:                                # (a buffer no one modified yet has nothing to clash with)
-            m = shadow.modifier[where]
-            if mode == "atomic":
-                bad_m = (m >= 0) & (m != g)                   # another workgroup's plain store
-            else:
-                bad_m = (m != NONE) & (m != g) & (m != -3 - g)
-            self._race_fault(bad_m, m, where, g, reg, what, modifier=True)
+            first = native.race_modified(shadow.modifier, offs, nbytes, g, atomic=mode == "atomic")
+            self._race_fault(first, shadow.modifier, offs, nbytes, g, reg, what, modifier=True)
         if mode != "load" and shadow.read:
-            r = shadow.reader[where]
-            self._race_fault((r != NONE) & (r != g), r, where, g, reg, what, modifier=False)
+            first = native.race_read(shadow.reader, offs, nbytes, g)
+            self._race_fault(first, shadow.reader, offs, nbytes, g, reg, what, modifier=False)
         if mode == "store":
             shadow.modified = True
-            shadow.modifier[where] = np.broadcast_to(g, where.shape)
-            back = shadow.modifier[where]          # two workgroups storing one byte in this very access
-            clash = back != g
-            if clash.any():
-                i, j = (int(v) for v in np.argwhere(clash)[0])
-                raise GlobalRace(f"global race: workgroups {self.group_name(int(g[i, 0]))} and "
-                                 f"{self.group_name(int(back[i, j]))} both {what} byte offset {int(where[i, j])} of "
+            first = native.race_store(shadow.modifier, offs, nbytes, g)    # two workgroups storing one byte in
+            if first >= 0:                                                  # this very access
+                i, j = divmod(first, nbytes)
+                byte = int(offs[i]) + j
+                raise GlobalRace(f"global race: workgroups {self.group_name(int(g[i]))} and "
+                                 f"{self.group_name(int(shadow.modifier[byte]))} both {what} byte offset {byte} of "
                                  f"'{reg.name}' in this launch (no atomics order them)")
         elif mode == "atomic":
-            m = shadow.modifier[where]
-            own_atomic = -3 - g
-            mine = (m == NONE) | (m == g) | (m == own_atomic)
             shadow.modified = True
-            shadow.modifier[where] = np.where(mine, own_atomic, SEVERAL)
+            native.race_note(shadow.modifier, offs, nbytes, g, atomic=True)
         else:
             shadow.read = True
-            r = shadow.reader[where]
-            shadow.reader[where] = np.where((r == NONE) | (r == g), g, SEVERAL)
+            native.race_note(shadow.reader, offs, nbytes, g, atomic=False)
 
-    def _race_fault(self, bad: np.ndarray, prev_of: np.ndarray, where: np.ndarray, g: np.ndarray, reg: Region,
+    def _race_fault(self, first: int, shadow: np.ndarray, offs: np.ndarray, nbytes: int, g: np.ndarray, reg: Region,
                     what: str, modifier: bool) -> None:
-        if not bad.any():
+        if first < 0:
             return
-        i, j = (int(v) for v in np.argwhere(bad)[0])
-        prev = int(prev_of[i, j])
+        i, j = divmod(first, nbytes)
+        byte = int(offs[i]) + j
+        prev = int(shadow[byte])
         if prev == SEVERAL:
             by = "several other workgroups"
         else:
             by = f"workgroup {self.group_name(prev if prev >= 0 else -3 - prev)}"
         verb = ("stored" if prev >= 0 else "added to atomically") if modifier else "loaded"
-        raise GlobalRace(f"global race: workgroup {self.group_name(int(g[i, 0]))} {what}s byte offset "
-                         f"{int(where[i, j])} of '{reg.name}', which {by} {verb} in this launch (no atomics order "
+        raise GlobalRace(f"global race: workgroup {self.group_name(int(g[i]))} {what}s byte offset "
+                         f"{byte} of '{reg.name}', which {by} {verb} in this launch (no atomics order "
                          f"them)")

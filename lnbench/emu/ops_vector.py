@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lnbench.emu import native
 from lnbench.emu.decode import AGPR
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.registry import DPP_CTRL, FLOAT_MODS, SDWA_INT, VALU_FORMS, op
@@ -188,9 +189,13 @@ def _fma_round_odd(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     s = np.asarray(p + c64, np.float64)
     bb = s - p
     t = (p - (s - bb)) + (c64 - bb)
-    even = (np.ascontiguousarray(s).view(np.uint64) & np.uint64(1)) == 0
-    with np.errstate(all="ignore"):
-        return np.where((t != 0) & np.isfinite(s) & even, np.nextafter(s, np.where(t > 0, np.inf, -np.inf)), s)
+    # the nudge, on the bit pattern: an inexact finite s (|t| > 0; t is NaN when s is not finite, and s == 0 only
+    # when exact) with an even last bit moves one ulp toward t: +1 when t and s have one sign, -1 when not (an even
+    # finite s is never the largest finite value, so +1 never reaches inf; 0 is never nudged)
+    bits = s.view(np.int64)
+    nudge = (np.abs(t) > 0) & ((bits & 1) == 0)
+    toward_zero = (np.asarray(t).view(np.int64) ^ bits) < 0
+    return (bits + np.where(nudge, 1 - 2 * toward_zero, 0)).view(np.float64)
 
 
 # ---------------------------------------------------------------- float arithmetic
@@ -353,15 +358,7 @@ def v_perm_b32(st: Step) -> None:
     """Byte i of the result = selector byte i of S2 applied to {S0, S1}: 0-7 a byte (0-3 from S1, 4-7 from S0),
     8-11 the sign of S1/S0 halves and words spread to a byte, 12 zero, 13+ 0xFF."""
     s0, s1, s2 = (np.ascontiguousarray(np.broadcast_to(src(st, i), (st.k, 64)), dtype=U32) for i in range(3))
-    ext = np.empty((st.k, 64, 14), np.uint8)
-    ext[..., 0:4] = s1.view(np.uint8).reshape(st.k, 64, 4)
-    ext[..., 4:8] = s0.view(np.uint8).reshape(st.k, 64, 4)
-    for slot, (word, bit) in enumerate(((s1, 15), (s1, 31), (s0, 15), (s0, 31)), start=8):
-        ext[..., slot] = ((word >> U32(bit)) & U32(1)).astype(np.uint8) * np.uint8(0xFF)
-    ext[..., 12] = 0
-    ext[..., 13] = 0xFF
-    sel = np.minimum(s2.view(np.uint8).reshape(st.k, 64, 4), np.uint8(13))
-    out(st, np.ascontiguousarray(np.take_along_axis(ext, sel.astype(np.intp), axis=2)).view("<u4")[..., 0])
+    out(st, native.perm_b32(s0, s1, s2))
 
 
 @op("v_lshlrev_b64", cls="valu")
