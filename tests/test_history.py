@@ -4,6 +4,7 @@ at the right run; identical distributions give none), verify's failing-since, fi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from lnbench.history.changes import change_points, sparkline
 from lnbench.results import load_result
 from lnbench.store.db import open_store
 from lnbench.store.record import record
+import h200_store
 from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 DATA = Path(__file__).parent / "data" / "results-v1"
@@ -169,6 +171,56 @@ def test_history_writes_history_results_that_load_result_reads(tmp_path: Path) -
     out = CliRunner().invoke(main, ["store", str(js), "--store", f"sqlite:///{tmp_path / 'other.sqlite'}"])
     assert out.exit_code == 2 and "not recorded in a store" in out.output, out.output
     assert len(out.output.strip().splitlines()) == 1
+
+
+def _table_rows(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("│")]
+
+
+def test_history_of_an_h200_shaped_store_prints_the_step_first_in_at_most_40_lines(tmp_path: Path) -> None:
+    """Issue 40: 336 verify series (PASS), 20 abi-compare series without a value, 16 perf series, one 5% slower
+    from a known commit: the table lists the 16 timed series, the stepped one first with its commits and size;
+    verify and abi-compare are a line each."""
+    code, output = _history(h200_store.build(tmp_path / "h200.sqlite"))
+    assert code == 0, output
+    assert len(output.splitlines()) <= 40, output
+    rows = _table_rows(output)
+    assert len(rows) == 16 and all(row.split("│")[1].strip() == "perf" for row in rows)
+    cells = [c.strip() for c in rows[0].split("│")[1:-1]]
+    assert cells[1:6] == list(h200_store.PLANTED)
+    step = re.search(rf"\.\.{h200_store.STEP_COMMIT} \+(\d+\.\d)% \(p 0\.0\d+\)", rows[0])
+    assert step and 3.5 <= float(step.group(1)) <= 6.5
+    assert not any(re.search(r"\.\.\w+ [+-]\d", row) for row in rows[1:])
+    lines = output.splitlines()
+    assert "verify: 336 series (336 PASS); --kind verify or --all lists them" in lines
+    assert "abi-compare: 20 series (20 without a value, not run (no ROCm device)); --kind abi-compare or --all " \
+           "lists them" in lines
+
+
+def test_all_and_kind_list_every_series_and_the_files_are_the_same_whatever_the_table(tmp_path: Path) -> None:
+    url = h200_store.build(tmp_path / "h200.sqlite")
+    shown = {}
+    for name, args in (("default", ()), ("all", ("--all",)), ("verify", ("--kind", "verify"))):
+        code, output = _history(url, *args, "--json", str(tmp_path / f"{name}.json"),
+                                "--csv", str(tmp_path / f"{name}.csv"))
+        assert code == 0, output
+        shown[name] = output
+    assert len(_table_rows(shown["all"])) == 372 and "--all lists them" not in shown["all"]
+    rows = _table_rows(shown["verify"])
+    assert len(rows) == 336 and all(row.split("│")[1].strip() == "verify" for row in rows)
+    default, every = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("default", "all"))
+    assert default["data"] == every["data"] and default["series"] == every["series"] and len(every["series"]) == 372
+    frames = [pd.read_csv(tmp_path / f"{name}.csv")[_OLD_CSV_COLUMNS] for name in ("default", "all")]
+    pd.testing.assert_frame_equal(*frames)
+
+
+def test_the_default_table_lists_failing_checks_and_says_so(tmp_path: Path) -> None:
+    code, output = _history(_store(tmp_path))
+    assert code == 0, output
+    rows = _table_rows(output)
+    assert len(rows) == 3 and "c024..c025" in rows[0] and "verify" in rows[2] and "v006" in rows[2]
+    assert "verify: 12 series (11 PASS, 1 FAIL); the table lists the failing; --kind verify or --all lists them" \
+        in output.splitlines()
 
 
 def test_fail_on_regression_exits_1_only_for_a_slowdown_of_that_size(tmp_path: Path) -> None:

@@ -81,14 +81,18 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
 @click.option("--csv", "csv_path", type=OutputFile(), help="Also write the series as CSV.")
 @click.option("--json", "json_path", type=OutputFile(), help="Also write the series (with change points) as JSON.")
 @md_option
+@click.option("--all", "show_all", is_flag=True,
+              help="List every series in the table (by default the checks and abi-compare series are a line each "
+                   "kind, unless --kind asks for one; the CSV and JSON always hold every series).")
 @click.option("--quiet", "-q", is_flag=True, help="Print no table.")
 @guarded
 def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, judged: tuple[Path, ...],
-                    csv_path: Path | None, json_path: Path | None, md_path: Path | None, quiet: bool,
+                    csv_path: Path | None, json_path: Path | None, md_path: Path | None, show_all: bool, quiet: bool,
                     **filters: object) -> int:
     """Per case over the stored runs: latest value, trend, change points; since when a check fails. A series is
     one case on one machine under one protocol; its change points are those e-divisive finds (the commit range each happened in, its size and p: no fixed
-    threshold); for verify, since which commit a case FAILs or errors."""
+    threshold); for verify, since which commit a case FAILs or errors. The table lists the timed series (those
+    with change points first) and the failing checks; verify and abi-compare are a line each (--kind, --all)."""
     from lnbench.history.cache import found_changes
     from lnbench.history.candidates import candidate_points, with_candidates
     from lnbench.history.render import history_run, render
@@ -110,7 +114,7 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
         store.close()
     slower = regressions(rows, fail_pct, bool(judged)) if fail_pct is not None else []
     run = history_run(store.url, filters, judged, fail_pct, len(slower), unjudged(points, bool(judged)))
-    render(rows, slower, fail_pct, run, csv_path, json_path, md_path, quiet)
+    render(rows, slower, fail_pct, run, csv_path, json_path, md_path, quiet, listed=show_all or bool(filters["kind"]))
     return EXIT_FAILED if slower else EXIT_OK
 
 
@@ -125,10 +129,10 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
 @guarded
 def report_command(out_dir: Path, url: str | None, config_path: Path | None, **filters: object) -> int:
-    """Write a static HTML dashboard of the results store (trends, change points, latest verify) to a folder.
-    It works offline (no script, no CDN): per machine
-    the latest verify (failures first), the latest compare, and a trend chart per timed case with its change
-    points and the runs of a busy machine marked."""
+    """Write a static HTML dashboard of the results store (what changed, trends, checks) to a folder.
+    It works offline (no script, no CDN), top to bottom: every change point (slowdowns first, with commits, size
+    and p), each machine's timed series as charts with axes, noise bands and change points marked, the checks
+    (failures first, all PASS in one line), then abi-compare, the modelled floors and the latest compare."""
     from lnbench.history.cache import found_changes
     from lnbench.history.query import Filters, load_points
     from lnbench.history.report import render_html
@@ -139,7 +143,7 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
 
     store = open_store(store_url(url, config_path))
     try:
-        points = load_points(store, Filters(**filters))     # type: ignore[arg-type]
+        points = load_points(store, Filters(**filters), worker_values=True)     # type: ignore[arg-type]
         rows = summarize(points, lambda wanted: found_changes(store, wanted))
     finally:
         store.close()

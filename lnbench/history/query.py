@@ -39,9 +39,10 @@ def _since(conn: sa.Connection, since: str) -> str:
     return first
 
 
-def load_points(store: Store, f: Filters) -> pd.DataFrame:
+def load_points(store: Store, f: Filters, worker_values: bool = False) -> pd.DataFrame:
     """One row per point: run (id, commit, dirty, branch, timestamp, load_flag), series (id, kind, backend, op,
-    dtype, shape, mode, case_name, machine, unit), value, value2, status, detail; oldest first."""
+    dtype, shape, mode, case_name, machine, unit), value, value2, status, detail (`worker_values`: and `values`,
+    the JSON list of a perf point's worker medians); oldest first."""
     r, s, p = S.runs, S.series, S.points
     with store.engine.connect() as conn:
         where = []
@@ -63,7 +64,8 @@ def load_points(store: Store, f: Filters) -> pd.DataFrame:
                                                        ("shape", f.shape), ("mode", f.mode)) if value]
         query = (sa.select(r.c.id.label("run_id"), r.c.commit, r.c.dirty, r.c.branch, r.c.timestamp, r.c.load_flag,
                            s.c.id.label("series_id"), s.c.kind, s.c.backend, s.c.op, s.c.dtype, s.c.shape, s.c.mode,
-                           s.c.case_name, s.c.machine, s.c.unit, p.c.value, p.c.value2, p.c.status, p.c.detail)
+                           s.c.case_name, s.c.machine, s.c.unit, p.c.value, p.c.value2, p.c.status, p.c.detail,
+                           *([p.c["values"]] if worker_values else []))
                  .select_from(p.join(r, p.c.run_id == r.c.id).join(s, p.c.series_id == s.c.id))
                  .where(p.c.run_id.in_(run_ids), *case))
         frame = pd.DataFrame([tuple(row) for row in conn.execute(query)], columns=list(query.selected_columns.keys()))

@@ -1,21 +1,27 @@
 """history's output: a table of the series (and of the regressions --fail-on-regression found), and the result
 files every command writes (cli_common.emit_outputs): CSV and JSON of the `history` kind (lnbench.results: one
 HistoryRow a series, a HistoryRun naming the store, filters and method; load_result reads them back) and the
-Markdown summary (--md, and $GITHUB_STEP_SUMMARY)."""
+Markdown summary (--md, and $GITHUB_STEP_SUMMARY).
+
+The table shows what a user comes for: by default the timed series (perf, modelled floors, ...), those with change
+points first (the newest change first), and the failing checks; the checks (verify, selftest) and abi-compare
+series are a line each kind, which --kind KIND or --all lists in full. The CSV and JSON always hold every series."""
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 import lnbench
+from lnbench import markdown
 from lnbench.checkout import git_commit, timestamp
 from lnbench.cli_common import console, emit_outputs
 from lnbench.history.cache import METHOD
 from lnbench.history.changes import MIN_VALUES
-from lnbench.history.summary import changes_text
+from lnbench.history.summary import BAD, CHECK_KINDS, changes_text
 from lnbench.processes import command_line
 from lnbench.results import HISTORY, HistoryRow, HistoryRun
-from lnbench.tables import Column, fmt_number, render_table, silent_console, styled_status
+from lnbench.tables import SHOWN, Column, fmt_number, render_table, silent_console, styled_status
 
 COLUMNS = [Column("kind", "kind", justify="left"), Column("backend", "backend", justify="left"),
            Column("op", "op"), Column("dtype", "dtype"), Column("shape", "shape"), Column("mode", "mode"),
@@ -23,6 +29,12 @@ COLUMNS = [Column("kind", "kind", justify="left"), Column("backend", "backend", 
            Column("unit", "unit"), Column("latest_status", "status", styled_status), Column("trend", "trend"),
            Column("changes_text", "change points (commits, size, p)", justify="left"),
            Column("since", "failing since")]
+#: the kinds the default table leaves out, a line each (--kind or --all lists them)
+SUMMARIZED_KINDS = (*CHECK_KINDS, "abi-compare")
+#: the most failing checks the default table lists
+FAILING_SHOWN = 10
+#: columns the table always keeps, even empty
+_KEPT = ("kind", "backend", "runs", "latest", "latest_status")
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
@@ -45,10 +57,64 @@ def history_run(store_url: str, filters: dict[str, Any], judged: Sequence[Path],
     return run
 
 
+def _newest_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Series with change points first (the fewest runs since the newest change first), then failing checks, then
+    the rest in series order."""
+    def key(row: dict[str, Any]) -> tuple[int, int]:
+        if row["changes"]:
+            return 0, row["runs"] - row["changes"][-1]["index"]
+        return (1 if row["since"] else 2), 0
+    return sorted(rows, key=key)
+
+
+def shown_rows(rows: list[dict[str, Any]], listed: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """The series the table lists (`listed`: every one, as --kind and --all ask) and a line for each kind it
+    summarizes instead (module docstring)."""
+    if listed:
+        return _newest_first(rows), []
+    shown = [r for r in rows if r["kind"] not in SUMMARIZED_KINDS]
+    failing = [r for r in rows if r["kind"] in CHECK_KINDS and r["latest_status"] in BAD]
+    lines = [_kind_line(kind, [r for r in rows if r["kind"] == kind], len(failing) > FAILING_SHOWN)
+             for kind in SUMMARIZED_KINDS if any(r["kind"] == kind for r in rows)]
+    return _newest_first(shown) + _newest_first(failing)[:FAILING_SHOWN], lines
+
+
+def _latest_status(row: dict[str, Any]) -> str:
+    """A series' latest status; a valued kind's series without a value says so."""
+    status = row["latest_status"] or "no status"
+    valued = row["kind"] in CHECK_KINDS or (row["latest"] is not None and row["latest"] == row["latest"])
+    return status if valued else f"without a value, {status}"
+
+
+def _kind_line(kind: str, rows: list[dict[str, Any]], cut: bool) -> str:
+    """One kind's series in a line: how many, their latest statuses, and how to list them."""
+    statuses = Counter(_latest_status(r) for r in rows)
+    counts = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
+    failing = sum(n for status, n in statuses.items() if status in BAD)
+    shown = (f"; the table lists the first {FAILING_SHOWN} failing" if cut else "; the table lists the failing") \
+        if failing else ""
+    return f"{kind}: {len(rows)} series ({counts}){shown}; --kind {kind} or --all lists them"
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[Column]:
+    """The table's columns, less those empty in every row listed."""
+    return [c for c in COLUMNS if c.key in _KEPT or any(r.get(c.key) not in ("", None) for r in rows)]
+
+
+def _tables(console_: Any, rows: list[dict[str, Any]]) -> None:
+    """One table a machine (its name in the title), the rows in their order."""
+    machines = sorted({r["machine"] for r in rows})
+    for machine in machines or [""]:
+        table = [_flat(r) for r in rows if r["machine"] == machine]
+        render_table(console_, f"History: {machine}" if machine else "History", _columns(table), table)
+
+
 def render(rows: list[dict[str, Any]], slower: list[dict[str, Any]], pct: float | None, run: HistoryRun,
-           csv_path: Path | None, json_path: Path | None, md_path: Path | None, quiet: bool) -> None:
-    """The table (unless quiet) and the result files: one HistoryRow a series (the CSV's columns, the JSON's
-    `data`), the JSON's `series` with each series' change points as lists, the Markdown."""
+           csv_path: Path | None, json_path: Path | None, md_path: Path | None, quiet: bool,
+           listed: bool = True) -> None:
+    """The table (unless quiet; `listed`: every series, else shown_rows' choice) and the result files: one
+    HistoryRow a series (the CSV's columns, the JSON's `data`), the JSON's `series` with each series' change
+    points as lists, the Markdown."""
     flat = [_flat(r) for r in rows]
     machines = sorted({r["machine"] for r in rows})
     summary = (f"{len(rows)} series on {len(machines)} machine(s); {sum(bool(r['changes']) for r in rows)} with "
@@ -56,10 +122,14 @@ def render(rows: list[dict[str, Any]], slower: list[dict[str, Any]], pct: float 
     if run.get("unjudged"):
         summary += (f"; {run.unjudged} timed series with fewer than {MIN_VALUES} runs (modelled floors: 2), too few "
                     f"to split: --fail-on-regression passes them unjudged")
-    render_table(silent_console() if quiet else console, "History", COLUMNS, flat)
+    shown, lines = shown_rows(rows, listed)
+    _tables(silent_console() if quiet else console, shown)
     if slower:
         render_table(console, f"Slowdowns of at least {pct}% (the newest change point)", COLUMNS,
                      [_flat(r) for r in slower])
+    for line in [] if quiet else lines:
+        console.print(line, markup=False, highlight=False)
     console.print(summary, markup=False, highlight=False)
+    md_text = markdown.document("lnbench history", summary, SHOWN, lines)
     emit_outputs([HistoryRow.of(row) for row in flat], run, csv_path, json_path, extra_json={"series": rows},
-                 md_path=md_path, summary=summary)
+                 md_path=md_path, summary=summary, md_text=md_text)

@@ -1,21 +1,61 @@
 """`lnbench report --out DIR`: a static HTML dashboard of the store, one page that works offline (no script, no
-CDN: inline SVG charts, lnbench.history.svg): per machine the latest verify (failures first), the latest compare,
-a trend chart per timed series with its change points and busy runs marked, and the modelled floors (`perf
---device emu`, the profile kind) charted in a section of their own, never among the measured trends."""
+CDN: inline SVG charts, lnbench.history.svg and templates/chart.svg.j2), top to bottom:
+
+1. what changed: every change point of a valued series, slowdowns first, then speed-ups, then other changes
+   (newest first in each), with its commit range, size and p, linked to its series; and how many checks fail;
+2. each machine's timed series (perf), those with change points first: a chart with axes, noise bands and the
+   change points marked, and a table of its runs (an anchor a series);
+3. the checks (verify, selftest) per machine: failing checks first (since which commit), then the counts per
+   backend × dtype × case (one line when all pass);
+4. abi-compare, 5. the modelled floors (`perf --device emu`, the profile kind: never among measured times),
+6. the latest compare and 7. other series (inspect), each in a section of its own.
+
+A series with no value (an abi-compare pair that could not run) is counted in a line, not drawn; one with a
+single value is listed in its section's table, not drawn (one dot shows no trend)."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import jinja2
+import numpy as np
 import pandas as pd
 
-from lnbench.history.summary import CHECK_KINDS, EXACT_KINDS, changes_text
-from lnbench.history.svg import chart
+from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, TIME_UNITS, changes_text
+from lnbench.history.svg import Chart, Run, chart, value_text
 
 TEMPLATES = Path(__file__).with_name("templates")
+#: the sections of valued series after the checks: (id, short name, heading, which kinds)
+SECTIONS: tuple[tuple[str, str, str, Callable[[str], bool]], ...] = (
+    ("abi-compare", "abi-compare", "abi-compare: Tensor vs Pointer ABI", lambda kind: kind == "abi-compare"),
+    ("modelled", "Modelled floors", "Modelled floors (perf --device emu): lower bounds, not measurements",
+     lambda kind: kind in EXACT_KINDS),
+)
+#: the kinds of timed series (perf; flydsl: FlyDSL's CI dashboard, imported)
+_TIMED = ("perf", "flydsl")
+#: units where a larger value is faster (a throughput)
+_FASTER_UP = ("TB/s", "TFLOPS", "GB/s")
+_OTHER_EXCLUDED = (*_TIMED, *CHECK_KINDS, "compare", "abi-compare", *EXACT_KINDS)
+#: the fewest values a chart is drawn for
+MIN_CHARTED = 2
+
+
+@dataclass
+class SeriesView:
+    """One series as the page shows it: its name and anchor, latest value, change points, chart and runs."""
+
+    row: dict[str, Any]
+    title: str
+    anchor: str
+    latest: str
+    changes: str
+    runs: list[Run]
+    chart: Chart | None
 
 
 def _anchor(text: str) -> str:
@@ -23,55 +63,176 @@ def _anchor(text: str) -> str:
 
 
 def _num(value: Any) -> str:
-    return "" if value is None or value != value else f"{float(value):.4g}"
+    return "" if value is None or value != value else value_text(float(value))
 
 
-def _latest_run(points: pd.DataFrame, kind: str) -> pd.DataFrame:
-    of = points[points["kind"] == kind]
-    if of.empty:
-        return of
-    newest = of.sort_values(["timestamp", "run_id"]).iloc[-1]["run_id"]
-    return of[of["run_id"] == newest]
+def series_title(row: dict[str, Any]) -> str:
+    """A series' name: kind backend op dtype shape mode case."""
+    return " ".join(str(row[k]) for k in ("kind", "backend", "op", "dtype", "shape", "mode", "case_name") if row[k])
 
 
-def _chart(machine: str, r: dict[str, Any], group: pd.DataFrame) -> dict[str, Any]:
-    """One series' trend chart and its caption."""
+def _interval(values: Any) -> tuple[float | None, float | None]:
+    """A run's interval: the range of its worker medians (a JSON list), when it has two or more."""
+    if not isinstance(values, str) or not values:
+        return None, None
+    try:
+        workers = [float(v) for v in json.loads(values)]
+    except (TypeError, ValueError):
+        return None, None
+    return (min(workers), max(workers)) if len(workers) > 1 else (None, None)
+
+
+def _runs(group: pd.DataFrame) -> list[Run]:
+    """The valued runs of one series, oldest first: the same values lnbench.history.summary searched."""
     have = group[group["value"].notna()]
-    title = " ".join(filter(None, (r["kind"], r["backend"], r["op"], r["dtype"], r["shape"], r["mode"],
-                                   r["case_name"])))
-    commits = [f"{c}-dirty" if d else c for c, d in zip(have["commit"], have["dirty"])]
-    return {"anchor": _anchor(f"{machine}-{title}"), "title": title, "unit": r["unit"],
-            "latest": _num(r["latest"]), "changes": changes_text(r["changes"]), "modelled": r["kind"] in EXACT_KINDS,
-            "svg": chart(have["value"].astype(float).tolist(), commits, [bool(f) for f in have["load_flag"]],
-                         r["changes"], title)}
+    intervals = [_interval(v) for v in have["values"]] if "values" in have else [(None, None)] * len(have)
+    return [Run(f"{c}-dirty" if d else c, str(t), float(v), lo, hi, str(flag or ""), str(status))
+            for c, d, t, v, (lo, hi), flag, status in zip(have["commit"], have["dirty"], have["timestamp"],
+                                                          have["value"], intervals, have["load_flag"], have["status"])]
+
+
+def series_view(row: dict[str, Any], group: pd.DataFrame) -> SeriesView:
+    """One series' view; its chart when it has MIN_CHARTED values or more."""
+    runs = _runs(group)
+    title = series_title(row)
+    drawn = chart(runs, row["changes"], title, row["unit"], row["machine"]) if len(runs) >= MIN_CHARTED else None
+    return SeriesView(row, title, f"s{row['series_id']}-{_anchor(title)}", _num(row["latest"]),
+                      changes_text(row["changes"]), runs, drawn)
+
+
+def _newest_change(view: SeriesView) -> str:
+    """The date of a series' newest change point ('' when it has none)."""
+    changes = view.row["changes"]
+    return view.runs[changes[-1]["index"]].timestamp if changes else ""
+
+
+def _changes_first(views: Iterable[SeriesView]) -> list[SeriesView]:
+    """Series with change points first (the newest change first), then the rest, each by name."""
+    return sorted(sorted(views, key=lambda v: v.title), key=_newest_change, reverse=True)
+
+
+def _direction(unit: str, size: float) -> str:
+    """slower or faster for a time or a throughput; changed for other units (a ratio, a count)."""
+    if unit in TIME_UNITS:
+        return "slower" if size > 0 else "faster"
+    if unit in _FASTER_UP:
+        return "faster" if size > 0 else "slower"
+    return "changed"
+
+
+def _medians(values: list[float], changes: list[dict[str, Any]], k: int) -> tuple[float, float]:
+    """The medians of the stretches before and after change point `k` (the size's two sides)."""
+    bounds = [0, *(c["index"] for c in changes), len(values)]
+    return float(np.median(values[bounds[k]:bounds[k + 1]])), float(np.median(values[bounds[k + 1]:bounds[k + 2]]))
+
+
+def changes_rows(views: Iterable[SeriesView]) -> list[dict[str, Any]]:
+    """Every change point of the charted series: slower first, then faster, then other changes; newest first."""
+    out = []
+    for view in views:
+        values = [run.value for run in view.runs]
+        for k, change in enumerate(view.row["changes"]):
+            before, after = _medians(values, view.row["changes"], k)
+            out.append({"direction": _direction(view.row["unit"], change["size_pct"]), "title": view.title,
+                        "anchor": view.anchor, "machine": view.row["machine"], "from": change["from_commit"],
+                        "to": change["to_commit"], "date": view.runs[change["index"]].timestamp[:10],
+                        "size": f"{change['size_pct']:+.1f}%", "unit": view.row["unit"],
+                        "medians": f"{value_text(before)} → {value_text(after)} {view.row['unit']}",
+                        "p": "exact" if change.get("exact") else f"{change['p']:.3f}"})
+    order = {"slower": 0, "faster": 1, "changed": 2}
+    out.sort(key=lambda r: r["date"], reverse=True)
+    return sorted(out, key=lambda r: order[r["direction"]])
+
+
+def _by_machine(views: list[SeriesView]) -> list[dict[str, Any]]:
+    """Views grouped per machine: charts (changes first), one-value series, and no-value series by status."""
+    machines = []
+    for machine in sorted({v.row["machine"] for v in views}):
+        mine = _changes_first(v for v in views if v.row["machine"] == machine)
+        empty = Counter(v.row["latest_status"] or "no status" for v in mine if not v.runs)
+        machines.append({"name": machine, "anchor": _anchor(machine), "charts": [v for v in mine if v.chart],
+                         "single": [v for v in mine if v.runs and not v.chart],
+                         "empty": sum(empty.values()), "empty_statuses": sorted(empty.items())})
+    return machines
+
+
+def _check_counts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per backend × dtype × case: how many checks, and how many of each latest status."""
+    counts: dict[tuple[str, str, str], Counter] = {}
+    for r in rows:
+        counts.setdefault((r["backend"], r["dtype"], r["case_name"]), Counter())[r["latest_status"]] += 1
+    return [{"backend": b, "dtype": d, "case": c, "checks": sum(n.values()), "pass": n["PASS"],
+             "fail": sum(n[s] for s in BAD), "other": sum(v for s, v in n.items() if s != "PASS" and s not in BAD)}
+            for (b, d, c), n in sorted(counts.items())]
+
+
+def _check_line(kind: str, rows: list[dict[str, Any]], failing: int) -> str:
+    """A kind's checks on a machine in a line: how many pass, fail, other; over what; at which commit."""
+    passed = sum(r["latest_status"] == "PASS" for r in rows)
+    other = len(rows) - passed - failing
+    commits = sorted({r["latest_commit"] for r in rows})
+    counts = ", ".join(filter(None, (f"{passed} of {len(rows)} checks PASS", failing and f"{failing} FAIL or error",
+                                      other and f"{other} other")))
+    spread = " × ".join(f"{len({r[key] for r in rows})} {what}" for key, what in
+                        (("backend", "backends"), ("dtype", "dtypes"), ("case_name", "cases")))
+    at = commits[0] if len(commits) == 1 else f"{len(commits)} commits"
+    return f"{kind}: {counts} ({spread}; latest at {at})"
+
+
+def check_groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per machine and check kind: the failing checks (those failing longest first), the counts, and a line."""
+    groups = []
+    for machine, kind in sorted({(r["machine"], r["kind"]) for r in rows if r["kind"] in CHECK_KINDS}):
+        mine = [r for r in rows if r["machine"] == machine and r["kind"] == kind]
+        failing = sorted((dict(r, latest_text=_num(r["latest"])) for r in mine if r["latest_status"] in BAD),
+                         key=lambda r: (r["since"], r["backend"], r["case_name"], r["shape"]))
+        groups.append({"machine": machine, "kind": kind, "line": _check_line(kind, mine, len(failing)),
+                       "all_pass": all(r["latest_status"] == "PASS" for r in mine), "failing": failing,
+                       "counts": _check_counts(mine)})
+    return groups
+
+
+def _latest_compare(points: pd.DataFrame, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The series of each machine's newest compare run, with their verdicts."""
+    if not len(points):
+        return []
+    compares = points[points["kind"] == "compare"].sort_values(["timestamp", "run_id"])
+    newest = set(compares.groupby("machine")["run_id"].last())
+    wanted = set(compares.loc[compares["run_id"].isin(newest), "series_id"])
+    return [dict(r, latest_text=_num(r["latest"])) for r in rows if r["series_id"] in wanted]
+
+
+def _summary(rows: list[dict[str, Any]], timed: list[SeriesView]) -> str:
+    kinds = Counter(r["kind"] for r in rows)
+    machines = len({r["machine"] for r in rows})
+    parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (kv[0] not in _TIMED, kv[0]))]
+    changed = sum(bool(v.row["changes"]) for v in timed)
+    return (f"{len(rows)} series on {machines} machine(s) ({', '.join(parts)}); {changed} timed series with change "
+            f"points; {sum(bool(r['since']) for r in rows)} checks failing")
 
 
 def context(points: pd.DataFrame, rows: list[dict[str, Any]], store: str) -> dict[str, Any]:
     """What the template shows (module docstring)."""
-    machines = []
     by_series = {int(sid): g for sid, g in points.groupby("series_id")} if len(points) else {}
-    for machine in sorted({r["machine"] for r in rows}):
-        mine = [(r["series_id"], r) for r in rows if r["machine"] == machine]
-        here = points[points["machine"] == machine]
-        latest_verify = set(_latest_run(here, "verify")["series_id"])
-        verify = [dict(r, latest_text=_num(r["latest"]), allowed_text=_num(by_series[sid]["value2"].iloc[-1]))
-                  for sid, r in mine if sid in latest_verify]
-        verify.sort(key=lambda r: (r["latest_status"] not in ("FAIL", "error"), r["backend"], r["case_name"]))
-        latest_compare = set(_latest_run(here, "compare")["series_id"])
-        compare = [dict(r, latest_text=_num(r["latest"])) for sid, r in mine if sid in latest_compare]
-        charts = [_chart(machine, r, by_series[sid]) for sid, r in mine
-                  if r["kind"] not in CHECK_KINDS and r["kind"] != "compare"]
-        machines.append({"name": machine, "anchor": _anchor(machine), "verify": verify, "compare": compare,
-                         "charts": [c for c in charts if not c["modelled"]],
-                         "modelled": [c for c in charts if c["modelled"]],
-                         "verify_commit": verify[0]["latest_commit"] if verify else ""})
-    summary = (f"{len(rows)} series on {len(machines)} machine(s), {sum(bool(r['changes']) for r in rows)} with "
-               f"change points, {sum(bool(r['since']) for r in rows)} failing")
-    return {"machines": machines, "summary": summary, "store": store,
+    valued = [series_view(r, by_series[r["series_id"]]) for r in rows
+              if r["kind"] not in CHECK_KINDS and r["kind"] != "compare"]
+    timed = [v for v in valued if v.row["kind"] in _TIMED]
+    sections = [{"id": sid, "name": name, "heading": heading,
+                 "machines": _by_machine([v for v in valued if wanted(v.row["kind"])])}
+                for sid, name, heading, wanted in SECTIONS]
+    other = [v for v in valued if v.row["kind"] not in _OTHER_EXCLUDED]
+    if other:
+        sections.append({"id": "other", "name": "Other series", "heading": "Other series (inspect, ...)",
+                         "machines": _by_machine(other)})
+    checks = check_groups(rows)
+    return {"summary": _summary(rows, timed), "store": store, "changes": changes_rows(valued),
+            "timed": _by_machine(timed), "timed_count": len(timed), "checks": checks,
+            "failing": sum(len(g["failing"]) for g in checks), "sections": sections,
+            "compare": _latest_compare(points, rows),
             "generated": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
 
 
 def render_html(points: pd.DataFrame, rows: list[dict[str, Any]], store: str) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.get_template("report.html.j2").render(**context(points, rows, store))
