@@ -44,9 +44,11 @@ KERNEL_OPS: tuple[str, ...] = ("fwd", "fwd-nostats", "bwd")
 #: the forward ops (with and without saved stats)
 FORWARD_OPS: tuple[str, ...] = ("fwd", "fwd-nostats")
 
-#: how perf times a case: hot buffers, cold (rotated) buffers, host wall time (lnbench.perf.protocol.MODE_HELP)
+#: how perf times a case: hot (the same buffers back to back), cold (input/output sets rotated past the last-level
+#: cache, the stream held), wall (host wall time per call of the public wrapper, allocation included)
 PERF_MODES: tuple[str, ...] = ("hot", "cold", "wall")
-#: what abi-compare measures per call (lnbench.abi.pair_timing.METRIC_HELP)
+#: what abi-compare measures per call: direct (hot call on preallocated outputs, host wall time), wrapper (the public
+#: wrapper, allocation included, host wall time), device (device time, the stream held by a spin kernel)
 ABI_METRICS: tuple[str, ...] = ("direct", "wrapper", "device")
 #: what a timing command does on a busy machine (lnbench.measure.load)
 LOAD_POLICIES: tuple[str, ...] = ("warn", "refuse")

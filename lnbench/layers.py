@@ -45,6 +45,8 @@ COMMANDS: tuple[str, ...] = ("lnbench.perf", "lnbench.verify", "lnbench.abi", "l
 
 #: (importer prefix, imported module) -> why one command may use that module of another
 SHARED: dict[tuple[str, str], str] = {
+    ("lnbench.compare", "lnbench.perf.protocol"):
+        "perf's protocol settings (PerfProtocol.MEASUREMENT): the ones two perf runs must agree in to be compared",
     ("lnbench.merge", "lnbench.compare.match"):
         "what makes two result files comparable (device_name, protocol), the rule compare matches runs by",
     ("lnbench.merge", "lnbench.perf.aggregate"):

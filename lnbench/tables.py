@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from lnbench.results.records import missing
 from lnbench.verdicts import Verdict
 
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
@@ -29,7 +30,7 @@ class Column:
 def fmt_float(digits: int = 3) -> Callable[[Any], str]:
     """Formatter for numbers in general format; blanks for missing values."""
     def _fmt(value: Any) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if missing(value):
             return ""
         if isinstance(value, (int, float)):
             return f"{value:.{digits}g}"

@@ -80,9 +80,6 @@ _WORDS = {v.value for v in Verdict}
 #: abi-compare's words before schema 1.1
 _LEGACY = {"slower": Verdict.SLOWER.value, "faster": Verdict.FASTER.value, "same": Verdict.SAME.value}
 
-#: the declared meaning of a `verdict` column (results.py)
-COLUMN_MEANING = ", ".join(v.value for v in Verdict)
-
 
 def parse(value: Any) -> Verdict | Any:
     """The Verdict a cell holds, its lowercase spelling of before abi-compare schema 1.1 included; any other

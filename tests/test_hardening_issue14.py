@@ -349,7 +349,7 @@ def test_backend_without_backward_has_not_run_backward_rows():
     from lnbench.backends.torch_native import TorchBackend
     from lnbench.device import parse_device
     from lnbench.verify.cases import build_cases
-    from lnbench.verify.runner import verify_backend
+    from verify_rows import verify_rows
     from lnbench.tolerance import Tolerance
 
     tol = Tolerance.from_config(cfg.section(cfg.default_config(), "verify"))
@@ -365,7 +365,7 @@ def test_backend_without_backward_has_not_run_backward_rows():
             raise NotImplementedError("no standalone backward")
 
     cases = build_cases([(2, 8)], ["f32"], [1e-5, 1e-2], 1)
-    rows = verify_backend(ForwardOnly(), cases, parse_device("cpu"), tol)
+    rows = verify_rows(ForwardOnly(), cases, parse_device("cpu"), tol)
     by_status = {(r["case"], r["tensor"]): r for r in rows}
     assert by_status[("randn", "dx")]["status"] == "not run"
     assert by_status[("randn", "dx")]["detail"] == "no standalone backward"

@@ -18,7 +18,7 @@ from lnbench.tolerance import Tolerance
 from lnbench.verify.cases import build_cases
 from lnbench.verify.diagnosis import UNEXPLAINED, abi_twins, by_rule, diagnose, rule_of
 from lnbench.verify.planted import BUGS, PlantedBackend
-from lnbench.verify.runner import verify_backend
+from verify_rows import verify_rows
 
 CPU = resolve_kernel_device("cpu")
 CASES = build_cases([(8, 64)], ["f32", "bf16"], [1e-5, 1e-2], seed=7)
@@ -28,7 +28,7 @@ CASES = build_cases([(8, 64)], ["f32", "bf16"], [1e-5, 1e-2], seed=7)
 def rows():
     """Every planted bug's rows on 8x64 f32/bf16, diagnosed together (as one verify run of several backends)."""
     tol = Tolerance.packaged()
-    out = [row for bug in BUGS for row in verify_backend(PlantedBackend(bug), CASES, CPU, tol)]
+    out = [row for bug in BUGS for row in verify_rows(PlantedBackend(bug), CASES, CPU, tol)]
     return diagnose(out)
 
 
@@ -97,8 +97,8 @@ def test_abi_difference_for_fail_and_error_rows():
     cases = [c for c in CASES if c.dtype == "f32"]
     pointer, tensor = PlantedBackend("none"), PlantedBackend("drop-c2")
     pointer.name, tensor.name = "k", "k-tensor"
-    got = [*verify_backend(pointer, cases, CPU, tol), *verify_backend(tensor, cases, CPU, tol),
-           *verify_backend(TorchBackend(), cases, CPU, tol), *verify_backend(Crashing(), cases, CPU, tol)]
+    got = [*verify_rows(pointer, cases, CPU, tol), *verify_rows(tensor, cases, CPU, tol),
+           *verify_rows(TorchBackend(), cases, CPU, tol), *verify_rows(Crashing(), cases, CPU, tol)]
     diagnose(got, {"k": "k-tensor", "k-tensor": "k", "torch": "t-tensor", "t-tensor": "torch"})
     bad = [r for r in got if r["status"] in ("FAIL", "error")]
     assert {r["backend"] for r in bad} == {"k-tensor", "t-tensor"}
@@ -126,10 +126,10 @@ class WideOnly(TorchBackend):
 
 def test_errors_confined_to_a_width_or_a_dtype():
     tol = Tolerance.packaged()
-    got = diagnose(verify_backend(WideOnly(), build_cases([(8, 64), (3, 33)], ["f32"], [1e-5], 1), CPU, tol))
+    got = diagnose(verify_rows(WideOnly(), build_cases([(8, 64), (3, 33)], ["f32"], [1e-5], 1), CPU, tol))
     errors = [r for r in got if r["status"] == "error"]
     assert errors and {r["diagnosis"] for r in errors} == {"only at N: errors only at N = 33 (N = 64 ran)"}
-    got = diagnose(verify_backend(WideOnly(), build_cases([(8, 64)], ["f32", "f16"], [1e-5], 1), CPU, tol))
+    got = diagnose(verify_rows(WideOnly(), build_cases([(8, 64)], ["f32", "f16"], [1e-5], 1), CPU, tol))
     assert {r["diagnosis"] for r in got if r["status"] == "error"} == {
         "only in dtype: errors only at dtype = f16 (dtype = f32 ran)"}
     assert {r["diagnosis"] for r in got if r["status"] != "error"} == {""}

@@ -13,7 +13,7 @@ from lnbench.device import resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.verify.cases import build_cases
 from lnbench.verify.planted import BUGS, PlantedBackend
-from lnbench.verify.runner import verify_backend
+from verify_rows import verify_rows
 from lnbench.verify.selftest import run_self_test
 
 UNDETECTABLE = "not detectable"   # the summary status (lnbench.verify.selftest.UNDETECTABLE)
@@ -35,7 +35,7 @@ def tol():
 def _control_failures(shapes, dtypes, seeds, tol):
     bad = []
     for seed in seeds:
-        rows = verify_backend(PlantedBackend("none"), build_cases(shapes, dtypes, EPS, seed), CPU, tol)
+        rows = verify_rows(PlantedBackend("none"), build_cases(shapes, dtypes, EPS, seed), CPU, tol)
         bad += [(seed, r["case"], r["dtype"], r["shape"], r["tensor"], r["max_abs_err"], r["allowed"])
                 for r in rows if r["status"] != "PASS"]
     return bad

@@ -37,11 +37,6 @@ def not_run_rows(pair: str, labels: dict[str, str], ops: Sequence[str], dtypes: 
             for op in ops for dtype in dtypes for shape in shapes for metric in metrics]
 
 
-def _spread(runs_per_worker: list[list[float]]) -> tuple[float, float, float]:
-    medians = stats.worker_medians(runs_per_worker)
-    return float(np.median(medians)), float(min(medians)), float(max(medians))
-
-
 def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, Any]],
               metrics: Sequence[str] = METRICS, *, n_boot: int = 4000, confidence: float = 0.95,
               seed: int = 0) -> list[AbiRow]:
@@ -79,8 +74,8 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
                 continue
             t_runs = [list(r["tensor"]) for r in records]
             p_runs = [list(r["pointer"]) for r in records]
-            t_med, t_min, t_max = _spread(t_runs)
-            p_med, p_min, p_max = _spread(p_runs)
+            t_med, t_min, t_max = stats.across_workers(stats.worker_medians(t_runs))
+            p_med, p_min, p_max = stats.across_workers(stats.worker_medians(p_runs))
             est = stats.paired_bootstrap(t_runs, p_runs, n_boot=n_boot, confidence=confidence, seed=seed)
             names = [f"worker {r.get('worker', i)}" for i, r in enumerate(records)]
             flags = [f"{side}: {text}" for side, runs in (("Tensor", t_runs), ("Pointer", p_runs))

@@ -34,11 +34,6 @@ from lnbench.measure import kernel_stats, kernel_timer, timing
 from lnbench.measure.protocol import Protocol
 
 METRICS = ABI_METRICS
-METRIC_HELP = {
-    "direct": "hot call on preallocated outputs, host wall time, synchronised once per run",
-    "wrapper": "public wrapper, allocation included, host wall time, synchronised once per run",
-    "device": "device time per call: events on the current stream, stream held by a spin kernel while enqueueing",
-}
 #: cap of I for `device` runs (see lnbench.measure.timing.HELD_MAX_ITERS)
 DEVICE_MAX_ITERS = timing.HELD_MAX_ITERS
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, ResultFile, numbers_of, require_columns
+from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, ResultFile, missing, numbers_of, require_columns
 from lnbench.errors import LnbenchUsageError
 
 KEY_FIELDS: tuple[str, ...] = ("backend", "op", "dtype", "shape", "mode")
@@ -63,7 +63,7 @@ def _number(value: Any) -> float:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+    return "" if missing(value) else str(value)
 
 
 def _add(cases: dict[CaseKey, TimedCase], case: TimedCase, result: ResultFile) -> None:

@@ -6,10 +6,8 @@ from typing import Any
 from lnbench.compare.cases import CaseKey, TimedCase, headline
 from lnbench.results import PERF_KIND as PERF, ResultFile
 from lnbench.errors import LnbenchUsageError
+from lnbench.perf.protocol import PerfProtocol
 
-#: perf protocol keys that change what a measurement means (modes/ops select cases; the timeout changes nothing)
-PERF_PROTOCOL = ("processes", "runs", "warmup_s", "min_warmup_calls", "target_run_s", "min_iters", "max_iters",
-                 "cold_factor", "cold_mem_fraction", "llc_mib")
 
 
 def same_command(base: ResultFile, new: ResultFile) -> None:
@@ -25,7 +23,7 @@ def protocol(result: ResultFile) -> dict[str, Any]:
     if result.kind == PERF:
         table = result.extra.get("protocol")
         if isinstance(table, dict):
-            return {k: table.get(k) for k in PERF_PROTOCOL if k in table}
+            return {k: table.get(k) for k in PerfProtocol.MEASUREMENT if k in table}
     return result.run.protocol.as_dict()       # as the run record names it (perf CSV, abi-compare)
 
 

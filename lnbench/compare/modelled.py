@@ -9,11 +9,9 @@ floors summed over its launches (no verdict of speed: a floor above a measuremen
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from rich.markup import escape
 
 import lnbench
@@ -23,7 +21,7 @@ from lnbench.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
 from lnbench.metadata import command_line, git_commit, timestamp
 from lnbench.results import (ABI_KIND, COMPARE, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
-                             ResultFile, load_result)
+                             ResultFile, load_result, missing)
 from lnbench.tables import Column, fmt_time_us, render_table
 
 FASTER, ONLY_BASE, ONLY_NEW, SAME, SLOWER, CHANGED = (Verdict.FASTER, Verdict.ONLY_BASE, Verdict.ONLY_NEW,
@@ -44,7 +42,6 @@ def load_pair(base: Path, new: Path) -> tuple[ResultFile, ResultFile] | None:
 
 
 def _same(a: Any, b: Any) -> bool:
-    missing = lambda v: v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA  # noqa: E731
     if missing(a) or missing(b):
         return missing(a) and missing(b)
     return a == b

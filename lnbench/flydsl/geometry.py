@@ -140,10 +140,6 @@ class RowPlan:
             return "workspace"
         return "registers"
 
-    @property
-    def access_bits(self) -> int:
-        return self.vec * ELEM_BYTES[self.dtype] * 8
-
     def grid(self, m: int) -> int:
         """Blocks for M rows (forward: one row group per block)."""
         return max(1, -(-m // self.rows_per_block))

@@ -21,10 +21,6 @@ from flydsl.compiler.ast_rewriter import ReplaceIfWithDispatch as _ScfIf
 DTYPES = {"f32": fx.Float32, "f16": fx.Float16, "bf16": fx.BFloat16}
 
 
-def dsl_dtype(name: str):
-    return DTYPES[name]
-
-
 def copy_atom(vec: int, dtype_name: str):
     """Buffer copy atom moving `vec` elements in one instruction (16 bytes max)."""
     bits = vec * ELEM_BYTES[dtype_name] * 8

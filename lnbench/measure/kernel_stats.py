@@ -196,6 +196,8 @@ def aggregate(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
 
     Only "ok" summaries count; with none, the status and reason of the first one that says why.
     """
+    from lnbench.measure.stats import across_workers     # here: the workers importing this module load no pandas
+
     good = [s for s in summaries if s and s.get("status") == "ok"]
     if not good:
         first = next((s for s in summaries if s), None)
@@ -211,9 +213,10 @@ def aggregate(summaries: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     notes = _profiler_notes(good) + [check for s in good for check in s.get("checks", [])]
     if len(set(per_call)) > 1:
         notes.insert(0, "kernels per call differ between workers: " + ", ".join(f"{v:g}" for v in per_call))
-    return {"status": "ok", "reason": "", "median_us": float(statistics.median(medians)), "min_us": min(medians),
-            "max_us": max(medians), "worker_medians": medians, "kernels_per_call": float(statistics.median(per_call)),
-            "names": names, "workers": len(good), "note": "; ".join(dict.fromkeys(notes))}
+    median, low, high = across_workers(medians)
+    return {"status": "ok", "reason": "", "median_us": median, "min_us": low, "max_us": high, "worker_medians": medians,
+            "kernels_per_call": float(statistics.median(per_call)), "names": names, "workers": len(good),
+            "note": "; ".join(dict.fromkeys(notes))}
 
 
 def gap_us(stream_us: float | None, kernel_us: float | None) -> float:

@@ -27,6 +27,9 @@ class Protocol:
                                           "max_run_s", "min_iters", "max_iters", "worker_timeout_s")
     #: settings held as tuples (a config may give one string)
     LISTS: ClassVar[tuple[str, ...]] = ()
+    #: the settings `timing.measure` takes, by the same names
+    TIMING: ClassVar[tuple[str, ...]] = ("runs", "warmup_s", "min_warmup_calls", "target_run_s", "min_iters",
+                                         "max_iters", "max_run_s")
 
     processes: int = 3
     runs: int = 5
@@ -90,9 +93,7 @@ class Protocol:
 
     def timing_kwargs(self) -> dict[str, Any]:
         """The keyword arguments `timing.measure` takes."""
-        return {"runs": self.runs, "warmup_s": self.warmup_s, "min_warmup_calls": self.min_warmup_calls,
-                "target_run_s": self.target_run_s, "min_iters": self.min_iters, "max_iters": self.max_iters,
-                "max_run_s": self.max_run_s}
+        return {name: getattr(self, name) for name in self.TIMING}
 
 
 def protocol_options(func: Callable[..., Any]) -> Callable[..., Any]:

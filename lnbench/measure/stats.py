@@ -58,9 +58,9 @@ def worker_medians(runs_per_worker: Sequence[Sequence[float]]) -> list[float]:
     return [float(np.median(runs)) for runs in runs_per_worker]
 
 
-def median_of_medians(runs_per_worker: Sequence[Sequence[float]]) -> float:
-    """The headline figure: median across workers of each worker's median."""
-    return float(np.median(worker_medians(runs_per_worker)))
+def across_workers(medians: Sequence[float]) -> tuple[float, float, float]:
+    """The headline figure and its range: (median, min, max) of the worker medians (non-empty)."""
+    return float(statistics.median(medians)), float(min(medians)), float(max(medians))
 
 
 def _rectangular(runs_per_worker: Sequence[Sequence[float]]) -> np.ndarray:
@@ -328,8 +328,8 @@ def worker_flags(runs_per_worker: list[list[float]], names: list[str] | None = N
                 (it sits further from the others than their own run-to-run noise explains)."""
     names = names or [f"worker {i}" for i in range(len(runs_per_worker))]
     spreads = [spread_pct(runs) for runs in runs_per_worker]
-    medians = [float(statistics.median(runs)) for runs in runs_per_worker]
-    center = float(statistics.median(medians)) if medians else math.nan
+    medians = worker_medians(runs_per_worker)
+    center = across_workers(medians)[0] if medians else math.nan
     flags: dict[int, str] = {}
     if len(runs_per_worker) < 2 or not center > 0:
         return flags

@@ -8,7 +8,6 @@ differs between them (timestamps, wall time, clocks, the shard) is listed per pa
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +20,8 @@ from lnbench.compare.match import device_name, protocol
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.aggregate import add_speedups
 from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, PROFILE_KIND as PROFILE, SCHEMA_KEY,
-                             VERIFY_KIND as VERIFY, Record, ResultFile, RunRecord, list_from_cell, load_result, ordered_columns)
+                             VERIFY_KIND as VERIFY, Record, ResultFile, RunRecord, list_from_cell, load_result, missing,
+                             ordered_columns)
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -34,7 +34,7 @@ CASE_COLUMNS: dict[str, tuple[str, ...]] = {
 
 def _plain(value: Any) -> Any:
     """A cell as a comparable key part (NaN and None alike)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+    if missing(value):
         return None
     return value.item() if hasattr(value, "item") else value
 

@@ -34,7 +34,7 @@ from lnbench.measure import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
 from lnbench.measure.workers import WorkerResult
-from lnbench.measure.stats import spread_pct, worker_flags
+from lnbench.measure.stats import across_workers, spread_pct, worker_flags
 from lnbench.results import PerfRow
 
 MIB = 1 << 20
@@ -149,12 +149,12 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
         detail = next((r["detail"] for r in rows if r["detail"]), "no worker produced a result")
         return row.with_(status=status, detail=detail)
     medians = [r["median_us"] for r in good]
-    median = float(statistics.median(medians))
+    median, low, high = across_workers(medians)
     first = good[0]
     iters = [r["iters"] for r in good]
     row.update(iters=int(statistics.median(iters)), runs=first["runs"],
                run_us=[round(v, 4) for v in medians], median_us=median,
-               min_us=min(medians), max_us=max(medians),
+               min_us=low, max_us=high,
                spread_pct=spread_pct(medians),
                nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
                llc_mib=first["llc_mib"], timer=first["timer"], warmup_calls=first["warmup_calls"],

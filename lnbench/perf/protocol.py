@@ -10,11 +10,6 @@ from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
 
 MODES = PERF_MODES
-MODE_HELP = {
-    "hot": "same buffers back to back, device timer (launch-bound / cache-warm behaviour)",
-    "cold": "rotate input/output sets whose total exceeds the last-level cache; device time with the stream held",
-    "wall": "host wall time per call of the public wrapper (allocation included), synchronised at run end",
-}
 
 
 @dataclass(frozen=True)
@@ -22,7 +17,10 @@ class PerfProtocol(Protocol):
     """Every knob of a perf run: the shared timing settings, then which modes and ops to time and how cold mode
     rotates its buffers."""
 
-    NUMBERS: ClassVar[tuple[str, ...]] = Protocol.NUMBERS + ("cold_factor", "llc_mib", "cold_mem_fraction")
+    NUMBERS: ClassVar[tuple[str, ...]] = Protocol.NUMBERS + ("cold_factor", "cold_mem_fraction", "llc_mib")
+    #: the settings that change what a measurement means, which `compare` and `merge` match two perf runs by
+    #: (lnbench.compare.match): every number but the worker timeout; modes and ops select cases
+    MEASUREMENT: ClassVar[tuple[str, ...]] = tuple(name for name in NUMBERS if name != "worker_timeout_s")
     LISTS: ClassVar[tuple[str, ...]] = ("modes", "ops")
 
     modes: tuple[str, ...] = ("cold", "hot")

@@ -12,6 +12,7 @@ from lnbench.cli_common import console, err_console
 from lnbench.measure import load
 from lnbench.measure.workers import WorkerResult
 from lnbench.perf.spread import Group
+from lnbench.results import missing
 from lnbench.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
                             silent_console, styled_status)
 
@@ -25,7 +26,7 @@ def _minmax(row: dict[str, Any]) -> str:
 
 def _pct(row: dict[str, Any]) -> str:
     value = row.get("pct_peak")
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if missing(value):
         return ""
     return f"[bold red]{value:.1f} >peak[/bold red]" if row.get("above_peak") else f"{value:.1f}"
 

@@ -59,6 +59,7 @@ def _workload(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backe
     """(workload, '') for a case, or (None, why the backend cannot run here)."""
     from lnbench.backends import get_backend
     from lnbench.constants import DTYPES
+    from lnbench.perf.protocol import PerfProtocol
     from lnbench.perf.workloads import build_workload
 
     name = case["backend"]
@@ -71,9 +72,9 @@ def _workload(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backe
     return build_workload(
         backend, case["op"], case["mode"], int(case["m"]), int(case["n"]), DTYPES[case["dtype"]], dev.torch_device,
         eps=float(case.get("eps", 1e-5)), seed=int(case.get("seed", 0)),
-        cold_factor=float(protocol.get("cold_factor", 3.0)),
-        cold_mem_fraction=float(protocol.get("cold_mem_fraction", 0.4)),
-        llc_override=int(float(protocol.get("llc_mib", 0)) * (1 << 20))), ""
+        cold_factor=float(protocol.get("cold_factor", PerfProtocol.cold_factor)),
+        cold_mem_fraction=float(protocol.get("cold_mem_fraction", PerfProtocol.cold_mem_fraction)),
+        llc_override=int(float(protocol.get("llc_mib", PerfProtocol.llc_mib)) * (1 << 20))), ""
 
 
 def _release(device: Any) -> None:
@@ -89,6 +90,7 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
     """Time one case on `dev` (stream time); exceptions become an `error` entry. On several GPUs its warm-up
     and runs hold the host lock (lnbench.measure.host_lock): entry["alone"] says why it was timed alone."""
     from lnbench.measure.timing import measure, synchronize
+    from lnbench.perf.protocol import PerfProtocol
 
     out: dict[str, Any] = {"id": case["id"], "status": "ok", "detail": ""}
     device = dev.torch_device
@@ -99,8 +101,7 @@ def run_case(case: dict[str, Any], dev: Device, protocol: dict[str, Any], backen
         if workload is None:
             out.update(status="not run", detail=why_not)
             return out
-        timing = {k: protocol[k] for k in ("runs", "warmup_s", "min_warmup_calls", "target_run_s",
-                                           "min_iters", "max_iters", "max_run_s") if k in protocol}
+        timing = {k: protocol[k] for k in PerfProtocol.TIMING if k in protocol}
         lock = host_lock_from_env()
         if lock is not None:            # first use (a JIT compile) before taking the lock: other GPUs need not wait
             workload.fn()

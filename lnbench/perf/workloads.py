@@ -35,6 +35,7 @@ from lnbench.backends.base import Backend
 from lnbench.constants import FORWARD_OPS
 from lnbench.measure.cache import free_memory, llc_bytes
 from lnbench.perf.bytes_model import op_bytes
+from lnbench.perf.protocol import PerfProtocol
 
 MIB = 1 << 20
 #: at most this many rotated sets (only shapes of a few KiB reach it; they are launch-bound anyway)
@@ -108,8 +109,9 @@ def workspace_bytes(backend: Backend, op: str, m: int, n: int, device: torch.dev
 
 
 def build_workload(backend: Backend, op: str, mode: str, m: int, n: int, dtype: torch.dtype,
-                   device: torch.device, *, eps: float = 1e-5, seed: int = 0, cold_factor: float = 3.0,
-                   cold_mem_fraction: float = 0.4, llc_override: int = 0) -> Workload:
+                   device: torch.device, *, eps: float = 1e-5, seed: int = 0,
+                   cold_factor: float = PerfProtocol.cold_factor,
+                   cold_mem_fraction: float = PerfProtocol.cold_mem_fraction, llc_override: int = 0) -> Workload:
     """Inputs and the zero-argument callable for one case; see the module docstring."""
     elem = torch.empty((), dtype=dtype).element_size()
     probe = _inputs(1, m, n, dtype, device, seed)

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
+from lnbench.results import missing
+
 #: the op a verify tensor belongs to
 _OP_OF_TENSOR = {"y": "fwd", "mean": "fwd", "rstd": "fwd", "dx": "bwd", "dweight": "bwd", "dbias": "bwd"}
 #: the unit of a modelled floor (history gates it like a time, never in one series with measured times)
@@ -44,7 +46,7 @@ class Point:
 
 def _s(row: dict[str, Any], key: str) -> str:
     value = row.get(key)
-    return "" if value is None or (isinstance(value, float) and value != value) or value is pd.NA else str(value)
+    return "" if missing(value) else str(value)
 
 
 def _f(row: dict[str, Any], key: str) -> float | None:

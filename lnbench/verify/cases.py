@@ -11,15 +11,8 @@ from lnbench.settings import check_eps_values  # noqa: F401 - one rule for the c
 from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
 
-#: kinds of input rows; every kind runs on every requested shape
+#: kinds of input rows (docs/reference.md says what each catches); every kind runs on every requested shape
 KINDS: tuple[str, ...] = ("randn", "offset", "constant", "eps2", "autograd-3d")
-KIND_HELP = {
-    "randn": "x ~ N(0, 1)",
-    "offset": "x = 1e3 + N(0, 1): catches E[x²]−mean² cancellation",
-    "constant": "every row constant: variance 0, rstd = 1/sqrt(eps)",
-    "eps2": "randn rows with each further eps of the config (2nd, 3rd, ...): eps must be honoured",
-    "autograd-3d": "3-D input (2, T, N) through the backend's public autograd path",
-}
 #: the offset kind's row mean (x = OFFSET + N(0, 1))
 OFFSET = 1e3
 #: |mean|/σ of the rows each kind generates, what cancellation in E[x²]−E[x]² grows with (verify.diagnosis):

@@ -269,20 +269,6 @@ def case_label(backend_name: str, case: Case, rows: Iterable[dict[str, Any]]) ->
     return f"{backend_name} {case.label} {outcome(rows)}"
 
 
-def verify_backend(backend: Backend, cases: Iterable[Case], device: Device, tol: Tolerance,
-                   advance: Callable[[str], None] = lambda label: None) -> list[dict[str, Any]]:
-    """Rows for every case on one backend, honest about cases that could not execute. `advance(label)` after
-    each case, the label naming it and its outcome (for progress lines)."""
-    avail = backend.availability(device)
-    compiled: dict[tuple[int, str, float], str] = {}
-    rows: list[dict[str, Any]] = []
-    for case in cases:
-        case_rows = backend_case_rows(backend, case, device, tol, avail, compiled)
-        rows.extend(case_rows)
-        advance(case_label(backend.name, case, case_rows))
-    return rows
-
-
 def failed(rows: Iterable[dict[str, Any]]) -> bool:
     """Any executed check failed (FAIL or error)?"""
     return any(row["status"] in ("FAIL", "error") for row in rows)

@@ -5,9 +5,9 @@ FAIL means a value outside its bar; error means no verdict (the case raised: no 
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable
 
+from lnbench.results import missing
 from lnbench.tables import Column, fmt_float, styled_status
 
 #: statuses of a case that executed (a verdict, or an error while executing)
@@ -37,7 +37,7 @@ def summary_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (backend, dtype, kind), members in groups.items():
         words = [status_word(r) for r in members]
-        used = [r for r in members if r.get("_used") is not None and not math.isnan(r["_used"])]
+        used = [r for r in members if not missing(r.get("_used"))]
         worst = max(used, key=lambda r: r["_used"], default=None)
         counts = {word: words.count(word) for word in ("PASS", "FAIL", "error")}
         other = len(words) - sum(counts.values())
