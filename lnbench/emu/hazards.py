@@ -255,10 +255,15 @@ class WaitcntChecker:
         self.op_name[ins.pc] = ins.name
         if acc.loads.size:
             n = self.issued[sel, k][:, None]
-            rows = np.arange(self.score.shape[0])[sel][:, None]
-            self.score[rows, acc.loads[None, :]] = n
-            self.kind[rows, acc.loads[None, :]] = k
-            self.pc[rows, acc.loads[None, :]] = ins.pc
+            if isinstance(sel, slice):                       # every wave of the batch: column writes
+                self.score[sel, acc.loads] = n
+                self.kind[sel, acc.loads] = k
+                self.pc[sel, acc.loads] = ins.pc
+            else:
+                rows = np.arange(self.score.shape[0])[sel][:, None]
+                self.score[rows, acc.loads[None, :]] = n
+                self.kind[rows, acc.loads[None, :]] = k
+                self.pc[rows, acc.loads[None, :]] = ins.pc
             self.maybe[acc.loads] = True
             self.maybe_bits |= acc.load_bits
         if acc.lds_store:
@@ -276,6 +281,11 @@ class WaitcntChecker:
             done[:, SMEM] = issued[:, SMEM]
         self.done[sel] = done
         self.live = bool((self.issued > self.done).any())
+        if not self.live:                                    # every operation complete: no register is pending
+            if self.maybe_bits:
+                self.maybe[:] = False
+                self.maybe_bits = 0
+            return
         regs = np.flatnonzero(self.maybe)
         if regs.size:                                        # drop the registers no wave waits for any more
             self.maybe[regs] = self._pending(regs, slice(None))[0].any(axis=0)

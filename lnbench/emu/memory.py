@@ -277,7 +277,7 @@ class Memory:
     def load(self, addrs: np.ndarray, nbytes: int, what: str = "global load",
              lanes: np.ndarray | None = None, groups: np.ndarray | None = None) -> np.ndarray:
         """Bytes at each address: (n, nbytes) uint8. `groups`: the workgroup of each access (race checker)."""
-        out = np.zeros((addrs.size, nbytes), np.uint8)
+        out = None                                         # (zeros only where some access lies in no buffer)
         for reg, idx, offs, g in self._accesses(addrs, nbytes, what, lanes, groups):
             if self.initcheck and reg.written is not None:
                 self._check_written(reg, offs, nbytes, what, lanes, idx)
@@ -286,9 +286,13 @@ class Memory:
             if idx.size == addrs.size:
                 out = native.gather(reg.data, offs, nbytes)
             else:
+                if out is None:
+                    out = np.zeros((addrs.size, nbytes), np.uint8)
                 out[idx] = native.gather(reg.data, offs, nbytes)
             if self.footprint is not None:
                 self.footprint.mark(reg, offs, nbytes, load=True)
+        if out is None:
+            out = np.zeros((addrs.size, nbytes), np.uint8)
         self.bytes_loaded += out.size
         return out
 

@@ -2,7 +2,10 @@
  * use (native.py). Every function takes n accesses, access i covering the `nbytes` consecutive bytes from byte
  * offset offs[i] of one buffer, in lane order; they do exactly what the numpy formulation they replace did,
  * including which of two lanes touching one byte wins (the later) and, for a finding, which (lane, byte) is
- * reported first (row-major: the lowest i * nbytes + j). No floating point here. */
+ * reported first (row-major: the lowest i * nbytes + j). Floating point only in lnbench_fma_f32 (built with
+ * -ffp-contract=off: no expression is fused behind the code's back). */
+#include <cpuid.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,58 +13,118 @@
 #define NONE (-1)
 #define SEVERAL (-2)
 
+/* Scratch memory kept between calls, per thread and slot: a fresh malloc of a few hundred KiB is an mmap whose pages
+ * fault in again on every call, which cost more than the loops themselves. NULL when out of memory. */
+#define SCRATCH_SLOTS 3
+static __thread void *scratch_buf[SCRATCH_SLOTS];
+static __thread size_t scratch_cap[SCRATCH_SLOTS];
+
+static void *scratch(int slot, size_t bytes) {
+    if (bytes > scratch_cap[slot]) {
+        free(scratch_buf[slot]);
+        scratch_buf[slot] = malloc(bytes);
+        scratch_cap[slot] = scratch_buf[slot] ? bytes : 0;
+    }
+    return scratch_buf[slot];
+}
+
+/* memcpy/memset of one access's bytes: the usual sizes as constants, which the compiler turns into plain moves (a
+ * memcpy of a run-time size is a library call per lane) */
+static inline void copy_access(uint8_t *dst, const uint8_t *src, int64_t nbytes) {
+    switch (nbytes) {
+    case 4: memcpy(dst, src, 4); return;
+    case 8: memcpy(dst, src, 8); return;
+    case 16: memcpy(dst, src, 16); return;
+    default: memcpy(dst, src, (size_t)nbytes);
+    }
+}
+
+static inline void set_access(uint8_t *dst, int64_t nbytes) {
+    switch (nbytes) {
+    case 4: memset(dst, 1, 4); return;
+    case 8: memset(dst, 1, 8); return;
+    case 16: memset(dst, 1, 16); return;
+    default: memset(dst, 1, (size_t)nbytes);
+    }
+}
+
 void lnbench_gather(const uint8_t *data, const int64_t *offs, int64_t n, int64_t nbytes, uint8_t *out) {
-    for (int64_t i = 0; i < n; i++) memcpy(out + i * nbytes, data + offs[i], (size_t)nbytes);
+    for (int64_t i = 0; i < n; i++) copy_access(out + i * nbytes, data + offs[i], nbytes);
 }
 
 void lnbench_scatter(uint8_t *data, const int64_t *offs, int64_t n, int64_t nbytes, const uint8_t *src) {
-    for (int64_t i = 0; i < n; i++) memcpy(data + offs[i], src + i * nbytes, (size_t)nbytes);
+    for (int64_t i = 0; i < n; i++) copy_access(data + offs[i], src + i * nbytes, nbytes);
 }
 
 /* flags[offs[i] + j] = 1 (a written-byte or touched-byte map) */
 void lnbench_mark(uint8_t *flags, const int64_t *offs, int64_t n, int64_t nbytes) {
-    for (int64_t i = 0; i < n; i++) memset(flags + offs[i], 1, (size_t)nbytes);
+    for (int64_t i = 0; i < n; i++) set_access(flags + offs[i], nbytes);
 }
+
+/* The tests below run per lane as a branch-free reduction over its bytes (which the compiler vectorizes); only a lane
+ * that has a finding is scanned again for its first byte. */
 
 /* the first i * nbytes + j whose flag is 0, or -1 */
 int64_t lnbench_first_unset(const uint8_t *flags, const int64_t *offs, int64_t n, int64_t nbytes) {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < nbytes; j++)
-            if (!flags[offs[i] + j]) return i * nbytes + j;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *f = flags + offs[i];
+        int unset = 0;
+        for (int64_t j = 0; j < nbytes; j++) unset |= !f[j];
+        if (unset)
+            for (int64_t j = 0; j < nbytes; j++)
+                if (!f[j]) return i * nbytes + j;
+    }
     return -1;
 }
 
 /* the race shadow's modifier test: the first byte another workgroup modified (atomic: plainly stored) */
+static inline int other_modifier(int32_t m, int32_t mine, int32_t own_atomic, int atomic) {
+    return atomic ? (m >= 0) & (m != mine) : (m != NONE) & (m != mine) & (m != own_atomic);
+}
+
 int64_t lnbench_race_modified(const int32_t *modifier, const int64_t *offs, int64_t n, int64_t nbytes,
                               const int32_t *g, int atomic) {
     for (int64_t i = 0; i < n; i++) {
-        const int32_t mine = g[i], own_atomic = -3 - g[i];
-        for (int64_t j = 0; j < nbytes; j++) {
-            const int32_t m = modifier[offs[i] + j];
-            if (atomic ? (m >= 0 && m != mine) : (m != NONE && m != mine && m != own_atomic)) return i * nbytes + j;
-        }
+        const int32_t mine = g[i], own_atomic = -3 - g[i], *m = modifier + offs[i];
+        int hit = 0;
+        if (atomic) for (int64_t j = 0; j < nbytes; j++) hit |= other_modifier(m[j], mine, own_atomic, 1);
+        else for (int64_t j = 0; j < nbytes; j++) hit |= other_modifier(m[j], mine, own_atomic, 0);
+        if (hit)
+            for (int64_t j = 0; j < nbytes; j++)
+                if (other_modifier(m[j], mine, own_atomic, atomic)) return i * nbytes + j;
     }
     return -1;
 }
 
 /* the reader test of a store or atomic: the first byte another workgroup (or several) loaded */
 int64_t lnbench_race_read(const int32_t *reader, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g) {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < nbytes; j++) {
-            const int32_t r = reader[offs[i] + j];
-            if (r != NONE && r != g[i]) return i * nbytes + j;
-        }
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t mine = g[i], *r = reader + offs[i];
+        int hit = 0;
+        for (int64_t j = 0; j < nbytes; j++) hit |= (r[j] != NONE) & (r[j] != mine);
+        if (hit)
+            for (int64_t j = 0; j < nbytes; j++)
+                if (r[j] != NONE && r[j] != mine) return i * nbytes + j;
+    }
     return -1;
 }
 
 /* a store: every byte's modifier becomes the lane's workgroup (the later lane wins); then the first byte whose
  * final modifier is another workgroup of this same access (two workgroups storing one byte), or -1 */
 int64_t lnbench_race_store(int32_t *modifier, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g) {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < nbytes; j++) modifier[offs[i] + j] = g[i];
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < nbytes; j++)
-            if (modifier[offs[i] + j] != g[i]) return i * nbytes + j;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t *m = modifier + offs[i];
+        const int32_t mine = g[i];
+        for (int64_t j = 0; j < nbytes; j++) m[j] = mine;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t mine = g[i], *m = modifier + offs[i];
+        int hit = 0;
+        for (int64_t j = 0; j < nbytes; j++) hit |= m[j] != mine;
+        if (hit)
+            for (int64_t j = 0; j < nbytes; j++)
+                if (m[j] != mine) return i * nbytes + j;
+    }
     return -1;
 }
 
@@ -70,19 +133,21 @@ int64_t lnbench_race_store(int32_t *modifier, const int64_t *offs, int64_t n, in
  * the access, then written in lane order (the later lane wins). Returns -1, or -2 when out of memory. */
 int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g,
                           int atomic) {
-    int32_t *next = malloc((size_t)(n * nbytes) * sizeof(int32_t) + 1);
-    if (!next) return -2;
+    int disjoint = 1;                            /* lanes in rising order, none touching another's bytes: in place */
+    for (int64_t i = 1; i < n; i++) disjoint &= offs[i] >= offs[i - 1] + nbytes;
+    int32_t *next = disjoint ? NULL : scratch(0, (size_t)(n * nbytes) * sizeof(int32_t) + 1);
+    if (!disjoint && !next) return -2;
     for (int64_t i = 0; i < n; i++) {
-        const int32_t mine = g[i], own_atomic = -3 - g[i];
-        for (int64_t j = 0; j < nbytes; j++) {
-            const int32_t v = shadow[offs[i] + j];
-            next[i * nbytes + j] = atomic ? ((v == NONE || v == mine || v == own_atomic) ? own_atomic : SEVERAL)
-                                          : ((v == NONE || v == mine) ? mine : SEVERAL);
-        }
+        const int32_t mine = g[i], own_atomic = -3 - g[i], *v = shadow + offs[i];
+        int32_t *out = disjoint ? shadow + offs[i] : next + i * nbytes;     /* (each byte read before it is written) */
+        if (atomic)
+            for (int64_t j = 0; j < nbytes; j++)
+                out[j] = ((v[j] == NONE) | (v[j] == mine) | (v[j] == own_atomic)) ? own_atomic : SEVERAL;
+        else
+            for (int64_t j = 0; j < nbytes; j++) out[j] = ((v[j] == NONE) | (v[j] == mine)) ? mine : SEVERAL;
     }
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < nbytes; j++) shadow[offs[i] + j] = next[i * nbytes + j];
-    free(next);
+    if (!disjoint)
+        for (int64_t i = 0; i < n; i++) memcpy(shadow + offs[i], next + i * nbytes, (size_t)nbytes * sizeof(int32_t));
     return -1;
 }
 
@@ -107,4 +172,234 @@ void lnbench_perm_b32(const uint32_t *s0, const uint32_t *s1, const uint32_t *s2
         }
         out[i] = r;
     }
+}
+
+/* a*b+c rounded once to float32 over n lanes, the algorithm of ops_vector.fma_f32 step by step in double: the exact
+ * product, the rounded sum s and its two-sum error t, s rounded to odd (an inexact s with an even last bit moves one
+ * ulp toward t), then rounded to float32. Returns how many results are NaN: their payloads depend on the operand
+ * order of each operation, so the caller computes those arrays with numpy instead. */
+static inline __attribute__((always_inline)) int64_t fma_lanes(const float *a, const float *b, const float *c,
+                                                                 int64_t n, float *out) {
+    int64_t nans = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double p = (double)a[i] * (double)b[i], cc = (double)c[i];
+        const double s = p + cc;
+        const double bb = s - p;
+        const double t = (p - (s - bb)) + (cc - bb);
+        int64_t bits, tbits;
+        memcpy(&bits, &s, 8);
+        memcpy(&tbits, &t, 8);
+        if (fabs(t) > 0 && (bits & 1) == 0) bits += ((tbits ^ bits) < 0) ? -1 : 1;
+        double odd;
+        memcpy(&odd, &bits, 8);
+        const float r = (float)odd;
+        nans += r != r;
+        out[i] = r;
+    }
+    return nans;
+}
+
+/* The same loop built for AVX2 (4 lanes a time, the same IEEE double operations without contraction, so the same
+ * bits) and for the x86-64 baseline, picked on the first call (the compiler's target_clones dispatch picked the
+ * baseline in this library whatever the CPU). */
+__attribute__((target("avx2"))) static int64_t fma_avx2(const float *a, const float *b, const float *c, int64_t n,
+                                                         float *out) {
+    return fma_lanes(a, b, c, n, out);
+}
+
+static int64_t fma_baseline(const float *a, const float *b, const float *c, int64_t n, float *out) {
+    return fma_lanes(a, b, c, n, out);
+}
+
+/* AVX2 present and its registers enabled by the OS (CPUID and XGETBV; the compiler's __builtin_cpu_supports reads a
+ * CPU model that is never filled in here) */
+static int has_avx2(void) {
+    unsigned a, b, c, d, lo, hi;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX)) return 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) return 0;                                  /* XMM and YMM state */
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+}
+
+int64_t lnbench_fma_f32(const float *a, const float *b, const float *c, int64_t n, float *out) {
+    static int avx2 = -1;
+    if (avx2 < 0) avx2 = has_avx2();
+    return avx2 ? fma_avx2(a, b, c, n, out) : fma_baseline(a, b, c, n, out);
+}
+
+/* ---------------------------------------------------------------- LDS (ops_memory.py, lds_banks.py) */
+
+#define LDS_SEVERAL_READERS 0xFFFFFFFFLL
+
+/* The LDS race checker of one ds_read/ds_write (ops_memory._race_check_and_mark states the rules) over n accesses of
+ * `parts` parts of `ndw` dwords: access i, part p, dword q is LDS dword addrs[i*parts+p]/4 + q of workgroup
+ * groups[i], entry j = p*ndw + q of the access. wkey/rkey: the flattened (n_groups, n_dw) last-writer and last-reader
+ * keys (epoch << 32 | wave); lds: the n_groups workgroups' LDS bytes (lds_bytes each); wave: the batch wave of each
+ * access, epoch/wave_id: per batch wave. values: a write's (n, parts*ndw) dwords (NULL for a read). Every test reads
+ * the state from before the access; updates are applied in access order (the later one wins), as numpy's fancy
+ * assignment did. A finding stops at once and comes back as the lowest i * m + j (m = parts*ndw); info[0] says which:
+ * 1 a read of a dword another wave wrote, 2 a write that changes a dword another wave wrote (info[2] = 1) or read, 3
+ * two waves of this step writing different values; info[1] the other key, info[3] the value written, info[4] the one
+ * held (3: the one that won). info[5]: the benign writes (racing, but storing the value already held). Returns -1 or
+ * the index, -2 when out of memory. */
+int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_groups, int64_t n_dw,
+                         int64_t lds_bytes, const int64_t *addrs, const int64_t *groups, const int64_t *wave,
+                         const int64_t *epoch, const int64_t *wave_id, int64_t n, int64_t parts, int64_t ndw,
+                         const uint32_t *values, int64_t *info) {
+    const int64_t m = parts * ndw;
+    memset(info, 0, 6 * sizeof(int64_t));
+    int64_t *key = scratch(0, (size_t)(n * m) * sizeof(int64_t) + 1);    /* flat key index of each entry */
+    if (!key) return -2;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t p = 0; p < parts; p++)
+            for (int64_t q = 0; q < ndw; q++) key[i * m + p * ndw + q] = groups[i] * n_dw + addrs[i * parts + p] / 4 + q;
+    int64_t found = -1;
+    if (!values) {                                                   /* a read */
+        for (int64_t i = 0; i < n && found < 0; i++) {
+            const int64_t lo = epoch[wave[i]] << 32, mine = lo | wave_id[wave[i]];
+            for (int64_t j = 0; j < m; j++) {
+                const int64_t lw = wkey[key[i * m + j]];
+                if (lw >= lo && lw != mine) { found = i * m + j; info[0] = 1; info[1] = lw; break; }
+            }
+        }
+        if (found < 0) {
+            int64_t *next = scratch(1, (size_t)(n * m) * sizeof(int64_t) + 1);
+            if (!next) return -2;
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t lo = epoch[wave[i]] << 32, mine = lo | wave_id[wave[i]];
+                for (int64_t j = 0; j < m; j++) {
+                    const int64_t prev = rkey[key[i * m + j]];
+                    next[i * m + j] = (prev >= lo && prev != mine) ? (lo | LDS_SEVERAL_READERS) : mine;
+                }
+            }
+            for (int64_t e = 0; e < n * m; e++) rkey[key[e]] = next[e];
+        }
+        return found;
+    }
+    int64_t benign = 0;                                              /* a write: the clash test, then the keys */
+    for (int64_t i = 0; i < n && found < 0; i++) {
+        const int64_t lo = epoch[wave[i]] << 32, mine = lo | wave_id[wave[i]];
+        for (int64_t j = 0; j < m; j++) {
+            const int64_t g = groups[i], d = key[i * m + j] - g * n_dw;
+            const int64_t lw = wkey[key[i * m + j]], lr = rkey[key[i * m + j]];
+            const int other_w = lw >= lo && lw != mine, other_r = lr >= lo && lr != mine;
+            if (!(other_w || other_r)) continue;
+            uint32_t held;
+            memcpy(&held, lds + g * lds_bytes + 4 * d, 4);
+            if (values[i * m + j] != held) {
+                found = i * m + j;
+                info[0] = 2; info[1] = other_w ? lw : lr; info[2] = other_w; info[3] = values[i * m + j]; info[4] = held;
+                break;
+            }
+            benign++;
+        }
+    }
+    if (found >= 0) return found;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t mine = (epoch[wave[i]] << 32) | wave_id[wave[i]];
+        for (int64_t j = 0; j < m; j++) wkey[key[i * m + j]] = mine;
+    }
+    int64_t dups = 0;                                                /* two waves of this step on one dword */
+    for (int64_t i = 0; i < n && !dups; i++) {
+        const int64_t mine = (epoch[wave[i]] << 32) | wave_id[wave[i]];
+        for (int64_t j = 0; j < m; j++) if (wkey[key[i * m + j]] != mine) { dups = 1; break; }
+    }
+    if (dups) {
+        /* the values that won. LDS of whole dwords: store them now (ds_write stores its data again after, as the numpy
+         * checker did); else in a scratch map of the dwords (the LDS bytes untouched) */
+        const int whole = lds_bytes % 4 == 0;
+        uint32_t *won_map = whole ? (uint32_t *)lds : scratch(1, (size_t)(n_groups * n_dw) * sizeof(uint32_t) + 1);
+        if (!won_map) return -2;
+        dups = 0;
+        for (int64_t e = 0; e < n * m; e++) won_map[key[e]] = values[e];
+        for (int64_t i = 0; i < n && found < 0; i++) {
+            const int64_t mine = (epoch[wave[i]] << 32) | wave_id[wave[i]];
+            for (int64_t j = 0; j < m; j++) {
+                const int64_t winner = wkey[key[i * m + j]];
+                if (winner == mine) continue;
+                const uint32_t won = won_map[key[i * m + j]];
+                if (won != values[i * m + j]) {
+                    found = i * m + j;
+                    info[0] = 3; info[1] = winner; info[3] = values[i * m + j]; info[4] = won;
+                    break;
+                }
+                dups++;
+            }
+        }
+    }
+    info[5] = benign + dups;
+    return found;
+}
+
+/* The LDS bank model of one ds_read/ds_write over the k waves of a step (lds_banks.py states it): access i is lane
+ * lanes[i] of step row rows[i], `parts` parts of `count` dwords from byte address addrs[i*parts+p]. Per wave and pass
+ * of lanes_per_pass lanes: the most distinct dwords one bank holds. out[0]: clocks, out[1]: passes with an active
+ * lane. Returns 0, or -2 when out of memory. */
+int64_t lnbench_lds_banks(const int64_t *rows, const int64_t *lanes, const int64_t *addrs, int64_t n, int64_t parts,
+                          int64_t count, int64_t k, int64_t lanes_per_pass, int64_t *out) {
+    const int64_t per_lane = parts * count, width = 64 * per_lane;
+    int64_t *pattern = scratch(0, (size_t)(k * width) * sizeof(int64_t) + 1);
+    int64_t *seen = scratch(1, (size_t)(32 * lanes_per_pass * per_lane) * sizeof(int64_t) + 1);
+    if (!pattern || !seen) return -2;
+    for (int64_t e = 0; e < k * width; e++) pattern[e] = -1;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t p = 0; p < parts; p++)
+            for (int64_t q = 0; q < count; q++)
+                pattern[rows[i] * width + lanes[i] * per_lane + p * count + q] = addrs[i * parts + p] / 4 + q;
+    const int64_t depth_max = lanes_per_pass * per_lane;   /* entries of a pass: at most that many dwords per bank */
+    int64_t busy = 0, active = 0;
+    for (int64_t r = 0; r < k; r++)
+        for (int64_t first = 0; first < 64; first += lanes_per_pass) {
+            int64_t depth[32] = {0}, degree = 0;
+            const int64_t *pass = pattern + r * width + first * per_lane;
+            for (int64_t e = 0; e < lanes_per_pass * per_lane; e++) {
+                const int64_t d = pass[e];
+                if (d < 0) continue;
+                const int64_t bank = d & 31;
+                int64_t *list = seen + bank * depth_max, c = 0;
+                while (c < depth[bank] && list[c] != d) c++;
+                if (c == depth[bank]) {
+                    list[depth[bank]++] = d;
+                    if (depth[bank] > degree) degree = depth[bank];
+                }
+            }
+            busy += degree;
+            active += degree > 0;
+        }
+    out[0] = busy;
+    out[1] = active;
+    return 0;
+}
+
+/* LDS data movement and initcheck of one ds_read/ds_write: access i, part p covers `nbytes` bytes from byte address
+ * addrs[i*parts+p] of workgroup groups[i]'s LDS (lds_bytes each). */
+
+/* ds_write: part by part, lane by lane (the later lane wins, part 1 after part 0), data[i*parts+p] holding nbytes */
+void lnbench_lds_store(uint8_t *lds, int64_t lds_bytes, const int64_t *addrs, const int64_t *groups, int64_t n,
+                       int64_t parts, int64_t nbytes, const uint8_t *data) {
+    for (int64_t p = 0; p < parts; p++)
+        for (int64_t i = 0; i < n; i++)
+            copy_access(lds + groups[i] * lds_bytes + addrs[i * parts + p], data + (i * parts + p) * nbytes, nbytes);
+}
+
+/* ds_read: out[i*parts+p] = the nbytes at the access */
+void lnbench_lds_load(const uint8_t *lds, int64_t lds_bytes, const int64_t *addrs, const int64_t *groups, int64_t n,
+                      int64_t parts, int64_t nbytes, uint8_t *out) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t p = 0; p < parts; p++)
+            copy_access(out + (i * parts + p) * nbytes, lds + groups[i] * lds_bytes + addrs[i * parts + p], nbytes);
+}
+
+/* LDS initcheck: a write sets the written flag of every byte it covers; a read returns the first (i, p, byte) whose
+ * flag is 0, as i * parts * nbytes + p * nbytes + byte, or -1 */
+int64_t lnbench_lds_written(uint8_t *written, int64_t lds_bytes, const int64_t *addrs, const int64_t *groups,
+                            int64_t n, int64_t parts, int64_t nbytes, int write) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t p = 0; p < parts; p++) {
+            uint8_t *at = written + groups[i] * lds_bytes + addrs[i * parts + p];
+            if (write) { set_access(at, nbytes); continue; }
+            for (int64_t b = 0; b < nbytes; b++)
+                if (!at[b]) return (i * parts + p) * nbytes + b;
+        }
+    return -1;
 }

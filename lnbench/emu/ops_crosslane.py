@@ -55,11 +55,16 @@ def swizzle_source_lanes(offset: int) -> np.ndarray:
 
 
 def _gather_active(st: Step, values: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """values of lane source[lane]; 0 where that source lane is inactive."""
-    ex = st.exec_mask
+    """values of lane source[lane] (source: (k, 64), or (64,) for every wave alike); 0 where that source lane is
+    inactive."""
+    if source.ndim == 1:                       # one pattern: gather columns
+        picked = values[:, source]
+        return picked if st.all_active else np.where(st.exec_mask[:, source], picked, U32(0))
     rows = np.arange(st.k)[:, None]
     picked = values[rows, source]
-    return np.where(ex[rows, source], picked, U32(0))
+    if st.all_active:
+        return picked
+    return np.where(st.exec_mask[rows, source], picked, U32(0))
 
 
 @op("ds_swizzle_b32", cls="cross_lane")
@@ -67,8 +72,7 @@ def ds_swizzle_b32(st: Step) -> None:
     """Reads its data from the ADDR field (the decoder's `addr`), as the hardware does."""
     offset = st.ins.f["offset0"] | (st.ins.f["offset1"] << 8)
     values = np.broadcast_to(st.vval(st.ins.f["addr"]), (st.k, WAVE))
-    source = np.broadcast_to(swizzle_source_lanes(offset), (st.k, WAVE))
-    out(st, _gather_active(st, values, source))
+    out(st, _gather_active(st, values, swizzle_source_lanes(offset)))
 
 
 @op("ds_bpermute_b32", cls="cross_lane")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lnbench.emu import native
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.lds_banks import bank_cycles
 from lnbench.emu.registry import op
@@ -30,15 +31,44 @@ def _sext(value: int, bits: int) -> int:
     return value - (1 << bits) if value & (1 << (bits - 1)) else value
 
 
+#: k -> (rows, lanes) of every lane of k waves (read-only): what np.nonzero of an all-true EXEC gives, without it
+_ALL_LANES: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
 def _active(st: Step) -> tuple[np.ndarray, np.ndarray]:
     """(wave row in the step, lane) of every active lane, wave-major then lane order."""
+    if st.all_active:
+        hit = _ALL_LANES.get(st.k)
+        if hit is None:
+            rows, lanes = np.repeat(np.arange(st.k), 64), np.tile(np.arange(64), st.k)
+            rows.flags.writeable = lanes.flags.writeable = False
+            hit = _ALL_LANES[st.k] = (rows, lanes)
+        return hit
     rows, lanes = np.nonzero(st.exec_mask)
     return rows, lanes
 
 
 def _wave_rows(st: Step, rows: np.ndarray) -> np.ndarray:
     """Batch wave index of each step row in `rows`."""
-    return (np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)[rows]
+    return _per_lane(st, rows, np.arange(st.w.n)[st.sel] if isinstance(st.sel, slice) else st.sel)
+
+
+def _every_lane(st: Step, rows: np.ndarray) -> bool:
+    """Every lane of every wave of the step is listed (wave-major, lane order) and the waves are a slice of the batch:
+    per-lane values are the registers' rows as they are."""
+    return rows.size == st.k * 64 and isinstance(st.sel, slice)
+
+
+def _lane_reg(st: Step, rows: np.ndarray, lanes: np.ndarray, r: int) -> np.ndarray:
+    """Register row `r` of the register file at each listed (row, lane): (n,) uint32."""
+    if _every_lane(st, rows):
+        return st.w.V[st.sel, r].reshape(-1)
+    return st.w.V[_wave_rows(st, rows), r, lanes]
+
+
+def _per_lane(st: Step, rows: np.ndarray, per_wave: np.ndarray) -> np.ndarray:
+    """A per-wave value (k,) at each listed (row, lane)."""
+    return np.repeat(per_wave, 64) if rows.size == st.k * 64 else per_wave[rows]
 
 
 def _memory(st: Step):
@@ -47,7 +77,10 @@ def _memory(st: Step):
 
 def _groups(st: Step, rows: np.ndarray) -> np.ndarray | None:
     """The workgroup (in the whole grid) of each access, for the race checker (None when it is off)."""
-    return st.w.global_group[_wave_rows(st, rows)] if _memory(st).race else None
+    if not _memory(st).race:
+        return None
+    return _per_lane(st, rows, st.w.global_group[st.sel]) if isinstance(st.sel, slice) else \
+        st.w.global_group[_wave_rows(st, rows)]
 
 
 # ---------------------------------------------------------------- SMEM
@@ -73,25 +106,25 @@ def _buffer_lanes(st: Step, rows: np.ndarray, lanes: np.ndarray) -> tuple[np.nda
     S = st.w.S
     r = f["srsrc"]
     words = S[st.sel, r:r + 4] if isinstance(st.sel, slice) else S[st.sel][:, r:r + 4]
-    base = (words[:, 0].astype(U64) | ((words[:, 1].astype(U64) & U64(0xFFFF)) << U64(32)))[rows]
-    stride = ((words[:, 1] >> U32(16)) & U32(0x3FFF)).astype(I64)[rows]
-    num_records = words[:, 2].astype(I64)[rows]
+    base = _per_lane(st, rows, words[:, 0].astype(U64) | ((words[:, 1].astype(U64) & U64(0xFFFF)) << U64(32)))
+    stride = _per_lane(st, rows, ((words[:, 1] >> U32(16)) & U32(0x3FFF)).astype(I64))
+    num_records = _per_lane(st, rows, words[:, 2].astype(I64))
     vaddr = f["vaddr"] - 256 if f["vaddr"] >= 256 else f["vaddr"]
-    V = st.w.V
-    vrow = _wave_rows(st, rows)
     idx = np.zeros(rows.size, I64)
     voff = np.zeros(rows.size, I64)
     if f.get("idxen", 0):
-        idx = V[vrow, vaddr, lanes].astype(I64)
+        idx = _lane_reg(st, rows, lanes, vaddr).astype(I64)
         vaddr += 1
     if f.get("offen", 0):
-        voff = V[vrow, vaddr, lanes].astype(I64)
-    soff = st.sval(f["soffset"]).astype(I64)[rows]
+        voff = _lane_reg(st, rows, lanes, vaddr).astype(I64)
+    soff = _per_lane(st, rows, st.sval(f["soffset"]).astype(I64))
     offset = voff + f.get("offset", 0) + soff
     return base, offset, idx, num_records, stride
 
 
 def _in_range(offset: np.ndarray, idx: np.ndarray, num_records: np.ndarray, stride: np.ndarray, end: int) -> np.ndarray:
+    if not stride.any():                       # raw buffers only (the usual case): the byte range test alone
+        return offset + end <= num_records
     raw = stride == 0
     return np.where(raw, offset + end <= num_records, idx < num_records)
 
@@ -137,21 +170,29 @@ def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, value
     """Write values[:, j] to VGPR (or AGPR: acc=1) code+j in the listed (row, lane) positions only."""
     count = values.shape[1]
     r0 = st.row(code, count)
-    wave_rows = _wave_rows(st, rows)
     if r0 + count > st.w.V.shape[1]:
         raise EmulatorFault(f"load into v{r0 + count - 1}, beyond the allocated VGPRs")
     if rows.size == st.k * 64:                 # every lane of every wave: whole registers at once
-        st.w.V[st.sel, r0:r0 + count, :] = values.reshape(st.k, 64, count).transpose(0, 2, 1)
+        per_lane = values.reshape(st.k, 64, count)
+        if isinstance(st.sel, slice):
+            for j in range(count):             # register by register (faster than one transposed copy)
+                st.w.V[st.sel, r0 + j, :] = per_lane[:, :, j]
+        else:
+            st.w.V[st.sel, r0:r0 + count, :] = per_lane.transpose(0, 2, 1)
         return
-    st.w.V[wave_rows[:, None], r0 + np.arange(count), lanes[:, None]] = values
+    st.w.V[_wave_rows(st, rows)[:, None], r0 + np.arange(count), lanes[:, None]] = values
 
 
 def _read_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, count: int) -> np.ndarray:
-    wave_rows = _wave_rows(st, rows)
     r0 = st.row(code, count)
-    if rows.size == st.k * 64:                 # every lane of every wave: whole registers at once
+    if _every_lane(st, rows):                  # every lane of every wave: whole registers, one at a time
+        out = np.empty((st.k, 64, count), U32)
+        for j in range(count):
+            out[:, :, j] = st.w.V[st.sel, r0 + j, :]
+        return out.reshape(-1, count)
+    if rows.size == st.k * 64:
         return st.w.V[st.sel, r0:r0 + count, :].transpose(0, 2, 1).reshape(-1, count)
-    return st.w.V[wave_rows[:, None], r0 + np.arange(count), lanes[:, None]]
+    return st.w.V[_wave_rows(st, rows)[:, None], r0 + np.arange(count), lanes[:, None]]
 
 
 @op(*_BUF_STORES, cls="vmem_store", honours=ACC)
@@ -179,14 +220,13 @@ def buffer_store(st: Step) -> None:
 # ---------------------------------------------------------------- GLOBAL
 def _global_addrs(st: Step, rows: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     f = st.ins.f
-    wave_rows = _wave_rows(st, rows)
     a = f["addr"] - 256
     off = _sext(f.get("offset", 0), 13)
     if f["saddr"] == OFF:
-        v = st.w.V[wave_rows, a, lanes].astype(U64) | (st.w.V[wave_rows, a + 1, lanes].astype(U64) << U64(32))
+        v = _lane_reg(st, rows, lanes, a).astype(U64) | (_lane_reg(st, rows, lanes, a + 1).astype(U64) << U64(32))
         return (v.astype(I64) + off).astype(U64)
-    s = st.sval64(f["saddr"])[rows]
-    return (s.astype(I64) + st.w.V[wave_rows, a, lanes].astype(I64) + off).astype(U64)
+    s = _per_lane(st, rows, st.sval64(f["saddr"]))
+    return (s.astype(I64) + _lane_reg(st, rows, lanes, a).astype(I64) + off).astype(U64)
 
 
 _GLOBAL_LOADS = {"global_load_dword": 1, "global_load_dwordx2": 2, "global_load_dwordx4": 4}
@@ -302,10 +342,13 @@ def _lds_targets(st: Step, rows: np.ndarray, lanes: np.ndarray, byte_offsets: li
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(wave rows, group index, byte address) for each access; a fault outside the LDS allocation."""
     wave_rows = _wave_rows(st, rows)
-    base = st.w.V[wave_rows, st.ins.f["addr"] - 256, lanes].astype(I64)
-    groups = st.w.group[wave_rows]
+    base = _lane_reg(st, rows, lanes, st.ins.f["addr"] - 256).astype(I64)
+    groups = _per_lane(st, rows, st.w.group[st.sel])
     limit = st.w.lds.shape[1]
     addrs = np.stack([base + o for o in byte_offsets], axis=1)          # (n, parts)
+    if not base.size or (int(base.min()) + min(byte_offsets) >= 0
+                         and int(base.max()) + max(byte_offsets) + 4 * count_per <= limit):
+        return wave_rows, groups, addrs                                 # every access inside: no per-access test
     bad = (addrs < 0) | (addrs + 4 * count_per > limit)
     if bad.any():
         i = np.argwhere(bad)[0]
@@ -316,7 +359,6 @@ def _lds_targets(st: Step, rows: np.ndarray, lanes: np.ndarray, byte_offsets: li
 
 #: the LDS race checker is on unless a caller turns it off for a run (e.g. to read values past a known race)
 LDS_RACE_CHECK = {"on": True}
-_LOW = np.int64(0xFFFFFFFF)
 SEVERAL_READERS = 0xFFFFFFFF
 
 
@@ -337,76 +379,40 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
 
     Every wave of a workgroup has the workgroup's epoch (barrier releases raise them together) and a key is
     never from a later epoch, so "another wave, this epoch" is key >= epoch << 32 and key != this wave's key.
+    The tests and updates run in the native helper (native.c, lnbench_lds_race), one call per instruction.
     """
     if not LDS_RACE_CHECK["on"]:
         return
     w = st.w
-    n_dw = w.lds_wkey.shape[1]
-    d = (addrs[:, :, None] // 4 + np.arange(ndw)).reshape(addrs.shape[0], -1)   # (n, parts*ndw) dwords
-    flat = d + (groups * n_dw)[:, None]                                         # into the (groups, n_dw) keys
-    who = w.wave_id[wave_rows]
-    lo = (w.epoch[wave_rows] << 32)[:, None]                                    # this epoch's smallest key
-    mine = lo | who[:, None]
-    wkeys, rkeys = w.lds_wkey.reshape(-1), w.lds_rkey.reshape(-1)
-    last_w = wkeys[flat]
-    other_w = (last_w >= lo) & (last_w != mine)                        # written by another wave this epoch
-    if not write:
-        if other_w.any():
-            i, j = (int(v) for v in np.argwhere(other_w)[0])
-            raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} reads LDS dword {int(d[i, j])} written "
-                                f"by {_wave_name(w, int(last_w[i, j] & _LOW))} with no s_barrier between them")
-        prev = rkeys[flat]
-        several = (prev >= lo) & (prev != mine)
-        rkeys[flat] = np.where(several, lo | SEVERAL_READERS, mine)
-        return
-    new = np.asarray(values).reshape(d.shape).astype(np.uint32)
-    lds32 = w.lds.view("<u4").reshape(-1) if w.lds.shape[1] % 4 == 0 else None
-    if lds32 is not None:
-        held = lds32[flat]
-    else:
-        g = groups[:, None]
-        held = w.lds[g[:, :, None], 4 * d[:, :, None] + np.arange(4)].copy().view("<u4")[..., 0]
-    last_r = rkeys[flat]
-    other_r = (last_r >= lo) & (last_r != mine)
-    changes = new != held
-    touched = other_w | other_r
-    clash = touched & changes
-    if clash.any():
-        i, j = (int(v) for v in np.argwhere(clash)[0])
-        after_write = bool(other_w[i, j])
-        other = int((last_w if after_write else last_r)[i, j] & _LOW)
-        other_name = "several waves" if other == SEVERAL_READERS else _wave_name(w, other)
-        raise EmulatorFault(f"LDS race: {_wave_name(w, int(who[i]))} writes LDS dword {int(d[i, j])} (value "
-                            f"0x{int(new[i, j]):08x}, was 0x{int(held[i, j]):08x}) that {other_name} "
-                            f"{'wrote' if after_write else 'read'} with no s_barrier between them")
-    benign = int(np.count_nonzero(touched))        # no clash: every touched dword keeps its value
-    mine_all = np.broadcast_to(mine, flat.shape)
-    wkeys[flat] = mine_all
-    winners = wkeys[flat]
-    dup = winners != mine_all                      # two waves of one step writing the same dword: one lost
-    if dup.any():
-        if lds32 is not None:                      # the values that won: store them now (ds_write stores them again)
-            lds32[flat] = new
-            won = lds32[flat]
-        else:
-            won = np.zeros(d.shape, np.uint32)
-            last = {int(f): int(v) for f, v in zip(flat.ravel(), new.ravel())}
-            won.ravel()[:] = [last[int(f)] for f in flat.ravel()]
-        step_clash = dup & (won != new)
-        if step_clash.any():
-            i, j = (int(v) for v in np.argwhere(step_clash)[0])
-            a, b = sorted((int(who[i]), int(winners[i, j] & _LOW)))
-            va, vb = (int(new[i, j]), int(won[i, j])) if a == int(who[i]) else (int(won[i, j]), int(new[i, j]))
-            raise EmulatorFault(f"LDS race: {_wave_name(w, a)} and {_wave_name(w, b)} write different values "
-                                f"(0x{va:08x}, 0x{vb:08x}) to LDS dword {int(d[i, j])} in one step with no s_barrier "
-                                f"between them")
-        benign += int(dup.sum())
-    if benign:
-        st.profile.lds_benign_writes = getattr(st.profile, "lds_benign_writes", 0) + benign
+    found, info = native.lds_race(w.lds_wkey, w.lds_rkey, w.lds, addrs, groups, wave_rows, w.epoch, w.wave_id, ndw,
+                                  None if not write else values)
+    if found >= 0:
+        i, j = divmod(found, addrs.shape[1] * ndw)
+        dword = int(addrs[i, j // ndw]) // 4 + j % ndw
+        who = int(w.wave_id[wave_rows[i]])
+        kind, other = int(info[0]), int(info[1]) & SEVERAL_READERS
+        if kind == 1:
+            raise EmulatorFault(f"LDS race: {_wave_name(w, who)} reads LDS dword {dword} written "
+                                f"by {_wave_name(w, other)} with no s_barrier between them")
+        new, held = int(info[3]), int(info[4])
+        if kind == 2:
+            other_name = "several waves" if other == SEVERAL_READERS else _wave_name(w, other)
+            raise EmulatorFault(f"LDS race: {_wave_name(w, who)} writes LDS dword {dword} (value "
+                                f"0x{new:08x}, was 0x{held:08x}) that {other_name} "
+                                f"{'wrote' if info[2] else 'read'} with no s_barrier between them")
+        a, b = sorted((who, other))
+        va, vb = (new, held) if a == who else (held, new)
+        raise EmulatorFault(f"LDS race: {_wave_name(w, a)} and {_wave_name(w, b)} write different values "
+                            f"(0x{va:08x}, 0x{vb:08x}) to LDS dword {dword} in one step with no s_barrier "
+                            f"between them")
+    if info[5]:
+        st.profile.lds_benign_writes = getattr(st.profile, "lds_benign_writes", 0) + int(info[5])
 
 
-def _lds_parts(st: Step, write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """(rows, lanes, groups, byte addresses (n, parts), dwords per part) of a checked LDS access.
+def _lds_parts(st: Step, write: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None]:
+    """(rows, lanes, groups, byte addresses (n, parts), dwords per part, a write's data (n, parts, dwords)) of a
+    checked LDS access.
 
     ds_read/ds_write_bN: one part of N/32 dwords at ADDR + the 16-bit offset; ds_read2/ds_write2_b32: two
     one-dword parts at ADDR + 4*offset0 and ADDR + 4*offset1 (b64: two-dword parts at ADDR + 8*offset).
@@ -421,81 +427,45 @@ def _lds_parts(st: Step, write: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
         offsets = [f["offset0"] | (f["offset1"] << 8)]
         count = (_DS_WRITES if write else _DS_READS)[st.ins.name]
     wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offsets, count)
-    if st.w.check_lds and write:               # the race check compares the stored values with the held ones
+    data = None
+    if write:                                  # (n, parts, count): what each part stores
         fields = ("data0", "data1")[:addrs.shape[1]]
-        values = np.concatenate([np.asarray(_read_lanes(st, f[k], rows, lanes, count)).reshape(rows.size, -1)
-                                 for k in fields], axis=1)
-        _race_check_and_mark(st, wave_rows, groups, addrs, count, write=True, values=values)
-    elif st.w.check_lds:
-        _race_check_and_mark(st, wave_rows, groups, addrs, count, write=False)
+        data = np.stack([_read_lanes(st, f[k], rows, lanes, count) for k in fields], axis=1)
+    if st.w.check_lds:                         # a write's race check compares the stored values with the held ones
+        _race_check_and_mark(st, wave_rows, groups, addrs, count, write=write,
+                             values=None if data is None else data.reshape(rows.size, -1))
     if st.w.lds_written is not None:
         _lds_initcheck(st, groups, addrs, 4 * count, write, lanes)
-    return rows, lanes, groups, addrs, count
+    return rows, lanes, groups, addrs, count, data
 
 
 def _lds_initcheck(st: Step, groups: np.ndarray, addrs: np.ndarray, nbytes: int, write: bool,
                    lanes: np.ndarray) -> None:
     """initcheck for LDS: a read of bytes no wave of the workgroup has written is a fault."""
-    written = st.w.lds_written
-    if written.shape[1] % 4 == 0 and nbytes % 4 == 0 and not (addrs & 3).any():   # whole dwords: 4 flags at once
-        flags, full = written.view("<u4"), np.uint32(0x01010101)
-        where = (addrs[:, :, None] // 4 + np.arange(nbytes // 4)).reshape(addrs.shape[0], -1)
-        where += (groups * flags.shape[1])[:, None]
-        flags = flags.reshape(-1)
-        if write:
-            flags[where] = full
-            return
-        if (flags[where] == full).all():
-            return
-    where = (addrs[:, :, None] + np.arange(nbytes)).reshape(addrs.shape[0], -1)
-    g = groups[:, None]
-    if write:
-        written[g, where] = True
-        return
-    ok = written[g, where]
-    if not ok.all():
-        i, j = (int(v) for v in np.argwhere(~ok)[0])
-        raise EmulatorFault(f"uninitialized read: LDS byte {int(where[i, j])} (lane {int(lanes[i])}) is read before "
-                            f"any wave of its workgroup wrote it")
+    first = native.lds_written(st.w.lds_written.view(np.uint8), addrs, groups, nbytes, write)
+    if first >= 0:
+        at, byte = divmod(first, nbytes)
+        i, part = divmod(at, addrs.shape[1])
+        raise EmulatorFault(f"uninitialized read: LDS byte {int(addrs[i, part]) + byte} (lane {int(lanes[i])}) is read "
+                            f"before any wave of its workgroup wrote it")
 
 
 @op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64", cls="lds",
     honours=ACC)
 def ds_read(st: Step) -> None:
-    rows, lanes, groups, addrs, count = _lds_parts(st, write=False)
-    lds32 = _lds_dwords(st, addrs)
-    if lds32 is not None:                      # dword-aligned: gather dwords, not bytes
-        dw = (addrs[:, :, None] // 4 + np.arange(count)).reshape(rows.size, -1)
-        values = lds32.reshape(-1)[dw + (groups * lds32.shape[1])[:, None]]
-    else:
-        parts = [st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] for i in range(addrs.shape[1])]
-        values = np.ascontiguousarray(np.concatenate(parts, axis=1)).view("<u4").reshape(rows.size, -1)
+    rows, lanes, groups, addrs, count, _ = _lds_parts(st, write=False)
+    values = native.lds_load(st.w.lds, addrs, groups, 4 * count).view("<u4")
     _write_lanes(st, st.ins.f["vdst"], rows, lanes, values)
     st.profile.lds_bytes += 4 * values.size
     _count_banks(st, rows, lanes, addrs, count)
 
 
-def _lds_dwords(st: Step, addrs: np.ndarray) -> np.ndarray | None:
-    """The workgroups' LDS as dwords when every address is dword-aligned (else None: go byte by byte)."""
-    lds = st.w.lds
-    if lds.shape[1] % 4 or (addrs & 3).any():
-        return None
-    return lds.view("<u4")
-
-
 @op(*_DS_WRITES, "ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64", cls="lds",
     honours=ACC)
 def ds_write(st: Step) -> None:
-    rows, lanes, groups, addrs, count = _lds_parts(st, write=True)
-    fields = ("data0", "data1")[:addrs.shape[1]]
-    lds32 = _lds_dwords(st, addrs)
-    for i, field in enumerate(fields):
-        data = np.ascontiguousarray(_read_lanes(st, st.ins.f[field], rows, lanes, count))
-        if lds32 is not None:
-            lds32[groups[:, None], addrs[:, i:i + 1] // 4 + np.arange(count)] = data
-        else:
-            st.w.lds[groups[:, None], addrs[:, i:i + 1] + np.arange(4 * count)] = data.view(np.uint8).reshape(-1, 4 * count)
-        st.profile.lds_bytes += 4 * data.size
+    rows, lanes, groups, addrs, count, data = _lds_parts(st, write=True)
+    native.lds_store(st.w.lds, addrs, groups, data.view(np.uint8))
+    st.profile.lds_bytes += 4 * data.size
     _count_banks(st, rows, lanes, addrs, count)
 
 

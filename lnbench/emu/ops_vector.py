@@ -177,7 +177,11 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     last bit moves one float64 ulp toward t) and then to float32 is exactly the single rounding,
     since 53 >= 2*24 + 2. (Nudging every inexact s instead is wrong when s sits one float64 ulp from
     a float32 halfway point: the nudge lands on the tie and ties-to-even may pick the wrong side.)
+    The native helper runs the same steps in C; arrays with a NaN result come back here (NaN payloads).
     """
+    fast = native.fma_f32(a, b, c)
+    if fast is not None:
+        return fast
     return _fma_round_odd(a, b, c).astype(F32)
 
 
@@ -304,8 +308,16 @@ _IBIN = {
 }
 
 
+#: the ops of _IBIN whose result is the low 32 bits of the same expression: wrap-around arithmetic, bit operations,
+#: shifts by at most 31, max/min. They run on the uint32 operands as they are (the same bits, no 64-bit round trip).
+_WRAP32 = frozenset(_IBIN) - {"v_ashrrev_i32"}
+
+
 @op(*_IBIN, cls="valu", forms=VALU_FORMS, honours=INT_ALL)
 def v_int_binary(st: Step) -> None:
+    if st.ins.name in _WRAP32:
+        out(st, _IBIN[st.ins.name](src(st, 0).astype(U32, copy=False), src(st, 1).astype(U32, copy=False)))
+        return
     a, b = src(st, 0).astype(U64), src(st, 1).astype(U64)
     out(st, (_IBIN[st.ins.name](a, b) & U64(M32)).astype(U32))
 
@@ -317,14 +329,16 @@ _ITER = {
     "v_mad_u32_u24": lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c,
     "v_and_or_b32": lambda a, b, c: (a & b) | c,
     "v_or3_b32": lambda a, b, c: a | b | c,
-    "v_bfe_u32": lambda a, b, c: (a >> (b & 31)) & ((U64(1) << (c & 31)) - U64(1)),
+    "v_bfe_u32": lambda a, b, c: (a >> (b & 31)) & ((U32(1) << (c & 31)) - U32(1)),
 }
 
 
 @op(*_ITER, cls="valu")
 def v_int_ternary(st: Step) -> None:
-    a, b, c = (src(st, i).astype(U64) for i in range(3))
-    out(st, (_ITER[st.ins.name](a, b, c) & U64(M32)).astype(U32))
+    """Every op of _ITER is the low 32 bits of its expression (wrap-around, bit operations, shifts by at most 31):
+    computed on the uint32 operands."""
+    a, b, c = (src(st, i).astype(U32, copy=False) for i in range(3))
+    out(st, _ITER[st.ins.name](a, b, c))
 
 
 @op("v_mov_b32", cls="valu", forms=VALU_FORMS, honours=INT_ALL)
