@@ -6,7 +6,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from lnbench.processes import exit_quietly_on_signals
+from lnbench.run.processes import exit_quietly_on_signals
 
 #: the command line, not a library import (nor a test's in-process CliRunner)
 COMMAND_LINE = __name__ == "__main__" or Path(sys.argv[0]).name == "lnbench"
@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
              "Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls"),
     "plot": ("lnbench.plot.command", "plot_command", "Draw PNGs from result files (JSON or CSV)"),
     "report": ("lnbench.history.command", "report_command",
-               "Write a static HTML dashboard of the results store (trends, change points, latest verify)"),
+               "Write a static HTML dashboard of the results store (what changed, trends, checks)"),
     "store": ("lnbench.history.command", "store_command",
               "Record result files in the results store, each run once"),
     "flydsl-table": ("lnbench.history.command", "flydsl_table_command",

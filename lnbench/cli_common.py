@@ -13,14 +13,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from lnbench import settings as cfg
-from lnbench import fast_help, markdown, validate
-from lnbench import output_fallback
+from lnbench import fast_help, validate
+from lnbench.output import markdown
+from lnbench.output import fallback as output_fallback
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
-from lnbench.install import missing_module_hint
-from lnbench.processes import Terminated, terminate_on_signals
-from lnbench.outputs import (ResultsNotWritten, Writer, atomic_write_all, check_writable, csv_writer,
+from lnbench.machine.install import missing_module_hint
+from lnbench.run.processes import Terminated, terminate_on_signals
+from lnbench.output.files import (ResultsNotWritten, Writer, atomic_write_all, check_writable, csv_writer,
                              default_output_path, release_outputs, result_json_writer)
-from lnbench.tables import SHOWN
+from lnbench.output.tables import SHOWN
 from lnbench.results import kind_of_metadata
 from lnbench.store import hook as store_hook
 
@@ -85,7 +86,7 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
 
     LNBENCH_DEBUG=1 also prints the traceback (to stderr); the exit code stays the same. Ctrl-C exits 130;
     SIGTERM (SIGHUP) exits 143 (129) with `lnbench: terminated` after the same cleanup (workers stopped,
-    temp folders removed; lnbench.processes).
+    temp folders removed; lnbench.run.processes).
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -239,7 +240,7 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
                  step_summary: bool = True) -> None:
     """Write the CSV (if any), the JSON (if any), the Markdown summary (--md, if any) and `more` outputs ((what,
     path, writer)) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`:
-    a checkpoint of lnbench.result_sink). The metadata names the rows' kind (results.Kind.run stamps it). Rows
+    a checkpoint of lnbench.output.sink). The metadata names the rows' kind (results.Kind.run stamps it). Rows
     that cannot be encoded (a value a writer refuses, rows that break their kind's declaration) are kept as JSON
     lines (output_fallback.keep_rows): ResultsNotWritten names where. A final write (`announce`) also appends the
     Markdown to $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else
@@ -275,7 +276,7 @@ def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_p
 
 
 def md_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--md FILE: also write the Markdown summary (lnbench.markdown; in GitHub Actions it also goes to the step
+    """--md FILE: also write the Markdown summary (lnbench.output.markdown; in GitHub Actions it also goes to the step
     summary)."""
     return click.option("--md", "md_path", type=OutputFile(dir_okay=True),
                         help="Also write a Markdown summary (the tables shown, for a PR comment or CI summary; "

@@ -1,38 +1,39 @@
 """lnbench's layering: each package or module in a numbered layer; a module may import its own layer or lower
 ones, never a higher one (tests/test_layering.py checks every import, top level and inside functions).
 
-    0  leaf utilities     errors, constants, validate, results (the result model), verdicts (the words and gate
-                          rule of compare and abi-compare), tables, outputs, markdown, processes, checkout, eta, ...
-    1  configuration      settings: the packaged defaults, a user file, shapes and dtypes; modelled: the
-                          Instinct targets' published figures and the floors modelled from an emulated profile
+    0  leaf utilities     errors, constants, validate, fast_help, results (the result model and the verdict words),
+                          machine (cache folder, install hints, ROCm, zig), output (tables, files, claims, fallback,
+                          Markdown), run (processes, progress, estimates, calibration, clocks, checkout)
+    1  configuration      settings: the packaged defaults, a user file, shapes and dtypes, backend tables; modelled:
+                          the Instinct targets' published figures and the floors modelled from an emulated profile
     2  emulator           emu: the emulated CDNA device
-    3  device             device (the Device value commands ask questions of), metadata
+    3  device             run.device (the Device value commands ask questions of), run.metadata
     4  kernels            flydsl: kernel math, launch geometry, launch/ABI, inspection, pre-flight checks
-    5  backends           backends (the registry and every backend), reference, tolerance
+    5  backends           backends (the registry, every backend, the fp64 reference and the pass rule)
     6  measurement        measure: protocol, timing, worker processes, kernel timer, statistics
-    7  command plumbing   cli_common, result_sink, gpus (--devices), shard (--shard), store (the results store)
+    7  command plumbing   cli_common, output.sink (checkpoints), run.gpus (--devices), run.shard (--shard), store
     8  commands           one package per command (its click command in `command.py`): perf (and peak), verify,
                           abi (abi-compare), compare, plot, merge, inspect, config, env, history (store,
                           history): side by side, none
                           importing another's internals (COMMANDS, SHARED)
     9  entry point        cli
+
+A package may hold modules of several layers (output, run): the longest declared prefix of a module's name decides.
 """
 from __future__ import annotations
 
 #: package or module -> layer; the longest matching prefix of a module's dotted name decides
 LAYERS: dict[str, int] = {
     "lnbench": 0, "lnbench.layers": 0, "lnbench.errors": 0, "lnbench.constants": 0, "lnbench.validate": 0,
-    "lnbench.tables": 0, "lnbench.outputs": 0, "lnbench.progress": 0, "lnbench.processes": 0, "lnbench.cache_dirs": 0,
-    "lnbench.install": 0, "lnbench.rocm": 0, "lnbench.zig": 0, "lnbench.fast_help": 0, "lnbench.backend_table": 0,
-    "lnbench.results": 0, "lnbench.markdown": 0, "lnbench.clocks": 0, "lnbench.output_claims": 0,
-    "lnbench.output_fallback": 0, "lnbench.verdicts": 0, "lnbench.eta": 0, "lnbench.calibration": 0, "lnbench.checkout": 0,
+    "lnbench.fast_help": 0, "lnbench.results": 0, "lnbench.machine": 0,
+    "lnbench.output": 0, "lnbench.output.sink": 7,
+    "lnbench.run": 0, "lnbench.run.device": 3, "lnbench.run.metadata": 3, "lnbench.run.gpus": 7, "lnbench.run.shard": 7,
     "lnbench.settings": 1, "lnbench.modelled": 1,
     "lnbench.emu": 2,
-    "lnbench.device": 3, "lnbench.metadata": 3,
     "lnbench.flydsl": 4,
-    "lnbench.backends": 5, "lnbench.reference": 5, "lnbench.tolerance": 5,
+    "lnbench.backends": 5,
     "lnbench.measure": 6,
-    "lnbench.cli_common": 7, "lnbench.result_sink": 7, "lnbench.gpus": 7, "lnbench.shard": 7, "lnbench.store": 7,
+    "lnbench.cli_common": 7, "lnbench.store": 7,
     "lnbench.perf": 8, "lnbench.verify": 8, "lnbench.abi": 8, "lnbench.compare": 8, "lnbench.plot": 8,
     "lnbench.merge": 8, "lnbench.inspect": 8, "lnbench.config": 8, "lnbench.env": 8, "lnbench.history": 8,
     "lnbench.cli": 9,

@@ -29,7 +29,7 @@ from lnbench.measure import stats
 from lnbench.results import PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import Settings, compare_all, paired_log_change
 from lnbench.errors import LnbenchUsageError
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 
 def _workers_var(base, new) -> float:

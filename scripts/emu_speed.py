@@ -18,7 +18,7 @@ import torch
 
 from lnbench.settings import parse_shape
 from lnbench.constants import DTYPES
-from lnbench.device import resolve_device
+from lnbench.run.device import resolve_device
 from lnbench.emu import runtime
 
 

@@ -77,7 +77,7 @@ def why_not(command: Command, named: bool) -> str:
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() and torch.version.cuda else 0
     if command.needs == "emu":
-        from lnbench.device import emulator_status
+        from lnbench.run.device import emulator_status
 
         ok, reason = emulator_status()
         if not ok:

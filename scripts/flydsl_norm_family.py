@@ -7,7 +7,7 @@
 
 Nothing of FlyDSL is copied: its builders are imported from the checkout (sys.path), built and compiled
 with FLYDSL_GPU_ARCH set to the case's arch (FlyDSL's builders and compiler both read it), and launched
-through FlyDSL's own launch path on lnbench's emulated device (lnbench.device.resolve_device("emu:ARCH")).
+through FlyDSL's own launch path on lnbench's emulated device (lnbench.run.device.resolve_device("emu:ARCH")).
 Each case reports `ok`, `FAIL` (values outside the tolerance, which output and by how much), `fault`
 (the emulator's first line: no handler, memory, LDS race) or `error` (the builder or compiler failed),
 plus the opcodes the code object holds that the emulator has no handler for. --json writes every row.
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: not a FlyDSL checkout (no kernels/norm): {a.src!r}; pass it or set LNBENCH_KERNEL_SRC")
         return 2
     sys.path.insert(0, os.path.abspath(a.src))
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
     arches = a.arch.split(",")
     if not a.compile_only:
         resolve_device(f"emu:{arches[0]}")          # before FlyDSL loads its runtime: the stand-in HIP library

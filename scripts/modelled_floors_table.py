@@ -14,9 +14,9 @@ import argparse
 
 import pandas as pd
 
-from lnbench import markdown
+from lnbench.output import markdown
 from lnbench.results import FLOOR_COLUMNS, load_result
-from lnbench.tables import Column
+from lnbench.output.tables import Column
 
 OTHER = [c for c in FLOOR_COLUMNS if c not in ("memory_us", "bound_us")]
 

@@ -99,7 +99,7 @@ TIMED_COLUMNS: dict[str, frozenset[str]] = {
 TIMED_ENTRIES = frozenset({"metrics"})
 
 #: progress lines (standard error) say in which order cases finished and how long they took; the estimate line, how
-#: long this machine's earlier runs took (lnbench.calibration)
+#: long this machine's earlier runs took (lnbench.run.calibration)
 _PROGRESS = re.compile(r"^(\[\d+(/\d+ +\d+%)?\] |estimated time: ~).*\n?", re.M)
 #: in a timed command's text: load warnings, worker flags (and the note column shown when one is there), and a
 #: kernel pass shown only when it rounds above 0 s

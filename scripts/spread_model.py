@@ -5,7 +5,7 @@
 
 Each worker row gives a case's warm-up plus untimed probe run, and its R timed runs (warmup_s, iters,
 median_us); the rest of a worker's stream pass (build, first call, clean-up) is spread evenly over its cases.
-The cases are dealt out as `perf --devices` deals them (lnbench.gpus.deal by family), each GPU runs its P
+The cases are dealt out as `perf --devices` deals them (lnbench.run.gpus.deal by family), each GPU runs its P
 workers one after another after one shared start-up, and every case goes through a first-come reader/writer
 lock as in lnbench.measure.host_lock: warm-up and probe shared; timed runs shared, or, for a host-bound case
 (by size, or host_fraction at or above the bar), exclusive after the 0.05 s re-warm. --untimed-in-lock: the
@@ -23,7 +23,7 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lnbench.gpus import deal  # noqa: E402
+from lnbench.run.gpus import deal  # noqa: E402
 from lnbench.measure.timing import REWARM_S  # noqa: E402
 from lnbench.perf.cases import PerfCase  # noqa: E402
 from lnbench.perf.spread import host_bound  # noqa: E402

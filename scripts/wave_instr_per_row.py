@@ -72,7 +72,7 @@ def flydsl_count(src: str, op: str, n: int, dtype: str, arch: str, m: int) -> Co
     import flydsl.expr as fx
 
     from lnbench.constants import DTYPES
-    from lnbench.device import activate, emu_device
+    from lnbench.run.device import activate, emu_device
     from lnbench.emu import runtime
     from lnbench.flydsl.guard import guarded_compile
     from lnbench.flydsl.toolkit import compile_env

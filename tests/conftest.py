@@ -19,8 +19,8 @@ import pytest  # noqa: E402
 pytest.register_assert_rewrite("cli_helpers")     # its asserts report their values, like a test module's
 
 from lnbench.constants import ARCHES  # noqa: E402
-from lnbench.device import Device, emulator_status, resolve_device  # noqa: E402
-from lnbench.rocm import NEEDS_ROCM, has_rocm_gpu  # noqa: E402
+from lnbench.run.device import Device, emulator_status, resolve_device  # noqa: E402
+from lnbench.machine.rocm import NEEDS_ROCM, has_rocm_gpu  # noqa: E402
 
 
 def kernel_device_names() -> list[str]:
@@ -84,7 +84,7 @@ def _own_timing_lock_folder(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_calibration_file():
-    """The runs of the tests neither read nor write a calibration file (lnbench.calibration): their estimates start
+    """The runs of the tests neither read nor write a calibration file (lnbench.run.calibration): their estimates start
     from the first guesses, and a test run never feeds its timings (a fake emulator's, a planted fault's) to the
     estimates of real runs in results/. Tests of the calibration point $LNBENCH_CALIBRATION at a file of their own."""
     with pytest.MonkeyPatch.context() as patch:

@@ -75,7 +75,7 @@ def lnbench_cases() -> list[str]:
 
 def run_lnbench_case(case: str) -> dict[str, Any]:
     """Every variant of lnbench's kernels on one arch, dtype and shape: {variant: digest}."""
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
     from lnbench.emu import runtime
     from lnbench.flydsl import launch
     _, arch, dt, shape = case.split("/")
@@ -131,7 +131,7 @@ def family_cases(full: bool = False) -> list[str]:
 def run_family_case(case: str, src: str) -> dict[str, Any]:
     """One case of FlyDSL's family, as scripts/flydsl_norm_family.py runs it: status, the fault's line, the output
     buffers it compares (after a race: those of the rerun with the LDS race checker off) and every launch."""
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
     from lnbench.emu import runtime
     fam = family_module()
     _, arch, kname, dt, n = case.split("/")

@@ -12,8 +12,8 @@ from cli_helpers import ABI_TIMING as FAST, error_line
 from lnbench.abi import static
 from lnbench.abi import command
 from lnbench.abi.command import abi_compare_command, not_run_status, probe_shapes
-from lnbench.device import emu_device, null_device, parse_device
-from lnbench.rocm import has_rocm_gpu
+from lnbench.run.device import emu_device, null_device, parse_device
+from lnbench.machine.rocm import has_rocm_gpu
 from virtual_clock import VirtualClock
 
 

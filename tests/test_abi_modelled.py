@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from cli_helpers import ABI_TIMING as FAST
 from lnbench.abi.command import abi_compare_command
-from lnbench.device import emulator_status
+from lnbench.run.device import emulator_status
 
 
 @pytest.mark.skipif(not emulator_status()[0], reason="the emulated device cannot run here")

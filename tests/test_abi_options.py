@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from cli_helpers import ONE_THREAD as ENV, error_line, timing
 from lnbench.cli import main
-from lnbench.device import emulator_status
-from lnbench.metadata import package_version
+from lnbench.run.device import emulator_status
+from lnbench.run.metadata import package_version
 
 FAST = ["-P", "1", *timing(runs=2, warmup_s=0.01, target_run_s=0.002), "-q"]
 needs_emulator = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emulator: {emulator_status()[1]}")
@@ -176,7 +176,7 @@ def test_a_planted_slowdown_timed_with_too_few_runs_gets_no_verdict_and_fails_no
 
 def test_too_few_is_decided_by_the_smallest_attainable_p():
     from lnbench.measure import stats
-    from lnbench.verdicts import Verdict
+    from lnbench.results.verdicts import Verdict
     assert stats.too_few(2, 2, 0.95) and stats.too_few(3, 3, 0.95) and not stats.too_few(4, 4, 0.95)
     assert stats.too_few(4, 4, 0.99) and not stats.too_few(15, 15, 0.99)
     few = stats.paired_bootstrap([[10.0, 10.1]], [[20.0, 20.2]])

@@ -6,7 +6,7 @@ import pytest
 
 from lnbench.abi import schedule
 from lnbench.measure import stats
-from lnbench.verdicts import Verdict, fails_gate
+from lnbench.results.verdicts import Verdict, fails_gate
 
 
 def _synthetic(rng: np.random.Generator, workers: int, runs: int, tensor_us: float, ratio: float,

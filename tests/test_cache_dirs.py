@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lnbench import cache_dirs
+from lnbench.machine import cache_dirs
 from lnbench.flydsl import toolkit
 from lnbench.results import load_result
 
@@ -55,7 +55,7 @@ def test_a_named_cache_folder_is_kept_even_when_it_cannot_be_made(unwritable_hom
 @pytest.fixture
 def built_emu_dir() -> Path:
     """The emulator's HIP stand-in as this machine has it built (before $HOME is changed)."""
-    from lnbench.device import emulator_status
+    from lnbench.run.device import emulator_status
     from lnbench.emu import hip
 
     available, why = emulator_status()

@@ -1,4 +1,4 @@
-"""lnbench.calibration and lnbench.flydsl.compile_log: the fit of a model's constants to observations, this
+"""lnbench.run.calibration and lnbench.flydsl.compile_log: the fit of a model's constants to observations, this
 process's start, which compiles FlyDSL's disk cache had and which kernels a later run will find there. Times are
 injected: nothing here measures this machine."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from lnbench import calibration
-from lnbench.calibration import Calibration, fit
+from lnbench.run import calibration
+from lnbench.run.calibration import Calibration, fit
 
 
 def test_the_fit_recovers_a_fixed_part_and_a_slope_from_units_of_several_sizes():

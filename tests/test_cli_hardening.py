@@ -18,7 +18,7 @@ from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import default_output_path, write_csv, write_json
+from lnbench.output.files import default_output_path, write_csv, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,7 +150,7 @@ def test_memory_estimate_uses_free_memory(monkeypatch):
 
 def test_explicit_backend_that_cannot_run_is_exit_1_with_reason(results_dir):
     from lnbench.backends import probe_backend
-    from lnbench.device import parse_device
+    from lnbench.run.device import parse_device
 
     backend, avail = probe_backend("liger", parse_device("cpu"))
     if avail.runnable:
@@ -186,7 +186,7 @@ def test_result_files_get_normal_permissions(tmp_path):
 
 
 def test_inspect_csv_carries_run_metadata(tmp_path, results_dir):
-    from lnbench.metadata import package_version
+    from lnbench.run.metadata import package_version
 
     if package_version("flydsl") == "not installed":
         pytest.skip("flydsl not installed")

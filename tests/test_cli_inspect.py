@@ -34,7 +34,7 @@ def test_inspect_logs_one_line_per_variant_and_keeps_going_past_a_failed_one(mon
 
     from lnbench.inspect import command as inspect_command
     from lnbench.flydsl import inspect as flydsl_inspect
-    from lnbench.progress import CommandProgress
+    from lnbench.run.progress import CommandProgress
 
     def fake_compile(op, dtype, n, abi, arch, dgamma_strategy):
         if op == "bwd":

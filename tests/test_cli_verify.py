@@ -98,7 +98,7 @@ def test_installed_entry_point_runs(tmp_path):
 
 @pytest.mark.parametrize("backend", ["flydsl", "flydsl-tensor", "flydsl-atomic"])
 def test_flydsl_backends_compile_but_never_pass_without_rocm(backend, tmp_path, results_dir):
-    from lnbench.rocm import has_rocm_gpu
+    from lnbench.machine.rocm import has_rocm_gpu
 
     if has_rocm_gpu():
         pytest.skip("a ROCm GPU is present: the flydsl backends execute there (tests/test_flydsl_rocm.py)")
@@ -120,7 +120,7 @@ def test_verify_auto_device_executes_flydsl_on_the_emulator_without_a_gpu(tmp_pa
     """No GPU but the emulator available: the default verify executes the FlyDSL kernels (emulated), labelled so."""
     import torch
 
-    from lnbench.device import emulator_status
+    from lnbench.run.device import emulator_status
 
     if torch.cuda.is_available() or not emulator_status()[0]:
         pytest.skip("the default device is a GPU here, or the emulator is unavailable")

@@ -1,7 +1,7 @@
 """Every command that writes results × every device this machine has × every output, at the tiniest run.
 
 The matrix is read off the commands' own declarations: a command with `--csv` is in it, with every device
-(`lnbench.device.device_names_here`) when it declares `--device`, and with every output option it declares
+(`lnbench.run.device.device_names_here`) when it declares `--device`, and with every output option it declares
 (`--csv`, `--json`, `--md`, `--store`), all at once. Its tiniest run is tests/commands_under_test.SMALLEST (or, for
 a command that reads results, READERS below says what feeds it); a new command without one fails
 test_every_writing_command_is_in_the_matrix. Each case ends in exit 0 or 1 with every file written, loadable, and
@@ -26,8 +26,8 @@ from click.testing import CliRunner
 from cli_helpers import ONE_THREAD, error_line
 from commands_under_test import SMALLEST
 from lnbench.cli import main
-from lnbench.device import device_names_here
-from lnbench.install import missing_module_hint
+from lnbench.run.device import device_names_here
+from lnbench.machine.install import missing_module_hint
 from lnbench.results import CSV_LIST_SEPARATOR, ResultFile, list_from_cell, load_result
 from lnbench.store import schema as S
 from lnbench.store.record import identity_and_points
@@ -153,7 +153,7 @@ def _compare_with_itself(path: Path, result: ResultFile, tmp_path: Path) -> None
 
 def test_a_run_cell_holding_a_list_is_one_csv_cell_and_reads_back_as_the_list(tmp_path: Path) -> None:
     """abi-compare on the emulated device records its modelled targets as a list: one JSON cell in the CSV."""
-    from lnbench.outputs import write_csv
+    from lnbench.output.files import write_csv
     from lnbench.results import ABI, AbiRow, AbiRun
 
     run = AbiRun(schema=ABI.schema, lnbench_command="abi-compare", modelled_targets=["MI350X", "MI355X"])

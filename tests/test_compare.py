@@ -18,8 +18,8 @@ from lnbench.compare.command import compare_command
 from lnbench.compare.planted import main as planted_main, plant_slowdown
 from lnbench.compare.verdict import Settings, compare_case
 from lnbench.perf.command import perf_command
-from lnbench.outputs import write_json
-from lnbench.verdicts import Verdict
+from lnbench.output.files import write_json
+from lnbench.results.verdicts import Verdict
 
 FASTER, SAME, SLOWER = Verdict.FASTER, Verdict.SAME, Verdict.SLOWER
 
@@ -142,7 +142,7 @@ def test_cases_in_one_file_only_are_listed(perf_json, payload, tmp_path):
     assert rows[("liger", "fwd", "bf16", "3x100", "hot")]["verdict"] == "only in base"
     liger = rows[("liger", "bwd", "bf16", "8x64", "hot")]
     from lnbench.backends import probe_backend
-    from lnbench.device import parse_device
+    from lnbench.run.device import parse_device
 
     reason = probe_backend("liger", parse_device("cpu"))[1].reason      # not installed, or needs a GPU
     assert liger["verdict"] == "not compared" and reason in liger["detail"]

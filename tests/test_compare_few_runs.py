@@ -16,7 +16,7 @@ from lnbench.compare.command import compare_command
 from lnbench.measure.stats import t_quantile
 from lnbench.compare.verdict import Settings, compare_case
 from lnbench.perf.command import perf_command
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 SAME, SLOWER, TOO_FEW = Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW
 

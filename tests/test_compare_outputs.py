@@ -13,7 +13,7 @@ from cli_helpers import ONE_THREAD as ENV, error_line, timing
 from lnbench.compare.command import compare_command
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.command import perf_command
-from lnbench.outputs import release_outputs
+from lnbench.output.files import release_outputs
 
 
 @pytest.fixture(scope="module")

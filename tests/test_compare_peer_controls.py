@@ -12,7 +12,7 @@ import pytest
 from lnbench import settings as cfg
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.verdict import Settings, compare_all, peer_shifts
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 BACKENDS = ("torch", "liger", "flydsl")
 OPS = ("fwd", "bwd")

@@ -12,7 +12,7 @@ from lnbench import settings as cfg
 from lnbench.compare.cases import TimedCase
 from lnbench.compare.verdict import Settings, compare_case
 from lnbench.measure import stats
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 KEY = ("torch", "fwd", "bf16", "1024x1024", "hot")
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from cli_helpers import error_line
 from lnbench.abi import static
 from lnbench.cli import main
-from lnbench.install import install_hint
-from lnbench.device import device_of, emu_device, parse_device, resolve_device
+from lnbench.machine.install import install_hint
+from lnbench.run.device import device_of, emu_device, parse_device, resolve_device
 from lnbench.env.facts import backend_facts, emulator_fact
 from lnbench.emu import runtime
 from lnbench.errors import LnbenchUsageError

@@ -1,4 +1,4 @@
-"""`--devices`: GPU parsing and visibility (lnbench.gpus), the scheduler (every GPU at once, host-bound cases
+"""`--devices`: GPU parsing and visibility (lnbench.run.gpus), the scheduler (every GPU at once, host-bound cases
 timed alone under the host lock: lnbench.measure.host_lock),
 and perf / verify spread over several "GPUs" on the CPU. The stand-in GPUs are CPU slots whose worker
 environment carries a marker instead of CUDA_VISIBLE_DEVICES; the real two-GPU run is
@@ -13,9 +13,9 @@ import torch
 from click.testing import CliRunner
 
 from cli_helpers import ABI_TIMING, ONE_THREAD, error_line, timing
-from lnbench import gpus
+from lnbench.run import gpus
 from lnbench.errors import LnbenchUsageError
-from lnbench.gpus import GpuSlot, deal, parse_devices, run_spread
+from lnbench.run.gpus import GpuSlot, deal, parse_devices, run_spread
 from lnbench.perf.cases import build_cases
 from lnbench.perf.spread import group_spec, host_bound, plan_groups
 
@@ -85,7 +85,7 @@ def test_host_gpus_maps_torch_numbering_to_the_parents_visible_list(monkeypatch)
 
 
 def test_child_environment_unsets_a_none_variable(monkeypatch):
-    from lnbench.processes import child_environment
+    from lnbench.run.processes import child_environment
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     env = child_environment(H200[1].env() | {"HIP_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": None})
@@ -113,7 +113,7 @@ def test_a_gpus_workers_run_on_the_cpus_of_its_numa_node(tmp_path, monkeypatch):
     import sys
     from types import SimpleNamespace
 
-    from lnbench.processes import CPU_AFFINITY_VAR, child_environment, parse_cpu_list
+    from lnbench.run.processes import CPU_AFFINITY_VAR, child_environment, parse_cpu_list
 
     assert parse_cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11} and parse_cpu_list("x-1") == set()
     node = tmp_path / "0000:1b:00.0"
@@ -127,7 +127,7 @@ def test_a_gpus_workers_run_on_the_cpus_of_its_numa_node(tmp_path, monkeypatch):
     assert gpus.local_cpus(SimpleNamespace(pci_bus_id=2), tmp_path) == ""    # no such sysfs entry
     slot = GpuSlot(1, "NVIDIA H200", "CUDA_VISIBLE_DEVICES", "1", cpus=str(cpu))
     assert slot.env()[CPU_AFFINITY_VAR] == str(cpu) and CPU_AFFINITY_VAR not in H200[0].env()
-    code = ("import os; from lnbench.processes import pin_to_gpu_cpus; pin_to_gpu_cpus(); "
+    code = ("import os; from lnbench.run.processes import pin_to_gpu_cpus; pin_to_gpu_cpus(); "
             "print(sorted(os.sched_getaffinity(0)))")
     out = subprocess.run([sys.executable, "-c", code], env=child_environment(slot.env()), capture_output=True,
                          text=True, check=True).stdout
@@ -161,7 +161,7 @@ def test_a_gpu_that_fails_loses_only_its_own_cases():
 def test_an_interrupt_stops_every_gpus_run_at_once():
     """Ctrl-C reaches the main thread while the GPUs' groups run: it is raised there, and every other GPU's
     group is stopped at once (its `stop` event), not left to finish."""
-    from lnbench.processes import Stopped
+    from lnbench.run.processes import Stopped
 
     def run(slot, items, stop):
         if slot.index == 0:
@@ -334,7 +334,7 @@ def test_perf_a_failing_gpu_loses_only_its_cases(monkeypatch, tmp_path, by_size_
 def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monkeypatch):
     from lnbench.verify.cases import build_cases as verify_cases
     from lnbench.verify.parallel import SLOT_DEATHS, VerifySpec, run_units
-    from lnbench.tolerance import Tolerance
+    from lnbench.backends.tolerance import Tolerance
     from lnbench import settings as cfg
 
     tol = Tolerance.from_config(cfg.section(cfg.load_config(None), "verify"))

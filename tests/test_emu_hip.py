@@ -20,7 +20,7 @@ from lnbench.emu import hip
 from lnbench.emu.errors import EmulatorUnavailable
 from lnbench.flydsl import geometry
 from lnbench.flydsl.toolkit import flydsl_importable
-from lnbench.zig import zig_binary
+from lnbench.machine.zig import zig_binary
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import gc
 import pytest
 import torch
 
-from lnbench.device import emulator_status, resolve_device
+from lnbench.run.device import emulator_status, resolve_device
 from lnbench.emu.errors import EmulatorFault
 
 pytestmark = pytest.mark.skipif(not emulator_status()[0], reason=f"emulator unavailable: {emulator_status()[1]}")

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import torch
 
-from lnbench.device import emulator_status, resolve_device
+from lnbench.run.device import emulator_status, resolve_device
 from lnbench.constants import ARCHES
 
 needs_emulator = pytest.mark.skipif(not emulator_status()[0], reason=f"emulator unavailable: {emulator_status()[1]}")

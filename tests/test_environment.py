@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lnbench.device import emulator_status
+from lnbench.run.device import emulator_status
 
 
 def _lnbench(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:

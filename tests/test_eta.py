@@ -1,4 +1,4 @@
-"""Run-time estimates (lnbench.eta, verify/estimate.py, perf/estimate.py, their calibration): the model's arithmetic,
+"""Run-time estimates (lnbench.run.eta, verify/estimate.py, perf/estimate.py, their calibration): the model's arithmetic,
 the fit of its constants to a machine's recorded runs (recorded runs of the development machine as fixture data),
 what a run records in the calibration file and how the next estimate uses it, and the running estimate's
 stability. Times are injected (fixture observations, a fake clock): no test here compares a duration this machine
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lnbench import calibration, eta
-from lnbench.device import emu_device, parse_device
+from lnbench.run import calibration, eta
+from lnbench.run.device import emu_device, parse_device
 from lnbench.verify.cases import Case, build_cases
 from lnbench.verify.calibrate import VerifyRecord, costs_here, estimate_run
 from lnbench.verify.estimate import (FIRST_GUESS, Estimate, VerifyCosts, compile_keys, compile_seconds,

@@ -239,7 +239,7 @@ def test_direct_backward_call_matches_backward(kernel_device):
 
 @pytest.mark.skipif(not has_rocm_gpu() or torch.cuda.device_count() < 2, reason="needs two ROCm GPUs")
 def test_two_gpus():
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
     from lnbench.flydsl import launch
     outs = []
     for dev in ("cuda:0", "cuda:1"):

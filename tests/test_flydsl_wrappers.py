@@ -6,7 +6,7 @@ import weakref
 import pytest
 import torch
 
-from lnbench.device import emu_device
+from lnbench.run.device import emu_device
 from lnbench.emu import runtime
 from lnbench.emu.errors import EmulatorFault
 from lnbench.errors import ContractError

@@ -347,10 +347,10 @@ def test_bogus_dgamma_strategy_is_exit_2(tmp_path):
 
 def test_backend_without_backward_has_not_run_backward_rows():
     from lnbench.backends.torch_native import TorchBackend
-    from lnbench.device import parse_device
+    from lnbench.run.device import parse_device
     from lnbench.verify.cases import build_cases
     from verify_rows import verify_rows
-    from lnbench.tolerance import Tolerance
+    from lnbench.backends.tolerance import Tolerance
 
     tol = Tolerance.from_config(cfg.section(cfg.default_config(), "verify"))
 
@@ -377,7 +377,7 @@ def test_backend_without_backward_has_not_run_backward_rows():
 
 def test_verify_compile_backend_is_not_an_error(tmp_path):
     from lnbench.backends import probe_backend
-    from lnbench.device import parse_device
+    from lnbench.run.device import parse_device
 
     _, avail = probe_backend("compile", parse_device("cpu"))
     if not avail.runnable:

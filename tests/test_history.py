@@ -61,7 +61,7 @@ def test_a_first_search_of_many_series_starts_no_worker_process(tmp_path: Path,
 
 
 def test_quiet_records_the_table_for_the_markdown_without_laying_it_out() -> None:
-    from lnbench.tables import SHOWN, Column, render_table, silent_console
+    from lnbench.output.tables import SHOWN, Column, render_table, silent_console
 
     console = silent_console()
     render_table(console, "History", [Column("a", "a")], [{"a": 1}])

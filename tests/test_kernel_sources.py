@@ -277,7 +277,7 @@ def test_lnbench_forward_through_the_contract_runs_the_same_code_objects_as_flyd
     """One launch path: lnbench's builder module (lnbench.flydsl.builders) driven as a kernel source executes the
     very code objects `--backend flydsl` executes."""
     import torch
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
 
     resolve_device(kernel_device_names()[0])
     from lnbench.emu import runtime
@@ -359,7 +359,7 @@ def test_a_source_tree_without_git_is_named_by_a_content_hash(tmp_path):
     """A `git archive` export has no .git: source_commit was empty, so two different trees looked the same."""
     import shutil
 
-    from lnbench.checkout import content_hash
+    from lnbench.run.checkout import content_hash
 
     tree = tmp_path / "export"
     shutil.copytree(SOURCES, tree, ignore=shutil.ignore_patterns("__pycache__"))

@@ -82,13 +82,13 @@ from .. import errors
 from ..perf.protocol import PerfProtocol
 from lnbench.measure import stats, cache
 def f():
-    from lnbench.tables import plain_number
+    from lnbench.output.tables import plain_number
     import lnbench
 """
     found = imports_in(source, "lnbench.measure.load")
     assert [t for t, _ in found] == ["lnbench.measure.timing", "lnbench.measure.workers", "lnbench.errors",
                                      "lnbench.perf.protocol", "lnbench.measure.cache", "lnbench.measure.stats",
-                                     "lnbench.tables", "lnbench"]
+                                     "lnbench.output.tables", "lnbench"]
     assert [t for t, _ in imports_in("from . import timing", "lnbench.measure", is_package=True)] == \
         ["lnbench.measure.timing"]
 
@@ -162,8 +162,8 @@ def test_the_checks_catch_an_upward_import_a_circle_and_a_cross_command_import(m
     monkeypatch.setitem(GRAPH, "lnbench.measure.stats", [*GRAPH["lnbench.measure.stats"], ("lnbench.perf.command", 1)])
     with pytest.raises(AssertionError, match="lnbench.measure.stats .layer 6. imports lnbench.perf.command"):
         test_no_module_imports_a_higher_layer()
-    monkeypatch.setitem(GRAPH, "lnbench.errors", [("lnbench.outputs", 1)])      # outputs imports errors
-    assert set(_cycle() or []) == {"lnbench.errors", "lnbench.outputs"}
+    monkeypatch.setitem(GRAPH, "lnbench.errors", [("lnbench.output.files", 1)])      # outputs imports errors
+    assert set(_cycle() or []) == {"lnbench.errors", "lnbench.output.files"}
     monkeypatch.setitem(GRAPH, "lnbench.abi.command", [*GRAPH["lnbench.abi.command"], ("lnbench.perf.worker_main", 1)])
     assert _cross_command() == ["lnbench.abi.command imports lnbench.perf.worker_main (another command's module) "
                                 "at line 1"]

@@ -17,10 +17,10 @@ from lnbench.abi.command import abi_compare_command
 from lnbench.abi.plan import choose_device
 from lnbench.abi.pair_timing import run_worker
 from lnbench.abi.worker_main import run_spec
-from lnbench.device import emulator_status, parse_device, resolve_device
+from lnbench.run.device import emulator_status, parse_device, resolve_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
-from lnbench.rocm import has_rocm_gpu
+from lnbench.machine.rocm import has_rocm_gpu
 
 CPU = torch.device("cpu")
 TINY = Protocol(processes=1, runs=3, warmup_s=0.0, min_warmup_calls=3, target_run_s=0.002, min_iters=5,

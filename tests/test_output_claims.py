@@ -20,12 +20,12 @@ import pytest
 from click.testing import CliRunner
 
 from lnbench.cli import main
-from lnbench.output_claims import sidecar_of
+from lnbench.output.claims import sidecar_of
 from commands_under_test import ABI, INSPECT, PERF, VERIFY
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGSTOP/SIGKILL and flock")
 
-HOLD = ("import sys, time; from pathlib import Path; from lnbench.output_claims import claim; "
+HOLD = ("import sys, time; from pathlib import Path; from lnbench.output.claims import claim; "
         "claim(Path(sys.argv[1])); print('claimed', flush=True); time.sleep(3600)")   # until the test kills it
 
 

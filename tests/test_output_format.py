@@ -17,7 +17,7 @@ from lnbench.perf.aggregate import build_rows
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.tables import _CELLS, NOTE_COLUMN, TABLE_COLUMNS
 from lnbench.measure.workers import WorkerResult
-from lnbench.tables import fmt_number, fmt_time_range_us, fmt_time_us, render_table
+from lnbench.output.tables import fmt_number, fmt_time_range_us, fmt_time_us, render_table
 from lnbench.verify.command import verify_command
 from lnbench.verify.tables import bar_used
 
@@ -158,7 +158,7 @@ def test_verify_help_explains_margin():
 
 def test_csv_keeps_integer_columns_with_gaps_integer(tmp_path):
     """A column of integers with gaps (perf's worker `order`, empty in aggregate rows) is written 0, 6, not 0.0."""
-    from lnbench.outputs import csv_writer
+    from lnbench.output.files import csv_writer
     out = tmp_path / "o.csv"
     csv_writer([{"order": 0, "x": 1.5}, {"order": None, "x": 2.0}, {"order": 6, "x": 3.0}])(out)
     assert out.read_text().splitlines() == ["order,x", "0,1.5", ",2.0", "6,3.0"]
@@ -170,7 +170,7 @@ def test_a_narrow_console_folds_a_wide_table_and_loses_no_value(width):
     table was an empty grid); every character of every header and cell must still be printed."""
     from collections import Counter
 
-    from lnbench.tables import Column
+    from lnbench.output.tables import Column
 
     headers = ["arch", "ABI", "op", "kernel", "dtype", "N", "kernarg B", "args", "host slots", "VGPR", "SGPR",
                "spills v/s", "LDS B", "instrs", "status"]

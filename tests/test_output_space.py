@@ -23,9 +23,9 @@ from click.testing import CliRunner
 
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.output_claims import sidecar_of
-from lnbench.outputs import ResultsNotWritten, check_writable, release_outputs
-from lnbench.result_sink import ResultSink
+from lnbench.output.claims import sidecar_of
+from lnbench.output.files import ResultsNotWritten, check_writable, release_outputs
+from lnbench.output.sink import ResultSink
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
 ROWS = 28                                    # VERIFY's rows
@@ -193,7 +193,7 @@ def _meta() -> dict:
 
 
 def test_a_checkpoint_that_fails_keeps_the_rows_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
     out = tmp_path / "out"
     full = {"on": True}
     real = pd.DataFrame.to_csv
@@ -229,7 +229,7 @@ def test_a_checkpoint_that_fails_keeps_the_rows_and_the_run_goes_on(tmp_path, mo
 
 
 def test_a_checkpoint_that_fails_then_a_final_write_that_succeeds_leaves_no_kept_copy(tmp_path, monkeypatch):
-    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
     out = tmp_path / "out"
     full = {"on": True}
     real = pd.DataFrame.to_csv
@@ -251,7 +251,7 @@ def test_a_checkpoint_that_fails_then_a_final_write_that_succeeds_leaves_no_kept
 
 def test_a_usage_error_still_leaves_no_result_file(tmp_path, monkeypatch):
     """(a guard) exit 2 for bad input still removes the checkpoints; a kept copy too."""
-    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
     csv_path = check_writable(tmp_path / "out" / "r.csv")
     try:
         with pytest.raises(LnbenchUsageError):
@@ -335,7 +335,7 @@ def test_a_cell_that_cannot_be_encoded_leaves_every_row_in_the_kept_folder(tmp_p
 
 
 def test_values_json_has_no_form_for_are_kept_as_their_repr():
-    from lnbench.output_fallback import always_json
+    from lnbench.output.fallback import always_json
 
     class Odd:
         def __repr__(self) -> str:

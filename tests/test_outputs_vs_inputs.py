@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import atomic_write_all, check_writable, release_outputs
+from lnbench.output.files import atomic_write_all, check_writable, release_outputs
 from cli_helpers import ONE_THREAD as ENV, error_line
 from commands_under_test import ABI, PEAK, PERF, VERIFY
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lnbench.backends import get_backend
-from lnbench.device import resolve_device
+from lnbench.run.device import resolve_device
 from lnbench.perf.workloads import build_workload, workspace_bytes
 
 CPU = torch.device("cpu")

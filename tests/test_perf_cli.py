@@ -10,7 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from cli_helpers import ONE_THREAD as ENV, error_line, timing
-from lnbench.metadata import device_name
+from lnbench.run.metadata import device_name
 from lnbench.perf.command import peak_command, perf_command
 
 TINY = ["--device", "cpu", "--dtype", "f32", *timing(), "--llc-mib", "0.05", "-q"]
@@ -67,7 +67,7 @@ def test_perf_runs_end_to_end_and_exits_0(perf_run):
 def _liger_on_cpu_reason() -> str:
     """Why liger cannot run on the CPU on this host (not installed, or installed but needing a GPU)."""
     from lnbench.backends import probe_backend
-    from lnbench.device import parse_device
+    from lnbench.run.device import parse_device
 
     return probe_backend("liger", parse_device("cpu"))[1].reason
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from lnbench.device import Device, emu_device, torch_device_info
+from lnbench.run.device import Device, emu_device, torch_device_info
 from lnbench.measure import kernel_stats, kernel_timer
 from lnbench.perf.aggregate import build_rows, failed
 from lnbench.perf.cases import PerfCase

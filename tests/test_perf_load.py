@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from lnbench.compare.command import compare_command
 from lnbench.errors import LnbenchUsageError
-from lnbench.metadata import device_name
+from lnbench.run.metadata import device_name
 from lnbench.measure import load
 from lnbench.perf import peak, workloads
 from lnbench.perf.command import peak_command, perf_command

@@ -113,7 +113,7 @@ def test_modelled_against_measured_is_refused_unless_forced(tmp_path):
         forced = compare(modelled, tmp_path / "as-flydsl.json", "--force", "--json", tmp_path / "forced.json")
         assert forced.exit_code == 0, forced.output
         return {row["verdict"] for row in json.loads((tmp_path / "forced.json").read_text())["data"]}
-    assert words() == {"floor ≤ measured"} and words(1e-6) == {"FLOOR ABOVE MEASURED"}    # lnbench.verdicts' words
+    assert words() == {"floor ≤ measured"} and words(1e-6) == {"FLOOR ABOVE MEASURED"}    # lnbench.results.verdicts' words
     bad_gate = compare(modelled, modelled, "--fail-if-slower", "-3")
     assert bad_gate.exit_code == 2 and "--fail-if-slower" in bad_gate.output
 

@@ -1,6 +1,6 @@
 """Workers start up together and take their timed turns one at a time (lnbench.measure.workers), loop counts
 give way for slow calls (lnbench.measure.timing.choose_iters), and long commands show life in a log
-(lnbench.progress).
+(lnbench.run.progress).
 
 The probe workers here take no real time: each step *spends* seconds on a ledger (a file per worker), and the
 parent's clock is the sum of the ledgers (`LedgerClock`), so a turn's duration and a timeout are what the
@@ -17,7 +17,7 @@ from rich.console import Console
 
 from lnbench.measure import workers
 from lnbench.measure.timing import choose_iters
-from lnbench.progress import CommandProgress
+from lnbench.run.progress import CommandProgress
 
 #: what the probes share: spend() moves the test's clock, together() is a barrier, hang() waits to be killed
 PROBE_TOOLS = """

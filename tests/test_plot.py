@@ -1,6 +1,6 @@
 """`lnbench plot` on perf / compare / verify results of FIXED numbers, so every axis, point and legend asserted
 follows from the numbers here, on any machine: the perf and verify files are written from row and run records by
-lnbench's own writers (lnbench.outputs), the compare files by `lnbench compare` on those perf files (arithmetic, no
+lnbench's own writers (lnbench.output.files), the compare files by `lnbench compare` on those perf files (arithmetic, no
 timing)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from cli_helpers import error_line
 from lnbench.compare.command import compare_command
 from lnbench.compare.planted import plant_slowdown
-from lnbench.outputs import atomic_write, result_json_writer, write_csv
+from lnbench.output.files import atomic_write, result_json_writer, write_csv
 from lnbench.plot.command import plot_command
 from lnbench.plot.figures import png_writer
 from lnbench.plot.perf import perf_figures

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from lnbench.reference import reference
+from lnbench.backends.reference import reference
 
 
 def test_reference_matches_hand_computed_values():

@@ -17,7 +17,7 @@ from cli_helpers import ABI_TIMING, error_line, timing
 from lnbench import results
 from lnbench.cli import main
 from lnbench.cli_common import emit_outputs
-from lnbench.outputs import ResultsNotWritten
+from lnbench.output.files import ResultsNotWritten
 from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result
 from session_once import built_once
 
@@ -167,7 +167,7 @@ def _row() -> dict:
 def test_planted_schema_breaks_are_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: dict,
                                          what: str) -> None:
     """A row that breaks its kind's declaration is never written where asked; the rows are kept as JSON lines
-    in the folder the error names (lnbench.output_fallback.keep_rows)."""
+    in the folder the error names (lnbench.output.fallback.keep_rows)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     metadata = results.COMPARE.run(command="compare")
     emit_outputs([_row()], metadata, tmp_path / "ok.csv", tmp_path / "ok.json", announce=False)

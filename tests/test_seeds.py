@@ -23,7 +23,7 @@ def test_git_commit_says_dirty_for_uncommitted_tracked_changes(tmp_path, monkeyp
     import subprocess
 
     import lnbench
-    from lnbench import metadata
+    from lnbench.run import metadata
 
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
@@ -50,7 +50,7 @@ def test_git_commit_is_empty_for_an_install_inside_another_checkout(tmp_path, mo
     import subprocess
 
     import lnbench
-    from lnbench import metadata
+    from lnbench.run import metadata
 
     repo = tmp_path / "project"
     installed = repo / ".venv" / "site-packages" / "lnbench"

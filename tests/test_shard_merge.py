@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from cli_helpers import ONE_THREAD, error_line, timing
 from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
-from lnbench.gpus import deal
+from lnbench.run.gpus import deal
 from lnbench.merge.command import shard_note
 from lnbench.results import PERF as PERF_RESULT, ResultFile, load_result
-from lnbench.shard import Shard, parse_shard
+from lnbench.run.shard import Shard, parse_shard
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32,bf16", "--shapes", "8x64,3x33,1x5", "-q"]
 PERF = ["perf", "--device", "cpu", "--dtype", "f32", *timing(runs=2, min_warmup_calls=1, min_iters=2, max_iters=5),

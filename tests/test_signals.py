@@ -1,4 +1,4 @@
-"""SIGTERM / SIGKILL of the lnbench parent: no worker outlives it, no temp folder is left (lnbench.processes)."""
+"""SIGTERM / SIGKILL of the lnbench parent: no worker outlives it, no temp folder is left (lnbench.run.processes)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lnbench.processes import Terminated, terminate_on_signals
+from lnbench.run.processes import Terminated, terminate_on_signals
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and PR_SET_PDEATHSIG")
 

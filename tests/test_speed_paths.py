@@ -6,7 +6,7 @@ import math
 import numpy as np
 import torch
 
-from lnbench.device import resolve_device
+from lnbench.run.device import resolve_device
 from lnbench.emu.decode import decode_at
 from lnbench.emu.memory import Memory, Region
 from lnbench.verify import runner

@@ -19,13 +19,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from lnbench import processes
+from lnbench.run import processes
 from lnbench.cli import main
-from lnbench.device import emulator_status
+from lnbench.run.device import emulator_status
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import release_outputs
-from lnbench.processes import Terminated, terminate_on_signals
-from lnbench.result_sink import ResultSink
+from lnbench.output.files import release_outputs
+from lnbench.run.processes import Terminated, terminate_on_signals
+from lnbench.output.sink import ResultSink
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 #: a stopped run that has not exited after this is hung (the limit ends the test; it judges no speed)
@@ -141,7 +141,7 @@ def test_sigint_inside_an_emulated_launch_is_a_stop_not_a_kernel_fault(monkeypat
 
     import lnbench.emu.machine as machine
     from lnbench.backends import get_backend
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
 
     dev = resolve_device("emu:gfx942")
     backend = get_backend("flydsl")
@@ -301,7 +301,7 @@ def test_a_long_emulated_run_is_announced_with_an_estimate_and_advice(tmp_path, 
     """A run estimated above verify's WARN_S says so before it starts, with its largest shape and what makes it
     shorter; Ctrl-C then stops it before any case finished, with no result file. The run is long by a calibration
     file in which this machine's emulated 4096x4096 units took 50 s (not by this machine's speed)."""
-    from lnbench import calibration
+    from lnbench.run import calibration
 
     path = tmp_path / "calibration.json"
     assert calibration.record({"verify.emulated@emu:gfx942": [{"x": 4096 * 4096, "s": 50.0}]}, path=path)
@@ -318,7 +318,7 @@ def test_estimate_grows_with_elements_and_refines_with_measured_time(monkeypatch
     """A unit costs its kind's fixed part plus its part per element (this machine's constants, injected); the run
     is its start plus its units spread over the jobs; a first unit twice as slow as modelled (a fake clock) moves
     what is left toward the observed speed, the model holding it back."""
-    from lnbench.device import emu_device
+    from lnbench.run.device import emu_device
     from lnbench.verify.cases import Case
     from lnbench.verify.estimate import Estimate, VerifyCosts, unit_seconds
 
@@ -345,7 +345,7 @@ def test_progress_lines_show_remaining_time():
 
     from rich.console import Console
 
-    from lnbench.progress import CommandProgress
+    from lnbench.run.progress import CommandProgress
 
     buf = StringIO()
     with CommandProgress(Console(file=buf, width=200), "verifying", 3, remaining=lambda: 125.0) as progress:
@@ -367,13 +367,13 @@ def _meta(**more):
 
 
 def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:
-    from lnbench.outputs import check_writable
+    from lnbench.output.files import check_writable
 
     return check_writable(tmp_path / "r.csv"), check_writable(tmp_path / "r.json")
 
 
 def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatch):
-    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
     with ResultSink(csv_path, json_path, _meta(device="x"), total=3) as sink:
         sink.add(1, [_row("b", "PASS", max_abs_err=2.5)])
@@ -416,7 +416,7 @@ def test_sink_on_interrupt_without_result_files_names_no_empty_path(capsys):
 
 
 def test_sink_on_a_usage_error_leaves_no_result_file(tmp_path, monkeypatch):
-    monkeypatch.setattr("lnbench.result_sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
     with pytest.raises(LnbenchUsageError):
         with ResultSink(csv_path, json_path, _meta(), total=2) as sink:
@@ -495,7 +495,7 @@ def test_env_shows_backends_on_the_device_verify_uses():
 
 
 def test_install_hints_name_packages_not_unpublished_extras():
-    from lnbench.install import install_hint
+    from lnbench.machine.install import install_hint
 
     assert install_hint("plot") == "pip install 'matplotlib>=3.7'"
     assert "lnbench[" not in install_hint("emu") and "ziglang" in install_hint("emu")

@@ -1,4 +1,4 @@
-"""One verdict vocabulary and one `--fail-if-slower` rule for `compare` and `abi-compare` (lnbench.verdicts)."""
+"""One verdict vocabulary and one `--fail-if-slower` rule for `compare` and `abi-compare` (lnbench.results.verdicts)."""
 from __future__ import annotations
 
 import json
@@ -8,12 +8,12 @@ import pytest
 from click.testing import CliRunner
 
 from cli_helpers import ABI_TIMING, ONE_THREAD as ENV, timing
-from lnbench import verdicts
+from lnbench.results import verdicts
 from lnbench.abi.command import abi_compare_command
 from lnbench.compare.command import compare_command
 from lnbench.compare.planted import plant_slowdown
 from lnbench.perf.command import perf_command
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 ABI_FAST = ["--pair", "planted-slow", "--runtime-only", "--device", "cpu", "--in-process", "-P", "2",
             "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", "--planted-delay-us", "300",

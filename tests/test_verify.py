@@ -6,13 +6,13 @@ import torch
 from lnbench.backends.base import Availability
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.settings import load_config, section
-from lnbench.device import resolve_device
+from lnbench.run.device import resolve_device
 from lnbench.verify.cases import KINDS, build_cases, make_inputs
 from lnbench.verify.planted import BUGS, PlantedBackend
 from lnbench.verify.runner import failed, max_errors
 from verify_rows import verify_rows
 from lnbench.verify.selftest import run_self_test
-from lnbench.tolerance import Conditioning, Tolerance
+from lnbench.backends.tolerance import Conditioning, Tolerance
 
 CPU = resolve_device("cpu")
 

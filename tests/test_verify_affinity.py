@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 from lnbench import settings as cfg
 from lnbench.verify.affinity import AffinityQueue
 from lnbench.verify.cases import build_cases

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from lnbench import backends
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.cli import main
-from lnbench.device import resolve_kernel_device
+from lnbench.run.device import resolve_kernel_device
 from lnbench.results import SELFTEST, VERIFY
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 from lnbench.verify.cases import build_cases
 from lnbench.verify.diagnosis import UNEXPLAINED, abi_twins, by_rule, diagnose, rule_of
 from lnbench.verify.planted import BUGS, PlantedBackend

@@ -62,7 +62,7 @@ def test_verify_refuses_the_null_device_in_one_line():
 
 def test_names_are_case_insensitive_and_cpu_takes_no_index():
     from lnbench import validate
-    from lnbench.device import parse_device
+    from lnbench.run.device import parse_device
     from lnbench.errors import LnbenchUsageError
 
     assert validate.arches("GFX942,gfx950") == ["gfx942", "gfx950"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lnbench.device import emulator_status
+from lnbench.run.device import emulator_status
 from lnbench.verify import prestart
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")

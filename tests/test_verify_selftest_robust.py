@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from cli_helpers import error_line
 from lnbench.cli import main
-from lnbench.device import resolve_kernel_device
+from lnbench.run.device import resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.verify.cases import build_cases
 from lnbench.verify.planted import BUGS, PlantedBackend
@@ -17,7 +17,7 @@ from verify_rows import verify_rows
 from lnbench.verify.selftest import run_self_test
 
 UNDETECTABLE = "not detectable"   # the summary status (lnbench.verify.selftest.UNDETECTABLE)
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 
 CPU = resolve_kernel_device("cpu")
 EPS = [1e-5, 1e-2]

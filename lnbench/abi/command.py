@@ -18,8 +18,8 @@ import click
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench import verdicts
-from lnbench.verdicts import Verdict
+from lnbench.results import verdicts
+from lnbench.results.verdicts import Verdict
 from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
@@ -29,16 +29,16 @@ from lnbench.abi.plan import TABLE, AbiPlan, build_plan, check_elements
 from lnbench.abi.static import flydsl_installed, static_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guarded, kernel_source_option, md_option,
                                 nothing_ran, output_options)
-from lnbench.result_sink import ResultSink
+from lnbench.output.sink import ResultSink
 from lnbench.backends import name_rows
-from lnbench.device import Device
-from lnbench.gpus import GpuSlot, deal, devices_options, run_spread
+from lnbench.run.device import Device
+from lnbench.run.gpus import GpuSlot, deal, devices_options, run_spread
 from lnbench.measure.host_lock import lock_environment
 from lnbench.measure.protocol import Protocol, protocol_options
-from lnbench.progress import CommandProgress
+from lnbench.run.progress import CommandProgress
 from lnbench.abi.summary import MORE, print_runtime, print_static
-from lnbench.tables import silent_console
-from lnbench.shard import shard_option
+from lnbench.output.tables import silent_console
+from lnbench.run.shard import shard_option
 
 WORKER_MODULE = "lnbench.abi.worker_main"
 
@@ -299,8 +299,8 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
 def modelled_part(runtime_rows: list[dict[str, Any]], plan: AbiPlan, quiet: bool) -> list[dict[str, Any]]:
     """The modelled rows of `abi-compare --device emu` (lnbench.abi.modelled), printed as their own table."""
     from lnbench.abi.modelled import modelled_rows
-    from lnbench.device import activate, emu_device
-    from lnbench.tables import Column, fmt_time_us, render_table
+    from lnbench.run.device import activate, emu_device
+    from lnbench.output.tables import Column, fmt_time_us, render_table
 
     activate(emu_device(plan.dev.arch))
     rows = modelled_rows(runtime_rows, plan.targets, plan.dev.arch, plan.eps, plan.strategy)

@@ -5,7 +5,7 @@ direct  = lnbench.flydsl.launch.direct_forward_call / direct_backward_call (comp
 wrapper = launch.forward(store_stats=True/False) / launch.backward, allocation included.
 Checks (lnbench.abi.checks): forward outputs bitwise identical between the ABIs; backward bitwise
 identical with the deterministic dγ/dβ strategy, within a relative 1e-2 with atomics.
-Runs where FlyDSL launches reach a device (lnbench.device.Device.launches_flydsl): a ROCm GPU, the emulated
+Runs where FlyDSL launches reach a device (lnbench.run.device.Device.launches_flydsl): a ROCm GPU, the emulated
 device (the executed checks of the null device, lnbench.abi.null_device) and the null device, where each case
 also counts its launches (the HIP stand-in's counter). flydsl is imported only when cases are built.
 """
@@ -18,8 +18,8 @@ import torch
 from lnbench import validate
 from lnbench.abi.cases import PairCase, Side
 from lnbench.constants import DTYPES, FORWARD_OPS
-from lnbench.device import device_of
-from lnbench.rocm import NEEDS_ROCM
+from lnbench.run.device import device_of
+from lnbench.machine.rocm import NEEDS_ROCM
 
 ABIS = ("tensor", "pointer")
 

@@ -1,6 +1,6 @@
 """The FlyDSL pair on the null device: equality checked by execution first, then host cost timed.
 
-On the null device (lnbench.device, kind "null") FlyDSL's real launch path runs against the HIP stand-in and
+On the null device (lnbench.run.device, kind "null") FlyDSL's real launch path runs against the HIP stand-in and
 every launch completes at once without executing: `direct` and `wrapper` time exactly the host work of each
 launch ABI, and the kernels compute nothing. So a null-device worker checks outputs before it times, in its
 own process and on the same compiled functions (the compile cache does not depend on M):
@@ -41,7 +41,7 @@ def executed_checks(pair: str, ops: Sequence[str], dtypes: Sequence[str], shapes
                     ) -> list[CheckResult]:
     """Run the output checks of the timed cases on the emulated device for `arch` (activated here, execute
     mode); results keyed by the timed cases (see the module docstring)."""
-    from lnbench.device import activate, emu_device
+    from lnbench.run.device import activate, emu_device
 
     dev = activate(emu_device(arch))
     small = {shape: (check_rows(shape[0], shape[1], check_elements), shape[1]) for shape in shapes}

@@ -143,7 +143,7 @@ def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]],
     """Kernel time of the `device` units, after all stream-timed rounds (see the module docstring)."""
     if not units:
         return
-    from lnbench.device import torch_device_info
+    from lnbench.run.device import torch_device_info
 
     reason = kernel_timer.unavailable_reason(torch_device_info(device)) if protocol.kernel_timer \
         else "kernel timer off"

@@ -13,17 +13,17 @@ from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed
 from lnbench.backends import OWN_FLYDSL, configure_sources, record_sources, runs_flydsl, set_kernel_src
 from lnbench.cli_common import config_input, prepare_outputs
-from lnbench.device import Device, compile_device, emulator_status, null_device, parse_device
+from lnbench.run.device import Device, compile_device, emulator_status, null_device, parse_device
 from lnbench.constants import DTYPES, KERNEL_OPS
 from lnbench.errors import LnbenchUsageError
 from lnbench.modelled.targets import targets_for
 from lnbench.flydsl import preflight
-from lnbench.gpus import parse_devices, record_devices
+from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.measure.protocol import Protocol
-from lnbench.metadata import provenance
+from lnbench.run.metadata import provenance
 from lnbench.results import ABI, RunRecord
-from lnbench.rocm import has_rocm_gpu
-from lnbench.shard import Shard, parse_shard, record_shard
+from lnbench.machine.rocm import has_rocm_gpu
+from lnbench.run.shard import Shard, parse_shard, record_shard
 
 TABLE = "abi_compare"
 

@@ -12,7 +12,7 @@ import importlib.util
 from typing import Any, Callable, Sequence
 
 from lnbench.constants import ARCHES
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.emu.registry import CLASSES
 from lnbench.errors import one_line
 from lnbench.results import AbiRow

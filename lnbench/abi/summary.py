@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lnbench.abi.tables import render_runtime, render_static
-from lnbench.tables import Column, render_table, styled_status
+from lnbench.output.tables import Column, render_table, styled_status
 
 #: the line under the summary tables saying where the rest is
 MORE = "every row: --details (or the CSV/JSON)"

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lnbench.cli_common import console
-from lnbench.tables import Column, plain_number, render_table, styled_status, time_unit
+from lnbench.output.tables import Column, plain_number, render_table, styled_status, time_unit
 
 
 def _timing_cell(side: str) -> Callable[[dict[str, Any]], str]:

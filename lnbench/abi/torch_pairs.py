@@ -7,7 +7,7 @@ function, so it calls the overload's raw builtin `OpOverload._op`). Same kernel,
 outputs are bitwise identical and only host overhead differs — what the FlyDSL ABI change is about.
 
 Against the fp32 reference, each output also gets verify's pass rule as slack (`ref_slack`): k × the error of
-this ATen op in the case dtype + atol(dtype, tensor), × √M for dγ/dβ (lnbench.tolerance). ATen's CPU
+this ATen op in the case dtype + atol(dtype, tensor), × √M for dγ/dβ (lnbench.backends.tolerance). ATen's CPU
 backward for all-bf16/f16 inputs sums dγ/dβ over the rows in an accumulator of the input dtype (per thread;
 the workers run one), so at bf16 1024x8192 dγ is ~9.8 off the fp32 result (max |dγ| 120): torch's own error,
 which verify also takes as the bar. A stale or wrong result is still far outside it.
@@ -25,7 +25,7 @@ import torch
 from lnbench import validate
 from lnbench.abi.cases import Outputs, PairCase, Side
 from lnbench.constants import DTYPES
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 
 _NLN = torch.ops.aten.native_layer_norm.default
 _LN = torch.ops.aten.layer_norm.default

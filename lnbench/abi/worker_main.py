@@ -18,7 +18,7 @@ from lnbench.abi import null_device
 from lnbench.abi.cases import build_cases
 from lnbench.abi.checks import run_checks
 from lnbench.abi.pair_timing import run_worker
-from lnbench.device import activate, parse_device
+from lnbench.run.device import activate, parse_device
 from lnbench.measure.protocol import Protocol
 from lnbench.measure.host_lock import host_lock_from_env
 from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from lnbench.backend_table import FLYDSL_SRC, MODULE_PREFIX, REGISTRY as _REGISTRY, check_source_table
+from lnbench.settings.backend_table import FLYDSL_SRC, MODULE_PREFIX, REGISTRY as _REGISTRY, check_source_table
 from lnbench.backends.base import Availability, Backend
 from lnbench.errors import LnbenchUsageError
 
@@ -145,7 +145,7 @@ def source_label(name: str, sources: dict[str, dict[str, str]]) -> str:
     """`module@commit` of a kernel source, `lnbench NAME@commit` for lnbench's own kernels."""
     if name in sources:
         return f"{sources[name]['source_module']}@{sources[name]['source_commit'] or '?'}"
-    from lnbench.metadata import git_commit
+    from lnbench.run.metadata import git_commit
     return f"lnbench {name}@{git_commit() or '?'}"
 
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 import torch
 
 from lnbench.constants import OPS
-from lnbench.device import Device
+from lnbench.run.device import Device
 
 
 

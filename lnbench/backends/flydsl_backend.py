@@ -7,9 +7,9 @@ import torch
 from lnbench.backends.autograd import BackendLayerNormFn
 from lnbench.backends.base import Availability, Backend
 from lnbench.constants import ARCHES, KERNEL_OPS
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.flydsl import toolkit
-from lnbench.install import install_hint
+from lnbench.machine.install import install_hint
 
 
 

@@ -15,8 +15,8 @@ import importlib.util
 import torch
 
 from lnbench.backends.base import Availability, Backend
-from lnbench.device import Device
-from lnbench.install import install_hint
+from lnbench.run.device import Device
+from lnbench.machine.install import install_hint
 
 INSTALL_HINT = f"liger-kernel not installed ({install_hint('peers')})"
 

@@ -14,7 +14,7 @@ import torch
 from lnbench.backends.base import Availability, Backend
 from lnbench.backends.flydsl_backend import flydsl_availability
 from lnbench.constants import ARCHES, FORWARD_OPS, KERNEL_OPS, OPS
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.flydsl.contract import SourceSpec
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from lnbench.settings import default_config, require, section
 from lnbench.constants import DTYPES
 from lnbench.validate import number as check_number
-from lnbench.reference import TENSORS
+from lnbench.backends.reference import TENSORS
 
 #: tensors reduced over rows: their atol grows with sqrt(M)
 ROW_REDUCED = ("dweight", "dbias")

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from lnbench.backends.base import Availability, Backend
-from lnbench.device import Device
+from lnbench.run.device import Device
 
 
 def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from lnbench.backends.base import Availability, Backend
-from lnbench.device import Device
+from lnbench.run.device import Device
 
 _HALF = (torch.float16, torch.bfloat16)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from lnbench.markdown import cell
+from lnbench.output.markdown import cell
 from lnbench.results import CompareRow, RunRecord
-from lnbench.tables import fmt_float, fmt_time_us
-from lnbench.verdicts import Verdict
+from lnbench.output.tables import fmt_float, fmt_time_us
+from lnbench.results.verdicts import Verdict
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
           "|---|---|---|---|---|---:|---:|---:|---:|---|")
 

@@ -17,12 +17,12 @@ from rich.markup import escape
 import lnbench
 from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, reserve_outputs
-from lnbench.verdicts import Verdict, fails_gate, floor_verdict
+from lnbench.results.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
-from lnbench.metadata import command_line, git_commit, timestamp
+from lnbench.run.metadata import command_line, git_commit, timestamp
 from lnbench.results import (ABI_KIND, COMPARE, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
                              ResultFile, load_result, missing)
-from lnbench.tables import Column, fmt_time_us, render_table
+from lnbench.output.tables import Column, fmt_time_us, render_table
 
 FASTER, ONLY_BASE, ONLY_NEW, SAME, SLOWER, CHANGED = (Verdict.FASTER, Verdict.ONLY_BASE, Verdict.ONLY_NEW,
                                                   Verdict.SAME, Verdict.SLOWER, Verdict.CHANGED)

@@ -14,7 +14,7 @@ from lnbench.compare.match import mismatches, require_overlap, same_command
 from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
-from lnbench.metadata import command_line, git_commit, timestamp
+from lnbench.run.metadata import command_line, git_commit, timestamp
 from lnbench.results import COMPARE, RunRecord
 
 

@@ -18,7 +18,7 @@ from lnbench.cli_common import console, guarded
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, key_text
 from lnbench.results import PERF as PERF_RECORD, PERF_KIND as PERF, PerfRow, load_result, numbers_of, rows_of
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import write_json
+from lnbench.output.files import write_json
 
 _TIMES = ("median_us", "min_us", "max_us", "kernel_us", "kernel_min_us", "kernel_max_us")
 _RATES = ("gbps", "pct_peak")

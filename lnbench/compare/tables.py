@@ -9,8 +9,8 @@ from lnbench.cli_common import console, err_console
 from lnbench.compare.markdown import ratio_text
 from lnbench.compare.verdict import Settings
 from lnbench.measure import stats
-from lnbench.tables import Column, fmt_float, fmt_time_us, render_table
-from lnbench.verdicts import Verdict
+from lnbench.output.tables import Column, fmt_float, fmt_time_us, render_table
+from lnbench.results.verdicts import Verdict
 
 SLOWER, FASTER, SAME, TOO_FEW, NOT_COMPARED = (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME, Verdict.TOO_FEW,
                                                Verdict.NOT_COMPARED)

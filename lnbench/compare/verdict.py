@@ -8,7 +8,7 @@ of their medians: the paired t interval widened by the run noise floor ([compare
 shift two invocations differ by that no worker of one invocation shows. The floor a case is judged with is the
 larger of that config value and the session shift its **peers** show: the cases of other backends at the same
 shape, mode and dtype in the same two files (a peer's code did not change with this backend's, so what moved all
-of them together is the session; `peer_shift_pct`, [compare] peer_controls). Verdict (lnbench.verdicts, the words abi-compare uses too): SAME when the interval
+of them together is the session; `peer_shift_pct`, [compare] peer_controls). Verdict (lnbench.results.verdicts, the words abi-compare uses too): SAME when the interval
 contains 1 or the change is smaller than the threshold, else SLOWER (ratio > 1) or FASTER; TOO_FEW with fewer
 than 2 paired workers (no spread between processes to judge by). docs/measurements.md has the A/A false-flag
 rates this gives (and the run-bootstrap it replaced).
@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from lnbench import settings as cfg
-from lnbench import validate, verdicts
+from lnbench import validate
+from lnbench.results import verdicts
 from lnbench.measure import stats
 from lnbench.compare.cases import KEY_FIELDS, CaseKey, TimedCase
 from lnbench.results import CompareRow
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 TABLE = "compare"
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Callable
 
 from lnbench.emu.cbuild import compile_library
 from lnbench.emu.errors import EmulatorUnavailable
-from lnbench.zig import zig_binary
+from lnbench.machine.zig import zig_binary
 
 if TYPE_CHECKING:
     from lnbench.emu.codeobject import CodeObject
@@ -100,7 +100,7 @@ def emu_dir() -> Path:
         return Path(os.environ["LNBENCH_EMU_DIR"])
     if os.environ.get("LNBENCH_TOOLKIT_DIR"):
         return Path(os.environ["LNBENCH_TOOLKIT_DIR"]).parent / "emu"
-    from lnbench.cache_dirs import lnbench_cache_dir
+    from lnbench.machine.cache_dirs import lnbench_cache_dir
     return lnbench_cache_dir() / "emu"
 
 

@@ -24,7 +24,7 @@ from lnbench.emu.memory import BufferTraffic, Memory
 from lnbench.emu.registry import CLASSES, OP_CLASS
 from lnbench.emu.semantics import bind
 from lnbench.emu.state import EXEC, WAVE, RecordingStep, Step, Waves
-from lnbench.processes import check_stop
+from lnbench.run.processes import check_stop
 
 MAX_WAVES_PER_BATCH = 2048
 #: descriptor FLOAT_MODE: round to nearest even (bits 0-3 = 0), keep f32 and f16/f64 denormals (bits 4-7 = 0xF)

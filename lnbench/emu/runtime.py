@@ -35,7 +35,7 @@ from lnbench.emu import checks as emu_checks
 from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
 from lnbench.emu.machine import LaunchProfile, run_kernel
 from lnbench.emu.memory import Memory
-from lnbench.install import install_hint
+from lnbench.machine.install import install_hint
 
 _active_arch: str | None = None
 _null = False                    # the active arch is the null device's: launches complete unexecuted

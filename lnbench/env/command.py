@@ -4,9 +4,9 @@ from __future__ import annotations
 import click
 
 from lnbench.cli_common import console, guarded
-from lnbench.device import Device, activate, parse_device, resolve_kernel_device
+from lnbench.run.device import Device, activate, parse_device, resolve_kernel_device
 from lnbench.env.facts import backend_facts, device_facts, software_facts
-from lnbench.tables import Column, render_table
+from lnbench.output.tables import Column, render_table
 
 
 @click.command("env")

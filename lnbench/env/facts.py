@@ -9,9 +9,9 @@ import torch
 import lnbench
 from lnbench.backends import backend_names, probe_backend
 from lnbench.constants import ARCHES
-from lnbench.device import Device, emu_device, emulator_status, torch_device_info
-from lnbench.metadata import gpu_runtime, package_version
-from lnbench.rocm import has_rocm_gpu
+from lnbench.run.device import Device, emu_device, emulator_status, torch_device_info
+from lnbench.run.metadata import gpu_runtime, package_version
+from lnbench.machine.rocm import has_rocm_gpu
 
 
 def _device_row(dev: Device) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from lnbench.cache_dirs import lnbench_cache_dir
+from lnbench.machine.cache_dirs import lnbench_cache_dir
 
 #: (seconds, cold) of each compile this process made, in order
 COMPILES: list[tuple[float, bool]] = []

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 
 from lnbench.constants import DTYPE_NAMES, DTYPES
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.errors import one_line
 from lnbench.flydsl import launch
 from lnbench.flydsl.toolkit import apply_compile_env, restore_env
@@ -171,7 +171,7 @@ def _provenance_of(spec: SourceSpec) -> dict[str, str]:
     if file:
         path = Path(file).resolve()
         out["source_file"] = str(path)
-        from lnbench.checkout import content_hash, git_commit_of
+        from lnbench.run.checkout import content_hash, git_commit_of
         tree = Path(spec.path).resolve() if spec.path and path.is_relative_to(Path(spec.path).resolve()) else path.parent
         out["source_commit"] = git_commit_of(path.parent) or content_hash(tree)    # no checkout: what the tree holds
     return out

@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from lnbench.cache_dirs import lnbench_cache_dir
-from lnbench.checkout import content_hash
+from lnbench.machine.cache_dirs import lnbench_cache_dir
+from lnbench.run.checkout import content_hash
 
 #: bump when the stored form changes
 FORMAT = 1

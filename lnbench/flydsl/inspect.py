@@ -293,7 +293,7 @@ def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, ep
     (its ABI read from the launcher, `abi` ignored)."""
     import torch
 
-    from lnbench.device import activate, emu_device
+    from lnbench.run.device import activate, emu_device
     from lnbench.emu import runtime
 
     if op not in KERNEL_OPS:

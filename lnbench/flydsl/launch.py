@@ -1,7 +1,7 @@
 """Host wrappers: contracts, compile cache, and launches of the FlyDSL LayerNorm kernels.
 
 Cache key: (kind, N, dtype, store_stats, eps, ABI, dγ strategy, vector width, arch, device index).
-The tensors' Device (lnbench.device) decides the rest: a ROCm GPU compiles for its arch and launches under
+The tensors' Device (lnbench.run.device) decides the rest: a ROCm GPU compiles for its arch and launches under
 its device guard on the current stream; CPU tensors run on the emulated device when one is active
 (stream None, every launch inside the emulator's launch scope). Pointer-ABI compile misses get typed null
 placeholders (compiling with live pointers would launch once); hot calls pass raw data_ptr() ints, so
@@ -14,7 +14,7 @@ from typing import Any, Callable, Collection
 import torch
 
 from lnbench.constants import DTYPES, STRATEGIES
-from lnbench.device import Device, device_of
+from lnbench.run.device import Device, device_of
 from lnbench.errors import ContractError
 from lnbench.flydsl import geometry
 from lnbench.flydsl.toolkit import compile_env

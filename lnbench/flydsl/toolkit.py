@@ -13,10 +13,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from lnbench.cache_dirs import lnbench_cache_dir, usable_home_folder
-from lnbench.install import install_hint
-from lnbench.rocm import has_rocm_gpu  # the one project-wide check, re-exported here
-from lnbench.zig import zig_binary
+from lnbench.machine.cache_dirs import lnbench_cache_dir, usable_home_folder
+from lnbench.machine.install import install_hint
+from lnbench.machine.rocm import has_rocm_gpu  # the one project-wide check, re-exported here
+from lnbench.machine.zig import zig_binary
 
 DEBIAN_BITCODE = Path("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
 

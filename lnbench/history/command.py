@@ -7,7 +7,7 @@ import click
 
 from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, guarded, md_option
-from lnbench.tables import Column, render_table
+from lnbench.output.tables import Column, render_table
 
 _STORE_HELP = ("The results store: an SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://user@host/db) or an "
                "SQLite path (default: $LNBENCH_STORE, the config's [store] url, else results/lnbench.sqlite).")
@@ -137,7 +137,7 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
     from lnbench.history.query import Filters, load_points
     from lnbench.history.report import render_html
     from lnbench.history.summary import summarize
-    from lnbench.outputs import atomic_write
+    from lnbench.output.files import atomic_write
     from lnbench.store.db import open_store
     from lnbench.store.url import store_url
 

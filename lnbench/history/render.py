@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import lnbench
-from lnbench import markdown
-from lnbench.checkout import git_commit, timestamp
+from lnbench.output import markdown
+from lnbench.run.checkout import git_commit, timestamp
 from lnbench.cli_common import console, emit_outputs
 from lnbench.history.cache import METHOD
 from lnbench.history.changes import MIN_VALUES
 from lnbench.history.summary import BAD, CHECK_KINDS, changes_text
-from lnbench.processes import command_line
+from lnbench.run.processes import command_line
 from lnbench.results import HISTORY, HistoryRow, HistoryRun
-from lnbench.tables import SHOWN, Column, fmt_number, render_table, silent_console, styled_status
+from lnbench.output.tables import SHOWN, Column, fmt_number, render_table, silent_console, styled_status
 
 COLUMNS = [Column("kind", "kind", justify="left"), Column("backend", "backend", justify="left"),
            Column("op", "op"), Column("dtype", "dtype"), Column("shape", "shape"), Column("mode", "mode"),

@@ -17,14 +17,14 @@ from lnbench.backends import (OWN_FLYDSL, configure_sources, record_sources, req
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,
                                 guarded, kernel_source_option, md_option, output_options, prepare_outputs)
 from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
-from lnbench.device import compile_device, emulator_status
+from lnbench.run.device import compile_device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.flydsl import preflight
-from lnbench.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
-from lnbench.progress import CommandProgress
-from lnbench.result_sink import ResultSink
+from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
+from lnbench.run.progress import CommandProgress
+from lnbench.output.sink import ResultSink
 from lnbench.results import INSPECT, InspectRow, RunRecord
-from lnbench.tables import Column, render_table, silent_console, styled_status
+from lnbench.output.tables import Column, render_table, silent_console, styled_status
 from lnbench import validate
 from lnbench.validate import choices as _choices
 

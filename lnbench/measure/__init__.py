@@ -12,7 +12,7 @@ Modules, one job each:
     load         the timing lock and the machine-load check taken around timed work
     cache        the device's last-level cache and free memory
     stats        A/B statistics (BASE vs NEW): abi-compare's paired bootstrap speed-up and Mann–Whitney U, the
-                 paired worker interval of `compare`, and the worker flags (verdict words: lnbench.verdicts)
+                 paired worker interval of `compare`, and the worker flags (verdict words: lnbench.results.verdicts)
 
 Nothing here imports a command package (perf, abi, compare, plot) or flydsl.
 """

@@ -46,7 +46,7 @@ _NAME_KINDS = (
 
 
 def unavailable_reason(dev: Any) -> str:
-    """'' when kernel time can be measured on `dev` (an lnbench.device.Device), else why not (one line)."""
+    """'' when kernel time can be measured on `dev` (an lnbench.run.device.Device), else why not (one line)."""
     if getattr(dev, "emulated", False):
         return f"emulated device {dev.name}: no GPU activity records"
     if getattr(dev, "is_null", False):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from lnbench.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+from lnbench.run.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 
 #: characters of a worker's stderr kept when it fails (its last line names the failure)
 TAIL_CHARS = 2000

@@ -1,6 +1,6 @@
 """A/B statistics of repeated timings: abi-compare's paired bootstrap (speed-up, interval, Mann–Whitney U), the
 paired worker interval of `compare`, and the worker flags of `perf`. Both comparisons say their verdict in the
-shared words of lnbench.verdicts.
+shared words of lnbench.results.verdicts.
 
 The two sides are BASE and NEW (abi-compare: BASE = the Tensor ABI, NEW = the Pointer ABI). Input per
 measurement: for each worker process, the R per-run µs/call values of each side, measured in the same
@@ -31,8 +31,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from lnbench.tables import plain_number
-from lnbench.verdicts import Verdict, judge
+from lnbench.output.tables import plain_number
+from lnbench.results.verdicts import Verdict, judge
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Used by `lnbench perf` and `lnbench abi-compare`. The worker contract:
 * The worker writes its result dict to RESULT_JSON with `write_result` (temp file + rename). It may write it
   several times (after each finished unit) so that a later crash or hang still leaves partial results.
 * The worker may append one line per finished unit to PROGRESS_TXT (`report_progress`); `on_progress` sees
-  the line count and the last line while the worker runs (drives lnbench.progress).
+  the line count and the last line while the worker runs (drives lnbench.run.progress).
 * Environment: LNBENCH_WORKER_INDEX / LNBENCH_WORKER_COUNT; the folder holding the `lnbench` package is put
   first on PYTHONPATH so a checkout runs without installing.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lnbench.measure.pool import Pool, Worker, last_line, stderr_tail, worker_setup
-from lnbench.processes import Stopped
+from lnbench.run.processes import Stopped
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
 _POLL_S = 0.05
@@ -311,11 +311,11 @@ def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str,
     A worker calls `wait_turn()` once at the start of each phase. Returns one WorkerResult per spec, in spec
     order; a crash or timeout never raises, it is reported in its WorkerResult (exit status, stderr tail)
     and the remaining specs still run. `on_done` is called after each worker has finished (and, when run_workers
-    is interrupted, for each worker it stopped, with what that worker had written: lnbench.result_sink);
+    is interrupted, for each worker it stopped, with what that worker had written: lnbench.output.sink);
     `on_progress(index, lines, last line)` while one runs, as its progress file grows.
     WorkerResult.duration_s is the time of the worker's sequential turns. Each worker gets its own fresh
     compile-cache folders (see the module docstring). `stop`: when set (by another thread), the workers are
-    stopped as on Ctrl-C and `Stopped` is raised (runs on several GPUs: lnbench.gpus). `clock`: the seconds
+    stopped as on Ctrl-C and `Stopped` is raised (runs on several GPUs: lnbench.run.gpus). `clock`: the seconds
     that turns and timeouts are counted in (tests pass one that moves as their workers say, not with the
     machine's speed); the workers' report_waiting times must be on the same clock.
     """

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from lnbench import output_claims, output_fallback
+from lnbench.output import claims as output_claims, fallback as output_fallback
 from lnbench.errors import LnbenchUsageError
 from lnbench.results import SCHEMA_KEY, csv_frame, json_table, kind_of_metadata, plain
 
@@ -115,9 +115,9 @@ def _dup(path: Path, fd: int) -> int:
 
 def check_writable(path: Path) -> Path:
     """Make an output ready before any work is done, so that a run never ends unable to write its results:
-    create the folder, claim the path for this run (lnbench.output_claims: a live run writing it is a usage
+    create the folder, claim the path for this run (lnbench.output.claims: a live run writing it is a usage
     error) and make the temporary file the result will be renamed from, with a probe write in it
-    (lnbench.output_fallback: a full or read-only folder is found now); a FIFO or character device is opened
+    (lnbench.output.fallback: a full or read-only folder is found now); a FIFO or character device is opened
     instead, to be written in place. A usage error when that fails. Returns where the result goes: the path, or
     a symlink's target (the link itself is kept). `release_outputs` drops what was not used."""
     fd = _inherited_fd(Path(path))
@@ -218,7 +218,7 @@ def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
     device's bytes to a staging folder), then the FIFOs and devices in place, and only then rename the files
     over their paths (or links' targets): readers never see half a file, and a write that fails leaves no
     result placed. A failure is ResultsNotWritten, `cannot write PATH: reason; the results are kept in FOLDER/
-    (NAMES)` (lnbench.output_fallback.keep). Paths this call claims for itself (not made ready before) are given
+    (NAMES)` (lnbench.output.fallback.keep). Paths this call claims for itself (not made ready before) are given
     back after it. Returns where each result went."""
     claimed: list[tuple[Path, _Reservation]] = []
     before = output_claims.held()
@@ -250,7 +250,7 @@ def atomic_write_all(writes: Sequence[tuple[Path, Writer]]) -> list[Path]:
 
 class ResultsNotWritten(LnbenchUsageError):
     """Results that could not be written where asked (exit 2); `kept`: whether they are in the folder the
-    message names (lnbench.output_fallback)."""
+    message names (lnbench.output.fallback)."""
 
     def __init__(self, message: str, kept: bool) -> None:
         super().__init__(message)

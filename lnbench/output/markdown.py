@@ -14,8 +14,8 @@ from typing import Any, Iterable, Sequence
 
 from rich.text import Text
 
-from lnbench.tables import Column, styled_status
-from lnbench.outputs import TEXT_ERRORS, atomic_write
+from lnbench.output.tables import Column, styled_status
+from lnbench.output.files import TEXT_ERRORS, atomic_write
 
 #: GitHub Actions' step summary file (appended to, in Markdown)
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"

@@ -19,7 +19,7 @@ complete files (`complete = true`). If the command is stopped before that:
 * killed hard (SIGKILL, the machine going down): the last checkpoint stays, `complete = false`.
 
 A checkpoint that cannot be written (the disk filled during the run) does not stop the run: the rows so far go to
-the run's kept folder (lnbench.output_fallback), one warning line names it, and later checkpoints try the result
+the run's kept folder (lnbench.output.fallback), one warning line names it, and later checkpoints try the result
 paths again. If the final write fails too, the complete rows are in that folder and the exit-2 error line names
 it; if it succeeds, the kept folder is removed.
 
@@ -34,10 +34,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Sequence
 
-from lnbench import output_fallback
+from lnbench.output import fallback as output_fallback
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
-from lnbench.processes import Terminated
-from lnbench.outputs import ResultsNotWritten, Writer, check_writable, renamable
+from lnbench.run.processes import Terminated
+from lnbench.output.files import ResultsNotWritten, Writer, check_writable, renamable
 from lnbench.results import Record, RunRecord
 
 #: at most one checkpoint rewrite per this many seconds (the final and the incomplete write are never held back)

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lnbench.results.records import missing
-from lnbench.verdicts import Verdict
+from lnbench.results.verdicts import Verdict
 
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
                  "compiled, not executed": "cyan", "ok": "green", **{v.value: v.style for v in Verdict}}
@@ -109,7 +109,7 @@ def styled_status(value: Any) -> str:
     return text
 
 
-#: the tables this command has shown (title, columns, rows), in order: its Markdown summary (lnbench.markdown)
+#: the tables this command has shown (title, columns, rows), in order: its Markdown summary (lnbench.output.markdown)
 SHOWN: list[tuple[str, list[Column], list[dict[str, Any]]]] = []
 
 

@@ -1,5 +1,5 @@
 """perf's run-time model on this machine: its constants fitted from the runs recorded in the calibration file
-(lnbench.calibration), and what a finished run records there.
+(lnbench.run.calibration), and what a finished run records there.
 
 A timed run records, on its device (DEVICE: `device_key`), per case each worker timed (from the worker's result:
 its seconds and its Measurement), in seconds of one idle core:
@@ -27,10 +27,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from lnbench import calibration
-from lnbench.calibration import device_key
-from lnbench.device import Device
-from lnbench.eta import busy_threads, finish_times, slowdown
+from lnbench.run import calibration
+from lnbench.run.calibration import device_key
+from lnbench.run.device import Device
+from lnbench.run.eta import busy_threads, finish_times, slowdown
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.estimate import (BANDWIDTH_GBPS, CALL_S, CPU_BWD_FACTOR, FIRST_GUESS, MODELLED_COLD_COMPILE_S,
                                    MODELLED_COMPILE_S, STARTUP_S, ModelledCosts, ModelledEstimate, PerfCosts,

@@ -6,7 +6,7 @@ from typing import Any
 
 from lnbench import validate
 from lnbench.backends import get_backend
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.results import PerfRow
 
 

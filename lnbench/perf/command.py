@@ -15,13 +15,13 @@ from lnbench import validate
 from lnbench.backends import backend_names, name_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_console, guarded, kernel_source_option,
                                 md_option, nothing_ran, output_options)
-from lnbench.device import Device
-from lnbench.gpus import devices_options
-from lnbench.eta import announce, busy_threads
+from lnbench.run.device import Device
+from lnbench.run.gpus import devices_options
+from lnbench.run.eta import announce, busy_threads
 from lnbench.perf.aggregate import HEADLINES, failed
 from lnbench.perf.calibrate import costs_here, record_perf
 from lnbench.perf.estimate import PerfEstimate
-from lnbench.clocks import gpu_facts
+from lnbench.run.clocks import gpu_facts
 from lnbench.measure import load
 from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_path
 from lnbench.perf.peak_run import build_peak_plan, run_peak
@@ -32,12 +32,12 @@ from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
 from lnbench.perf.spread import Group, group_spec, joined_rows, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
-from lnbench.progress import CommandProgress
-from lnbench.result_sink import ResultSink
+from lnbench.run.progress import CommandProgress
+from lnbench.output.sink import ResultSink
 from lnbench.errors import LnbenchUsageError
 from lnbench.results import PERF, PerfRow, rows_frame
 from lnbench.results.flydsl_table import table_text
-from lnbench.shard import shard_option
+from lnbench.run.shard import shard_option
 from lnbench.perf.tables import PHASES, print_peak, print_rows, summary_line
 WORKER_MODULE = "lnbench.perf.worker_main"
 
@@ -205,7 +205,7 @@ def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quie
 
 
 def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
-    """Driver and clocks of every device the run uses (lnbench.clocks), by the name its rows give it."""
+    """Driver and clocks of every device the run uses (lnbench.run.clocks), by the name its rows give it."""
     import torch
 
     return ({g.gpu: gpu_facts(torch.device(g.slot.process_device) if g.slot else dev.torch_device) for g in groups}

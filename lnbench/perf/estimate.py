@@ -1,4 +1,4 @@
-"""How long a perf run will take, from its protocol (the arithmetic of blending with the run: lnbench.eta).
+"""How long a perf run will take, from its protocol (the arithmetic of blending with the run: lnbench.run.eta).
 
 A run is P workers per GPU group: their start-ups side by side (STARTUP_S each, on the cores there are), then
 their timed turns one after another, each worker every case of its order. One case, per lnbench.measure.timing:
@@ -16,7 +16,7 @@ fixed part and a part per element of x by op (MODELLED_COST), handed out in orde
 
 The constants below are only the first guess (PerfCosts(), ModelledCosts()) on a machine that has never run, with
 a worker's start-up taken from lnbench's own (calibration.process_age_s: the parent has imported torch and the
-backends when it estimates): each finished run records what its parts took (lnbench.calibration), and the next
+backends when it estimates): each finished run records what its parts took (lnbench.run.calibration), and the next
 run's constants are fitted from those (lnbench.perf.calibrate).
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 from lnbench.constants import DTYPES
-from lnbench.eta import RunningEstimate, busy_threads, finish_times, slowdown
+from lnbench.run.eta import RunningEstimate, busy_threads, finish_times, slowdown
 from lnbench.measure.timing import choose_iters
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase

@@ -21,10 +21,10 @@ from lnbench.backends import (OWN_FLYDSL, check_backend_names, configure_sources
                               set_kernel_src, source_spec)
 from lnbench.cli_common import config_input, prepare_outputs
 from lnbench.constants import KERNEL_OPS
-from lnbench.device import Device, emulator_status, parse_device
+from lnbench.run.device import Device, emulator_status, parse_device
 from lnbench.flydsl import preflight
 from lnbench.errors import LnbenchUsageError
-from lnbench.metadata import provenance
+from lnbench.run.metadata import provenance
 from lnbench.modelled.floors import MODES, floors
 from lnbench.modelled.targets import Target, targets_for
 from lnbench.results import PROFILE, ProfileRow, RunRecord
@@ -239,11 +239,11 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
     from rich.markup import escape
 
     from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
-    from lnbench.eta import announce
+    from lnbench.run.eta import announce
     from lnbench.perf.calibrate import modelled_estimate
     from lnbench.perf.modelled_tables import print_profile
-    from lnbench.progress import CommandProgress
-    from lnbench.result_sink import ResultSink
+    from lnbench.run.progress import CommandProgress
+    from lnbench.output.sink import ResultSink
 
     started = time.monotonic()
     csv_path, json_path, md_path = plan.outputs

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from lnbench.cli_common import console
 from lnbench.results import ProfileRow
-from lnbench.tables import Column, render_table, silent_console
+from lnbench.output.tables import Column, render_table, silent_console
 
 
 def _us(value: Any) -> str:

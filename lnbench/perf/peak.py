@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from lnbench.metadata import device_name, timestamp
+from lnbench.run.metadata import device_name, timestamp
 from lnbench.measure.timing import measure
 from lnbench.perf import workloads
 from lnbench import validate
 from lnbench.errors import LnbenchUsageError
-from lnbench.outputs import check_writable, default_results_dir, write_json
+from lnbench.output.files import check_writable, default_results_dir, write_json
 
 MIB = 1 << 20
 PEAK_FILE = "peak.json"

@@ -9,8 +9,8 @@ from typing import Any
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.clocks import gpu_facts
-from lnbench.device import Device
+from lnbench.run.clocks import gpu_facts
+from lnbench.run.device import Device
 from lnbench.measure import load
 from lnbench.perf.peak import copy_size, default_peak_path, measure_copy_bandwidth, reserve_peak_file, store_peak
 from lnbench.perf.plan import loaded_policy, timed_device

@@ -10,19 +10,19 @@ from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
                               record_sources, runs_flydsl, set_kernel_src)
 from lnbench.cli_common import config_input, prepare_outputs
-from lnbench.device import Device, parse_device
+from lnbench.run.device import Device, parse_device
 from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
 from lnbench.flydsl import preflight
-from lnbench.gpus import parse_devices, record_devices
+from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.measure import load
 from lnbench.measure.kernel_timer import unavailable_reason
-from lnbench.metadata import provenance
+from lnbench.run.metadata import provenance
 from lnbench.perf.cases import backend_skips, build_cases
 from lnbench.perf.peak import default_peak_path, load_peak
 from lnbench.perf.protocol import PerfProtocol
 from lnbench.perf.spread import Group, plan_groups
-from lnbench.shard import parse_shard, record_shard
+from lnbench.run.shard import parse_shard, record_shard
 from lnbench.results import PERF, RunRecord
 
 

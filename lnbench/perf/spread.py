@@ -1,8 +1,8 @@
-"""perf's cases on one device or spread over several GPUs (lnbench.gpus): which cases run where, the worker
+"""perf's cases on one device or spread over several GPUs (lnbench.run.gpus): which cases run where, the worker
 specs of each GPU's group, and the rows of every group joined into one run's rows.
 
 One device: one group, every case, the protocol as always. Several GPUs: the runnable cases are dealt out over
-the GPUs in case order (lnbench.gpus.deal, a shape's cold and hot cases together); every GPU runs its group of P
+the GPUs in case order (lnbench.run.gpus.deal, a shape's cold and hot cases together); every GPU runs its group of P
 workers at the same time as the others, and the workers of all GPUs share one host lock
 (lnbench.measure.host_lock): a case's timed runs hold it shared while the GPU sets their time, exclusive when
 the host does (`alone`: fewer bytes per call than [perf] alone_below_mib, "size"; or a host share of at least
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from lnbench.constants import DTYPES
-from lnbench.gpus import GpuSlot, SlotRun, deal, run_spread
+from lnbench.run.gpus import GpuSlot, SlotRun, deal, run_spread
 from lnbench.measure.host_lock import lock_environment
 from lnbench.perf.aggregate import add_speedups, build_rows
 from lnbench.perf.bytes_model import op_bytes
@@ -83,7 +83,7 @@ def group_spec(group: Group, device: str, protocol: dict[str, Any], phases: int,
 
 def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event | None], list[WorkerResult]]
                ) -> None:
-    """Run every group: one device in this thread; several GPUs all at once through lnbench.gpus.run_spread,
+    """Run every group: one device in this thread; several GPUs all at once through lnbench.run.gpus.run_spread,
     their workers sharing one host lock. Each group's results, or the error that ended it, are stored in it."""
     if len(groups) == 1 and groups[0].slot is None:
         groups[0].results = run_group(groups[0], None)

@@ -13,7 +13,7 @@ from lnbench.measure import load
 from lnbench.measure.workers import WorkerResult
 from lnbench.perf.spread import Group
 from lnbench.results import missing
-from lnbench.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
+from lnbench.output.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
                             silent_console, styled_status)
 
 #: where a worker's time went (its payload): start-up (side by side with the others), then its turn

@@ -34,7 +34,7 @@ from lnbench.measure.host_lock import Section, host_lock_from_env
 from lnbench.measure.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lnbench.device import Device
+    from lnbench.run.device import Device
 
 
 def _fault(index: int, done: int) -> None:
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     _fault(index, 0)
     import torch
 
-    from lnbench.device import torch_device_info
+    from lnbench.run.device import torch_device_info
 
     device = torch.device(spec.get("device", "cpu"))
     if device.type == "cuda":

@@ -17,7 +17,7 @@ from lnbench.plot.modelled import profile_figures
 from lnbench.plot.perf import perf_figures
 from lnbench.plot.ratios import abi_figures, compare_figures
 from lnbench.plot.verify import verify_figures
-from lnbench.outputs import atomic_write_all
+from lnbench.output.files import atomic_write_all
 
 PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures,
             PROFILE: profile_figures}

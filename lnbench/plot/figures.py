@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lnbench.errors import LnbenchUsageError
-from lnbench.install import install_hint
-from lnbench.outputs import Writer
-from lnbench.verdicts import Verdict
+from lnbench.machine.install import install_hint
+from lnbench.output.files import Writer
+from lnbench.results.verdicts import Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure

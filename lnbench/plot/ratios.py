@@ -10,7 +10,7 @@ import pandas as pd
 
 from lnbench.results import ResultFile, require_columns
 from lnbench.plot.figures import VERDICT_COLOURS, new_figure
-from lnbench.verdicts import parse
+from lnbench.results.verdicts import parse
 
 
 def _number(value: object) -> float | None:

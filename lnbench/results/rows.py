@@ -18,7 +18,7 @@ from __future__ import annotations
 from lnbench.constants import INSTRUCTION_CLASSES as CLASSES
 from lnbench.results.records import BOOL, FLOAT, INT, LIST, STR, cols, record_class
 
-#: the GPU a row ran on, with --devices (lnbench.gpus); `timed_alone`: perf/abi-compare cases timed with the
+#: the GPU a row ran on, with --devices (lnbench.run.gpus); `timed_alone`: perf/abi-compare cases timed with the
 #: other GPUs idle
 _GPU = (("gpu", STR, "--devices: the GPU the row ran on (cuda:N)"), ("gpu_model", STR, "--devices: its model"))
 _ALONE = (("timed_alone", BOOL, "--devices: timed with every other GPU idle (host-bound case)"),)
@@ -106,7 +106,7 @@ AbiRow = record_class("AbiRow", cols(
     ("speedup", FLOAT, "tensor_us / pointer_us"), ("ci_low", FLOAT, "speed-up, paired bootstrap interval, low"),
     ("ci_high", FLOAT, "speed-up, paired bootstrap interval, high"),
     ("confidence", FLOAT, "the interval's confidence"),
-    ("mw_p", FLOAT, "Mann-Whitney p"), ("verdict", STR, "FASTER, SAME, SLOWER, too few runs (lnbench.verdicts)"),
+    ("mw_p", FLOAT, "Mann-Whitney p"), ("verdict", STR, "FASTER, SAME, SLOWER, too few runs (lnbench.results.verdicts)"),
     ("slowdown_pct", FLOAT, "Pointer slower by, %"), ("iters", INT, "calls per run"), ("workers", INT, "workers"),
     ("runs", INT, "runs per worker"), ("spin_short", INT, "device runs whose spin ended early"),
     ("status", STR, "ok, error, not run ..."), ("worker_flag", STR, "why a worker stands out"),
@@ -114,7 +114,7 @@ AbiRow = record_class("AbiRow", cols(
     *_kernel("tensor_", "Tensor side: "), *_kernel("pointer_", "Pointer side: "),
     ("kernel_speedup", FLOAT, "kernel-time speed-up Tensor / Pointer"),
     ("kernel_ci_low", FLOAT, "its paired bootstrap interval, low"),
-    ("kernel_ci_high", FLOAT, "its interval, high"), ("kernel_verdict", STR, "its verdict (lnbench.verdicts)"),
+    ("kernel_ci_high", FLOAT, "its interval, high"), ("kernel_verdict", STR, "its verdict (lnbench.results.verdicts)"),
     ("arch", STR, "static: target arch"), ("kernel", STR, "static: kernel role"),
     ("tensor_kernel", STR, "static: Tensor-side kernel name"), ("pointer_kernel", STR, "static: Pointer-side kernel name"),
     *((f"{what}_{s}", INT, f"static: {meaning}, {s} side") for what, meaning in _STATIC_FIELDS for s in _SIDES),
@@ -173,7 +173,7 @@ CompareRow = record_class("CompareRow", cols(
     ("shape", STR, "MxN"), ("mode", STR, "perf mode (abi-compare: metric)"), ("base_us", FLOAT, "BASE headline, µs"),
     ("new_us", FLOAT, "NEW headline, µs"), ("ratio", FLOAT, "new / base"), ("ci_low", FLOAT, "interval, low"),
     ("ci_high", FLOAT, "interval, high"), ("change_pct", FLOAT, "(ratio − 1) × 100"), ("p", FLOAT, "paired t p"),
-    ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared (lnbench.verdicts)"),
+    ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared (lnbench.results.verdicts)"),
     ("workers", INT, "paired workers"), ("detail", STR, "remarks"),
     ("peer_shift_pct", FLOAT, "the session shift (%) the other backends' cases of this shape and mode show; the "
                               "run noise floor when above [compare] run_noise_pct"),

@@ -1,4 +1,4 @@
-"""Per-machine calibration of the run-time models (lnbench.eta): what finished runs measured, kept as JSON in the
+"""Per-machine calibration of the run-time models (lnbench.run.eta): what finished runs measured, kept as JSON in the
 results folder (results/calibration.json, beside peak.json), and the fit that turns it into a model's constants.
 
 The constants of verify/estimate.py and perf/estimate.py are only the first guess on a machine that has never run:
@@ -50,7 +50,7 @@ OUTLIER = 20.0
 
 def default_path() -> Path | None:
     """$LNBENCH_CALIBRATION, else calibration.json in the results folder; None when calibration is `off`."""
-    from lnbench.outputs import default_results_dir
+    from lnbench.output.files import default_results_dir
 
     given = os.environ.get(ENV, "").strip()
     if given.lower() == "off":
@@ -60,7 +60,7 @@ def default_path() -> Path | None:
 
 def machine_id() -> str:
     """This machine's kind: `x86_64 AMD EPYC 7B13 / 2 cores` (architecture, CPU model, the cores lnbench may use)."""
-    from lnbench.eta import cores
+    from lnbench.run.eta import cores
 
     model = ""
     try:
@@ -180,7 +180,7 @@ def record(series: dict[str, list[dict[str, Any]]], compiled: dict[str, dict[str
     path = path or default_path()
     if path is None:
         return False
-    from lnbench.checkout import timestamp
+    from lnbench.run.checkout import timestamp
 
     try:
         data = _read(path) or {"format": FORMAT, "version": VERSION, "machines": {}}

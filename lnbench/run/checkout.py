@@ -1,5 +1,5 @@
 """Which lnbench code ran, and when: the git commit of a checkout (with -dirty), a content hash for a source tree
-without git, and the UTC time. Imports nothing heavy (lnbench.metadata, which reads torch's and the device's
+without git, and the UTC time. Imports nothing heavy (lnbench.run.metadata, which reads torch's and the device's
 facts, re-exports these), so a command that never touches a tensor (history) can name its run."""
 from __future__ import annotations
 

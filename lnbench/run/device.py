@@ -19,7 +19,7 @@ import torch
 from lnbench.constants import ARCHES
 from lnbench.emu import EmulatorUnavailable
 from lnbench.errors import LnbenchUsageError, one_line
-from lnbench.install import install_hint
+from lnbench.machine.install import install_hint
 
 EMU = "emu"
 NULL = "null"

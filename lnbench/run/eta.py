@@ -122,7 +122,7 @@ class RunningEstimate:
 def announce(wall_s: float, what: str, others: float) -> str:
     """The line a command prints before it starts: `estimated time: ~130 s (60 cases, 2 jobs; 7 other busy
     threads on 2 cores)`; `what` is the part in brackets before the load, `others` the busy threads counted."""
-    from lnbench.tables import fmt_duration
+    from lnbench.output.tables import fmt_duration
 
     shown = f"{wall_s:.0f} s" if wall_s < 600 else fmt_duration(wall_s)     # seconds: rounding to minutes costs 1.2×
     return f"estimated time: ~{shown} ({what}; {others:.0f} other busy threads on {cores()} cores)"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generic, Sequence, TypeVar
 
 from lnbench.errors import LnbenchUsageError, one_line
-from lnbench.processes import CPU_AFFINITY_VAR, Stopped, parse_cpu_list
+from lnbench.run.processes import CPU_AFFINITY_VAR, Stopped, parse_cpu_list
 
 if TYPE_CHECKING:
     from lnbench.results import RunRecord
@@ -53,7 +53,7 @@ class GpuSlot:
 
     def env(self) -> dict[str, str | None]:
         """A worker's environment additions: only this GPU visible (None unsets a variable), and the CPUs near
-        it to run on (lnbench.processes.pin_to_gpu_cpus): a launch to a GPU on another socket's PCIe root
+        it to run on (lnbench.run.processes.pin_to_gpu_cpus): a launch to a GPU on another socket's PCIe root
         costs the host more, which would make the same case slower on one GPU than on another."""
         pin = {CPU_AFFINITY_VAR: self.cpus} if self.cpus else {}
         return {self.variable: self.visible, **{name: None for name in self.unset}, **pin}

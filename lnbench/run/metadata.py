@@ -7,10 +7,10 @@ import importlib.metadata
 import torch
 
 import lnbench
-from lnbench.device import Device, torch_device_info
+from lnbench.run.device import Device, torch_device_info
 from lnbench.results import Kind, RunRecord
-from lnbench.processes import command_line  # noqa: F401 - part of this module's interface (compare.plan)
-from lnbench.checkout import git_commit, timestamp  # noqa: F401 - the same
+from lnbench.run.processes import command_line  # noqa: F401 - part of this module's interface (compare.plan)
+from lnbench.run.checkout import git_commit, timestamp  # noqa: F401 - the same
 
 
 def package_version(name: str) -> str:
@@ -39,7 +39,7 @@ def driver_version(device: Device) -> str:
     """The GPU driver's version as the vendor tool reports it (amd-smi, nvidia-smi), or `n/a (no GPU)`."""
     if device.torch_device.type != "cuda":
         return "n/a (no GPU)"
-    from lnbench import clocks
+    from lnbench.run import clocks
     return str(clocks.gpu_facts(device.torch_device).get("driver", ""))
 
 

@@ -4,7 +4,7 @@ and a worker process dies with its parent even when the parent is killed hard.
 Parent side: `terminate_on_signals()` (a context manager used by cli_common.guarded) makes SIGINT raise
 KeyboardInterrupt and SIGTERM and SIGHUP raise `Terminated`, a BaseException like KeyboardInterrupt: every
 try/finally and context manager on the way out (lnbench.measure.pool.Pool stops its workers and removes
-its temp folder; lnbench.outputs writes the finished cases, marked incomplete) runs. Only the first signal
+its temp folder; lnbench.output.files writes the finished cases, marked incomplete) runs. Only the first signal
 raises; later ones are ignored while that cleanup runs. A signal that is ignored when lnbench starts (SIGHUP
 under nohup, SIGINT of a background job) stays ignored.
 
@@ -51,7 +51,7 @@ _stop_signal: int | None = None
 
 class Stopped(BaseException):
     """A run asked to stop from another thread (its `stop` event set, after the main thread was interrupted):
-    its worker processes are stopped and what they finished is kept, as on Ctrl-C (lnbench.gpus)."""
+    its worker processes are stopped and what they finished is kept, as on Ctrl-C (lnbench.run.gpus)."""
 
 
 class Terminated(BaseException):
@@ -189,7 +189,7 @@ def die_with_parent() -> None:
         os._exit(128 + int(signal.SIGTERM))
 
 
-#: a worker started for one GPU runs on the CPUs near that GPU (lnbench.gpus.GpuSlot.env): a "0-15,32-47" list
+#: a worker started for one GPU runs on the CPUs near that GPU (lnbench.run.gpus.GpuSlot.env): a "0-15,32-47" list
 CPU_AFFINITY_VAR = "LNBENCH_CPU_AFFINITY"
 
 

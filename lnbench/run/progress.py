@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lnbench.tables import fmt_duration
+from lnbench.output.tables import fmt_duration
 
 #: above this many units, log lines are throttled to one per LINE_INTERVAL_S
 MANY_UNITS = 100

@@ -32,7 +32,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
     def select(self, items: Sequence[T]) -> list[T]:
-        """This part's items, in their order: item i belongs to part (i mod N) + 1 (lnbench.gpus.deal's split,
+        """This part's items, in their order: item i belongs to part (i mod N) + 1 (lnbench.run.gpus.deal's split,
         sliced out directly: dealing to every part first costs memory and time in N, `--shard 1/10000000000`)."""
         return list(items[self.index - 1::self.count])
 

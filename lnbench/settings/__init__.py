@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from lnbench import constants, validate
-from lnbench.backend_table import check_source_table
+from lnbench.settings.backend_table import check_source_table
 from lnbench.constants import ABI_METRICS, DTYPE_ALIASES, DTYPE_CHOICES, KERNEL_OPS, LOAD_POLICIES, OPS, PERF_MODES, STRATEGIES
 from lnbench.errors import LnbenchUsageError
 from lnbench.modelled.targets import all_targets

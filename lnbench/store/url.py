@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from lnbench import settings
-from lnbench.outputs import default_results_dir
+from lnbench.output.files import default_results_dir
 
 ENV = "LNBENCH_STORE"
 DEFAULT_NAME = "lnbench.sqlite"

@@ -1,5 +1,5 @@
 """verify's run-time model on this machine: its constants fitted from the runs recorded in the calibration file
-(lnbench.calibration), and what a finished run records there.
+(lnbench.run.calibration), and what a finished run records there.
 
 A run records, on the device it ran on (DEVICE: `device_key`), in seconds of one idle core (the wall seconds
 divided by the slowdown the run was at, eta.slowdown):
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lnbench import calibration
-from lnbench.calibration import device_key
-from lnbench.device import Device
-from lnbench.eta import makespan
+from lnbench.run import calibration
+from lnbench.run.calibration import device_key
+from lnbench.run.device import Device
+from lnbench.run.eta import makespan
 from lnbench.verify.cases import Case
 from lnbench.verify.estimate import (COLD_COMPILE_S, COMPILE_S, EMULATED_AUTOGRAD, FIRST_GUESS, GPU_STARTUP_S,
                                      INLINE_EMULATED,

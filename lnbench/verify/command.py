@@ -12,18 +12,18 @@ from lnbench import validate
 from lnbench.backends import backend_names, get_backend, name_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, emu_checks_option, err_console, guarded,
                                 kernel_source_option, md_option, nothing_ran, output_options)
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.emu.ledger import rows_summary
-from lnbench.eta import announce
+from lnbench.run.eta import announce
 from lnbench.errors import LnbenchUsageError
-from lnbench.progress import CommandProgress
-from lnbench.tables import render_table, silent_console
-from lnbench.result_sink import ResultSink
+from lnbench.run.progress import CommandProgress
+from lnbench.output.tables import render_table, silent_console
+from lnbench.output.sink import ResultSink
 from lnbench.verify.diagnosis import abi_twins, diagnose
 from lnbench.verify.calibrate import estimate_run
 from lnbench.verify.estimate import WARN_S
-from lnbench.gpus import devices_options
-from lnbench.shard import shard_option
+from lnbench.run.gpus import devices_options
+from lnbench.run.shard import shard_option
 from lnbench.verify import prestart
 from lnbench.verify.parallel import VerifySpec, run_units
 from lnbench.verify.runner import backend_case_rows, case_label, failed

@@ -1,4 +1,4 @@
-"""How long a verify run will take, before it starts and while it runs (the arithmetic: lnbench.eta).
+"""How long a verify run will take, before it starts and while it runs (the arithmetic: lnbench.run.eta).
 
 The model, in seconds of one idle core: each unit (a case on a backend) costs a fixed part plus a part per
 element of x, per kind of unit (`unit_kind`: EMULATED_COST for FlyDSL kernels on the emulated device, HOST_COST
@@ -13,7 +13,7 @@ the jobs longest first (eta.makespan) and the whole scaled by how busy the machi
 runs, eta.RunningEstimate corrects the model by the wall time the finished units really took.
 
 The constants below are only the first guess (FIRST_GUESS) on a machine that has never run: each finished run
-records what its units, compiles and start took (lnbench.calibration), and the next run's constants are fitted
+records what its units, compiles and start took (lnbench.run.calibration), and the next run's constants are fitted
 from those (VerifyCosts, lnbench.verify.calibrate).
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lnbench.backends import runs_flydsl
-from lnbench.device import Device
-from lnbench.eta import RunningEstimate, busy_threads, makespan, slowdown
+from lnbench.run.device import Device
+from lnbench.run.eta import RunningEstimate, busy_threads, makespan, slowdown
 from lnbench.verify import prestart
 from lnbench.verify.cases import Case
 

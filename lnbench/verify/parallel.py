@@ -7,7 +7,7 @@ worker keeping to the kernels it has: lnbench.verify.affinity), one JSON line ba
 answer pipe: the unit's rows and how long it took. Rows are built by the same code as in one process
 (runner.backend_case_rows), on the same seeded inputs, with torch on as many threads as the parent uses
 (torch's CPU reductions split work by thread count), and JSON keeps every float exactly: the files are bitwise
-those of --jobs 1, whatever worker runs a unit and whatever order units finish in (lnbench.result_sink orders
+those of --jobs 1, whatever worker runs a unit and whatever order units finish in (lnbench.output.sink orders
 them by index). Workers started early (lnbench.verify.prestart) are adopted into the pool.
 
 A worker that dies (a segfault, the OOM killer) costs only the unit it was running: that unit gets an `error`
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from lnbench.gpus import GpuSlot
+from lnbench.run.gpus import GpuSlot
 from lnbench.measure import units
 from lnbench.measure.pool import Pool, Worker, worker_setup
-from lnbench.processes import child_environment
+from lnbench.run.processes import child_environment
 from lnbench.results import VerifyRow, plain
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 from lnbench.verify import prestart
 from lnbench.verify.affinity import AffinityQueue
 from lnbench.verify.cases import Case
@@ -158,7 +158,7 @@ def _worker_main(argv: list[str]) -> None:
     import torch
 
     from lnbench.backends import get_backend
-    from lnbench.device import resolve_device
+    from lnbench.run.device import resolve_device
     from lnbench.flydsl import compile_log
     from lnbench.verify.runner import backend_case_rows
 

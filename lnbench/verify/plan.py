@@ -13,15 +13,15 @@ from lnbench import validate
 from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, probe_backend, requested_names,
                               record_sources, runs_flydsl, set_kernel_src)
 from lnbench.cli_common import apply_emu_checks, config_input, prepare_outputs
-from lnbench.device import Device, resolve_kernel_device
+from lnbench.run.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.flydsl import preflight
-from lnbench.gpus import parse_devices, record_devices
-from lnbench.metadata import provenance
+from lnbench.run.gpus import parse_devices, record_devices
+from lnbench.run.metadata import provenance
 from lnbench.results import SELFTEST, VERIFY, RunRecord
-from lnbench.shard import WHOLE, parse_shard, record_shard
+from lnbench.run.shard import WHOLE, parse_shard, record_shard
 from lnbench.verify.cases import build_cases, check_eps_values
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 
 #: memory estimate per element of a verify shape: x, dy and every output in up to 4 bytes, and the fp64 autograd
 #: reference (x, dy, y, x-hat, dx and temporaries in 8 bytes)

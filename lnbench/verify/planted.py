@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from lnbench.backends.base import Availability, Backend
-from lnbench.device import Device
+from lnbench.run.device import Device
 
 BUGS: dict[str, str] = {
     "none": "control: the correct math must PASS",

@@ -12,12 +12,12 @@ from lnbench.backends import Backend
 from lnbench.backends.base import Availability
 from lnbench.backends.torch_native import TorchBackend
 from lnbench.constants import DTYPES
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.emu.ledger import recording, row_columns
 from lnbench.errors import one_line
-from lnbench.reference import TENSORS, reference
+from lnbench.backends.reference import TENSORS, reference
 from lnbench.results import VerifyRow
-from lnbench.tolerance import Conditioning, Tolerance
+from lnbench.backends.tolerance import Conditioning, Tolerance
 from lnbench.verify.cases import Case, Inputs, make_inputs
 
 AUTOGRAD_TENSORS = ("y", "dx", "dweight", "dbias")

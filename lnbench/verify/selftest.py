@@ -23,10 +23,10 @@ from typing import Any, Callable
 
 import torch
 
-from lnbench.device import Device
+from lnbench.run.device import Device
 from lnbench.errors import one_line
 from lnbench.results import SelftestRow
-from lnbench.tolerance import Tolerance
+from lnbench.backends.tolerance import Tolerance
 from lnbench.verify.cases import Case
 from lnbench.verify.diagnosis import diagnose, rule_of
 from lnbench.verify.planted import BUGS, PlantedBackend

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from lnbench.results import missing
-from lnbench.tables import Column, fmt_float, styled_status
+from lnbench.output.tables import Column, fmt_float, styled_status
 
 #: statuses of a case that executed (a verdict, or an error while executing)
 EXECUTED = ("PASS", "FAIL", "error")

@@ -6,7 +6,7 @@ import math
 from rich.console import Console
 
 from lnbench.cli_common import err_console
-from lnbench.tables import Column, fmt_duration, fmt_float, render_table, styled_status
+from lnbench.output.tables import Column, fmt_duration, fmt_float, render_table, styled_status
 from lnbench.verify.diagnosis import by_rule, rule_of
 from lnbench.verify.estimate import Estimate
 from lnbench.verify.plan import usable_cores
