@@ -186,3 +186,17 @@ def test_a_missing_module_of_an_extra_names_the_extra(module: str, extra: str) -
     assert hint.endswith(f"(lnbench's `{extra}` extra)")
     assert missing_module_hint(ModuleNotFoundError("No module named 'nothing_lnbench_uses'",
                                                    name="nothing_lnbench_uses")) is None
+
+
+@pytest.mark.parametrize("commit", ["063e900", "1234567", "12e4567"])
+def test_a_commit_that_reads_as_a_number_stays_text_in_a_csv(tmp_path: Path, commit: str) -> None:
+    """(found by the matrix on a fresh clone whose HEAD was 063e900: pandas read it as infinity)"""
+    from lnbench.output.files import write_csv
+    from lnbench.results import VERIFY, VerifyRow
+
+    run = VERIFY.run(git_commit=commit, seed=1)
+    rows = [VerifyRow(backend="torch", case="randn", dtype="f32", shape="2x8", tensor="y", status="PASS",
+                      source_commit=commit)]
+    write_csv(rows, tmp_path / "v.csv", run)
+    back = load_result(tmp_path / "v.csv")
+    assert back.run["git_commit"] == commit and back.rows["source_commit"].tolist() == [commit]

@@ -14,7 +14,7 @@ import pandas as pd
 from lnbench.errors import LnbenchUsageError
 from lnbench.results.kinds import COMPARE, KINDS, PERF, ABI, VERIFY, typed
 from lnbench.results.codec import json_from_cell
-from lnbench.results.records import JSON, missing
+from lnbench.results.records import JSON, STR, missing
 from lnbench.results.runs import SCHEMA_KEY, RunRecord
 
 
@@ -155,10 +155,19 @@ def _csv_run_cells(frame: pd.DataFrame, kind: str) -> dict[str, Any]:
     return out
 
 
+#: columns declared text in every kind that has them: a CSV cell such as the commit `063e900` or `1234567` stays
+#: text (pandas alone would read it as a number, 063e900 as infinity)
+TEXT_COLUMNS = frozenset(
+    {c.name for kind in KINDS.values() for record in (kind.row, kind.run_record) for c in record.COLUMNS
+     if c.type == STR}
+    - {c.name for kind in KINDS.values() for record in (kind.row, kind.run_record) for c in record.COLUMNS
+       if c.type != STR})
+
+
 def _from_csv(path: Path, text: str) -> ResultFile:
     try:
         _check_complete_csv(path, text)
-        frame = pd.read_csv(io.StringIO(text))
+        frame = pd.read_csv(io.StringIO(text), dtype=dict.fromkeys(TEXT_COLUMNS, str))
     except (pd.errors.EmptyDataError, pd.errors.ParserError, csv.Error, ValueError) as exc:
         raise LnbenchUsageError(f"{path} is not a readable CSV: {str(exc).splitlines()[0]}") from None
     if frame.empty:
