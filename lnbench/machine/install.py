@@ -15,15 +15,23 @@ _FALLBACK = {"plot": ("matplotlib>=3.7",), "emu": ("ziglang>=0.13", "tinygrad==0
 
 
 @functools.cache
-def extra_packages(extra: str) -> tuple[str, ...]:
-    """The requirement specifiers of one optional extra of lnbench."""
+def _declared() -> tuple[tuple[str, str], ...]:
+    """(requirement, extra) of each dependency lnbench's metadata declares; extra "" for its own."""
     try:
         requires = importlib.metadata.requires("lnbench") or []
     except importlib.metadata.PackageNotFoundError:
         requires = []
-    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
-    found = tuple(req.split(";")[0].strip() for req in requires if ";" in req and marker.search(req.split(";", 1)[1]))
-    return found or _FALLBACK.get(extra, ())
+    out = []
+    for req in requires:
+        spec, _, marker = req.partition(";")
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
+        out.append((spec.strip(), extra.group(1) if extra else ""))
+    return tuple(out)
+
+
+def extra_packages(extra: str) -> tuple[str, ...]:
+    """The requirement specifiers of one optional extra of lnbench."""
+    return tuple(spec for spec, name in _declared() if name == extra) or _FALLBACK.get(extra, ())
 
 
 def install_hint(extra: str) -> str:
@@ -37,20 +45,9 @@ def _import_name(requirement: str) -> str:
     return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower().replace("-", "_")
 
 
-@functools.cache
 def _requirements() -> tuple[tuple[str, str], ...]:
-    """(requirement, extra) of each of lnbench's dependencies; extra "" for its own."""
-    try:
-        requires = importlib.metadata.requires("lnbench") or []
-    except importlib.metadata.PackageNotFoundError:
-        requires = []
-    out = []
-    for req in requires:
-        spec, _, marker = req.partition(";")
-        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", marker)
-        out.append((spec.strip(), extra.group(1) if extra else ""))
-    out += [(spec, extra) for extra, specs in _FALLBACK.items() for spec in specs]
-    return tuple(out)
+    """(requirement, extra) of each of lnbench's dependencies, the fallback extras' included."""
+    return _declared() + tuple((spec, extra) for extra, specs in _FALLBACK.items() for spec in specs)
 
 
 def missing_module_hint(exc: ModuleNotFoundError) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lnbench.machine.cache_dirs import lnbench_cache_dir
 from lnbench.errors import LnbenchUsageError
+from lnbench.results.records import plain
 
 #: bytes written into the result's temporary file before the work (a block: a full file system refuses it)
 PROBE_BYTES = 4096
@@ -106,16 +107,10 @@ def always_json(value: Any) -> Any:
 def keep_rows(name: str, rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) -> tuple[str, bool]:
     """`rows` and the run's `metadata` kept as JSON lines in this run's kept folder (keep), for rows that could
     not be encoded as asked."""
-    lines = "".join(json.dumps(always_json(_cells(row))) + "\n" for row in rows)
-    head = json.dumps(always_json(_cells(metadata)), indent=2) + "\n"
+    lines = "".join(json.dumps(always_json(plain(row))) + "\n" for row in rows)
+    head = json.dumps(always_json(plain(metadata)), indent=2) + "\n"
     return keep([(Path(f"{name}.rows.jsonl"), lambda path: path.write_text(lines, encoding="utf-8")),
                  (Path(f"{name}.metadata.json"), lambda path: path.write_text(head, encoding="utf-8"))])
-
-
-def _cells(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A record's cells (lnbench.results' records are mappings of their declared fields)."""
-    cells = getattr(record, "cells", None)
-    return cells() if callable(cells) else record
 
 
 def _free_name(name: str, taken: list[str]) -> str:
