@@ -377,3 +377,17 @@ def test_planted_refuses_to_write_over_its_source(perf_json, tmp_path):
     result = CliRunner().invoke(planted_main, [str(perf_json), str(perf_json), "--factor", "1.1"])
     assert result.exit_code == 2 and "is an input of this command (SOURCE)" in result.output
     assert perf_json.read_bytes() == before
+
+
+def test_compare_imports_no_torch(tmp_path):
+    """`lnbench compare A B` (a CI gate's step) reads result files: it pays for no torch import (~1.5 s)."""
+    import os
+    import subprocess
+    import sys
+
+    perf = str(Path(__file__).parent / "data" / "results-v1" / "perf.json")
+    code = ("import sys\nfrom lnbench.cli import main\ntry:\n    main(['compare', sys.argv[1], sys.argv[1], '--no-csv'])\n"
+            "except SystemExit as stop:\n    print('exit', stop.code)\nprint('torch imported:', 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, perf], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert "exit 0" in out.stdout and "torch imported: False" in out.stdout, out.stdout + out.stderr

@@ -1,13 +1,15 @@
 """Compile-only matrix (no GPU): every kernel variant for gfx942 and gfx950, checked from the
-compiled ISA metadata. One test per (arch, dtype, N) compiles all 10 kernels of that cell:
-fwd, fwd-nostats, bwd deterministic (main + reduce), bwd atomic, each for both ABIs.
+compiled ISA metadata. One test per (arch, dtype, op, N) compiles that op's kernels for both ABIs: the forward's
+fwd and fwd-nostats, the backward's deterministic (main + reduce) and atomic kernels.
 N covers the register paths, odd N above 8192 (scalar tiles: the backward once spilled at 12289) and
 rows that stream (65536 but for the 16-bit forward, 262144): no spills and no scratch anywhere.
 
-The default run compiles, per dtype, one N of each kernel path (the same geometry.row_plan shape of forward and
-backward: access width, lanes per row, rows per block, streaming, masking) — the N of that path with the most
-elements per thread, where registers run out first: 10-11 of the 16 N, about 2/3 of the compiles.
-LNBENCH_FULL_MATRIX=1 compiles every N (the sweep before a kernel change lands)."""
+The default run compiles, per dtype and op, one N of each of that op's kernel paths (what decides the code of
+geometry.row_plan's plan: access width, lanes per row, rows per block, streaming, masking) — the N of that path with
+the most elements per thread, where registers run out first: 8-9 of the 16 N for each op. The forward and the
+backward plan their rows apart, so a path of one is not compiled again for a new path of the other (244 compiles an
+arch where pairs of paths took 320). LNBENCH_FULL_MATRIX=1 compiles every N (the sweep before a kernel change
+lands)."""
 import os
 
 import pytest
@@ -36,14 +38,14 @@ def _signature(f):
     return SIGNATURES[key]
 
 
-def _variants(arch, dtype, n):
-    out = {}
-    for abi in ("pointer", "tensor"):
-        out[(abi, "fwd")] = compile_facts("fwd", dtype, n, abi, arch)
-        out[(abi, "fwd-nostats")] = compile_facts("fwd-nostats", dtype, n, abi, arch)
-        out[(abi, "bwd-det")] = compile_facts("bwd", dtype, n, abi, arch, dgamma_strategy="deterministic")
-        out[(abi, "bwd-atomic")] = compile_facts("bwd", dtype, n, abi, arch, dgamma_strategy="atomic")
-    return out
+#: the kernels of each op's test, by variant name: (op, dgamma strategy)
+OP_VARIANTS = {"fwd": {"fwd": ("fwd", "deterministic"), "fwd-nostats": ("fwd-nostats", "deterministic")},
+               "bwd": {"bwd-det": ("bwd", "deterministic"), "bwd-atomic": ("bwd", "atomic")}}
+
+
+def _variants(arch, dtype, n, op):
+    return {(abi, variant): compile_facts(kernel_op, dtype, n, abi, arch, dgamma_strategy=strategy)
+            for abi in ("pointer", "tensor") for variant, (kernel_op, strategy) in OP_VARIANTS[op].items()}
 
 
 def _path(plan: geometry.RowPlan) -> tuple:
@@ -52,32 +54,34 @@ def _path(plan: geometry.RowPlan) -> tuple:
             plan.head > 0, plan.masked, plan.step)
 
 
-def matrix_ns(dtype: str) -> list[int]:
-    """Every N (LNBENCH_FULL_MATRIX=1), else per (forward path, backward path) the N with the most elements per
-    thread."""
+def matrix_ns(dtype: str, op: str) -> list[int]:
+    """Every N (LNBENCH_FULL_MATRIX=1), else per path of `op`'s row plan the N with the most elements per thread."""
     if FULL_MATRIX:
         return list(NS)
     paths: dict[tuple, tuple[int, int]] = {}
     for n in NS:
-        fwd, bwd = geometry.row_plan(n, dtype, "fwd"), geometry.row_plan(n, dtype, "bwd")
-        key = (_path(fwd), _path(bwd))
-        paths[key] = max(paths.get(key, (0, 0)), (fwd.elems_per_thread + bwd.elems_per_thread, n))
+        plan = geometry.row_plan(n, dtype, op)
+        paths[_path(plan)] = max(paths.get(_path(plan), (0, 0)), (plan.elems_per_thread, n))
     return sorted(n for _, n in paths.values())
 
 
 def test_the_default_matrix_keeps_a_variant_of_every_path_and_the_odd_n_that_once_spilled():
     for dtype in DTYPES:
-        kept = matrix_ns(dtype)
-        paths = {(_path(geometry.row_plan(n, dtype, "fwd")), _path(geometry.row_plan(n, dtype, "bwd"))) for n in NS}
-        assert len(kept) == len(paths) and 12289 in kept and 262144 in kept, (dtype, kept)
+        for op in OP_VARIANTS:
+            kept = matrix_ns(dtype, op)
+            paths = {_path(geometry.row_plan(n, dtype, op)) for n in NS}
+            assert len(kept) == len(paths) and 262144 in kept, (dtype, op, kept)
+            assert {_path(geometry.row_plan(n, dtype, op)) for n in kept} == paths, (dtype, op, kept)
+        assert 12289 in matrix_ns(dtype, "bwd"), dtype
 
 
-@pytest.mark.parametrize("arch,dtype,n", [(a, d, n) for a in ARCHES for d in DTYPES for n in matrix_ns(d)])
-def test_compile_matrix(arch, dtype, n):
-    v = _variants(arch, dtype, n)
-    assert len(v[("pointer", "bwd-det")]) == 2 and len(v[("pointer", "bwd-atomic")]) == 1
-    fwd_plan = geometry.row_plan(n, dtype, "fwd")
-    bwd_plan = geometry.row_plan(n, dtype, "bwd")
+@pytest.mark.parametrize("arch,dtype,op,n", [(a, d, op, n) for a in ARCHES for d in DTYPES for op in OP_VARIANTS
+                                             for n in matrix_ns(d, op)])
+def test_compile_matrix(arch, dtype, op, n):
+    v = _variants(arch, dtype, n, op)
+    if op == "bwd":
+        assert len(v[("pointer", "bwd-det")]) == 2 and len(v[("pointer", "bwd-atomic")]) == 1
+    plan = geometry.row_plan(n, dtype, op)
     for (abi, variant), facts in v.items():
         for f in facts:
             where = f"{arch} {dtype} N={n} {abi} {variant} {f.kernel_name}"
@@ -94,16 +98,13 @@ def test_compile_matrix(arch, dtype, n):
                 assert f.kernarg_bytes == 8 * ptrs + 4 * scalars, where
                 assert [s for _, s, _ in f.kernel_args] == [8] * ptrs + [4] * scalars, where
                 assert f.launcher_slots == ptrs + scalars + 1, where   # + stream
-    for variant in ("fwd", "fwd-nostats", "bwd-det", "bwd-atomic"):
+    for variant in OP_VARIANTS[op]:
         for p, t in zip(v[("pointer", variant)], v[("tensor", variant)]):
             assert p.kernarg_bytes < t.kernarg_bytes, (variant, p.kernel_name)
             assert p.launcher_slots < t.launcher_slots
-    # vectorized paths are exactly those the plan marks (16-byte access), in forward and backward
-    assert v[("pointer", "fwd")][0].vectorized == fwd_plan.vectorized
-    assert v[("pointer", "bwd-det")][0].vectorized == bwd_plan.vectorized
-    if fwd_plan.vectorized and n <= 8192:
-        for abi in ("pointer", "tensor"):
-            assert v[(abi, "fwd")][0].vgpr <= 128 and v[(abi, "bwd-det")][0].vgpr <= 128
+    # vectorized paths are exactly those the plan marks (16-byte access)
+    first = "fwd" if op == "fwd" else "bwd-det"
+    assert v[("pointer", first)][0].vectorized == plan.vectorized
 
 
 def test_streaming_code_size_does_not_grow_with_n():

@@ -19,7 +19,8 @@ from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, reserve_outputs
 from lnbench.results.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
-from lnbench.run.metadata import command_line, git_commit, timestamp
+from lnbench.run.checkout import git_commit, timestamp
+from lnbench.run.processes import command_line
 from lnbench.results import (ABI_KIND, COMPARE, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
                              ResultFile, load_result, missing)
 from lnbench.output.tables import Column, fmt_time_us, render_table

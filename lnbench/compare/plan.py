@@ -14,7 +14,8 @@ from lnbench.compare.match import mismatches, require_overlap, same_command
 from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
-from lnbench.run.metadata import command_line, git_commit, timestamp
+from lnbench.run.checkout import git_commit, timestamp
+from lnbench.run.processes import command_line
 from lnbench.results import COMPARE, RunRecord
 
 
