@@ -167,6 +167,17 @@ def output_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+#: the help of --config where a command says nothing of its own
+CONFIG_HELP = "TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none)."
+
+
+def config_option(func: Callable[..., Any] | None = None, *, help_text: str = CONFIG_HELP) -> Any:
+    """--config FILE (the parameter `config_path`) of every command that reads the config: `@config_option`, or
+    `@config_option(help_text=...)` where a command says what it reads from it."""
+    option = click.option("--config", "config_path", type=click.Path(path_type=Path), help=help_text)
+    return option if func is None else option(func)
+
+
 def kernel_source_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--kernel-src DIR: where kernel-source backends import from (`flydsl-src`: a FlyDSL checkout)."""
     return click.option("--kernel-src", "kernel_src", type=click.Path(path_type=Path),

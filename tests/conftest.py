@@ -59,10 +59,8 @@ def each_kernel_device(request: pytest.FixtureRequest) -> Device:
 def fake_emulator(monkeypatch):
     """A FakeEmulator patched in for lnbench.emu.runtime and the FlyDSL compile (see tests/emu_fakes.py)."""
     from emu_fakes import install
-    from lnbench.flydsl import launch
 
-    yield install(monkeypatch)
-    launch.cache_clear()
+    return install(monkeypatch)
 
 
 @pytest.fixture

@@ -108,7 +108,9 @@ class FakeEmulator:
 
 
 def install(monkeypatch: Any) -> FakeEmulator:
-    """Patch the runtime and the compile seams with a FakeEmulator; the compile cache is emptied."""
+    """Patch the runtime and the compile seams with a FakeEmulator, with a compile cache of its own (what it
+    compiles never reaches the real one, which keeps its kernels: emptying it would destroy them, seconds of
+    teardown, and later tests would load them again)."""
     from lnbench.emu import runtime
     from lnbench.flydsl import launch
 
@@ -118,5 +120,5 @@ def install(monkeypatch: Any) -> FakeEmulator:
     monkeypatch.setattr(launch, "build_fwd_launcher", fake.build_fwd_launcher)
     monkeypatch.setattr(launch, "build_bwd_launchers", fake.build_bwd_launchers)
     monkeypatch.setattr(launch, "_do_compile", fake.do_compile)
-    launch.cache_clear()
+    monkeypatch.setattr(launch, "_cache", {})
     return fake

@@ -11,7 +11,6 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -27,8 +26,8 @@ from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
 from lnbench.abi.null_device import check_rows
 from lnbench.abi.plan import TABLE, AbiPlan, build_plan, check_elements
 from lnbench.abi.static import flydsl_installed, static_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, err_console, guarded, kernel_source_option, md_option,
-                                nothing_ran, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, err_console, guarded,
+                                kernel_source_option, md_option, nothing_ran, output_options)
 from lnbench.output.sink import ResultSink
 from lnbench.backends import name_rows
 from lnbench.run.device import Device
@@ -211,7 +210,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; "
                               "for the flydsl pair without a ROCm GPU, null: host cost only; emu: static part for "
                               "its arch, runtime rows `not run`).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@config_option
 @click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--details", is_flag=True, help="Print every row (default: a summary per op and measurement, and per "
                                               "arch, op and kernel; every row is in the CSV/JSON).")

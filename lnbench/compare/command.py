@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from lnbench import validate
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, emit_outputs, guarded, output_options
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, emit_outputs, guarded,
+                                output_options)
 from lnbench.compare import modelled, tables
 from lnbench.compare.markdown import render
 from lnbench.compare.plan import check_flags, build_plan, context
@@ -30,7 +31,7 @@ from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ, or a run is "
                                            "incomplete (interrupted: only its finished cases).")
 @click.option("--md", "md_path", type=OutputFile(dir_okay=True), help="Also write a Markdown summary (PR comment).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@config_option
 @output_options
 @guarded
 def compare_command(base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None, force: bool,

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from lnbench import settings as cfg
-from lnbench.cli_common import guarded
+from lnbench.cli_common import config_option, guarded
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -53,8 +53,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--config", "config_path", type=click.Path(path_type=Path),
-              help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@config_option
 @guarded
 def show_command(config_path: Path | None) -> int:
     """Print the configuration every command would use, as TOML: the packaged defaults with --config (else

@@ -128,10 +128,6 @@ def _cached(key: tuple, build: Callable[[], tuple[Callable, list]], arch: str) -
     return fn
 
 
-def cache_clear() -> None:
-    _cache.clear()
-
-
 def placeholders(dtypes: list[str]) -> list:
     """Typed null pointers (compile placeholders: nothing is launched)."""
     flyc, fx = _flyc()

@@ -6,18 +6,15 @@ from pathlib import Path
 import click
 
 from lnbench import validate
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, console, guarded, md_option
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, guarded, md_option
 from lnbench.output.tables import Column, render_table
 
 _STORE_HELP = ("The results store: an SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://user@host/db) or an "
                "SQLite path (default: $LNBENCH_STORE, the config's [store] url, else results/lnbench.sqlite).")
-_CONFIG_HELP = "TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none)."
-
-
 @click.command("store")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "url", help=_STORE_HELP)
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@config_option
 @guarded
 def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | None) -> int:
     """Record result files in the results store, each run once (CSV or JSON of verify, perf, abi-compare,
@@ -77,7 +74,7 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
               help="Judge this result file (a pull request's perf.json) as the newest run of its series, without "
                    "recording it (repeatable: two runs find a 5% step reliably, one often not).")
 @click.option("--store", "url", help=_STORE_HELP)
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@config_option
 @click.option("--csv", "csv_path", type=OutputFile(), help="Also write the series as CSV.")
 @click.option("--json", "json_path", type=OutputFile(), help="Also write the series (with change points) as JSON.")
 @md_option
@@ -126,7 +123,7 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
               help="Chart the newest this many runs that pass the filters.")
 @click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
 @click.option("--store", "url", help=_STORE_HELP)
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help=_CONFIG_HELP)
+@config_option
 @guarded
 def report_command(out_dir: Path, url: str | None, config_path: Path | None, **filters: object) -> int:
     """Write a static HTML dashboard of the results store (what changed, trends, checks) to a folder.

@@ -14,8 +14,8 @@ from rich.markup import escape
 from lnbench import settings as cfg
 from lnbench.backends import (OWN_FLYDSL, configure_sources, record_sources, requested_names, runs_flydsl,
                               set_kernel_src)
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, console, emu_checks_option, err_console,
-                                guarded, kernel_source_option, md_option, output_options, prepare_outputs)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_option, console, emu_checks_option,
+                                err_console, guarded, kernel_source_option, md_option, output_options, prepare_outputs)
 from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
 from lnbench.run.device import compile_device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
@@ -205,8 +205,7 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
               help="Kernels to inspect (repeatable or comma list): flydsl (lnbench's, per --abi), flydsl-tensor, "
                    "flydsl-atomic, flydsl-src (FlyDSL's own, needs --kernel-src), a [backends.NAME] of the config, "
                    "or module:PKG.MOD; several are shown side by side.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path),
-              help="TOML file merged over the packaged defaults (its [backends.NAME] kernel sources).")
+@config_option(help_text="TOML file merged over the packaged defaults (its [backends.NAME] kernel sources).")
 @kernel_source_option
 @click.option("--isa", "isa_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write each compiled kernel's ISA (disassembly, as FlyDSL's LLVM backend emits it) into this "

@@ -13,8 +13,8 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.backends import backend_names, name_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, console, err_console, guarded, kernel_source_option,
-                                md_option, nothing_ran, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, err_console, guarded,
+                                kernel_source_option, md_option, nothing_ran, output_options)
 from lnbench.run.device import Device
 from lnbench.run.gpus import devices_options
 from lnbench.run.eta import announce, busy_threads
@@ -84,7 +84,7 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
               help="With --devices: cases moving fewer MiB per call are timed while no other GPU is timing "
                    "(default: config [perf] alone_below_mib, 64).")
 @shard_option
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@config_option
 @click.option("--peak-file", type=OutputFile(),
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @kernel_source_option
@@ -256,7 +256,7 @@ def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: d
 @click.option("--runs", type=validate.INT, default=10, show_default=True, help="Timed runs (median taken).")
 @click.option("--peak-file", type=OutputFile(),
               help="Cache file to update (default results/peak.json).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@config_option
 @if_loaded_option
 @guarded
 def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> int:

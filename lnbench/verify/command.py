@@ -1,7 +1,6 @@
 """The `lnbench verify` command: parse → build cases → run backends → table + CSV, exit code."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -10,8 +9,8 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.backends import backend_names, get_backend, name_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, console, emit_outputs, emu_checks_option, err_console, guarded,
-                                kernel_source_option, md_option, nothing_ran, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, emit_outputs, emu_checks_option,
+                                err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options)
 from lnbench.run.device import Device
 from lnbench.emu.ledger import rows_summary
 from lnbench.run.eta import announce
@@ -41,7 +40,7 @@ from lnbench.verify.tables import SELFTEST_COLUMNS, print_rows, summary_line, wa
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (repeatable or comma list; default: config).")
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
 @click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), help="TOML file merged over the packaged defaults (default: $LNBENCH_CONFIG, else none).")
+@config_option
 @click.option("--device", help="cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one, else the emulated "
                    "gfx942 where it is available, else cpu).")
 @click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
