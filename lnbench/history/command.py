@@ -11,6 +11,8 @@ from lnbench.output.tables import Column, render_table
 
 _STORE_HELP = ("The results store: an SQLAlchemy URL (sqlite:///PATH, postgresql+psycopg://user@host/db) or an "
                "SQLite path (default: $LNBENCH_STORE, the config's [store] url, else results/lnbench.sqlite).")
+
+
 @click.command("store")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "url", help=_STORE_HELP)

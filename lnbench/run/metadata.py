@@ -9,8 +9,8 @@ import torch
 import lnbench
 from lnbench.run.device import Device, torch_device_info
 from lnbench.results import Kind, RunRecord
-from lnbench.run.processes import command_line  # noqa: F401 - part of this module's interface (compare.plan)
-from lnbench.run.checkout import git_commit, timestamp  # noqa: F401 - the same
+from lnbench.run.processes import command_line
+from lnbench.run.checkout import git_commit, timestamp
 
 
 def package_version(name: str) -> str:
