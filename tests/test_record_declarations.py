@@ -65,6 +65,31 @@ def test_a_records_fields_are_its_columns(name: str) -> None:
     assert all(f.default is not dataclasses.MISSING and repr(f.default) == "UNSET" for f in fields)
 
 
+def test_every_instruction_class_has_its_columns() -> None:
+    """The exec_CLASS (and floor) columns are written out per class: a new instruction class needs them."""
+    from lnbench.constants import INSTRUCTION_CLASSES
+    for c in INSTRUCTION_CLASSES:
+        assert rows.InspectRow.declares(f"exec_{c}") and rows.ProfileRow.declares(f"exec_{c}")
+        assert rows.AbiRow.declares(f"exec_{c}_tensor") and rows.AbiRow.declares(f"exec_{c}_pointer")
+    assert all(rows.ProfileRow.declares(name) for name in rows.FLOOR_COLUMNS)
+
+
+def test_a_field_without_a_column_type_is_refused() -> None:
+    from lnbench.results.records import SchemaError, col, record
+
+    with pytest.raises(SchemaError, match="Bad.when"):
+        @record
+        class Bad(Record):
+            when: dict[str, int] | None = col("not a column type")
+
+
+def test_a_columns_type_is_its_annotations() -> None:
+    types = {c.name: c.type for c in rows.PerfRow.COLUMNS}
+    assert (types["backend"], types["M"], types["median_us"], types["above_peak"], types["run_us"]) == \
+        ("str", "int", "float", "bool", "list")
+    assert {c.name: c.type for c in runs.PerfRun.COLUMNS}["clocks_before"] == "json"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(f"usage: python {sys.argv[0]} --write   (regenerates {FIXTURE.name} from the live records)")

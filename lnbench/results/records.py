@@ -16,7 +16,8 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 import numpy as np
 
@@ -24,8 +25,9 @@ import numpy as np
 STR, INT, FLOAT, BOOL, LIST, JSON = "str", "int", "float", "bool", "list", "json"
 #: the pandas dtype a column of each type has in a frame (load_result, rows_frame)
 PANDAS_DTYPES = {STR: "object", INT: "Int64", FLOAT: "float64", BOOL: "boolean", LIST: "object", JSON: "object"}
-_PYTHON_TYPES = {STR: "str | None", INT: "int | None", FLOAT: "float | None", BOOL: "bool | None",
-                 LIST: "list[float] | None", JSON: "Any"}
+#: a field's annotation -> its column type (a record declares its columns as annotated fields)
+_COLUMN_TYPES: dict[Any, str] = {str | None: STR, int | None: INT, float | None: FLOAT, bool | None: BOOL,
+                                 list[float] | None: LIST, Any: JSON}
 
 
 class SchemaError(RuntimeError):
@@ -89,8 +91,8 @@ def value_fits(value: Any, kind: str) -> bool:
 
 
 class Record(MutableMapping):
-    """Base of the generated record classes (see `record_class`): declared fields, read as a mapping of the
-    cells a writer set."""
+    """Base of the record classes (declared with `@record` and `col` fields): declared fields, read as a mapping
+    of the cells a writer set."""
 
     COLUMNS: ClassVar[tuple[Col, ...]] = ()
     _NAMES: ClassVar[frozenset[str]] = frozenset()
@@ -176,27 +178,32 @@ def _rebuild(module: str, name: str, cells: dict[str, Any]) -> Record:
     return getattr(importlib.import_module(module), name)(**cells)
 
 
-def record_class(name: str, columns: Sequence[Col], module: str, doc: str,
-                 base: type[Record] = Record) -> type[Record]:
-    """A Record dataclass (of `base`) of `columns`: one field a column, typed after its column type, default
-    UNSET."""
-    seen: set[str] = set()
-    for col in columns:
-        if col.name in seen:
-            raise SchemaError(f"{name}: column {col.name} declared twice")
-        seen.add(col.name)
-    fields = [(c.name, _PYTHON_TYPES[c.type], field(default=UNSET, metadata={"col": c})) for c in columns]
-    cls = dataclasses.make_dataclass(name, fields, bases=(base,), eq=False, repr=False,
-                                     namespace={"__doc__": doc, "__module__": module})
+def col(meaning: str, *, required: bool = False) -> Any:
+    """A record field (the declaration of a column): UNSET until a writer sets it; its type is the field's
+    annotation, `required` says every record has it."""
+    return field(default=UNSET, metadata={"meaning": meaning, "required": required})
+
+
+_R = TypeVar("_R", bound=Record)
+
+
+def record(cls: type[_R]) -> type[_R]:
+    """Make a Record subclass declared with `col` fields a record: a dataclass (eq and repr are Record's) whose
+    COLUMNS are its fields in declared order (base classes' first), each column typed after its annotation."""
+    cls = dataclass(eq=False, repr=False)(cls)
+    hints = get_type_hints(cls)
+    columns = []
+    for f in dataclasses.fields(cls):
+        kind = _COLUMN_TYPES.get(hints[f.name])
+        if kind is None or f.default is not UNSET:
+            raise SchemaError(f"{cls.__name__}.{f.name}: declare it `NAME: TYPE = col(...)`, TYPE one of "
+                              "str | None, int | None, float | None, bool | None, list[float] | None, Any")
+        column = Col(f.name, kind, f.metadata["meaning"], f.metadata["required"])
+        f.metadata = MappingProxyType({**f.metadata, "col": column})
+        columns.append(column)
     cls.COLUMNS = tuple(columns)
     cls._NAMES = frozenset(c.name for c in columns)
     return cls
-
-
-def cols(*specs: tuple, required: Iterable[str] = ()) -> tuple[Col, ...]:
-    """Columns from (name, type, meaning) specs; `required` names those every record has."""
-    need = set(required)
-    return tuple(Col(name, kind, meaning, name in need) for name, kind, meaning in specs)
 
 
 def plain(record: Mapping[str, Any]) -> dict[str, Any]:
