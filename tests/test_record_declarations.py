@@ -90,6 +90,20 @@ def test_a_columns_type_is_its_annotations() -> None:
     assert {c.name: c.type for c in runs.PerfRun.COLUMNS}["clocks_before"] == "json"
 
 
+def test_the_type_checker_sees_every_lazy_export_from_its_home() -> None:
+    """lnbench.results' `if TYPE_CHECKING:` imports name each lazily exported name from the module it loads from."""
+    import ast
+    import lnbench.results as package
+
+    seen: dict[str, str] = {}
+    for node in ast.walk(ast.parse(Path(package.__file__).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module
+                seen.update({alias.name: stmt.module.rsplit(".", 1)[1] for alias in stmt.names})
+    assert seen == package._HOME
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(f"usage: python {sys.argv[0]} --write   (regenerates {FIXTURE.name} from the live records)")
