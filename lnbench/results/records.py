@@ -17,7 +17,7 @@ import numbers
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, TypeVar, get_type_hints
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, get_type_hints
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class Record(MutableMapping):
 
     COLUMNS: ClassVar[tuple[Col, ...]] = ()
     _NAMES: ClassVar[frozenset[str]] = frozenset()
+    __dataclass_fields__: ClassVar[dict[str, Any]]      # set by @record (a record class is a dataclass)
 
     # -- the cells ----------------------------------------------------------------------------------------
     def cells(self) -> dict[str, Any]:
@@ -103,7 +104,7 @@ class Record(MutableMapping):
         return {c.name: v for c in self.COLUMNS if (v := getattr(self, c.name)) is not UNSET}
 
     @classmethod
-    def of(cls, cells: Mapping[str, Any]) -> "Record":
+    def of(cls, cells: Mapping[str, Any]) -> Self:
         """A record of `cells` (a row read back from a file, a payload from a worker process); a name it does
         not declare is a SchemaError naming it."""
         undeclared = [k for k in cells if k not in cls._NAMES]
@@ -112,7 +113,7 @@ class Record(MutableMapping):
         return cls(**cells)
 
     @classmethod
-    def read(cls, cells: Mapping[str, Any]) -> tuple["Record", dict[str, Any]]:
+    def read(cls, cells: Mapping[str, Any]) -> tuple[Self, dict[str, Any]]:
         """A record of the declared cells of a file's mapping, and the cells it does not declare (a file of an
         older or newer lnbench may hold some): reading keeps both, writing refuses the second."""
         known = {k: v for k, v in cells.items() if k in cls._NAMES}
@@ -122,10 +123,10 @@ class Record(MutableMapping):
     def declares(cls, name: str) -> bool:
         return name in cls._NAMES
 
-    def copy(self) -> "Record":
+    def copy(self) -> Self:
         return dataclasses.replace(self)
 
-    def with_(self, **changes: Any) -> "Record":
+    def with_(self, **changes: Any) -> Self:
         """A copy with some fields set (a SchemaError for an undeclared one)."""
         out = self.copy()
         out.update(changes)
@@ -187,6 +188,7 @@ def col(meaning: str, *, required: bool = False) -> Any:
 _R = TypeVar("_R", bound=Record)
 
 
+@dataclass_transform(eq_default=False)      # `col` is no field specifier to a checker: every field has a default
 def record(cls: type[_R]) -> type[_R]:
     """Make a Record subclass declared with `col` fields a record: a dataclass (eq and repr are Record's) whose
     COLUMNS are its fields in declared order (base classes' first), each column typed after its annotation."""
