@@ -5,9 +5,13 @@ the fields a writer set (None included: an empty cell), in declared order, so a 
 apply to it and a file's columns are the union of its rows'. Building a record with a name it does not declare
 is a TypeError at the line that builds it, never a column silently written.
 
-Records read like mappings (`row["status"]`, `row.get("detail")`, `{**row}`) so tables, CSV and JSON take
-them as they are, and a field is set by name or attribute; a name the record does not declare is a
-SchemaError.
+A record class is a class statement, decorated `@record`, whose fields are `col(...)` declarations; each column's
+type (STR, INT, ...) is its annotation's (`str | None`, `int | None`, `float | None`, `bool | None`,
+`list[float] | None`, `Any`), so a type checker sees every field. Code reads a record by field (`row.median_us`;
+an unset field reads UNSET). A record is also a mapping of the cells a writer set, for the code that handles rows
+of any kind by column name: the frames (CSV, JSON, pandas: `plain`), the tables (`Column` keys), `{**row}` display
+dicts, `row.get("detail")` where a column may be unset (None, not UNSET), and names computed at run time. A field is
+set by attribute or name; a name the record does not declare is a SchemaError.
 """
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ record a kind, declared in sections that kinds share.
     protocol      perf: P, R, I_min, ...; abi-compare: processes, runs, ...    perf, abi-compare
     history       store, filters, --last, change-point method, the gate         history
 
+The sections most kinds share at the same place are base classes (`_Identified`: identity; `_Completed`: + completion;
+`_Run`: + shard, devices, sources, merge); the others are written out in each record that has them.
+
 A run record is written flat: its cells are the JSON's `metadata` and, in a CSV, columns repeated on every row
 (a column a row also has, such as verify's per-case `seed`, keeps the row's value in the CSV). Readers use the
 record's fields and properties (`run.device_label`, `run.protocol`), never key strings.
