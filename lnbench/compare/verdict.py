@@ -55,7 +55,8 @@ class Settings:
 
 def case_row(key: CaseKey, **cells: Any) -> CompareRow:
     """A compare row of the case `key` (backend, op, dtype, shape, mode) with `cells`."""
-    return CompareRow(**dict(zip(KEY_FIELDS, key)), **cells)
+    names: dict[str, Any] = dict(zip(KEY_FIELDS, key))
+    return CompareRow(**names, **cells)
 
 
 def listed_row(key: CaseKey, verdict: Verdict, base: TimedCase | None, new: TimedCase | None,
