@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from lnbench.output.markdown import cell
 from lnbench.results import CompareRow, RunRecord
@@ -12,23 +12,24 @@ HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/ba
           "|---|---|---|---|---|---:|---:|---:|---:|---|")
 
 
-def ratio_text(row: dict[str, Any]) -> str:
+def ratio_text(row: CompareRow) -> str:
     """`1.102 [1.091, 1.113] (+10.2%)`, or '—' for rows that were not compared."""
-    if not isinstance(row.get("ratio"), (int, float)) or not math.isfinite(row["ratio"]):
+    ratio = row.get("ratio")
+    if not isinstance(ratio, (int, float)) or not math.isfinite(ratio):
         return "—"
     low, high = row.get("ci_low"), row.get("ci_high")
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high)):
-        return f"{row['ratio']:.3f} ({row['change_pct']:+.1f}%)"          # no interval: too few workers
-    return f"{row['ratio']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}] ({row['change_pct']:+.1f}%)"
+        return f"{ratio:.3f} ({row.change_pct:+.1f}%)"          # no interval: too few workers
+    return f"{ratio:.3f} [{low:.3f}, {high:.3f}] ({row.change_pct:+.1f}%)"
 
 
-def _line(row: dict[str, Any]) -> str:
+def _line(row: CompareRow) -> str:
     word = Verdict(row["verdict"])
     verdict = word.markdown
     if row.get("detail") and word not in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
-        verdict = f"{verdict}: {row['detail']}"
-    cells = [row["backend"], row["op"], row["dtype"], row["shape"], row["mode"], fmt_time_us(row["base_us"]) or "—",
-             fmt_time_us(row["new_us"]) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
+        verdict = f"{verdict}: {row.detail}"
+    cells = [row.backend, row.op, row.dtype, row.shape, row.mode, fmt_time_us(row.base_us) or "—",
+             fmt_time_us(row.new_us) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
     return "| " + " | ".join(cell(str(c)) for c in cells) + " |"
 
 

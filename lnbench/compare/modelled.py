@@ -165,7 +165,7 @@ def _label(row: CompareRow) -> str:
 
 
 def _pct(row: CompareRow) -> str:
-    return f"{row['change_pct']:+.1f}%" if row.get("change_pct") is not None else "lost in NEW"
+    return f"{row.change_pct:+.1f}%" if row.get("change_pct") is not None else "lost in NEW"
 
 
 def _print(rows: list[CompareRow], title: str) -> None:

@@ -10,6 +10,7 @@ from lnbench.compare.markdown import ratio_text
 from lnbench.compare.verdict import Settings
 from lnbench.measure import stats
 from lnbench.output.tables import Column, fmt_float, fmt_time_us, render_table
+from lnbench.results import CompareRow
 from lnbench.results.verdicts import Verdict
 
 SLOWER, FASTER, SAME, TOO_FEW, NOT_COMPARED = (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME, Verdict.TOO_FEW,
@@ -28,9 +29,9 @@ def _verdict_cell(verdict: str) -> str:
     return f"[{style}]{escape(verdict)}[/{style}]"
 
 
-def summary(rows: list[dict[str, Any]]) -> str:
+def summary(rows: list[CompareRow]) -> str:
     """One line counting the verdicts."""
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in Verdict}
+    counts = {v: sum(r.verdict == v for r in rows) for v in Verdict}
     compared = sum(counts[v] for v in Verdict if v.judged)
     text = f"{compared} cases compared: {counts[SLOWER]} SLOWER, {counts[FASTER]} FASTER, {counts[SAME]} SAME"
     if counts[TOO_FEW]:
@@ -39,23 +40,23 @@ def summary(rows: list[dict[str, Any]]) -> str:
     return text + (f"; {', '.join(listed)}" if listed else "")
 
 
-def gate_text(fail_pct: float | None, hits: list[dict[str, Any]]) -> str:
+def gate_text(fail_pct: float | None, hits: list[CompareRow]) -> str:
     """The --fail-if-slower verdict line of the Markdown summary ('' without the gate)."""
     if fail_pct is None:
         return ""
-    lost = sum(row["verdict"] == NOT_COMPARED for row in hits)
+    lost = sum(row.verdict == NOT_COMPARED for row in hits)
     why = f"{len(hits) - lost} case(s) slower by more than {fail_pct:g}%" + (f", {lost} no longer timed" if lost else "")
     return f"--fail-if-slower {fail_pct:g}: FAILED ({why})" if hits else f"--fail-if-slower {fail_pct:g}: passed"
 
 
-def _gate_line(pct: float, row: dict[str, Any]) -> str:
-    case = f"{row['backend']} {row['op']} {row['dtype']} {row['shape']} {row['mode']}"
-    if row["verdict"] == NOT_COMPARED:        # lost: timed in BASE, untimed in NEW
-        return f"--fail-if-slower {pct:g}: {case} was timed in BASE but not in NEW ({row['detail']})"
-    return f"--fail-if-slower {pct:g}: {case} is {row['change_pct']:.1f}% slower (new/base {ratio_text(row)})"
+def _gate_line(pct: float, row: CompareRow) -> str:
+    case = f"{row.backend} {row.op} {row.dtype} {row.shape} {row.mode}"
+    if row.verdict == NOT_COMPARED:        # lost: timed in BASE, untimed in NEW
+        return f"--fail-if-slower {pct:g}: {case} was timed in BASE but not in NEW ({row.detail})"
+    return f"--fail-if-slower {pct:g}: {case} is {row.change_pct:.1f}% slower (new/base {ratio_text(row)})"
 
 
-def print_table(rows: list[dict[str, Any]], title: str, settings: Settings, problems: list[str]) -> None:
+def print_table(rows: list[CompareRow], title: str, settings: Settings, problems: list[str]) -> None:
     """The --force notes, the per-case table and its legend."""
     for problem in problems:
         console.print(f"[yellow]--force: {escape(problem)}[/yellow]", soft_wrap=True)
@@ -69,15 +70,15 @@ def print_table(rows: list[dict[str, Any]], title: str, settings: Settings, prob
                   f"{TOO_FEW} with fewer than 2 paired workers")
 
 
-def print_notes(rows: list[dict[str, Any]], results: dict[str, Any], settings: Settings,
-                fail_pct: float | None, hits: list[dict[str, Any]]) -> None:
+def print_notes(rows: list[CompareRow], results: dict[str, Any], settings: Settings,
+                fail_pct: float | None, hits: list[CompareRow]) -> None:
     """Busy-machine and too-few-runs warnings, then one line per case the gate failed on."""
     for side, result in results.items():
         if result.run.load_flag:
             err_console.print(f"[yellow]lnbench: warning: {side} was timed on a busy machine "
                               f"({escape(str(result.run.load_flag))}): its changes may be the other work's"
                               f"[/yellow]", soft_wrap=True)
-    warning = stats.too_few_warning(sum(r["verdict"] == TOO_FEW for r in rows), "case", settings.confidence)
+    warning = stats.too_few_warning(sum(r.verdict == TOO_FEW for r in rows), "case", settings.confidence)
     if warning:
         err_console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
     for row in hits:

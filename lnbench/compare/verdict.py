@@ -55,7 +55,8 @@ class Settings:
 
 def case_row(key: CaseKey, **cells: Any) -> CompareRow:
     """A compare row of the case `key` (backend, op, dtype, shape, mode) with `cells`."""
-    return CompareRow(**dict(zip(KEY_FIELDS, key)), **cells)
+    names: dict[str, Any] = dict(zip(KEY_FIELDS, key))
+    return CompareRow(**names, **cells)
 
 
 def listed_row(key: CaseKey, verdict: Verdict, base: TimedCase | None, new: TimedCase | None,
@@ -131,7 +132,7 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings, peer_shift
 
 
 def compare_all(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, TimedCase],
-                settings: Settings) -> list[dict[str, Any]]:
+                settings: Settings) -> list[CompareRow]:
     """One row per case of either file: base order first, then the cases only NEW has."""
     rows = []
     shifts = peer_shifts(base_cases, new_cases) if settings.peer_controls else {}
@@ -152,9 +153,9 @@ def lost_cases(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, Ti
             if base.timed and key in new_cases and not new_cases[key].timed}
 
 
-def gate_hits(rows: list[dict[str, Any]], pct: float, lost: set[CaseKey] = frozenset()) -> list[dict[str, Any]]:
+def gate_hits(rows: list[CompareRow], pct: float, lost: set[CaseKey] = frozenset()) -> list[CompareRow]:
     """The cases `--fail-if-slower PCT` fails on: those the gate rule shared with abi-compare
     (verdicts.fails_gate: SLOWER and the new median more than PCT % above the base's) fails, and every lost
     case (lost_cases)."""
-    return [row for row in rows if verdicts.fails_gate(row["verdict"], row["change_pct"], pct)
+    return [row for row in rows if verdicts.fails_gate(row.verdict, row["change_pct"], pct)
             or tuple(row[f] for f in KEY_FIELDS) in lost]

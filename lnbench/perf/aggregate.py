@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import Any, Mapping, MutableMapping, Sequence
 
 from lnbench.measure import kernel_stats
 from lnbench.perf.bytes_model import gbps
@@ -55,20 +55,21 @@ def _blank(row: PerfRow, headline: str) -> PerfRow:
 HEADLINES: tuple[str, ...] = ("stream", "kernel")
 
 
-def headline_us(row: dict[str, Any]) -> float:
+def headline_us(row: Mapping[str, Any]) -> float:
     """The time GB/s, % peak and speed-up are computed from: median_us, or kernel_us under --timer kernel (NaN
     when missing: None in rows read back from a file)."""
     value = row.get("kernel_us") if row.get("headline") == "kernel" else row.get("median_us")
     return math.nan if value is None else value
 
 
-def _rates(row: dict[str, Any], peak_gbps: float | None) -> None:
+def _rates(row: PerfRow, peak_gbps: float | None) -> None:
     """GB/s and % peak at the row's headline time (NaN where that time is missing)."""
     us = headline_us(row)
-    row["gbps"] = gbps(row["nbytes"], us) if row.get("nbytes") and math.isfinite(us) else math.nan
-    if peak_gbps and math.isfinite(row["gbps"]):
-        row["pct_peak"] = row["gbps"] / peak_gbps * 100
-        row["above_peak"] = bool(row["pct_peak"] > 100)
+    nbytes = row.get("nbytes")
+    row.gbps = rate = gbps(nbytes, us) if nbytes and math.isfinite(us) else math.nan
+    if peak_gbps and math.isfinite(rate):
+        row.pct_peak = pct = rate / peak_gbps * 100
+        row.above_peak = bool(pct > 100)
 
 
 def _median_finite(values: Any) -> float:
@@ -77,7 +78,7 @@ def _median_finite(values: Any) -> float:
     return float(statistics.median(good)) if good else math.nan
 
 
-def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
+def _kernel_worker(row: PerfRow, summary: dict[str, Any] | None) -> None:
     """Kernel columns of a worker row from that worker's kernel summary (min–max over its runs)."""
     if summary and summary.get("status") == "ok":
         runs = [float(v) for v in summary["run_us"]]
@@ -85,15 +86,15 @@ def _kernel_worker(row: dict[str, Any], summary: dict[str, Any] | None) -> None:
         row.update(kernel_run_us=[round(v, 4) for v in runs], kernel_note=summary.get("note", ""),
                    kernel_window_us=_median_finite(summary.get("window_us", [])),
                    kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
-    row.update(kernel_stats.row_columns(summary, row["median_us"]))
+    row.update(kernel_stats.row_columns(summary, row.median_us))
 
 
-def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None],
-                      worker_rows: list[dict[str, Any]]) -> None:
+def _kernel_aggregate(row: PerfRow, summaries: list[dict[str, Any] | None],
+                      worker_rows: list[PerfRow]) -> None:
     """Kernel columns of an aggregate row: median of worker medians, min–max across workers, gap; the status
     says `partial` when some workers have kernel time and others do not."""
     agg = kernel_stats.aggregate(summaries)
-    row.update(kernel_stats.row_columns(agg, row["median_us"]))
+    row.update(kernel_stats.row_columns(agg, row.median_us))
     if agg["status"] != "ok":
         return
     row.update(kernel_run_us=[round(v, 4) for v in agg["worker_medians"]], kernel_note=agg["note"],
@@ -102,7 +103,7 @@ def _kernel_aggregate(row: dict[str, Any], summaries: list[dict[str, Any] | None
     present = [s for s in summaries if s]
     if agg["workers"] < len(present):
         why = next((s.get("reason") for s in present if s.get("status") != "ok"), "")
-        row["kernel_status"] = f"partial ({agg['workers']}/{len(present)} workers): {why}"
+        row.kernel_status = f"partial ({agg['workers']}/{len(present)} workers): {why}"
 
 
 def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None, problem: str,
@@ -115,7 +116,7 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
                          detail=problem or "worker returned no result for this case")
     row.update(status=entry.get("status", "error"), detail=entry.get("detail", ""))
     meas = entry.get("measurement")
-    if row["status"] != "ok" or not meas:
+    if row.status != "ok" or not meas:
         return row
     runs = [float(v) for v in meas["run_us"]]
     median = float(statistics.median(runs))
@@ -128,13 +129,13 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
                host_fraction=(meas.get("extra") or {}).get("host_fraction", math.nan))
     short = (meas.get("extra") or {}).get("spin_short", 0)
     if short:  # "held" runs whose spin ran out before the host finished queueing: host gaps may be inside
-        row["note"] = "; ".join(filter(None, [row["note"], f"{short} of {len(runs)} runs outlasted the stream hold"]))
+        row.note = "; ".join(filter(None, [row.note, f"{short} of {len(runs)} runs outlasted the stream hold"]))
     _kernel_worker(row, entry.get("kernel"))
     _rates(row, peak_gbps)
     return row
 
 
-def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, peak_gbps: float | None,
+def aggregate_row(case: PerfCase, rows: list[PerfRow], processes: int, peak_gbps: float | None,
                   kernels: list[dict[str, Any] | None] | None = None, headline: str = "stream") -> PerfRow:
     """Median of the worker medians, min–max across workers, GB/s and % peak at the headline median.
 
@@ -165,7 +166,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
     flags = worker_flags([r["run_us"] for r in good], [f"worker {r['worker']}" for r in good])
     for i, text in flags.items():
         good[i]["worker_flag"] = text
-    row["worker_flag"] = "; ".join(flags[i] for i in sorted(flags))
+    row.worker_flag = "; ".join(flags[i] for i in sorted(flags))
     if len(good) == processes:
         row.update(status="ok", detail="")
     else:
@@ -174,7 +175,7 @@ def aggregate_row(case: PerfCase, rows: list[dict[str, Any]], processes: int, pe
     return row
 
 
-def add_speedups(rows: list[dict[str, Any]], baseline: str) -> None:
+def add_speedups(rows: Sequence[MutableMapping[str, Any]], baseline: str) -> None:
     """speedup = baseline's headline time / this row's, per (op, dtype, shape, mode); aggregate rows only."""
     key = lambda r: (r["op"], r["dtype"], r["shape"], r["mode"])  # noqa: E731
     base = {key(r): headline_us(r) for r in rows
@@ -186,7 +187,7 @@ def add_speedups(rows: list[dict[str, Any]], baseline: str) -> None:
 
 
 def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: list[WorkerResult],
-               peak_gbps: float | None, baseline: str, headline: str = "stream") -> list[dict[str, Any]]:
+               peak_gbps: float | None, baseline: str, headline: str = "stream") -> list[PerfRow]:
     """All rows: for each case, its worker rows (in worker order) then its aggregate row."""
     if headline not in HEADLINES:
         raise ValueError(f"headline must be one of {HEADLINES}, got {headline!r}")
@@ -195,9 +196,10 @@ def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: lis
         cases_done = (result.payload or {}).get("cases", [])
         entries.append({int(e["id"]): e for e in cases_done if isinstance(e, dict) and "id" in e})
     positions = [{c.id: i for i, c in enumerate(order)} for order in orders]
-    rows: list[dict[str, Any]] = []
+    rows: list[PerfRow] = []
     for case in cases:
-        case_rows, kernels = [], []
+        case_rows: list[PerfRow] = []
+        kernels = []
         if not case.skip:
             for w, result in enumerate(results):
                 entry = entries[w].get(case.id)
@@ -211,10 +213,10 @@ def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: lis
     return rows
 
 
-def failed(rows: list[dict[str, Any]], results: list[WorkerResult]) -> bool:
+def failed(rows: list[PerfRow], results: list[WorkerResult]) -> bool:
     """Exit 1 when any worker failed, any case row is neither ok nor `not run`, or a kernel-timer run erred
     (kernel_status "error ..." or "partial ..."; "n/a" where no GPU activity exists is not a failure)."""
     if any(not r.ok for r in results):
         return True
-    return any(row["status"] not in ("ok", "not run") or row["kernel_status"].startswith(("error", "partial"))
+    return any(row.status not in ("ok", "not run") or row["kernel_status"].startswith(("error", "partial"))
                for row in rows)

@@ -12,7 +12,23 @@ codec for list cells, the frames files are written from, and the loader.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:     # what a type checker sees; at run time each name is imported on first use (_HOME)
+    from lnbench.results.codec import CSV_LIST_SEPARATOR, csv_cell, list_from_cell, numbers_of
+    from lnbench.results.files import ResultFile, load_result, require_columns, rows_of
+    from lnbench.results.frames import csv_frame, json_table, rows_frame
+    from lnbench.results.kinds import (
+        ABI, ABI_KIND, COMPARE, COMPARE_KIND, HISTORY, HISTORY_KIND, INSPECT, INSPECT_KIND, KINDS, PERF, PERF_KIND,
+        PROFILE, PROFILE_KIND, SELFTEST, SELFTEST_KIND, VERIFY, VERIFY_KIND, Kind, kind_of_metadata, ordered_columns,
+        typed)
+    from lnbench.results.records import (
+        BOOL, FLOAT, INT, JSON, LIST, PANDAS_DTYPES, STR, UNSET, Col, Record, SchemaError, missing, plain, value_fits)
+    from lnbench.results.rows import (
+        FLOOR_COLUMNS, AbiRow, CompareRow, HistoryRow, InspectRow, PerfRow, ProfileRow, SelftestRow, VerifyRow)
+    from lnbench.results.runs import (
+        SCHEMA_KEY, AbiRun, CompareRun, HistoryRun, InspectRun, PerfRun, ProfileRun, RunRecord, SelftestRun,
+        VerifyRun)
 
 #: public name -> the module that defines it (imported on first use: a verify worker that needs only the
 #: row records does not pay for pandas and the loader)

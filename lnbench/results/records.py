@@ -5,9 +5,13 @@ the fields a writer set (None included: an empty cell), in declared order, so a 
 apply to it and a file's columns are the union of its rows'. Building a record with a name it does not declare
 is a TypeError at the line that builds it, never a column silently written.
 
-Records read like mappings (`row["status"]`, `row.get("detail")`, `{**row}`) so tables, CSV and JSON take
-them as they are, and a field is set by name or attribute; a name the record does not declare is a
-SchemaError.
+A record class is a class statement, decorated `@record`, whose fields are `col(...)` declarations; each column's
+type (STR, INT, ...) is its annotation's (`str | None`, `int | None`, `float | None`, `bool | None`,
+`list[float] | None`, `Any`), so a type checker sees every field. Code reads a record by field (`row.median_us`;
+an unset field reads UNSET). A record is also a mapping of the cells a writer set, for the code that handles rows
+of any kind by column name: the frames (CSV, JSON, pandas: `plain`), the tables (`Column` keys), `{**row}` display
+dicts, `row.get("detail")` where a column may be unset (None, not UNSET), and names computed at run time. A field is
+set by attribute or name; a name the record does not declare is a SchemaError.
 """
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, get_type_hints
 
 import numpy as np
 
@@ -24,8 +29,9 @@ import numpy as np
 STR, INT, FLOAT, BOOL, LIST, JSON = "str", "int", "float", "bool", "list", "json"
 #: the pandas dtype a column of each type has in a frame (load_result, rows_frame)
 PANDAS_DTYPES = {STR: "object", INT: "Int64", FLOAT: "float64", BOOL: "boolean", LIST: "object", JSON: "object"}
-_PYTHON_TYPES = {STR: "str | None", INT: "int | None", FLOAT: "float | None", BOOL: "bool | None",
-                 LIST: "list[float] | None", JSON: "Any"}
+#: a field's annotation -> its column type (a record declares its columns as annotated fields)
+_COLUMN_TYPES: dict[Any, str] = {str | None: STR, int | None: INT, float | None: FLOAT, bool | None: BOOL,
+                                 list[float] | None: LIST, Any: JSON}
 
 
 class SchemaError(RuntimeError):
@@ -89,11 +95,12 @@ def value_fits(value: Any, kind: str) -> bool:
 
 
 class Record(MutableMapping):
-    """Base of the generated record classes (see `record_class`): declared fields, read as a mapping of the
-    cells a writer set."""
+    """Base of the record classes (declared with `@record` and `col` fields): declared fields, read as a mapping
+    of the cells a writer set."""
 
     COLUMNS: ClassVar[tuple[Col, ...]] = ()
     _NAMES: ClassVar[frozenset[str]] = frozenset()
+    __dataclass_fields__: ClassVar[dict[str, Any]]      # set by @record (a record class is a dataclass)
 
     # -- the cells ----------------------------------------------------------------------------------------
     def cells(self) -> dict[str, Any]:
@@ -101,7 +108,7 @@ class Record(MutableMapping):
         return {c.name: v for c in self.COLUMNS if (v := getattr(self, c.name)) is not UNSET}
 
     @classmethod
-    def of(cls, cells: Mapping[str, Any]) -> "Record":
+    def of(cls, cells: Mapping[str, Any]) -> Self:
         """A record of `cells` (a row read back from a file, a payload from a worker process); a name it does
         not declare is a SchemaError naming it."""
         undeclared = [k for k in cells if k not in cls._NAMES]
@@ -110,7 +117,7 @@ class Record(MutableMapping):
         return cls(**cells)
 
     @classmethod
-    def read(cls, cells: Mapping[str, Any]) -> tuple["Record", dict[str, Any]]:
+    def read(cls, cells: Mapping[str, Any]) -> tuple[Self, dict[str, Any]]:
         """A record of the declared cells of a file's mapping, and the cells it does not declare (a file of an
         older or newer lnbench may hold some): reading keeps both, writing refuses the second."""
         known = {k: v for k, v in cells.items() if k in cls._NAMES}
@@ -120,10 +127,10 @@ class Record(MutableMapping):
     def declares(cls, name: str) -> bool:
         return name in cls._NAMES
 
-    def copy(self) -> "Record":
+    def copy(self) -> Self:
         return dataclasses.replace(self)
 
-    def with_(self, **changes: Any) -> "Record":
+    def with_(self, **changes: Any) -> Self:
         """A copy with some fields set (a SchemaError for an undeclared one)."""
         out = self.copy()
         out.update(changes)
@@ -176,27 +183,33 @@ def _rebuild(module: str, name: str, cells: dict[str, Any]) -> Record:
     return getattr(importlib.import_module(module), name)(**cells)
 
 
-def record_class(name: str, columns: Sequence[Col], module: str, doc: str,
-                 base: type[Record] = Record) -> type[Record]:
-    """A Record dataclass (of `base`) of `columns`: one field a column, typed after its column type, default
-    UNSET."""
-    seen: set[str] = set()
-    for col in columns:
-        if col.name in seen:
-            raise SchemaError(f"{name}: column {col.name} declared twice")
-        seen.add(col.name)
-    fields = [(c.name, _PYTHON_TYPES[c.type], field(default=UNSET, metadata={"col": c})) for c in columns]
-    cls = dataclasses.make_dataclass(name, fields, bases=(base,), eq=False, repr=False,
-                                     namespace={"__doc__": doc, "__module__": module})
+def col(meaning: str, *, required: bool = False) -> Any:
+    """A record field (the declaration of a column): UNSET until a writer sets it; its type is the field's
+    annotation, `required` says every record has it."""
+    return field(default=UNSET, metadata={"meaning": meaning, "required": required})
+
+
+_R = TypeVar("_R", bound=Record)
+
+
+@dataclass_transform(eq_default=False)      # `col` is no field specifier to a checker: every field has a default
+def record(cls: type[_R]) -> type[_R]:
+    """Make a Record subclass declared with `col` fields a record: a dataclass (eq and repr are Record's) whose
+    COLUMNS are its fields in declared order (base classes' first), each column typed after its annotation."""
+    cls = dataclass(eq=False, repr=False)(cls)
+    hints = get_type_hints(cls)
+    columns = []
+    for f in dataclasses.fields(cls):
+        kind = _COLUMN_TYPES.get(hints[f.name])
+        if kind is None or f.default is not UNSET:
+            raise SchemaError(f"{cls.__name__}.{f.name}: declare it `NAME: TYPE = col(...)`, TYPE one of "
+                              "str | None, int | None, float | None, bool | None, list[float] | None, Any")
+        column = Col(f.name, kind, f.metadata["meaning"], f.metadata["required"])
+        f.metadata = MappingProxyType({**f.metadata, "col": column})
+        columns.append(column)
     cls.COLUMNS = tuple(columns)
     cls._NAMES = frozenset(c.name for c in columns)
     return cls
-
-
-def cols(*specs: tuple, required: Iterable[str] = ()) -> tuple[Col, ...]:
-    """Columns from (name, type, meaning) specs; `required` names those every record has."""
-    need = set(required)
-    return tuple(Col(name, kind, meaning, name in need) for name, kind, meaning in specs)
 
 
 def plain(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,224 +16,446 @@ builds the row fails; lnbench.results.kinds derives each kind's columns, CSV/JSO
 from __future__ import annotations
 
 from lnbench.constants import INSTRUCTION_CLASSES as CLASSES
-from lnbench.results.records import BOOL, FLOAT, INT, LIST, STR, cols, record_class
+from lnbench.results.records import Record, col, record
 
-#: the GPU a row ran on, with --devices (lnbench.run.gpus); `timed_alone`: perf/abi-compare cases timed with the
-#: other GPUs idle
-_GPU = (("gpu", STR, "--devices: the GPU the row ran on (cuda:N)"), ("gpu_model", STR, "--devices: its model"))
-_ALONE = (("timed_alone", BOOL, "--devices: timed with every other GPU idle (host-bound case)"),)
-#: perf: how much of a run the host's launches took, and why a --devices case ran alone
-_HOST = (("host_fraction", FLOAT, "share of an untimed run the host spent issuing its calls (1: host-bound)"),
-         ("alone_reason", STR, "--devices: size (bytes per call below alone_below_mib) or measured (host_fraction)"))
-#: a kernel source's provenance, on the rows of a `module:PKG.MOD` / flydsl-src backend (flydsl.contract)
-_SOURCE = (("source", STR, "kernel source backend name"), ("source_module", STR, "its Python module"),
-           ("source_file", STR, "the module's file"),
-           ("source_commit", STR, "git commit of the file's checkout, or content:<12 hex> for a tree without git"))
-_CASE = (("case", STR, "case kind (random, offset rows, ...)"), ("dtype", STR, "f32, f16 or bf16"),
-         ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"), ("eps", FLOAT, "LayerNorm eps"),
-         ("seed", INT, "input seed of the case"))
-_CHECK = (("tensor", STR, "y, mean, rstd, dx, dweight, dbias, or - for a case without values"),
-          ("max_abs_err", FLOAT, "max |backend − fp64 reference|"),
-          ("max_rel_err", FLOAT, "max element-wise relative error (huge near zero references)"),
-          ("torch_err", FLOAT, "torch's own max abs error in the same dtype"),
-          ("allowed", FLOAT, "the pass bar (docs/verify.md)"), ("margin", FLOAT, "allowed − max_abs_err"),
-          ("determinism", STR, "dγ/dβ repeat check"), ("status", STR, "PASS, FAIL, error, not run, compiled ..."),
-          ("detail", STR, "why a row failed or did not run"),
-          ("diagnosis", STR, "FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty"))
 
-VerifyRow = record_class("VerifyRow", cols(
-    ("backend", STR, "backend checked"), *_CASE, *_CHECK,
-    ("emu_opcodes", STR, "emulated: opcodes the case's launches executed"),
-    ("emu_approx", STR, "emulated: those the emulator approximates"),
-    ("emu_code", STR, "emulated: SHA-256 (12 hex digits) of each FlyDSL code object launched"),
-    *_SOURCE, *_GPU, required=("backend", "case", "dtype", "shape", "tensor", "status")),
-    __name__, 'One check of lnbench verify: a backend × case × tensor.')
+@record
+class VerifyRow(Record):
+    """One check of lnbench verify: a backend × case × tensor."""
 
-SelftestRow = record_class("SelftestRow", cols(
-    ("planted_bug", STR, "planted bug (or control) in a copy of the reference math"),
-    ("backend", STR, "the planted copy's name"), *_CASE, *_CHECK,
-    required=("planted_bug", "case", "dtype", "shape", "tensor", "status")),
-    __name__, 'One check of lnbench verify --self-test: a planted bug × case × tensor.')
+    backend: str | None = col("backend checked", required=True)
+    case: str | None = col("case kind (random, offset rows, ...)", required=True)
+    dtype: str | None = col("f32, f16 or bf16", required=True)
+    shape: str | None = col("MxN", required=True)
+    M: int | None = col("rows")
+    N: int | None = col("row length")
+    eps: float | None = col("LayerNorm eps")
+    seed: int | None = col("input seed of the case")
+    tensor: str | None = col("y, mean, rstd, dx, dweight, dbias, or - for a case without values", required=True)
+    max_abs_err: float | None = col("max |backend − fp64 reference|")
+    max_rel_err: float | None = col("max element-wise relative error (huge near zero references)")
+    torch_err: float | None = col("torch's own max abs error in the same dtype")
+    allowed: float | None = col("the pass bar (docs/verify.md)")
+    margin: float | None = col("allowed − max_abs_err")
+    determinism: str | None = col("dγ/dβ repeat check")
+    status: str | None = col("PASS, FAIL, error, not run, compiled ...", required=True)
+    detail: str | None = col("why a row failed or did not run")
+    diagnosis: str | None = col("FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty")
+    emu_opcodes: str | None = col("emulated: opcodes the case's launches executed")
+    emu_approx: str | None = col("emulated: those the emulator approximates")
+    emu_code: str | None = col("emulated: SHA-256 (12 hex digits) of each FlyDSL code object launched")
+    source: str | None = col("kernel source backend name")
+    source_module: str | None = col("its Python module")
+    source_file: str | None = col("the module's file")
+    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
+    gpu: str | None = col("--devices: the GPU the row ran on (cuda:N)")
+    gpu_model: str | None = col("--devices: its model")
 
-#: kernel-timer columns (measure.kernel_stats.row_columns), with their prefix
-def _kernel(prefix: str = "", who: str = "") -> tuple[tuple[str, str, str], ...]:
-    return ((f"{prefix}kernel_status", STR, f"{who}kernel timer: ok, n/a (why), error (why), partial"),
-            (f"{prefix}kernel_us", FLOAT, f"{who}median GPU kernel time per call, µs"),
-            (f"{prefix}kernel_min_us", FLOAT, f"{who}fastest kernel time, µs"),
-            (f"{prefix}kernel_max_us", FLOAT, f"{who}slowest kernel time, µs"),
-            (f"{prefix}kernels_per_call", FLOAT, f"{who}kernel launches per call"),
-            (f"{prefix}kernel_names", STR, f"{who}kernel names and counts (JSON)"),
-            (f"{prefix}gap_us", FLOAT, f"{who}event time − kernel time, µs"))
 
-PerfRow = record_class("PerfRow", cols(
-    ("backend", STR, "backend timed"), ("op", STR, "fwd or bwd"), ("dtype", STR, "f32, f16 or bf16"),
-    ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"), ("mode", STR, "timing mode (hot, cold)"),
-    ("row_kind", STR, "worker (one worker's runs) or aggregate (across workers)"),
-    ("worker", INT, "worker index (worker rows)"), ("order", INT, "the case's place in its worker's order"),
-    ("iters", INT, "calls per run (I)"), ("runs", INT, "timed runs (R)"),
-    ("run_us", LIST, "µs per call of each run (aggregate: each worker's median)"),
-    ("median_us", FLOAT, "median µs per call (aggregate: median of worker medians)"),
-    ("min_us", FLOAT, "fastest, µs"), ("max_us", FLOAT, "slowest, µs"),
-    ("spread_pct", FLOAT, "(max − min) / median, %"), ("gbps", FLOAT, "GB/s at the headline time"),
-    ("pct_peak", FLOAT, "% of the measured copy bandwidth"), ("above_peak", BOOL, "gbps above the peak"),
-    ("speedup", FLOAT, "baseline time / this time (aggregate rows)"), ("nbytes", INT, "bytes moved per call"),
-    ("sets", INT, "input sets rotated (cold mode)"), ("working_set_mib", FLOAT, "bytes touched per call, MiB"),
-    ("llc_mib", FLOAT, "last-level cache size used, MiB"), ("timer", STR, "what timed the runs"),
-    ("warmup_calls", INT, "warm-up calls"), ("warmup_s", FLOAT, "warm-up seconds"), ("note", STR, "remarks"),
-    *_kernel(), ("kernel_run_us", LIST, "kernel µs per call of each run"),
-    ("kernel_window_us", FLOAT, "traced window per call, µs"),
-    ("kernel_untraced_window_us", FLOAT, "the same window without tracing, µs"),
-    ("kernel_note", STR, "kernel timer remarks"), ("headline", STR, "stream or kernel: the time rates use"),
-    ("worker_flag", STR, "why a worker stands out"), ("status", STR, "ok, partial, error, not run"),
-    ("detail", STR, "why a row is not ok"), ("iters_range", STR, "min-max calls per run across workers"),
-    *_SOURCE, *_GPU, *_ALONE, *_HOST, required=("backend", "op", "dtype", "shape", "mode", "row_kind", "status")),
-    __name__, "One row of lnbench perf: a case's worker (row_kind worker) or the case across workers (aggregate).")
+@record
+class SelftestRow(Record):
+    """One check of lnbench verify --self-test: a planted bug × case × tensor."""
 
-_SIDES = ("tensor", "pointer")
-_STATIC_FIELDS = (("kernarg", "kernarg bytes"), ("slots", "launcher slots"), ("vgpr", "VGPRs"), ("sgpr", "SGPRs"),
-                  ("lds", "LDS bytes"), ("scratch", "scratch bytes"), ("instr", "ISA instructions"),
-                  ("args", "kernel arguments"), ("spills", "VGPR + SGPR spills"))
+    planted_bug: str | None = col("planted bug (or control) in a copy of the reference math", required=True)
+    backend: str | None = col("the planted copy's name")
+    case: str | None = col("case kind (random, offset rows, ...)", required=True)
+    dtype: str | None = col("f32, f16 or bf16", required=True)
+    shape: str | None = col("MxN", required=True)
+    M: int | None = col("rows")
+    N: int | None = col("row length")
+    eps: float | None = col("LayerNorm eps")
+    seed: int | None = col("input seed of the case")
+    tensor: str | None = col("y, mean, rstd, dx, dweight, dbias, or - for a case without values", required=True)
+    max_abs_err: float | None = col("max |backend − fp64 reference|")
+    max_rel_err: float | None = col("max element-wise relative error (huge near zero references)")
+    torch_err: float | None = col("torch's own max abs error in the same dtype")
+    allowed: float | None = col("the pass bar (docs/verify.md)")
+    margin: float | None = col("allowed − max_abs_err")
+    determinism: str | None = col("dγ/dβ repeat check")
+    status: str | None = col("PASS, FAIL, error, not run, compiled ...", required=True)
+    detail: str | None = col("why a row failed or did not run")
+    diagnosis: str | None = col("FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty")
 
-AbiRow = record_class("AbiRow", cols(
-    ("part", STR, "runtime or static"), ("pair", STR, "the call-path pair compared"),
-    ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16 or bf16"), ("shape", STR, "MxN (runtime)"),
-    ("M", INT, "rows"), ("N", INT, "row length"), ("metric", STR, "direct, wrapper or device (runtime)"),
-    ("tensor_label", STR, "what the Tensor slot runs"), ("pointer_label", STR, "what the Pointer slot runs"),
-    *((f"{s}_{what}", FLOAT, f"{s} side: {meaning}") for s in _SIDES
-      for what, meaning in (("us", "median of worker medians, µs per call"), ("min_us", "fastest worker, µs"),
-                            ("max_us", "slowest worker, µs"))),
-    ("tensor_calls_per_s", FLOAT, "Tensor calls per second"), ("pointer_calls_per_s", FLOAT, "Pointer calls per second"),
-    ("speedup", FLOAT, "tensor_us / pointer_us"), ("ci_low", FLOAT, "speed-up, paired bootstrap interval, low"),
-    ("ci_high", FLOAT, "speed-up, paired bootstrap interval, high"),
-    ("confidence", FLOAT, "the interval's confidence"),
-    ("mw_p", FLOAT, "Mann-Whitney p"), ("verdict", STR, "FASTER, SAME, SLOWER, too few runs (lnbench.results.verdicts)"),
-    ("slowdown_pct", FLOAT, "Pointer slower by, %"), ("iters", INT, "calls per run"), ("workers", INT, "workers"),
-    ("runs", INT, "runs per worker"), ("spin_short", INT, "device runs whose spin ended early"),
-    ("status", STR, "ok, error, not run ..."), ("worker_flag", STR, "why a worker stands out"),
-    ("detail", STR, "remarks"), ("scope", STR, "what a runtime row measured (host only on the null device)"),
-    *_kernel("tensor_", "Tensor side: "), *_kernel("pointer_", "Pointer side: "),
-    ("kernel_speedup", FLOAT, "kernel-time speed-up Tensor / Pointer"),
-    ("kernel_ci_low", FLOAT, "its paired bootstrap interval, low"),
-    ("kernel_ci_high", FLOAT, "its interval, high"), ("kernel_verdict", STR, "its verdict (lnbench.results.verdicts)"),
-    ("arch", STR, "static: target arch"), ("kernel", STR, "static: kernel role"),
-    ("tensor_kernel", STR, "static: Tensor-side kernel name"), ("pointer_kernel", STR, "static: Pointer-side kernel name"),
-    *((f"{what}_{s}", INT, f"static: {meaning}, {s} side") for what, meaning in _STATIC_FIELDS for s in _SIDES),
-    *((f"{what}_ratio", FLOAT, f"static: {what} pointer / tensor") for what in ("kernarg", "args", "slots", "instr")),
-    ("tensor_args_list", STR, "static: Tensor kernel arguments offset:size:kind"),
-    ("pointer_args_list", STR, "static: Pointer kernel arguments offset:size:kind"),
-    ("exec_rows", INT, "executed (emulated): rows M"),
-    ("modelled", BOOL, "abi-compare --device emu: the *_bound_us columns are modelled floors, not measurements"),
-    ("target", STR, "modelled: the Instinct target of the floors"),
-    *((f"{s}_bound_us", FLOAT, f"modelled: {s} side's device floor, µs (hot; summed over launches)") for s in _SIDES),
-    *((f"{s}_bound_by", STR, f"modelled: what bounds the {s} side's largest launch") for s in _SIDES),
-    *((f"{s}_limit", STR, f"{s} side: what limits a hot call, host (measured) or device (modelled floor)")
-      for s in _SIDES),
-    *((f"exec_{s}", INT, f"executed: wave-instructions, {s} side") for s in _SIDES),
-    *((f"exec_per_row_{s}", FLOAT, f"executed: wave-instructions per row, {s} side") for s in _SIDES),
-    ("exec_ratio", FLOAT, "executed: pointer / tensor wave-instructions"),
-    *((f"exec_{c}_{s}", INT, f"executed: {c} wave-instructions, {s} side") for c in CLASSES for s in _SIDES),
-    *((f"exec_code_{s}", STR, f"executed: SHA-256 (16 hex digits) of the {s} side's code object") for s in _SIDES),
-    ("exec_status", STR, "executed: ok or error (why)"),
-    ("tensor_source", STR, "backend pair: the Tensor slot's kernels (module@commit)"),
-    ("pointer_source", STR, "backend pair: the Pointer slot's kernels (module@commit)"),
-    *_GPU, *_ALONE, required=("part", "status")),
-    __name__, 'One row of lnbench abi-compare: a runtime pair × case × metric, or a static kernel pair.')
 
-InspectRow = record_class("InspectRow", cols(
-    ("part", STR, "static (compiled) or executed (emulated launch)"), ("backend", STR, "kernels inspected"),
-    ("abi", STR, "pointer or tensor"), ("dgamma_strategy", STR, "deterministic or atomic (bwd)"),
-    ("arch", STR, "gfx942 or gfx950"), ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16 or bf16"),
-    ("n", INT, "row length N"), ("kernel_name", STR, "kernel symbol"), ("kernarg_bytes", INT, "kernarg segment bytes"),
-    ("kernel_args", STR, "arguments offset:size:kind"), ("launcher_slots", INT, "host dispatch slots"),
-    ("vgpr", INT, "VGPRs"), ("sgpr", INT, "SGPRs"), ("agpr", INT, "AGPRs"), ("vgpr_spills", INT, "VGPR spills"),
-    ("sgpr_spills", INT, "SGPR spills"), ("lds_bytes", INT, "static LDS bytes"), ("scratch_bytes", INT, "scratch bytes"),
-    ("loads_128bit", BOOL, "ISA has 128-bit loads"), ("stores_128bit", BOOL, "ISA has 128-bit stores"),
-    ("instruction_count", INT, "ISA instructions"), ("vectorized", BOOL, "the plan's vector path"),
-    ("arg_count", INT, "kernel arguments"), ("spills", STR, "VGPR/SGPR spills"),
-    ("status", STR, "ok, error, not run"), ("detail", STR, "why not ok"), ("isa_file", STR, "--isa: the file written"),
-    ("M", INT, "executed: rows"), ("shape", STR, "executed: MxN"), ("grid", STR, "executed: grid"),
-    ("block", STR, "executed: block"), ("waves", INT, "executed: waves launched"),
-    ("exec_instructions", INT, "executed: wave-instructions"),
-    ("exec_instructions_per_row", FLOAT, "executed: wave-instructions per row"),
-    ("global_bytes_loaded", INT, "executed: global bytes loaded"), ("global_bytes_stored", INT, "executed: stored"),
-    ("global_bytes_per_row", FLOAT, "executed: global bytes per row"), ("lds_bytes_executed", INT, "executed: LDS bytes"),
-    ("code_object", STR, "executed: SHA-256 (16 hex digits) of the code object launched"),
-    ("unique_bytes_loaded", INT, "executed: distinct bytes loaded"),
-    ("unique_bytes_stored", INT, "executed: distinct bytes stored"),
-    ("lds_bank_cycles", INT, "executed: LDS clocks of ds_read/ds_write at 32 banks × 4 bytes (lnbench/emu/lds_banks.py)"),
-    ("lds_conflict_cycles", INT, "executed: those clocks beyond one per pass (bank conflicts)"),
-    *((f"exec_{c}", INT, f"executed: {c} wave-instructions") for c in CLASSES),
-    ("kernel", STR, "executed: kernel role"), ("launch", STR, "executed: grid × block"),
-    ("unique_bytes", STR, "executed: distinct bytes loaded / stored"),
-    *_SOURCE, required=("part", "backend", "arch", "op", "dtype", "status")),
-    __name__, 'One row of lnbench inspect: a compiled kernel (static) or an emulated launch (executed).')
+@record
+class PerfRow(Record):
+    """One row of lnbench perf: a case's worker (row_kind worker) or the case across workers (aggregate)."""
 
-CompareRow = record_class("CompareRow", cols(
-    ("backend", STR, "backend (abi-compare: pair:side)"), ("op", STR, "op"), ("dtype", STR, "dtype"),
-    ("shape", STR, "MxN"), ("mode", STR, "perf mode (abi-compare: metric)"), ("base_us", FLOAT, "BASE headline, µs"),
-    ("new_us", FLOAT, "NEW headline, µs"), ("ratio", FLOAT, "new / base"), ("ci_low", FLOAT, "interval, low"),
-    ("ci_high", FLOAT, "interval, high"), ("change_pct", FLOAT, "(ratio − 1) × 100"), ("p", FLOAT, "paired t p"),
-    ("verdict", STR, "SLOWER, FASTER, SAME, too few runs, only in base/new, not compared (lnbench.results.verdicts)"),
-    ("workers", INT, "paired workers"), ("detail", STR, "remarks"),
-    ("peer_shift_pct", FLOAT, "the session shift (%) the other backends' cases of this shape and mode show; the "
-                              "run noise floor when above [compare] run_noise_pct"),
-    ("launch", STR, "modelled: the kernel launch (role)"), ("target", STR, "modelled: the Instinct target"),
-    ("modelled", BOOL, "the times are modelled floors (lnbench perf --device emu), not measurements"),
-    ("changes", STR, "modelled: every profile and floor value that changed, base → new"),
-    required=("backend", "op", "dtype", "shape", "mode", "verdict")),
-    __name__, 'One case of lnbench compare: BASE against NEW.')
+    backend: str | None = col("backend timed", required=True)
+    op: str | None = col("fwd or bwd", required=True)
+    dtype: str | None = col("f32, f16 or bf16", required=True)
+    shape: str | None = col("MxN", required=True)
+    M: int | None = col("rows")
+    N: int | None = col("row length")
+    mode: str | None = col("timing mode (hot, cold)", required=True)
+    row_kind: str | None = col("worker (one worker's runs) or aggregate (across workers)", required=True)
+    worker: int | None = col("worker index (worker rows)")
+    order: int | None = col("the case's place in its worker's order")
+    iters: int | None = col("calls per run (I)")
+    runs: int | None = col("timed runs (R)")
+    run_us: list[float] | None = col("µs per call of each run (aggregate: each worker's median)")
+    median_us: float | None = col("median µs per call (aggregate: median of worker medians)")
+    min_us: float | None = col("fastest, µs")
+    max_us: float | None = col("slowest, µs")
+    spread_pct: float | None = col("(max − min) / median, %")
+    gbps: float | None = col("GB/s at the headline time")
+    pct_peak: float | None = col("% of the measured copy bandwidth")
+    above_peak: bool | None = col("gbps above the peak")
+    speedup: float | None = col("baseline time / this time (aggregate rows)")
+    nbytes: int | None = col("bytes moved per call")
+    sets: int | None = col("input sets rotated (cold mode)")
+    working_set_mib: float | None = col("bytes touched per call, MiB")
+    llc_mib: float | None = col("last-level cache size used, MiB")
+    timer: str | None = col("what timed the runs")
+    warmup_calls: int | None = col("warm-up calls")
+    warmup_s: float | None = col("warm-up seconds")
+    note: str | None = col("remarks")
+    kernel_status: str | None = col("kernel timer: ok, n/a (why), error (why), partial")
+    kernel_us: float | None = col("median GPU kernel time per call, µs")
+    kernel_min_us: float | None = col("fastest kernel time, µs")
+    kernel_max_us: float | None = col("slowest kernel time, µs")
+    kernels_per_call: float | None = col("kernel launches per call")
+    kernel_names: str | None = col("kernel names and counts (JSON)")
+    gap_us: float | None = col("event time − kernel time, µs")
+    kernel_run_us: list[float] | None = col("kernel µs per call of each run")
+    kernel_window_us: float | None = col("traced window per call, µs")
+    kernel_untraced_window_us: float | None = col("the same window without tracing, µs")
+    kernel_note: str | None = col("kernel timer remarks")
+    headline: str | None = col("stream or kernel: the time rates use")
+    worker_flag: str | None = col("why a worker stands out")
+    status: str | None = col("ok, partial, error, not run", required=True)
+    detail: str | None = col("why a row is not ok")
+    iters_range: str | None = col("min-max calls per run across workers")
+    source: str | None = col("kernel source backend name")
+    source_module: str | None = col("its Python module")
+    source_file: str | None = col("the module's file")
+    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
+    gpu: str | None = col("--devices: the GPU the row ran on (cuda:N)")
+    gpu_model: str | None = col("--devices: its model")
+    timed_alone: bool | None = col("--devices: timed with every other GPU idle (host-bound case)")
+    host_fraction: float | None = col("share of an untimed run the host spent issuing its calls (1: host-bound)")
+    alone_reason: str | None = col("--devices: size (bytes per call below alone_below_mib) or measured (host_fraction)")
 
-HistoryRow = record_class("HistoryRow", cols(
-    ("kind", STR, "the kind of result the series is of (perf, verify, abi-compare, ...)"),
-    ("backend", STR, "backend (abi-compare: pair; selftest: planted bug)"), ("op", STR, "op"), ("dtype", STR, "dtype"),
-    ("shape", STR, "MxN"), ("mode", STR, "perf mode, abi-compare metric, verify tensor, ..."),
-    ("case_name", STR, "the rest of the case's key"), ("machine", STR, "device name/model | driver | host CPU"),
-    ("unit", STR, "what `latest` measures: us, ratio, abs_err, ..."), ("series_id", INT, "the series' id in the store"),
-    ("runs", INT, "runs of the series read (--last, filters)"), ("latest", FLOAT, "the newest run's value"),
-    ("latest_status", STR, "the newest run's status (PASS, FAIL, error, ok, a compare verdict, ...)"),
-    ("latest_commit", STR, "the newest run's commit (-dirty when uncommitted)"),
-    ("since", STR, "verify, selftest: the commit since which the case FAILs or errors ('' when it passes)"),
-    ("trend", STR, "the last 24 values as a sparkline, low to high"),
-    ("newest_change_pct", FLOAT, "the newest change point's size, % (--fail-on-regression reads it)"),
-    ("changes_text", STR, "every change point: FROM..TO commits, size, p (the JSON's `series` has them as lists)"),
-    required=("kind", "series_id", "runs", "latest_status")),
-    __name__, 'One series of lnbench history: a case on one machine under one protocol, over the stored runs.')
+
+@record
+class AbiRow(Record):
+    """One row of lnbench abi-compare: a runtime pair × case × metric, or a static kernel pair."""
+
+    part: str | None = col("runtime or static", required=True)
+    pair: str | None = col("the call-path pair compared")
+    op: str | None = col("fwd, fwd-nostats or bwd")
+    dtype: str | None = col("f32, f16 or bf16")
+    shape: str | None = col("MxN (runtime)")
+    M: int | None = col("rows")
+    N: int | None = col("row length")
+    metric: str | None = col("direct, wrapper or device (runtime)")
+    tensor_label: str | None = col("what the Tensor slot runs")
+    pointer_label: str | None = col("what the Pointer slot runs")
+    tensor_us: float | None = col("tensor side: median of worker medians, µs per call")
+    tensor_min_us: float | None = col("tensor side: fastest worker, µs")
+    tensor_max_us: float | None = col("tensor side: slowest worker, µs")
+    pointer_us: float | None = col("pointer side: median of worker medians, µs per call")
+    pointer_min_us: float | None = col("pointer side: fastest worker, µs")
+    pointer_max_us: float | None = col("pointer side: slowest worker, µs")
+    tensor_calls_per_s: float | None = col("Tensor calls per second")
+    pointer_calls_per_s: float | None = col("Pointer calls per second")
+    speedup: float | None = col("tensor_us / pointer_us")
+    ci_low: float | None = col("speed-up, paired bootstrap interval, low")
+    ci_high: float | None = col("speed-up, paired bootstrap interval, high")
+    confidence: float | None = col("the interval's confidence")
+    mw_p: float | None = col("Mann-Whitney p")
+    verdict: str | None = col("FASTER, SAME, SLOWER, too few runs (lnbench.results.verdicts)")
+    slowdown_pct: float | None = col("Pointer slower by, %")
+    iters: int | None = col("calls per run")
+    workers: int | None = col("workers")
+    runs: int | None = col("runs per worker")
+    spin_short: int | None = col("device runs whose spin ended early")
+    status: str | None = col("ok, error, not run ...", required=True)
+    worker_flag: str | None = col("why a worker stands out")
+    detail: str | None = col("remarks")
+    scope: str | None = col("what a runtime row measured (host only on the null device)")
+    tensor_kernel_status: str | None = col("Tensor side: kernel timer: ok, n/a (why), error (why), partial")
+    tensor_kernel_us: float | None = col("Tensor side: median GPU kernel time per call, µs")
+    tensor_kernel_min_us: float | None = col("Tensor side: fastest kernel time, µs")
+    tensor_kernel_max_us: float | None = col("Tensor side: slowest kernel time, µs")
+    tensor_kernels_per_call: float | None = col("Tensor side: kernel launches per call")
+    tensor_kernel_names: str | None = col("Tensor side: kernel names and counts (JSON)")
+    tensor_gap_us: float | None = col("Tensor side: event time − kernel time, µs")
+    pointer_kernel_status: str | None = col("Pointer side: kernel timer: ok, n/a (why), error (why), partial")
+    pointer_kernel_us: float | None = col("Pointer side: median GPU kernel time per call, µs")
+    pointer_kernel_min_us: float | None = col("Pointer side: fastest kernel time, µs")
+    pointer_kernel_max_us: float | None = col("Pointer side: slowest kernel time, µs")
+    pointer_kernels_per_call: float | None = col("Pointer side: kernel launches per call")
+    pointer_kernel_names: str | None = col("Pointer side: kernel names and counts (JSON)")
+    pointer_gap_us: float | None = col("Pointer side: event time − kernel time, µs")
+    kernel_speedup: float | None = col("kernel-time speed-up Tensor / Pointer")
+    kernel_ci_low: float | None = col("its paired bootstrap interval, low")
+    kernel_ci_high: float | None = col("its interval, high")
+    kernel_verdict: str | None = col("its verdict (lnbench.results.verdicts)")
+    arch: str | None = col("static: target arch")
+    kernel: str | None = col("static: kernel role")
+    tensor_kernel: str | None = col("static: Tensor-side kernel name")
+    pointer_kernel: str | None = col("static: Pointer-side kernel name")
+    kernarg_tensor: int | None = col("static: kernarg bytes, tensor side")
+    kernarg_pointer: int | None = col("static: kernarg bytes, pointer side")
+    slots_tensor: int | None = col("static: launcher slots, tensor side")
+    slots_pointer: int | None = col("static: launcher slots, pointer side")
+    vgpr_tensor: int | None = col("static: VGPRs, tensor side")
+    vgpr_pointer: int | None = col("static: VGPRs, pointer side")
+    sgpr_tensor: int | None = col("static: SGPRs, tensor side")
+    sgpr_pointer: int | None = col("static: SGPRs, pointer side")
+    lds_tensor: int | None = col("static: LDS bytes, tensor side")
+    lds_pointer: int | None = col("static: LDS bytes, pointer side")
+    scratch_tensor: int | None = col("static: scratch bytes, tensor side")
+    scratch_pointer: int | None = col("static: scratch bytes, pointer side")
+    instr_tensor: int | None = col("static: ISA instructions, tensor side")
+    instr_pointer: int | None = col("static: ISA instructions, pointer side")
+    args_tensor: int | None = col("static: kernel arguments, tensor side")
+    args_pointer: int | None = col("static: kernel arguments, pointer side")
+    spills_tensor: int | None = col("static: VGPR + SGPR spills, tensor side")
+    spills_pointer: int | None = col("static: VGPR + SGPR spills, pointer side")
+    kernarg_ratio: float | None = col("static: kernarg pointer / tensor")
+    args_ratio: float | None = col("static: args pointer / tensor")
+    slots_ratio: float | None = col("static: slots pointer / tensor")
+    instr_ratio: float | None = col("static: instr pointer / tensor")
+    tensor_args_list: str | None = col("static: Tensor kernel arguments offset:size:kind")
+    pointer_args_list: str | None = col("static: Pointer kernel arguments offset:size:kind")
+    exec_rows: int | None = col("executed (emulated): rows M")
+    modelled: bool | None = col("abi-compare --device emu: the *_bound_us columns are modelled floors, not "
+                                "measurements")
+    target: str | None = col("modelled: the Instinct target of the floors")
+    tensor_bound_us: float | None = col("modelled: tensor side's device floor, µs (hot; summed over launches)")
+    pointer_bound_us: float | None = col("modelled: pointer side's device floor, µs (hot; summed over launches)")
+    tensor_bound_by: str | None = col("modelled: what bounds the tensor side's largest launch")
+    pointer_bound_by: str | None = col("modelled: what bounds the pointer side's largest launch")
+    tensor_limit: str | None = col("tensor side: what limits a hot call, host (measured) or device (modelled floor)")
+    pointer_limit: str | None = col("pointer side: what limits a hot call, host (measured) or device (modelled floor)")
+    exec_tensor: int | None = col("executed: wave-instructions, tensor side")
+    exec_pointer: int | None = col("executed: wave-instructions, pointer side")
+    exec_per_row_tensor: float | None = col("executed: wave-instructions per row, tensor side")
+    exec_per_row_pointer: float | None = col("executed: wave-instructions per row, pointer side")
+    exec_ratio: float | None = col("executed: pointer / tensor wave-instructions")
+    exec_salu_tensor: int | None = col("executed: salu wave-instructions, tensor side")
+    exec_salu_pointer: int | None = col("executed: salu wave-instructions, pointer side")
+    exec_valu_tensor: int | None = col("executed: valu wave-instructions, tensor side")
+    exec_valu_pointer: int | None = col("executed: valu wave-instructions, pointer side")
+    exec_vmem_load_tensor: int | None = col("executed: vmem_load wave-instructions, tensor side")
+    exec_vmem_load_pointer: int | None = col("executed: vmem_load wave-instructions, pointer side")
+    exec_vmem_store_tensor: int | None = col("executed: vmem_store wave-instructions, tensor side")
+    exec_vmem_store_pointer: int | None = col("executed: vmem_store wave-instructions, pointer side")
+    exec_smem_tensor: int | None = col("executed: smem wave-instructions, tensor side")
+    exec_smem_pointer: int | None = col("executed: smem wave-instructions, pointer side")
+    exec_lds_tensor: int | None = col("executed: lds wave-instructions, tensor side")
+    exec_lds_pointer: int | None = col("executed: lds wave-instructions, pointer side")
+    exec_cross_lane_tensor: int | None = col("executed: cross_lane wave-instructions, tensor side")
+    exec_cross_lane_pointer: int | None = col("executed: cross_lane wave-instructions, pointer side")
+    exec_branch_tensor: int | None = col("executed: branch wave-instructions, tensor side")
+    exec_branch_pointer: int | None = col("executed: branch wave-instructions, pointer side")
+    exec_sync_tensor: int | None = col("executed: sync wave-instructions, tensor side")
+    exec_sync_pointer: int | None = col("executed: sync wave-instructions, pointer side")
+    exec_code_tensor: str | None = col("executed: SHA-256 (16 hex digits) of the tensor side's code object")
+    exec_code_pointer: str | None = col("executed: SHA-256 (16 hex digits) of the pointer side's code object")
+    exec_status: str | None = col("executed: ok or error (why)")
+    tensor_source: str | None = col("backend pair: the Tensor slot's kernels (module@commit)")
+    pointer_source: str | None = col("backend pair: the Pointer slot's kernels (module@commit)")
+    gpu: str | None = col("--devices: the GPU the row ran on (cuda:N)")
+    gpu_model: str | None = col("--devices: its model")
+    timed_alone: bool | None = col("--devices: timed with every other GPU idle (host-bound case)")
+
+
+@record
+class InspectRow(Record):
+    """One row of lnbench inspect: a compiled kernel (static) or an emulated launch (executed)."""
+
+    part: str | None = col("static (compiled) or executed (emulated launch)", required=True)
+    backend: str | None = col("kernels inspected", required=True)
+    abi: str | None = col("pointer or tensor")
+    dgamma_strategy: str | None = col("deterministic or atomic (bwd)")
+    arch: str | None = col("gfx942 or gfx950", required=True)
+    op: str | None = col("fwd, fwd-nostats or bwd", required=True)
+    dtype: str | None = col("f32, f16 or bf16", required=True)
+    n: int | None = col("row length N")
+    kernel_name: str | None = col("kernel symbol")
+    kernarg_bytes: int | None = col("kernarg segment bytes")
+    kernel_args: str | None = col("arguments offset:size:kind")
+    launcher_slots: int | None = col("host dispatch slots")
+    vgpr: int | None = col("VGPRs")
+    sgpr: int | None = col("SGPRs")
+    agpr: int | None = col("AGPRs")
+    vgpr_spills: int | None = col("VGPR spills")
+    sgpr_spills: int | None = col("SGPR spills")
+    lds_bytes: int | None = col("static LDS bytes")
+    scratch_bytes: int | None = col("scratch bytes")
+    loads_128bit: bool | None = col("ISA has 128-bit loads")
+    stores_128bit: bool | None = col("ISA has 128-bit stores")
+    instruction_count: int | None = col("ISA instructions")
+    vectorized: bool | None = col("the plan's vector path")
+    arg_count: int | None = col("kernel arguments")
+    spills: str | None = col("VGPR/SGPR spills")
+    status: str | None = col("ok, error, not run", required=True)
+    detail: str | None = col("why not ok")
+    isa_file: str | None = col("--isa: the file written")
+    M: int | None = col("executed: rows")
+    shape: str | None = col("executed: MxN")
+    grid: str | None = col("executed: grid")
+    block: str | None = col("executed: block")
+    waves: int | None = col("executed: waves launched")
+    exec_instructions: int | None = col("executed: wave-instructions")
+    exec_instructions_per_row: float | None = col("executed: wave-instructions per row")
+    global_bytes_loaded: int | None = col("executed: global bytes loaded")
+    global_bytes_stored: int | None = col("executed: stored")
+    global_bytes_per_row: float | None = col("executed: global bytes per row")
+    lds_bytes_executed: int | None = col("executed: LDS bytes")
+    code_object: str | None = col("executed: SHA-256 (16 hex digits) of the code object launched")
+    unique_bytes_loaded: int | None = col("executed: distinct bytes loaded")
+    unique_bytes_stored: int | None = col("executed: distinct bytes stored")
+    lds_bank_cycles: int | None = col("executed: LDS clocks of ds_read/ds_write at 32 banks × 4 bytes "
+                                      "(lnbench/emu/lds_banks.py)")
+    lds_conflict_cycles: int | None = col("executed: those clocks beyond one per pass (bank conflicts)")
+    exec_salu: int | None = col("executed: salu wave-instructions")
+    exec_valu: int | None = col("executed: valu wave-instructions")
+    exec_vmem_load: int | None = col("executed: vmem_load wave-instructions")
+    exec_vmem_store: int | None = col("executed: vmem_store wave-instructions")
+    exec_smem: int | None = col("executed: smem wave-instructions")
+    exec_lds: int | None = col("executed: lds wave-instructions")
+    exec_cross_lane: int | None = col("executed: cross_lane wave-instructions")
+    exec_branch: int | None = col("executed: branch wave-instructions")
+    exec_sync: int | None = col("executed: sync wave-instructions")
+    kernel: str | None = col("executed: kernel role")
+    launch: str | None = col("executed: grid × block")
+    unique_bytes: str | None = col("executed: distinct bytes loaded / stored")
+    source: str | None = col("kernel source backend name")
+    source_module: str | None = col("its Python module")
+    source_file: str | None = col("the module's file")
+    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
+
+
+@record
+class CompareRow(Record):
+    """One case of lnbench compare: BASE against NEW."""
+
+    backend: str | None = col("backend (abi-compare: pair:side)", required=True)
+    op: str | None = col("op", required=True)
+    dtype: str | None = col("dtype", required=True)
+    shape: str | None = col("MxN", required=True)
+    mode: str | None = col("perf mode (abi-compare: metric)", required=True)
+    base_us: float | None = col("BASE headline, µs")
+    new_us: float | None = col("NEW headline, µs")
+    ratio: float | None = col("new / base")
+    ci_low: float | None = col("interval, low")
+    ci_high: float | None = col("interval, high")
+    change_pct: float | None = col("(ratio − 1) × 100")
+    p: float | None = col("paired t p")
+    verdict: str | None = col("SLOWER, FASTER, SAME, too few runs, only in base/new, not compared "
+                              "(lnbench.results.verdicts)", required=True)
+    workers: int | None = col("paired workers")
+    detail: str | None = col("remarks")
+    peer_shift_pct: float | None = col("the session shift (%) the other backends' cases of this shape and mode show; "
+                                       "the run noise floor when above [compare] run_noise_pct")
+    launch: str | None = col("modelled: the kernel launch (role)")
+    target: str | None = col("modelled: the Instinct target")
+    modelled: bool | None = col("the times are modelled floors (lnbench perf --device emu), not measurements")
+    changes: str | None = col("modelled: every profile and floor value that changed, base → new")
+
+
+@record
+class HistoryRow(Record):
+    """One series of lnbench history: a case on one machine under one protocol, over the stored runs."""
+
+    kind: str | None = col("the kind of result the series is of (perf, verify, abi-compare, ...)", required=True)
+    backend: str | None = col("backend (abi-compare: pair; selftest: planted bug)")
+    op: str | None = col("op")
+    dtype: str | None = col("dtype")
+    shape: str | None = col("MxN")
+    mode: str | None = col("perf mode, abi-compare metric, verify tensor, ...")
+    case_name: str | None = col("the rest of the case's key")
+    machine: str | None = col("device name/model | driver | host CPU")
+    unit: str | None = col("what `latest` measures: us, ratio, abs_err, ...")
+    series_id: int | None = col("the series' id in the store", required=True)
+    runs: int | None = col("runs of the series read (--last, filters)", required=True)
+    latest: float | None = col("the newest run's value")
+    latest_status: str | None = col("the newest run's status (PASS, FAIL, error, ok, a compare verdict, ...)",
+                                    required=True)
+    latest_commit: str | None = col("the newest run's commit (-dirty when uncommitted)")
+    since: str | None = col("verify, selftest: the commit since which the case FAILs or errors ('' when it passes)")
+    trend: str | None = col("the last 24 values as a sparkline, low to high")
+    newest_change_pct: float | None = col("the newest change point's size, % (--fail-on-regression reads it)")
+    changes_text: str | None = col("every change point: FROM..TO commits, size, p (the JSON's `series` has them as "
+                                   "lists)")
+
 
 #: the floors of a modelled row (lnbench.modelled.floors), µs
 FLOOR_COLUMNS = ("memory_us", *(f"issue_{c}_us" for c in CLASSES), "lds_us", "launch_us", "bound_us")
 
-ProfileRow = record_class("ProfileRow", cols(
-    ("modelled", BOOL, "always true: lower bounds from the emulated profile and published figures, not timings"),
-    ("backend", STR, "backend profiled"), ("op", STR, "fwd, fwd-nostats or bwd"), ("dtype", STR, "f32, f16, bf16"),
-    ("shape", STR, "MxN"), ("M", INT, "rows"), ("N", INT, "row length"),
-    ("launch", STR, "the launch's kernel role (ln_fwd, ln_bwd_det, ln_bwd_reduce, ...)"),
-    ("kernel_name", STR, "the kernel's symbol"), ("abi", STR, "pointer or tensor"),
-    ("dgamma_strategy", STR, "bwd: deterministic or atomic"), ("arch", STR, "the emulated arch"),
-    ("target", STR, "the Instinct target of the floors ([targets.NAME])"),
-    ("mode", STR, "cold (HBM) or hot (last-level cache when the working set fits)"),
-    ("status", STR, "ok, error, not run"), ("detail", STR, "why a case did not run"),
-    ("grid", STR, "workgroups, x×y×z"), ("block", STR, "threads per workgroup, x×y×z"),
-    ("workgroups", INT, "workgroups launched"), ("waves_per_group", INT, "waves per workgroup"),
-    ("exec_instructions", INT, "wave-instructions executed"),
-    *((f"exec_{c}", INT, f"{c} wave-instructions") for c in CLASSES),
-    ("unique_bytes_loaded", INT, "distinct global bytes loaded (compulsory)"),
-    ("unique_bytes_stored", INT, "distinct global bytes stored (compulsory)"),
-    ("global_bytes_loaded", INT, "global bytes the load instructions moved (a re-read counts again)"),
-    ("global_bytes_stored", INT, "global bytes the store instructions moved"),
-    ("lds_bytes", INT, "LDS bytes read and written"),
-    ("lds_bank_cycles", INT, "LDS clocks at 32 banks × 4 bytes, conflicts included"),
-    ("lds_conflict_cycles", INT, "LDS clocks beyond one per pass (bank conflicts)"),
-    ("vgprs", INT, "VGPRs per wave"), ("agprs", INT, "AGPRs per wave"), ("sgprs", INT, "SGPRs per wave"),
-    ("lds_alloc", INT, "LDS bytes per workgroup"),
-    ("waves_per_simd", INT, "occupancy: waves per SIMD the registers allow"),
-    ("workgroups_per_cu", INT, "occupancy: workgroups per CU"),
-    ("occupancy_limiter", STR, "what limits occupancy: slots, vgprs, sgprs, lds, workgroup size"),
-    ("busiest_cu_workgroups", INT, "workgroups on the busiest CU: ceil(workgroups / CUs)"),
-    ("intensity", FLOAT, "VALU lane-operations per distinct byte (the roofline's x)"),
-    *((name, FLOAT, f"modelled floor, µs: {name[:-3]}") for name in FLOOR_COLUMNS[:-1]),
-    ("bound_us", FLOAT, "modelled lower bound on the launch's time: the largest floor, µs"),
-    ("bound_by", STR, "the floor that sets bound_us"),
-    ("notes", STR, "floors not computed and why (a figure that is not published)"),
-    ("code_object", STR, "SHA-256 (16 hex digits) of the code object that executed"),
-    *_SOURCE, required=("modelled", "backend", "op", "dtype", "shape", "launch", "target", "mode", "status")),
-    __name__, 'One launch of lnbench perf --device emu on one target in one mode: its profile and modelled floors.')
+
+@record
+class ProfileRow(Record):
+    """One launch of lnbench perf --device emu on one target in one mode: its profile and modelled floors."""
+
+    modelled: bool | None = col("always true: lower bounds from the emulated profile and published figures, not "
+                                "timings", required=True)
+    backend: str | None = col("backend profiled", required=True)
+    op: str | None = col("fwd, fwd-nostats or bwd", required=True)
+    dtype: str | None = col("f32, f16, bf16", required=True)
+    shape: str | None = col("MxN", required=True)
+    M: int | None = col("rows")
+    N: int | None = col("row length")
+    launch: str | None = col("the launch's kernel role (ln_fwd, ln_bwd_det, ln_bwd_reduce, ...)", required=True)
+    kernel_name: str | None = col("the kernel's symbol")
+    abi: str | None = col("pointer or tensor")
+    dgamma_strategy: str | None = col("bwd: deterministic or atomic")
+    arch: str | None = col("the emulated arch")
+    target: str | None = col("the Instinct target of the floors ([targets.NAME])", required=True)
+    mode: str | None = col("cold (HBM) or hot (last-level cache when the working set fits)", required=True)
+    status: str | None = col("ok, error, not run", required=True)
+    detail: str | None = col("why a case did not run")
+    grid: str | None = col("workgroups, x×y×z")
+    block: str | None = col("threads per workgroup, x×y×z")
+    workgroups: int | None = col("workgroups launched")
+    waves_per_group: int | None = col("waves per workgroup")
+    exec_instructions: int | None = col("wave-instructions executed")
+    exec_salu: int | None = col("salu wave-instructions")
+    exec_valu: int | None = col("valu wave-instructions")
+    exec_vmem_load: int | None = col("vmem_load wave-instructions")
+    exec_vmem_store: int | None = col("vmem_store wave-instructions")
+    exec_smem: int | None = col("smem wave-instructions")
+    exec_lds: int | None = col("lds wave-instructions")
+    exec_cross_lane: int | None = col("cross_lane wave-instructions")
+    exec_branch: int | None = col("branch wave-instructions")
+    exec_sync: int | None = col("sync wave-instructions")
+    unique_bytes_loaded: int | None = col("distinct global bytes loaded (compulsory)")
+    unique_bytes_stored: int | None = col("distinct global bytes stored (compulsory)")
+    global_bytes_loaded: int | None = col("global bytes the load instructions moved (a re-read counts again)")
+    global_bytes_stored: int | None = col("global bytes the store instructions moved")
+    lds_bytes: int | None = col("LDS bytes read and written")
+    lds_bank_cycles: int | None = col("LDS clocks at 32 banks × 4 bytes, conflicts included")
+    lds_conflict_cycles: int | None = col("LDS clocks beyond one per pass (bank conflicts)")
+    vgprs: int | None = col("VGPRs per wave")
+    agprs: int | None = col("AGPRs per wave")
+    sgprs: int | None = col("SGPRs per wave")
+    lds_alloc: int | None = col("LDS bytes per workgroup")
+    waves_per_simd: int | None = col("occupancy: waves per SIMD the registers allow")
+    workgroups_per_cu: int | None = col("occupancy: workgroups per CU")
+    occupancy_limiter: str | None = col("what limits occupancy: slots, vgprs, sgprs, lds, workgroup size")
+    busiest_cu_workgroups: int | None = col("workgroups on the busiest CU: ceil(workgroups / CUs)")
+    intensity: float | None = col("VALU lane-operations per distinct byte (the roofline's x)")
+    memory_us: float | None = col("modelled floor, µs: memory")
+    issue_salu_us: float | None = col("modelled floor, µs: issue_salu")
+    issue_valu_us: float | None = col("modelled floor, µs: issue_valu")
+    issue_vmem_load_us: float | None = col("modelled floor, µs: issue_vmem_load")
+    issue_vmem_store_us: float | None = col("modelled floor, µs: issue_vmem_store")
+    issue_smem_us: float | None = col("modelled floor, µs: issue_smem")
+    issue_lds_us: float | None = col("modelled floor, µs: issue_lds")
+    issue_cross_lane_us: float | None = col("modelled floor, µs: issue_cross_lane")
+    issue_branch_us: float | None = col("modelled floor, µs: issue_branch")
+    issue_sync_us: float | None = col("modelled floor, µs: issue_sync")
+    lds_us: float | None = col("modelled floor, µs: lds")
+    launch_us: float | None = col("modelled floor, µs: launch")
+    bound_us: float | None = col("modelled lower bound on the launch's time: the largest floor, µs")
+    bound_by: str | None = col("the floor that sets bound_us")
+    notes: str | None = col("floors not computed and why (a figure that is not published)")
+    code_object: str | None = col("SHA-256 (16 hex digits) of the code object that executed")
+    source: str | None = col("kernel source backend name")
+    source_module: str | None = col("its Python module")
+    source_file: str | None = col("the module's file")
+    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")

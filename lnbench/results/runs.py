@@ -11,6 +11,9 @@ record a kind, declared in sections that kinds share.
     protocol      perf: P, R, I_min, ...; abi-compare: processes, runs, ...    perf, abi-compare
     history       store, filters, --last, change-point method, the gate         history
 
+The sections most kinds share at the same place are base classes (`_Identified`: identity; `_Completed`: + completion;
+`_Run`: + shard, devices, sources, merge); the others are written out in each record that has them.
+
 A run record is written flat: its cells are the JSON's `metadata` and, in a CSV, columns repeated on every row
 (a column a row also has, such as verify's per-case `seed`, keeps the row's value in the CSV). Readers use the
 record's fields and properties (`run.device_label`, `run.protocol`), never key strings.
@@ -18,91 +21,12 @@ record's fields and properties (`run.device_label`, `run.protocol`), never key s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
-from lnbench.results.records import BOOL, FLOAT, INT, JSON, STR, Record, cols, record_class
+from lnbench.results.records import Record, col, record
 
 #: metadata key (and CSV column) naming a result's kind and schema version: "verify/1.0"
 SCHEMA_KEY = "schema"
-
-IDENTITY = (
-    (SCHEMA_KEY, STR, "the result's kind and schema version, e.g. verify/1.0"),
-    ("lnbench_command", STR, "the command that wrote the result"),
-    ("command_line", STR, "the command line, shell-quoted"),
-    ("lnbench_version", STR, "lnbench's version"), ("torch_version", STR, "torch's version"),
-    ("flydsl_version", STR, "FlyDSL's version, or 'not installed'"),
-    ("gpu_runtime", STR, "hip X, cuda X or cpu-only"), ("driver", STR, "the GPU driver's version"),
-    ("device", STR, "the device the run used (cpu, cuda:0, emu:gfx942, null:...)"),
-    ("device_name", STR, "its human name"), ("device_arch", STR, "its architecture (gfx942, sm_90, ...)"),
-    ("git_commit", STR, "lnbench's checkout commit, -dirty when changed"),
-    ("timestamp", STR, "UTC start of the run, ISO 8601"),
-    ("torch_threads", INT, "torch's intra-op threads (CPU timings depend on it)"),
-    ("emu_checks", STR, "emulated device: the sanitizer checks on"),
-)
-COMPLETION = (("complete", BOOL, "the run finished (false: interrupted, crashed, or a checkpoint)"),
-              ("stopped", STR, "why an incomplete run stopped"))
-SHARD = (("shard", STR, "--shard K/N: the part this file holds"),
-         ("shard_total_cases", INT, "--shard: cases of the whole list"))
-DEVICES = (("devices", STR, "--devices: the GPUs the run was spread over"),
-           ("device_models", STR, "--devices: their models"), ("device_cpus", STR, "--devices: each GPU's CPUs"),
-           ("alone_below_mib", FLOAT, "--devices: cases this small are timed alone"),
-           ("alone_host_fraction", FLOAT, "--devices: cases this host-bound are timed alone"))
-SOURCES = (("kernel_sources", JSON, "kernel-source backends: module, file, commit of each"),)
-LOAD = (("load_before", FLOAT, "1-minute load average before the timing"),
-        ("load_after", FLOAT, "the same after"), ("cpus_available", INT, "cores this process may use"),
-        ("other_timing_runs", INT, "other lnbench timing runs seen"),
-        ("load_flag", STR, "why the machine counted as busy ('' when not)"))
-PERF_PROTOCOL = (("P", INT, "worker processes"), ("R", INT, "timed runs per worker"),
-                 ("I_min", INT, "fewest calls per run"), ("I_max", INT, "most calls per run"),
-                 ("warmup_s_min", FLOAT, "least warm-up seconds"), ("min_warmup_calls", INT, "least warm-up calls"),
-                 ("target_run_s", FLOAT, "seconds a run aims at"), ("cold_factor", FLOAT, "cold mode: sets × LLC"),
-                 ("modes", STR, "timing modes run"))
-PERF_RUN = (("baseline", STR, "the backend speed-ups are against"), ("headline", STR, "stream or kernel time"),
-            ("clocks_before", JSON, "GPU clocks before the run"), ("clocks_after", JSON, "GPU clocks after"),
-            ("peak_gbps", FLOAT, "the cached copy bandwidth % peak uses"),
-            ("peak_timestamp", STR, "when that peak was measured"), ("wall_s", FLOAT, "the run's seconds"),
-            ("kernel_timer", STR, "on, off or n/a (why)"))
-ABI_PROTOCOL = (("processes", INT, "worker processes"), ("runs", INT, "timed runs per worker"),
-                ("warmup_s", FLOAT, "warm-up seconds"), ("target_run_s", FLOAT, "seconds a run aims at"),
-                ("iters_clamp", STR, "calls per run, min-max"))
-ABI_RUN = (("pair", STR, "the call-path pair compared"), ("eps", FLOAT, "LayerNorm eps"),
-           ("dgamma_strategy", STR, "the FlyDSL kernels' dγ strategy"),
-           ("planted_delay_us", FLOAT, "a planted delay in the Pointer path, µs"),
-           ("static_executed_on", STR, "the emulated devices the static part executed on"),
-           ("seed", INT, "input seed"), ("confidence", FLOAT, "the paired bootstrap interval's confidence"),
-           ("bootstrap", INT, "bootstrap resamples"),
-           ("modelled_targets", JSON, "--device emu: the targets whose floors the modelled rows use"))
-VERIFY_RUN = (("seed", INT, "the run's base input seed"), ("jobs", INT, "worker processes"),
-              ("emu_fidelity", STR, "emulated: what the emulator executed and approximates"))
-INSPECT_RUN = (("toolkit", STR, "the linker toolkit"), ("executed_on", STR, "--execute: the emulated devices"))
-COMPARE_RUN = (
-    ("command", STR, "compare"), ("source_command", STR, "the command BASE and NEW came from"),
-    ("base", STR, "BASE file"), ("new", STR, "NEW file"),
-    *((f"{side}_{what}", STR, f"{side.upper()}'s {meaning}") for side in ("base", "new")
-      for what, meaning in (("device", "device"), ("commit", "lnbench commit"), ("timestamp", "time"),
-                            ("lnbench_version", "lnbench version"))),
-    ("threshold_pct", FLOAT, "changes below this are SAME"), ("confidence", FLOAT, "the interval's confidence"),
-    ("run_noise_pct", FLOAT, "the run-to-run noise floor the interval adds (τ, %)"),
-    ("peer_controls", BOOL, "a case's floor is raised to the session shift its peers (other backends) show"),
-    ("interval", STR, "how the interval is computed"), ("fail_if_slower_pct", FLOAT, "the gate's threshold"),
-    ("forced", STR, "what --force compared past"))
-PROFILE_RUN = (("modelled", BOOL, "the rows are modelled floors, not measurements"),
-               ("targets", JSON, "the figures of each target the floors used ([targets.NAME])"),
-               ("modes", STR, "memory modes modelled"), ("eps", FLOAT, "LayerNorm eps"), ("seed", INT, "input seed"),
-               ("jobs", INT, "worker processes"), ("wall_s", FLOAT, "the run's seconds"),
-               ("emu_fidelity", STR, "what the emulator executed and approximates"))
-HISTORY_RUN = (("store_url", STR, "the results store read (password hidden)"),
-               ("filters", JSON, "the filters given (--kind, --backend, ..., --since), by option"),
-               ("last_runs", INT, "--last: the newest runs read"),
-               ("exclude_loaded", BOOL, "--exclude-loaded: runs of a busy machine left out"),
-               ("change_method", STR, "the change-point method and its settings (lnbench.history.cache.METHOD)"),
-               ("fail_on_regression_pct", FLOAT, "--fail-on-regression: the gate's threshold, %"),
-               ("regressions", INT, "--fail-on-regression: timed series whose newest change point is such a slowdown"),
-               ("unjudged", INT, "--fail-on-regression: timed series with fewer than 6 values (e-divisive cannot "
-                                 "split them; modelled floors: fewer than 2): passed unjudged"),
-               ("judged_files", STR, "--with: the result files judged as the newest runs (not recorded)"))
-MERGE = (("merged_from", INT, "lnbench merge: part files joined"),)
-PLANTED = (("planted_slowdown", STR, "a planted slowdown for proving the gate (lnbench.compare.planted)"),)
 
 
 @dataclass(frozen=True)
@@ -157,32 +81,193 @@ class RunRecord(Record):
         return self.with_(complete=not stopped, stopped=stopped, merged_from=parts, shard="")
 
 
-def _run(name: str, doc: str, *sections: tuple, protocol: Mapping[str, str] | None = None,
-         agree: tuple[str, ...] = ()) -> type[RunRecord]:
-    record = record_class(name, cols(*(spec for section in sections for spec in section)), __name__, doc,
-                          base=RunRecord)
-    record.PROTOCOL_NAMES = dict(protocol or {})
-    record.AGREE = agree
-    return record
+@record
+class _Identified(RunRecord):
+    """The identity section: what every run record starts with."""
+
+    schema: str | None = col("the result's kind and schema version, e.g. verify/1.0")
+    lnbench_command: str | None = col("the command that wrote the result")
+    command_line: str | None = col("the command line, shell-quoted")
+    lnbench_version: str | None = col("lnbench's version")
+    torch_version: str | None = col("torch's version")
+    flydsl_version: str | None = col("FlyDSL's version, or 'not installed'")
+    gpu_runtime: str | None = col("hip X, cuda X or cpu-only")
+    driver: str | None = col("the GPU driver's version")
+    device: str | None = col("the device the run used (cpu, cuda:0, emu:gfx942, null:...)")
+    device_name: str | None = col("its human name")
+    device_arch: str | None = col("its architecture (gfx942, sm_90, ...)")
+    git_commit: str | None = col("lnbench's checkout commit, -dirty when changed")
+    timestamp: str | None = col("UTC start of the run, ISO 8601")
+    torch_threads: int | None = col("torch's intra-op threads (CPU timings depend on it)")
+    emu_checks: str | None = col("emulated device: the sanitizer checks on")
 
 
-_COMMON = (IDENTITY, COMPLETION, SHARD, DEVICES, SOURCES, MERGE)
-VerifyRun = _run("VerifyRun", "A verify run: identity, seed, jobs.", *_COMMON, VERIFY_RUN,
-                 agree=("lnbench_version", "seed", "emu_checks", "device"))
-SelftestRun = _run("SelftestRun", "A verify --self-test run.", *_COMMON, VERIFY_RUN)
-PerfRun = _run("PerfRun", "A perf run: identity, protocol, load, peak.", *_COMMON, LOAD, PERF_PROTOCOL, PERF_RUN, PLANTED,
-               protocol={"P": "processes", "R": "runs", "warmup_s_min": "warmup_s",
-                         "min_warmup_calls": "min_warmup_calls", "target_run_s": "target_run_s",
-                         "I_min": "min_iters", "I_max": "max_iters", "cold_factor": "cold_factor"},
-               agree=("lnbench_version", "headline", "baseline", "modes", "kernel_timer"))
-AbiRun = _run("AbiRun", "An abi-compare run: identity, pair, protocol.", *_COMMON, LOAD, ABI_PROTOCOL, ABI_RUN,
-              protocol={k: k for k in ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp",
-                                       "dgamma_strategy", "planted_delay_us")},
-              agree=("lnbench_version", "pair", "eps", "seed", "confidence", "bootstrap", "static_executed_on"))
-InspectRun = _run("InspectRun", "An inspect run: identity, toolkit, executed devices.", *_COMMON, INSPECT_RUN)
-CompareRun = _run("CompareRun", "A compare of BASE and NEW: both runs' identities, the statistics.",
-                  IDENTITY, COMPLETION, COMPARE_RUN)
-ProfileRun = _run("ProfileRun", "A perf --device emu run: identity, the targets' figures (modelled).", *_COMMON,
-                  PROFILE_RUN, agree=("lnbench_version", "device", "modes", "eps", "seed", "targets"))
-HistoryRun = _run("HistoryRun", "A history of the results store: identity, the store, filters, change-point method.",
-                  IDENTITY, HISTORY_RUN)
+@record
+class _Completed(_Identified):
+    """Identity and completion."""
+
+    complete: bool | None = col("the run finished (false: interrupted, crashed, or a checkpoint)")
+    stopped: str | None = col("why an incomplete run stopped")
+
+
+@record
+class _Run(_Completed):
+    """The sections every command that runs cases shares: identity, completion, shard, devices, sources, merge."""
+
+    shard: str | None = col("--shard K/N: the part this file holds")
+    shard_total_cases: int | None = col("--shard: cases of the whole list")
+    devices: str | None = col("--devices: the GPUs the run was spread over")
+    device_models: str | None = col("--devices: their models")
+    device_cpus: str | None = col("--devices: each GPU's CPUs")
+    alone_below_mib: float | None = col("--devices: cases this small are timed alone")
+    alone_host_fraction: float | None = col("--devices: cases this host-bound are timed alone")
+    kernel_sources: Any = col("kernel-source backends: module, file, commit of each")
+    merged_from: int | None = col("lnbench merge: part files joined")
+
+
+@record
+class VerifyRun(_Run):
+    """A verify run: identity, seed, jobs."""
+
+    AGREE = ("lnbench_version", "seed", "emu_checks", "device")
+
+    seed: int | None = col("the run's base input seed")
+    jobs: int | None = col("worker processes")
+    emu_fidelity: str | None = col("emulated: what the emulator executed and approximates")
+
+
+@record
+class SelftestRun(_Run):
+    """A verify --self-test run."""
+
+    seed: int | None = col("the run's base input seed")
+    jobs: int | None = col("worker processes")
+    emu_fidelity: str | None = col("emulated: what the emulator executed and approximates")
+
+
+@record
+class PerfRun(_Run):
+    """A perf run: identity, protocol, load, peak."""
+
+    PROTOCOL_NAMES = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s", "min_warmup_calls": "min_warmup_calls",
+                      "target_run_s": "target_run_s", "I_min": "min_iters", "I_max": "max_iters",
+                      "cold_factor": "cold_factor"}
+    AGREE = ("lnbench_version", "headline", "baseline", "modes", "kernel_timer")
+
+    load_before: float | None = col("1-minute load average before the timing")
+    load_after: float | None = col("the same after")
+    cpus_available: int | None = col("cores this process may use")
+    other_timing_runs: int | None = col("other lnbench timing runs seen")
+    load_flag: str | None = col("why the machine counted as busy ('' when not)")
+    P: int | None = col("worker processes")
+    R: int | None = col("timed runs per worker")
+    I_min: int | None = col("fewest calls per run")
+    I_max: int | None = col("most calls per run")
+    warmup_s_min: float | None = col("least warm-up seconds")
+    min_warmup_calls: int | None = col("least warm-up calls")
+    target_run_s: float | None = col("seconds a run aims at")
+    cold_factor: float | None = col("cold mode: sets × LLC")
+    modes: str | None = col("timing modes run")
+    baseline: str | None = col("the backend speed-ups are against")
+    headline: str | None = col("stream or kernel time")
+    clocks_before: Any = col("GPU clocks before the run")
+    clocks_after: Any = col("GPU clocks after")
+    peak_gbps: float | None = col("the cached copy bandwidth % peak uses")
+    peak_timestamp: str | None = col("when that peak was measured")
+    wall_s: float | None = col("the run's seconds")
+    kernel_timer: str | None = col("on, off or n/a (why)")
+    planted_slowdown: str | None = col("a planted slowdown for proving the gate (lnbench.compare.planted)")
+
+
+@record
+class AbiRun(_Run):
+    """An abi-compare run: identity, pair, protocol."""
+
+    PROTOCOL_NAMES = {k: k for k in ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp",
+                                     "dgamma_strategy", "planted_delay_us")}
+    AGREE = ("lnbench_version", "pair", "eps", "seed", "confidence", "bootstrap", "static_executed_on")
+
+    load_before: float | None = col("1-minute load average before the timing")
+    load_after: float | None = col("the same after")
+    cpus_available: int | None = col("cores this process may use")
+    other_timing_runs: int | None = col("other lnbench timing runs seen")
+    load_flag: str | None = col("why the machine counted as busy ('' when not)")
+    processes: int | None = col("worker processes")
+    runs: int | None = col("timed runs per worker")
+    warmup_s: float | None = col("warm-up seconds")
+    target_run_s: float | None = col("seconds a run aims at")
+    iters_clamp: str | None = col("calls per run, min-max")
+    pair: str | None = col("the call-path pair compared")
+    eps: float | None = col("LayerNorm eps")
+    dgamma_strategy: str | None = col("the FlyDSL kernels' dγ strategy")
+    planted_delay_us: float | None = col("a planted delay in the Pointer path, µs")
+    static_executed_on: str | None = col("the emulated devices the static part executed on")
+    seed: int | None = col("input seed")
+    confidence: float | None = col("the paired bootstrap interval's confidence")
+    bootstrap: int | None = col("bootstrap resamples")
+    modelled_targets: Any = col("--device emu: the targets whose floors the modelled rows use")
+
+
+@record
+class InspectRun(_Run):
+    """An inspect run: identity, toolkit, executed devices."""
+
+    toolkit: str | None = col("the linker toolkit")
+    executed_on: str | None = col("--execute: the emulated devices")
+
+
+@record
+class CompareRun(_Completed):
+    """A compare of BASE and NEW: both runs' identities, the statistics."""
+
+    command: str | None = col("compare")
+    source_command: str | None = col("the command BASE and NEW came from")
+    base: str | None = col("BASE file")
+    new: str | None = col("NEW file")
+    base_device: str | None = col("BASE's device")
+    base_commit: str | None = col("BASE's lnbench commit")
+    base_timestamp: str | None = col("BASE's time")
+    base_lnbench_version: str | None = col("BASE's lnbench version")
+    new_device: str | None = col("NEW's device")
+    new_commit: str | None = col("NEW's lnbench commit")
+    new_timestamp: str | None = col("NEW's time")
+    new_lnbench_version: str | None = col("NEW's lnbench version")
+    threshold_pct: float | None = col("changes below this are SAME")
+    confidence: float | None = col("the interval's confidence")
+    run_noise_pct: float | None = col("the run-to-run noise floor the interval adds (τ, %)")
+    peer_controls: bool | None = col("a case's floor is raised to the session shift its peers (other backends) show")
+    interval: str | None = col("how the interval is computed")
+    fail_if_slower_pct: float | None = col("the gate's threshold")
+    forced: str | None = col("what --force compared past")
+
+
+@record
+class ProfileRun(_Run):
+    """A perf --device emu run: identity, the targets' figures (modelled)."""
+
+    AGREE = ("lnbench_version", "device", "modes", "eps", "seed", "targets")
+
+    modelled: bool | None = col("the rows are modelled floors, not measurements")
+    targets: Any = col("the figures of each target the floors used ([targets.NAME])")
+    modes: str | None = col("memory modes modelled")
+    eps: float | None = col("LayerNorm eps")
+    seed: int | None = col("input seed")
+    jobs: int | None = col("worker processes")
+    wall_s: float | None = col("the run's seconds")
+    emu_fidelity: str | None = col("what the emulator executed and approximates")
+
+
+@record
+class HistoryRun(_Identified):
+    """A history of the results store: identity, the store, filters, change-point method."""
+
+    store_url: str | None = col("the results store read (password hidden)")
+    filters: Any = col("the filters given (--kind, --backend, ..., --since), by option")
+    last_runs: int | None = col("--last: the newest runs read")
+    exclude_loaded: bool | None = col("--exclude-loaded: runs of a busy machine left out")
+    change_method: str | None = col("the change-point method and its settings (lnbench.history.cache.METHOD)")
+    fail_on_regression_pct: float | None = col("--fail-on-regression: the gate's threshold, %")
+    regressions: int | None = col("--fail-on-regression: timed series whose newest change point is such a slowdown")
+    unjudged: int | None = col("--fail-on-regression: timed series with fewer than 6 values (e-divisive cannot split "
+                               "them; modelled floors: fewer than 2): passed unjudged")
+    judged_files: str | None = col("--with: the result files judged as the newest runs (not recorded)")

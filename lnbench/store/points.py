@@ -10,7 +10,8 @@
     compare      every case                backend, op, dtype, shape, mode (modelled: launch/target)  ratio / change_pct
     profile      every launch × target     backend, op, dtype, shape, mode, launch/target/arch     bound_us / exec instr
 
-A point's status is the row's status (a compare row's verdict); perf points also keep the worker medians.
+A point's status is the row's status (a compare row's verdict); perf points also keep the worker medians. Each
+row is read as its kind's row record (lnbench.results.rows), by field.
 
 Modelled floors (`perf --device emu`, the profile kind, and a compare of two of them) are labelled so everywhere:
 their unit is MODELLED_UNIT / `modelled ratio`, and their series (kind profile, or a compare case named by its
@@ -25,7 +26,8 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from lnbench.results import missing
+from lnbench.results.records import UNSET, Record, missing
+from lnbench.results.rows import AbiRow, CompareRow, InspectRow, PerfRow, ProfileRow, SelftestRow, VerifyRow
 
 #: the op a verify tensor belongs to
 _OP_OF_TENSOR = {"y": "fwd", "mean": "fwd", "rstd": "fwd", "dx": "bwd", "dweight": "bwd", "dbias": "bwd"}
@@ -44,13 +46,13 @@ class Point:
     detail: str
 
 
-def _s(row: dict[str, Any], key: str) -> str:
-    value = row.get(key)
-    return "" if missing(value) else str(value)
+def _s(value: Any) -> str:
+    """A cell as text ("" when missing, or not in the result's file)."""
+    return "" if value is UNSET or missing(value) else str(value)
 
 
-def _f(row: dict[str, Any], key: str) -> float | None:
-    value = row.get(key)
+def _f(value: Any) -> float | None:
+    """A cell as a number (None when missing or not a number)."""
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -67,7 +69,7 @@ def _digits(value: float | None) -> float | None:
 def _values(value: Any) -> str | None:
     if isinstance(value, str):
         value = value.split(";") if value else []
-    if value is None or isinstance(value, float):
+    if value is None or value is UNSET or isinstance(value, float):
         return None
     try:
         return json.dumps([float(v) for v in value])
@@ -75,67 +77,68 @@ def _values(value: Any) -> str | None:
         return None
 
 
-def _verify(row: dict[str, Any], backend_key: str) -> Point:
-    tensor = _s(row, "tensor")
-    return Point((_s(row, backend_key), _OP_OF_TENSOR.get(tensor, ""), _s(row, "dtype"), _s(row, "shape"), tensor,
-                  _s(row, "case")), "abs err", _f(row, "max_abs_err"), _f(row, "allowed"), None, _s(row, "status"),
-                 _s(row, "detail"))
+def _verify(row: VerifyRow | SelftestRow, backend: Any) -> Point:
+    tensor = _s(row.tensor)
+    return Point((_s(backend), _OP_OF_TENSOR.get(tensor, ""), _s(row.dtype), _s(row.shape), tensor, _s(row.case)),
+                 "abs err", _f(row.max_abs_err), _f(row.allowed), None, _s(row.status), _s(row.detail))
 
 
-def _perf(row: dict[str, Any]) -> Point | None:
-    if _s(row, "row_kind") != "aggregate":
+def _perf(row: PerfRow) -> Point | None:
+    if _s(row.row_kind) != "aggregate":
         return None
-    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "mode"), ""),
-                 "us", _f(row, "median_us"), _f(row, "kernel_us"), _values(row.get("run_us")), _s(row, "status"),
-                 _s(row, "detail"))
+    return Point((_s(row.backend), _s(row.op), _s(row.dtype), _s(row.shape), _s(row.mode), ""),
+                 "us", _f(row.median_us), _f(row.kernel_us), _values(row.run_us), _s(row.status), _s(row.detail))
 
 
-def _abi(row: dict[str, Any]) -> Point | None:
-    if _s(row, "part") == "runtime":
-        return Point((_s(row, "pair"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "metric"),
-                      "runtime"), "speedup", _f(row, "speedup"), _f(row, "ci_low"), None,
-                     _s(row, "verdict") or _s(row, "status"), _s(row, "detail"))
-    if _s(row, "part") == "static":
-        return Point((_s(row, "pair"), _s(row, "kernel"), "", "", _s(row, "arch"), "static"), "instr ratio",
-                     _f(row, "instr_ratio"), _f(row, "kernarg_ratio"), None, _s(row, "status"), _s(row, "detail"))
+def _abi(row: AbiRow) -> Point | None:
+    if _s(row.part) == "runtime":
+        return Point((_s(row.pair), _s(row.op), _s(row.dtype), _s(row.shape), _s(row.metric), "runtime"),
+                     "speedup", _f(row.speedup), _f(row.ci_low), None, _s(row.verdict) or _s(row.status),
+                     _s(row.detail))
+    if _s(row.part) == "static":
+        return Point((_s(row.pair), _s(row.kernel), "", "", _s(row.arch), "static"), "instr ratio",
+                     _f(row.instr_ratio), _f(row.kernarg_ratio), None, _s(row.status), _s(row.detail))
     return None
 
 
-def _inspect(row: dict[str, Any]) -> Point:
-    executed = _s(row, "part") == "executed"
-    size = _s(row, "shape") if executed else _s(row, "n")
-    where = "/".join(filter(None, (_s(row, "abi"), _s(row, "arch"), _s(row, "dgamma_strategy"))))
-    value = _f(row, "exec_instructions") if executed else _f(row, "instruction_count")
-    value2 = _f(row, "global_bytes_loaded") if executed else _f(row, "vgpr")
-    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), size, _s(row, "part"), where),
-                 "instructions", value, value2, None, _s(row, "status"), _s(row, "detail"))
+def _inspect(row: InspectRow) -> Point:
+    executed = _s(row.part) == "executed"
+    size = _s(row.shape) if executed else _s(row.n)
+    where = "/".join(filter(None, (_s(row.abi), _s(row.arch), _s(row.dgamma_strategy))))
+    value = _f(row.exec_instructions) if executed else _f(row.instruction_count)
+    value2 = _f(row.global_bytes_loaded) if executed else _f(row.vgpr)
+    return Point((_s(row.backend), _s(row.op), _s(row.dtype), size, _s(row.part), where),
+                 "instructions", value, value2, None, _s(row.status), _s(row.detail))
 
 
-def _modelled(row: dict[str, Any]) -> bool:
-    return _s(row, "modelled").lower() in ("true", "1")
+def _compare(row: CompareRow) -> Point:
+    modelled = _s(row.modelled).lower() in ("true", "1")
+    case = "/".join(filter(None, (_s(row.launch), _s(row.target), "modelled"))) if modelled else ""
+    return Point((_s(row.backend), _s(row.op), _s(row.dtype), _s(row.shape), _s(row.mode), case),
+                 "modelled ratio" if modelled else "ratio", _f(row.ratio), _f(row.change_pct), None,
+                 _s(row.verdict), _s(row.detail))
 
 
-def _compare(row: dict[str, Any]) -> Point:
-    modelled = _modelled(row)
-    case = "/".join(filter(None, (_s(row, "launch"), _s(row, "target"), "modelled"))) if modelled else ""
-    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "mode"), case),
-                 "modelled ratio" if modelled else "ratio", _f(row, "ratio"), _f(row, "change_pct"), None,
-                 _s(row, "verdict"), _s(row, "detail"))
+def _profile(row: ProfileRow) -> Point:
+    where = "/".join(filter(None, (_s(row.launch), _s(row.target), _s(row.arch))))
+    detail = "; ".join(filter(None, (f"bound by {_s(row.bound_by)}" if _s(row.bound_by) else "",
+                                     f"code {_s(row.code_object)}" if _s(row.code_object) else "",
+                                     _s(row.detail))))
+    return Point((_s(row.backend), _s(row.op), _s(row.dtype), _s(row.shape), _s(row.mode), where),
+                 MODELLED_UNIT, _digits(_f(row.bound_us)), _f(row.exec_instructions), None, _s(row.status), detail)
 
 
-def _profile(row: dict[str, Any]) -> Point:
-    where = "/".join(filter(None, (_s(row, "launch"), _s(row, "target"), _s(row, "arch"))))
-    detail = "; ".join(filter(None, (f"bound by {_s(row, 'bound_by')}" if _s(row, "bound_by") else "",
-                                     f"code {_s(row, 'code_object')}" if _s(row, "code_object") else "",
-                                     _s(row, "detail"))))
-    return Point((_s(row, "backend"), _s(row, "op"), _s(row, "dtype"), _s(row, "shape"), _s(row, "mode"), where),
-                 MODELLED_UNIT, _digits(_f(row, "bound_us")), _f(row, "exec_instructions"), None, _s(row, "status"),
-                 detail)
+def _selftest(row: SelftestRow) -> Point:
+    return _verify(row, row.planted_bug)
 
 
-_EXTRACT: dict[str, Callable[[dict[str, Any]], Point | None]] = {
-    "verify": lambda row: _verify(row, "backend"), "selftest": lambda row: _verify(row, "planted_bug"),
-    "perf": _perf, "abi-compare": _abi, "inspect": _inspect, "compare": _compare, "profile": _profile,
+#: kind -> its row record and how a row of it becomes a point (None: not a headline row); the extractors read
+#: the record's fields, so a renamed column fails here (type checker, tests/test_store_points.py), never as
+#: empty points
+_EXTRACT: dict[str, tuple[type[Record], Callable[[Any], Point | None]]] = {
+    "verify": (VerifyRow, lambda row: _verify(row, row.backend)), "selftest": (SelftestRow, _selftest),
+    "perf": (PerfRow, _perf), "abi-compare": (AbiRow, _abi), "inspect": (InspectRow, _inspect),
+    "compare": (CompareRow, _compare), "profile": (ProfileRow, _profile),
 }
 
 
@@ -146,10 +149,10 @@ RECORDED: tuple[str, ...] = tuple(_EXTRACT)
 def points_of(kind: str, rows: pd.DataFrame) -> Iterator[Point]:
     """The points of a result's rows (module docstring); a case seen twice (a merged file's duplicate) keeps
     its first row."""
-    extract = _EXTRACT[kind]
+    record, extract = _EXTRACT[kind]
     seen: set[tuple[str, ...]] = set()
-    for row in rows.to_dict("records"):
-        point = extract(row)
+    for cells in rows.to_dict("records"):
+        point = extract(record.read(cells)[0])
         if point is not None and point.case not in seen:
             seen.add(point.case)
             yield point
