@@ -263,7 +263,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: floa
     if m == 0:
         return y, mean, rstd
     dev = kernel_device(x)
-    stats = [mean, rstd] if store_stats else []
+    stats = [mean, rstd] if mean is not None and rstd is not None else []      # stored: store_stats
     with dev.guard():
         _forward_launch(dev, x, weight, bias, y, eps, store_stats, abi, stats)()
     return y, mean, rstd
@@ -295,8 +295,13 @@ def bwd_compiled(plan: geometry.RowPlan, strategy: str, abi: str, dev: Device,
                                  bwd_compile_args(plan, abi, tensors)), dev.arch)
     red = None
     if strategy == "deterministic":
+        def reduce_launcher() -> Callable:
+            launcher = build_bwd_launchers(plan, strategy, abi)[1]
+            assert launcher is not None         # the deterministic strategy has its reduce kernel
+            return launcher
+
         rkey = ("bwd-reduce", plan.n, plan.dtype, False, 0.0, abi, strategy, 0, dev.arch, dev.index)
-        red = _cached(rkey, lambda: (build_bwd_launchers(plan, strategy, abi)[1],
+        red = _cached(rkey, lambda: (reduce_launcher(),
                                      reduce_compile_args(plan.n, plan.dtype, abi, red_tensors)), dev.arch)
     return main, red
 
@@ -324,7 +329,7 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
     except ValueError as exc:
         raise ContractError(f"x: {exc}") from None
     p = geometry.bwd_programs(m, plan, dev.arch)
-    f32 = dict(device=x.device, dtype=torch.float32)
+    f32: dict[str, Any] = dict(device=x.device, dtype=torch.float32)
     uses_ws = dgamma_strategy == "deterministic" or not plan.acc_in_registers
     ws_rows = geometry.bwd_partial_rows(p, plan, dgamma_strategy) if uses_ws else 1
     wsg, wsb = torch.empty(ws_rows, n, **f32), torch.empty(ws_rows, n, **f32)
