@@ -301,7 +301,7 @@ def _result(live: _Live) -> WorkerResult:
                         stderr_tail(live.worker.stderr), live.turns_s, live.timed_out_where)
 
 
-def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
+def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str | None] | None = None,
                 on_done: Callable[[WorkerResult], None] | None = None, *,
                 on_progress: Callable[[int, int, str], None] | None = None,
                 phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None,
