@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Mapping
 
 from lnbench.run.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 
@@ -126,7 +126,7 @@ class Worker:
             self.stderr.close()
 
 
-def spawn(module: str, args: list[str], env: dict[str, str | None] | None, stderr: IO[bytes],
+def spawn(module: str, args: list[str], env: Mapping[str, str | None] | None, stderr: IO[bytes],
           stdout: IO[bytes] | None = None, answers: bool = False) -> tuple[subprocess.Popen, int | None]:
     """Start `python -m module ARGS` (module docstring) with os.environ + `env` (processes.child_environment);
     stdout goes to `stdout` (default: with stderr). With `answers`, the write end of a fresh pipe is its last
@@ -172,7 +172,7 @@ class Pool:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def start(self, number: int, module: str, args: list[str], env: dict[str, str | None] | None, folder: Path,
+    def start(self, number: int, module: str, args: list[str], env: Mapping[str, str | None] | None, folder: Path,
               *, answers: bool = False, own_stdout: bool = False) -> Worker:
         """Start a worker; its stderr goes to FOLDER/stderr.txt (its stdout too, unless `own_stdout`: then
         FOLDER/stdout.txt). A worker that cannot start is returned with proc None and `start_error`."""
