@@ -61,6 +61,7 @@ class GpuSlot:
 
 def _visibility(environ: dict[str, str], hip: bool) -> tuple[str, list[str] | None, tuple[str, ...]]:
     """(variable to set, the parent's visible entries or None when unrestricted, variables to unset)."""
+    unset: tuple[str, ...]
     if hip:      # HIP reads HIP_VISIBLE_DEVICES, else its alias CUDA_VISIBLE_DEVICES: set the first, drop the alias
         listed = environ.get("HIP_VISIBLE_DEVICES", environ.get("CUDA_VISIBLE_DEVICES"))
         variable, unset = "HIP_VISIBLE_DEVICES", ("CUDA_VISIBLE_DEVICES",)
@@ -193,7 +194,7 @@ def run_spread(slots: Sequence[GpuSlot], items: Sequence[Sequence[T]],
     try:
         for slot, chosen in zip(slots, items):
             if chosen:
-                record = SlotRun(slot)
+                record: SlotRun[R] = SlotRun(slot)
                 thread = threading.Thread(target=one, args=(record, list(chosen)), name=f"lnbench-{slot.label}")
                 thread.start()
                 threads.append((thread, record))
