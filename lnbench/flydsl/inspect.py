@@ -29,6 +29,8 @@ from lnbench.modelled.floors import Launch
 from lnbench.results import InspectRow
 
 if TYPE_CHECKING:
+    import torch
+
     from lnbench.emu.machine import LaunchProfile
     from lnbench.flydsl.contract import SourceSpec
 
@@ -165,7 +167,7 @@ def _compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float,
     return tuple(out)
 
 
-def compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float = 1e-5,
+def compile_facts(op: str, dtype: str | torch.dtype, n: int, abi: str, arch: str, eps: float = 1e-5,
                   dgamma_strategy: str = "deterministic") -> list[KernelFacts]:
     """Compile one variant for `arch` (no GPU needed) and return the facts of every kernel it
     launches: one for fwd / fwd-nostats, main (+ partial-reduce for deterministic) for bwd."""
