@@ -310,7 +310,8 @@ def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0
     w.S[:, EXEC] = exec_mask & 0xFFFFFFFF
     w.S[:, EXEC + 1] = exec_mask >> 32
     for code_, svalue in (sgpr or {}).items():
-        w.S[:, code_] = np.asarray(svalue, np.uint64).astype(np.uint32) if not isinstance(svalue, int) else svalue & 0xFFFFFFFF
+        w.S[:, code_] = (np.asarray(svalue, np.uint64).astype(np.uint32) if not isinstance(svalue, int)
+                         else svalue & 0xFFFFFFFF)
     for reg, value in (vgpr or {}).items():
         w.V[:, reg, :] = np.asarray(value).astype(np.uint32) if np.asarray(value).dtype != np.float32 \
             else np.asarray(value, np.float32).view(np.uint32)

@@ -264,8 +264,9 @@ def global_store(st: Step) -> None:
 
 #: sub-dword GLOBAL accesses. Loads: (bytes, numpy type) of the value, zero- or sign-extended to the dword;
 #: stores: (bytes, bit position in the data VGPR) of what is stored (_d16_hi: its high half)
-_GLOBAL_NARROW_LOADS: dict[str, tuple[int, type[Any] | np.dtype]] = {"global_load_ubyte": (1, np.uint8), "global_load_sbyte": (1, np.int8),
-                        "global_load_ushort": (2, np.dtype("<u2")), "global_load_sshort": (2, np.dtype("<i2"))}
+_GLOBAL_NARROW_LOADS: dict[str, tuple[int, type[Any] | np.dtype]] = {
+    "global_load_ubyte": (1, np.uint8), "global_load_sbyte": (1, np.int8),
+    "global_load_ushort": (2, np.dtype("<u2")), "global_load_sshort": (2, np.dtype("<i2"))}
 _GLOBAL_NARROW_STORES = {"global_store_byte": (1, 0), "global_store_byte_d16_hi": (1, 16),
                          "global_store_short": (2, 0), "global_store_short_d16_hi": (2, 16)}
 

@@ -457,8 +457,9 @@ _FCMP: dict[str, _Binary] = {
     "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
     "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
 }
-_ICMP: dict[str, _Binary] = {"f": _FCMP["f"], "t": _FCMP["t"], "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
-         "ne": np.not_equal, "ge": np.greater_equal}
+_ICMP: dict[str, _Binary] = {
+    "f": _FCMP["f"], "t": _FCMP["t"], "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
+    "ne": np.not_equal, "ge": np.greater_equal}
 _FCMP_NAMES = [f"v_cmp{x}_{c}_f32" for x in ("", "x") for c in _FCMP]
 _ICMP_NAMES = [f"v_cmp{x}_{c}_{t}" for x in ("", "x") for c in _ICMP for t in ("i32", "u32")]
 _ICMP64_NAMES = [f"v_cmp{x}_{c}_{t}" for x in ("", "x") for c in _ICMP for t in ("i64", "u64")]
@@ -790,8 +791,9 @@ def _to_f16_bits(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float64).astype(np.float16).view(np.uint16).astype(U32)
 
 
-_HBIN: dict[str, _Binary] = {"v_add_f16": lambda a, b: a + b, "v_sub_f16": lambda a, b: a - b, "v_subrev_f16": lambda a, b: b - a,
-         "v_mul_f16": lambda a, b: a * b, "v_max_f16": np.fmax, "v_min_f16": np.fmin}
+_HBIN: dict[str, _Binary] = {
+    "v_add_f16": lambda a, b: a + b, "v_sub_f16": lambda a, b: a - b, "v_subrev_f16": lambda a, b: b - a,
+    "v_mul_f16": lambda a, b: a * b, "v_max_f16": np.fmax, "v_min_f16": np.fmin}
 
 
 @op(*_HBIN, cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL - {"omod", "clmp"})

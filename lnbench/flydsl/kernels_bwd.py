@@ -479,8 +479,8 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         mean = stats(mean_ptr, row0, slot, st_nb)
         rstd = stats(rstd_ptr, row0, slot, st_nb)
         x_ptr, dy_ptr, dx_ptr = ptrs_of(row0)
-        return bwd_row(plan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nb, slot, lane, reducer, acc_g, acc_b, views,
-                       fx.Int32(g) == pid)
+        return bwd_row(plan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nb, slot, lane, reducer, acc_g, acc_b,
+                       views, fx.Int32(g) == pid)
 
     def stats(ptr, row0, slot, st_nb):
         if R == 1:
