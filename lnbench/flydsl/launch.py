@@ -9,7 +9,7 @@ nonzero storage offsets just work, and every launch holds the tensors behind tho
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Protocol, cast
 
 import torch
 
@@ -269,8 +269,17 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: floa
     return y, mean, rstd
 
 
+class DirectCall(Protocol):
+    """A direct call: a zero-argument launch with the tensors it writes (`.outputs`) and holds (`.buffers`)."""
+
+    outputs: tuple[torch.Tensor, ...]
+    buffers: dict[str, torch.Tensor]
+
+    def __call__(self) -> None: ...
+
+
 def direct_forward_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
-                        store_stats: bool, abi: str) -> Callable[[], None]:
+                        store_stats: bool, abi: str) -> DirectCall:
     """Preallocate outputs and return a zero-argument closure that calls the compiled forward
     directly on the current stream (raw ints for the Pointer ABI, tensors for the Tensor ABI).
     The closure holds x, weight, bias and the outputs (`.buffers`); `.outputs` is (y[, mean, rstd])."""
@@ -283,7 +292,7 @@ def direct_forward_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     with dev.guard():
         call = _forward_launch(dev, x, weight, bias, y, eps, store_stats, abi, stats)
     call.outputs = (y, *stats)  # type: ignore[attr-defined]
-    return call
+    return cast(DirectCall, call)         # bind_kernel set .buffers, .outputs is set above
 
 
 # ---------------------------------------------------------------- backward
@@ -373,10 +382,10 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torc
 
 
 def direct_backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
-                         rstd: torch.Tensor, abi: str, dgamma_strategy: str = "deterministic") -> Callable[[], None]:
+                         rstd: torch.Tensor, abi: str, dgamma_strategy: str = "deterministic") -> DirectCall:
     """Like direct_forward_call for the backward: outputs and workspace preallocated once."""
     call, outputs = _backward_call(dy, x, weight, mean, rstd, abi, dgamma_strategy)
     if call is None:
         raise ContractError("x: direct_backward_call needs at least one row")
     call.outputs = outputs  # type: ignore[attr-defined]
-    return call
+    return cast(DirectCall, call)         # _backward_call set .buffers, .outputs is set above
