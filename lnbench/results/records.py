@@ -16,7 +16,7 @@ import math
 import numbers
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Self, Sequence, cast
 
 import numpy as np
 
@@ -94,6 +94,7 @@ class Record(MutableMapping):
 
     COLUMNS: ClassVar[tuple[Col, ...]] = ()
     _NAMES: ClassVar[frozenset[str]] = frozenset()
+    __dataclass_fields__: ClassVar[dict[str, Any]]      # set by record_class (a record class is a dataclass)
 
     # -- the cells ----------------------------------------------------------------------------------------
     def cells(self) -> dict[str, Any]:
@@ -101,7 +102,7 @@ class Record(MutableMapping):
         return {c.name: v for c in self.COLUMNS if (v := getattr(self, c.name)) is not UNSET}
 
     @classmethod
-    def of(cls, cells: Mapping[str, Any]) -> "Record":
+    def of(cls, cells: Mapping[str, Any]) -> Self:
         """A record of `cells` (a row read back from a file, a payload from a worker process); a name it does
         not declare is a SchemaError naming it."""
         undeclared = [k for k in cells if k not in cls._NAMES]
@@ -110,7 +111,7 @@ class Record(MutableMapping):
         return cls(**cells)
 
     @classmethod
-    def read(cls, cells: Mapping[str, Any]) -> tuple["Record", dict[str, Any]]:
+    def read(cls, cells: Mapping[str, Any]) -> tuple[Self, dict[str, Any]]:
         """A record of the declared cells of a file's mapping, and the cells it does not declare (a file of an
         older or newer lnbench may hold some): reading keeps both, writing refuses the second."""
         known = {k: v for k, v in cells.items() if k in cls._NAMES}
@@ -120,10 +121,10 @@ class Record(MutableMapping):
     def declares(cls, name: str) -> bool:
         return name in cls._NAMES
 
-    def copy(self) -> "Record":
+    def copy(self) -> Self:
         return dataclasses.replace(self)
 
-    def with_(self, **changes: Any) -> "Record":
+    def with_(self, **changes: Any) -> Self:
         """A copy with some fields set (a SchemaError for an undeclared one)."""
         out = self.copy()
         out.update(changes)
@@ -186,8 +187,8 @@ def record_class(name: str, columns: Sequence[Col], module: str, doc: str,
             raise SchemaError(f"{name}: column {col.name} declared twice")
         seen.add(col.name)
     fields = [(c.name, _PYTHON_TYPES[c.type], field(default=UNSET, metadata={"col": c})) for c in columns]
-    cls = dataclasses.make_dataclass(name, fields, bases=(base,), eq=False, repr=False,
-                                     namespace={"__doc__": doc, "__module__": module})
+    cls = cast(type[Record], dataclasses.make_dataclass(name, fields, bases=(base,), eq=False, repr=False,
+                                                        namespace={"__doc__": doc, "__module__": module}))
     cls.COLUMNS = tuple(columns)
     cls._NAMES = frozenset(c.name for c in columns)
     return cls

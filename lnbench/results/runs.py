@@ -18,7 +18,7 @@ record's fields and properties (`run.device_label`, `run.protocol`), never key s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, cast
 
 from lnbench.results.records import BOOL, FLOAT, INT, JSON, STR, Record, cols, record_class
 
@@ -159,8 +159,8 @@ class RunRecord(Record):
 
 def _run(name: str, doc: str, *sections: tuple, protocol: Mapping[str, str] | None = None,
          agree: tuple[str, ...] = ()) -> type[RunRecord]:
-    record = record_class(name, cols(*(spec for section in sections for spec in section)), __name__, doc,
-                          base=RunRecord)
+    record = cast(type[RunRecord], record_class(name, cols(*(spec for section in sections for spec in section)),
+                                                __name__, doc, base=RunRecord))
     record.PROTOCOL_NAMES = dict(protocol or {})
     record.AGREE = agree
     return record
