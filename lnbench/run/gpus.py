@@ -167,7 +167,7 @@ class SlotRun(Generic[R]):
 
 def run_spread(slots: Sequence[GpuSlot], items: Sequence[Sequence[T]],
                run: Callable[[GpuSlot, list[T], threading.Event], R],
-               on_finished: Callable[[SlotRun[R]], None] | None = None) -> list[SlotRun[R]]:
+               on_finished: Callable[[SlotRun[R]], object] | None = None) -> list[SlotRun[R]]:
     """run(slot, its items, stop) for every slot with items, all at once (one thread each). An exception in one
     slot's run is recorded in its SlotRun (its cases are lost, no other's); an interrupt of this thread sets
     `stop` for every running slot, waits for them to stop, and goes on. `on_finished` is called in this thread

@@ -50,7 +50,7 @@ def _s(row: dict[str, Any], key: str) -> str:
 
 
 def _f(row: dict[str, Any], key: str) -> float | None:
-    value = row.get(key)
+    value: Any = row.get(key)              # float(None): a TypeError, caught
     try:
         out = float(value)
     except (TypeError, ValueError):
