@@ -69,7 +69,7 @@ class OneLineUsageErrors(click.Group):
     """click's own usage errors (a bad flag value, an unknown option) as one line and exit 2, like lnbench's:
     `lnbench: error: Invalid value for '-P' / '--processes': 'abc' is not a valid integer. (see ...)`"""
 
-    def main(self, *args, **kwargs):  # type: ignore[override]
+    def main(self, *args, **kwargs):
         try:
             return super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.NoArgsIsHelpError as exc:   # plain `lnbench`: the help, as click prints it

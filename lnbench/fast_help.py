@@ -16,7 +16,7 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 HEAVY: tuple[str, ...] = ("torch", "pandas", "numpy", "flydsl", "triton", "liger_kernel", "tinygrad", "matplotlib",
                           "scipy", "msgpack")
@@ -27,6 +27,8 @@ OFF = "LNBENCH_FAST_HELP"
 class _Anything:
     """An inert value: attributes, calls, items, arithmetic and comparisons give stand-ins; it iterates as empty,
     is false, formats as its dotted name, and can be a base class (it then stands for `object`)."""
+
+    _name: str                                 # set in __init__ (past the no-op __setattr__)
 
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "_name", name)
@@ -79,7 +81,7 @@ class _Anything:
     def __enter__(self) -> "_Anything":
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         return False
 
 
@@ -97,6 +99,8 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "
 
 class _StubModule(types.ModuleType):
     """A heavy package's stand-in: unknown attributes are _Anything (submodules are imported as stubs too)."""
+
+    __version__: str
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):

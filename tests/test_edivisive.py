@@ -85,5 +85,5 @@ def test_history_installs_with_its_extra_alone() -> None:
     assert re.search(r"^history = \[", pyproject, re.M)
     for text in (pyproject, readme, ci):
         assert "signal-processing-algorithms" not in text and "--no-deps" not in text
-    command = 'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -n 2 -rs tests'
+    command = 'pip install torch==2.13.0 && pip install -e ".[test]" && mypy && python -m pytest -n 2 -rs tests'
     assert command in readme

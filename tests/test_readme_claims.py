@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 from lnbench.verify.plan import EMULATED_AUTO
@@ -30,3 +31,17 @@ def test_readme_says_plain_pypi_torch_is_not_the_cpu_build():
     assert "from PyPI is the CPU build" not in README
     note = _paragraph("`pip install torch==2.13.0` gives the CPU build only where pip is set up")
     assert "plain PyPI" in note and "--index-url https://download.pytorch.org/whl/cpu" in note
+
+
+def test_the_test_command_type_checks_as_ci_does():
+    """The README's test command runs mypy (pinned in the `test` extra, configured by pyproject's [tool.mypy])
+    before the tests, and .ci/run, kept in step with it, does the same (issue 39 item 3)."""
+    root = Path(__file__).resolve().parents[1]
+    ci = (root / ".ci" / "run").read_text(encoding="utf-8")
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    assert 'pip install -e ".[test]" && mypy && python -m pytest -n 2 -rs tests' in README
+    assert re.search(r"^mypy\n(.*\n)*python -m pytest -n 2 -rs tests$", ci, re.M)
+    pins = [r for r in pyproject["project"]["optional-dependencies"]["test"] if r.startswith("mypy")]
+    assert len(pins) == 1 and pins[0].startswith("mypy=="), pins
+    assert f"mypy {pins[0].removeprefix('mypy==')} (pinned" in README
+    assert pyproject["tool"]["mypy"]["files"] == ["lnbench"]

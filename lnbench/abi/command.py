@@ -108,7 +108,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
         def on_progress(number: int, worker: int, count: int, label: str) -> None:
             with guard:
                 done[(number, worker)] = count
-                where = f"{shares[number][0].label} " if shares[number][0] else ""
+                where = f"{slot.label} " if (slot := shares[number][0]) else ""
                 progress.update(sum(done.values()), label, f"abi-compare {pair} {where}worker {worker + 1}/"
                                                            f"{protocol.processes}")
 
@@ -120,9 +120,9 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                                        pair_options, in_process, where, env, lambda *a: on_progress(number, *a), stop)
 
         if slots:
-            numbers = {slot.index: k for k, (slot, _) in enumerate(shares)}
+            numbers = {slot.index: k for k, (slot, _) in enumerate(shares) if slot is not None}     # (all are)
             with lock_environment() as lock:
-                run_spread([slot for slot, _ in shares], [[k] for k in range(len(shares))],
+                run_spread([slot for slot, _ in shares if slot is not None], [[k] for k in range(len(shares))],
                            lambda slot, items, stop: run_share(items[0], stop, lock),
                            lambda record: got.setdefault(numbers[record.slot.index],
                                                          ([], [record.error] if record.error else [])))
@@ -302,6 +302,7 @@ def modelled_part(runtime_rows: list[dict[str, Any]], plan: AbiPlan, quiet: bool
     from lnbench.output.tables import Column, fmt_time_us, render_table
 
     activate(emu_device(plan.dev.arch))
+    assert plan.targets is not None                 # an emulated device's plan has its targets
     rows = modelled_rows(runtime_rows, plan.targets, plan.dev.arch, plan.eps, plan.strategy)
     plan.metadata.modelled_targets = [t.name for t in plan.targets]
     columns = [Column(k, k, justify="left") for k in ("op", "dtype", "shape", "target")] + [

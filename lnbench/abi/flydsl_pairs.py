@@ -51,18 +51,23 @@ def _sides(op: str, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, dy: torch
     sides: dict[str, Side] = {}
     if op in FORWARD_OPS:
         stats = op == "fwd"
+
+        def forward(abi: str) -> Callable[[], tuple]:
+            return lambda: _not_none(launch.forward(x, w, b, eps, stats, abi))
+
         for abi in ABIS:
             call = launch.direct_forward_call(x, w, b, eps, stats, abi)
-            sides[abi] = Side(direct=call,
-                              wrapper=lambda abi=abi: _not_none(launch.forward(x, w, b, eps, stats, abi)),
-                              direct_outputs=tuple(call.outputs))
+            sides[abi] = Side(direct=call, wrapper=forward(abi), direct_outputs=tuple(call.outputs))
         return sides
     _, mean, rstd = launch.forward(x, w, b, eps, True, "pointer")
+    assert mean is not None and rstd is not None      # stored: store_stats=True
+
+    def backward(abi: str) -> Callable[[], tuple]:
+        return lambda: tuple(launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy))
+
     for abi in ABIS:
         call = launch.direct_backward_call(dy, x, w, mean, rstd, abi, dgamma_strategy)
-        sides[abi] = Side(direct=call,
-                          wrapper=lambda abi=abi: tuple(launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy)),
-                          direct_outputs=tuple(call.outputs))
+        sides[abi] = Side(direct=call, wrapper=backward(abi), direct_outputs=tuple(call.outputs))
     return sides
 
 

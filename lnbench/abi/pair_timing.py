@@ -151,6 +151,7 @@ def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]],
     failed: dict[tuple[str, str], str] = {}
     timer = None if reason else kernel_timer.KernelTimer(device)
     for _, (case, _metric), side_name in ([] if reason else schedule(units, protocol.runs, worker_index)):
+        assert timer is not None                    # no units without a timer
         key = (case.key, side_name)
         if key in failed:
             continue

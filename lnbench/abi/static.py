@@ -103,7 +103,8 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
         if not flydsl_installed():
             return [_base(a, o, d, n, status="not run (flydsl not installed)")
                     for a in arches for o in ops for d in dtypes for n in widths]
-        from lnbench.flydsl.inspect import compile_facts as facts_fn
+        from lnbench.flydsl.inspect import compile_facts
+        facts_fn = compile_facts
     rows: list[AbiRow] = []
     for arch in arches:
         for op in ops:
@@ -131,7 +132,8 @@ def _add_executed(variant: list[AbiRow], execute_fn: FactsFn | None, op: str, dt
                   arch: str, eps: float, strategy: str) -> None:
     """Add the executed columns to the rows of one variant (exec_status says ok or why not)."""
     if execute_fn is None:
-        from lnbench.flydsl.inspect import execute_variant as execute_fn
+        from lnbench.flydsl.inspect import execute_variant
+        execute_fn = execute_variant
     try:
         runs = {abi: execute_fn(op, dtype, m, n, abi, arch, eps=eps, dgamma_strategy=strategy)
                 for abi in ("tensor", "pointer")}

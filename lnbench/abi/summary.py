@@ -16,7 +16,7 @@ from lnbench.output.tables import Column, render_table, styled_status
 MORE = "every row: --details (or the CSV/JSON)"
 
 
-def _span(values: Iterable[float], digits: int = 2, suffix: str = "") -> str:
+def _span(values: Iterable[float | None], digits: int = 2, suffix: str = "") -> str:
     """`1.70–1.85×` over the values (`1.70×` when they agree to the digits shown), '' for none."""
     got = sorted(v for v in values if v is not None)
     if not got:

@@ -16,7 +16,7 @@ import torch
 
 from lnbench.abi import null_device
 from lnbench.abi.cases import build_cases
-from lnbench.abi.checks import run_checks
+from lnbench.abi.checks import Checker, run_checks
 from lnbench.abi.pair_timing import run_worker
 from lnbench.run.device import activate, parse_device
 from lnbench.measure.protocol import Protocol
@@ -43,7 +43,7 @@ def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str
     shapes = [tuple(s) for s in spec["shapes"]]
     probes = [tuple(s) for s in spec.get("probe_shapes", [])]
     options = spec.get("pair_options", {})
-    checker = run_checks
+    checker: Checker = run_checks
     dev = parse_device(spec["lnbench_device"]) if spec.get("lnbench_device") else None
     if dev is not None and dev.is_null:
         executed = null_device.executed_checks(

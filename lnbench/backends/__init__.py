@@ -159,7 +159,7 @@ def check_backend_names(names: list[str]) -> None:
             raise LnbenchUsageError(f"--backend {FLYDSL_SRC} needs --kernel-src DIR (a FlyDSL checkout) or "
                                     f"${KERNEL_SRC_ENV}")
         spec = source_spec(name)
-        if spec is not None and kernel_src() and not Path(kernel_src()).is_dir():
+        if spec is not None and (src := kernel_src()) and not Path(src).is_dir():
             raise LnbenchUsageError(f"${KERNEL_SRC_ENV}={kernel_src()}: not a folder")
         if spec is not None and spec.path and not _module_found(spec.module, Path(spec.path)):
             what = ("a FlyDSL checkout (it has no kernels/norm/layernorm_kernel.py)" if name == FLYDSL_SRC

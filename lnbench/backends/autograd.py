@@ -36,7 +36,7 @@ class BackendLayerNormFn(torch.autograd.Function):
         return from_2d(y, shape)
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor):  # type: ignore[override]
+    def backward(ctx: Any, dy: torch.Tensor):
         x2, weight, mean, rstd = ctx.saved_tensors
         dy2, _ = to_2d(dy)
         dx, dw, db = ctx.backend.backward(dy2, x2, weight, mean, rstd)

@@ -32,10 +32,11 @@ class Backend(abc.ABC):
     backward returns (dx, dweight, dbias) from the saved fp32 stats.
     """
 
-    name: ClassVar[str]
-    description: ClassVar[str] = ""
+    #: name, description, deterministic: a class's own, or set per instance (a kernel source, a planted bug)
+    name: str
+    description: str = ""
     #: dγ/dβ bitwise reproducible run to run (False for backends that document atomics).
-    deterministic: ClassVar[bool] = True
+    deterministic: bool = True
     #: ops `perf` may time; verify needs fwd and bwd.
     ops: ClassVar[tuple[str, ...]] = OPS
 

@@ -26,9 +26,9 @@ class SourceBackend(Backend):
 
     def __init__(self, spec: SourceSpec) -> None:
         self.spec = spec
-        self.name = spec.name                                   # type: ignore[misc]
-        self.description = spec.description or f"kernel source {spec.module} (builder contract)"  # type: ignore[misc]
-        self.deterministic = spec.deterministic                 # type: ignore[misc]
+        self.name = spec.name
+        self.description = spec.description or f"kernel source {spec.module} (builder contract)"
+        self.deterministic = spec.deterministic
 
     # ops and missing_backward load the module on first use (an import error then surfaces in forward's rows)
     @property

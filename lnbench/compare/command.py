@@ -44,6 +44,7 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     check_flags(threshold_pct, fail_pct)        # a bad flag is its one line before any file is read
     pair = modelled.load_pair(base, new) if base is not None and new is not None else None
     if pair is not None:                    # `perf --device emu` results: an exact diff, no statistics
+        assert base is not None and new is not None
         return modelled.run(base, new, pair, fail_pct, force, md_path, csv_path, json_path, quiet)
     plan = build_plan(base, new, threshold_pct, fail_pct, force, md_path, config_path, csv_path, json_path)
     rows = compare_all(plan.base_cases, plan.new_cases, plan.settings)

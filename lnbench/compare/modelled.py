@@ -82,7 +82,12 @@ def diff_rows(base: ResultFile, new: ResultFile) -> list[CompareRow]:
         changes = [_change(c, old.get(c), now.get(c)) for c in COMPARED if not _same(old.get(c), now.get(c))]
         base_us, new_us = old.get("bound_us"), now.get("bound_us")
         ratio = new_us / base_us if base_us else None
-        verdict = SAME if not changes else (SLOWER if new_us > base_us else FASTER if new_us < base_us else CHANGED)
+        if not changes:
+            verdict = SAME
+        elif base_us is None or new_us is None:         # a bound on one side only: changed, not faster or slower
+            verdict = CHANGED
+        else:
+            verdict = SLOWER if new_us > base_us else FASTER if new_us < base_us else CHANGED
         row.update(base_us=base_us, new_us=new_us, ratio=ratio, verdict=verdict, changes="; ".join(changes),
                    change_pct=(ratio - 1) * 100 if ratio is not None else None)
         rows.append(row)

@@ -82,4 +82,5 @@ def print_notes(rows: list[CompareRow], results: dict[str, Any], settings: Setti
     if warning:
         err_console.print(f"[yellow]{escape(warning)}[/yellow]", soft_wrap=True)
     for row in hits:
+        assert fail_pct is not None             # the gate fails cases only with --fail-if-slower PCT
         console.print(f"[bold red]{escape(_gate_line(fail_pct, row))}[/bold red]", soft_wrap=True)

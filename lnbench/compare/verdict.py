@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import AbstractSet, Any
 
 import numpy as np
 
@@ -153,7 +153,7 @@ def lost_cases(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, Ti
             if base.timed and key in new_cases and not new_cases[key].timed}
 
 
-def gate_hits(rows: list[CompareRow], pct: float, lost: set[CaseKey] = frozenset()) -> list[CompareRow]:
+def gate_hits(rows: list[CompareRow], pct: float, lost: AbstractSet[CaseKey] = frozenset()) -> list[CompareRow]:
     """The cases `--fail-if-slower PCT` fails on: those the gate rule shared with abi-compare
     (verdicts.fails_gate: SLOWER and the new median more than PCT % above the base's) fails, and every lost
     case (lost_cases)."""

@@ -157,6 +157,8 @@ def read_code_object(data: bytes) -> CodeObject:
     if text is None:
         raise CodeObjectError("code object has no .text section")
     symtab = by_name.get(".symtab") or by_name.get(".dynsym")
+    if symtab is None:
+        raise CodeObjectError("code object has no symbol table (.symtab or .dynsym)")
     strtab = secs[symtab[5]]
     syms: dict[str, int] = {}
     for i in range(symtab[4] // 24):
@@ -176,13 +178,13 @@ def read_code_object(data: bytes) -> CodeObject:
         if not sym.endswith(".kd"):
             continue
         name = sym[:-3]
-        desc = _descriptor(data[file_offset(value):file_offset(value) + 64])
-        entry = value + desc.code_offset
+        kd = _descriptor(data[file_offset(value):file_offset(value) + 64])
+        entry = value + kd.code_offset
         t_name, _t, t_addr, t_off, t_size, _l, _e = text
         if not t_addr <= entry < t_addr + t_size:
             raise CodeObjectError(f"kernel {name}: entry 0x{entry:x} outside .text")
         start = t_off + entry - t_addr
-        kernels[name] = Kernel(name, data[start:t_off + t_size], desc, metas.get(name, {}))
+        kernels[name] = Kernel(name, data[start:t_off + t_size], kd, metas.get(name, {}))
     if not kernels:
         raise CodeObjectError("code object defines no kernel (no .kd symbol)")
     return CodeObject(arch, kernels)

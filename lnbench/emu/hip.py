@@ -281,7 +281,7 @@ def _launch(image: int, image_size: int, name: bytes, gx: int, gy: int, gz: int,
 
 
 @_LAUNCH_CB
-def _launch_trampoline(*args):  # type: ignore[no-untyped-def]
+def _launch_trampoline(*args):
     """Called from C inside hipModuleLaunchKernel; 0 = done, 1 = failed (exception kept for take_launch_error)."""
     global _error, _more_errors
     try:

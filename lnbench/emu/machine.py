@@ -180,7 +180,7 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     lds_bytes = kernel.descriptor.group_segment_size + dynamic_lds
     on = tuple(c for c in CHECKS if c in checks)
     meta = kernel.metadata
-    profile = LaunchProfile(kernel=kernel_name, grid=tuple(grid), block=tuple(block), memory=memory, checks=on,
+    profile = LaunchProfile(kernel=kernel_name, grid=(*grid,), block=(*block,), memory=memory, checks=on,
                             code_object_sha256=hashlib.sha256(bytes(code_object)).hexdigest(),
                             vgprs=int(meta.get(".vgpr_count", 0)), agprs=int(meta.get(".agpr_count", 0)),
                             sgprs=int(meta.get(".sgpr_count", 0)), lds_alloc=lds_bytes)
@@ -188,7 +188,7 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     per_batch = max(1, MAX_WAVES_PER_BATCH // waves_per_group)
     loaded0, stored0 = memory.bytes_loaded, memory.bytes_stored
     memory.start_footprint()
-    memory.start_checks(tuple(grid), bounds="memory" in on, race="race" in on, initcheck="initcheck" in on)
+    memory.start_checks((*grid,), bounds="memory" in on, race="race" in on, initcheck="initcheck" in on)
     try:
         with np.errstate(all="ignore"):
             for start in range(0, len(all_groups), per_batch):
@@ -239,11 +239,13 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[i
             all_runnable = True
         try:
             ins = prog.at(pc)
+            assert ins.run is not None       # Program.at binds every instruction it returns
             acc = accesses.get(pc)
+            st: Step
             if acc is None:                  # first execution: note the registers the handler uses
-                st = RecordingStep(w, sel, ins, k, profile)
+                rst = st = RecordingStep(w, sel, ins, k, profile)
                 ins.run(st)
-                acc = accesses[pc] = access_of(ins, st.reads, st.writes, w.acc_base)
+                acc = accesses[pc] = access_of(ins, rst.reads, rst.writes, w.acc_base)
             else:
                 st = Step(w, sel, ins, k, profile)
                 ins.run(st)
@@ -270,7 +272,7 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[i
             _release_barriers(w, w.group[sel])
             together = None
         else:
-            together = (nxt, sel, k) if all_runnable else None
+            together = (nxt, sel, k) if all_runnable and isinstance(nxt, int) else None   # all runnable: nxt is an int
     raise EmulatorFault(f"{prog.kernel}: more than {MAX_STEPS} steps (an endless loop?)", kernel=prog.kernel)
 
 
@@ -307,8 +309,9 @@ def run_code(code: bytes, *, waves: int = 1, vgprs: int = 64, lds_bytes: int = 0
     _configure(w, on)
     w.S[:, EXEC] = exec_mask & 0xFFFFFFFF
     w.S[:, EXEC + 1] = exec_mask >> 32
-    for code_, value in (sgpr or {}).items():
-        w.S[:, code_] = np.asarray(value, np.uint64).astype(np.uint32) if not isinstance(value, int) else value & 0xFFFFFFFF
+    for code_, svalue in (sgpr or {}).items():
+        w.S[:, code_] = (np.asarray(svalue, np.uint64).astype(np.uint32) if not isinstance(svalue, int)
+                         else svalue & 0xFFFFFFFF)
     for reg, value in (vgpr or {}).items():
         w.V[:, reg, :] = np.asarray(value).astype(np.uint32) if np.asarray(value).dtype != np.float32 \
             else np.asarray(value, np.float32).view(np.uint32)

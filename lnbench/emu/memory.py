@@ -333,6 +333,7 @@ class Memory:
     # ------------------------------------------------------------ initcheck and race
     def _check_written(self, reg: Region, offs: np.ndarray, nbytes: int, what: str, lanes: np.ndarray | None,
                        idx: np.ndarray) -> None:
+        assert reg.written is not None                  # the callers check it
         first = native.first_unset(reg.written, offs, nbytes)
         if first < 0:
             return

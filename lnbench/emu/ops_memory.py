@@ -9,6 +9,8 @@ the outcome depends on timing).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from lnbench.emu import native
@@ -16,6 +18,9 @@ from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.lds_banks import bank_cycles
 from lnbench.emu.registry import op
 from lnbench.emu.state import Step
+
+if TYPE_CHECKING:
+    from lnbench.emu.memory import Memory
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
 OFF = 0x7F           # saddr "off" in GLOBAL/SCRATCH encodings
@@ -71,8 +76,10 @@ def _per_lane(st: Step, rows: np.ndarray, per_wave: np.ndarray) -> np.ndarray:
     return np.repeat(per_wave, 64) if rows.size == st.k * 64 else per_wave[rows]
 
 
-def _memory(st: Step):
-    return st.profile.memory
+def _memory(st: Step) -> Memory:
+    memory = st.profile.memory
+    assert memory is not None                   # run_kernel and run_code give every launch its memory
+    return memory
 
 
 def _groups(st: Step, rows: np.ndarray) -> np.ndarray | None:
@@ -100,7 +107,8 @@ def s_load(st: Step) -> None:
 
 
 # ---------------------------------------------------------------- MUBUF
-def _buffer_lanes(st: Step, rows: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _buffer_lanes(st: Step, rows: np.ndarray, lanes: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per active lane: (base address, byte offset into the buffer, index, num_records, stride)."""
     f = st.ins.f
     S = st.w.S
@@ -145,10 +153,11 @@ def buffer_load(st: Step) -> None:
         return
     result = np.zeros((rows.size, count), U32)
     for j in range(count):
-        ok = _in_range(offset + j * size, idx, nrec, stride, (j + 1) * size - j * size)
-        if ok.size and ok.all():
+        in_range = _in_range(offset + j * size, idx, nrec, stride, (j + 1) * size - j * size)
+        ok: np.ndarray | slice = in_range
+        if in_range.size and in_range.all():
             ok = slice(None)                       # every lane in range: views, no copies
-        elif not ok.any():
+        elif not in_range.any():
             continue
         addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
         raw = _memory(st).load(addr, size, "buffer load", lanes[ok], _groups(st, rows[ok]))
@@ -207,10 +216,11 @@ def buffer_store(st: Step) -> None:
                           lanes, _groups(st, rows))
         return
     for j in range(count):
-        ok = _in_range(offset + j * size, idx, nrec, stride, size)
-        if ok.size and ok.all():
+        in_range = _in_range(offset + j * size, idx, nrec, stride, size)
+        ok: np.ndarray | slice = in_range
+        if in_range.size and in_range.all():
             ok = slice(None)                       # every lane in range: views, no copies
-        elif not ok.any():
+        elif not in_range.any():
             continue
         addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
         payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
@@ -254,8 +264,9 @@ def global_store(st: Step) -> None:
 
 #: sub-dword GLOBAL accesses. Loads: (bytes, numpy type) of the value, zero- or sign-extended to the dword;
 #: stores: (bytes, bit position in the data VGPR) of what is stored (_d16_hi: its high half)
-_GLOBAL_NARROW_LOADS = {"global_load_ubyte": (1, np.uint8), "global_load_sbyte": (1, np.int8),
-                        "global_load_ushort": (2, np.dtype("<u2")), "global_load_sshort": (2, np.dtype("<i2"))}
+_GLOBAL_NARROW_LOADS: dict[str, tuple[int, type[Any] | np.dtype]] = {
+    "global_load_ubyte": (1, np.uint8), "global_load_sbyte": (1, np.int8),
+    "global_load_ushort": (2, np.dtype("<u2")), "global_load_sshort": (2, np.dtype("<i2"))}
 _GLOBAL_NARROW_STORES = {"global_store_byte": (1, 0), "global_store_byte_d16_hi": (1, 16),
                          "global_store_short": (2, 0), "global_store_short_d16_hi": (2, 16)}
 
@@ -442,6 +453,7 @@ def _lds_parts(st: Step, write: bool
 def _lds_initcheck(st: Step, groups: np.ndarray, addrs: np.ndarray, nbytes: int, write: bool,
                    lanes: np.ndarray) -> None:
     """initcheck for LDS: a read of bytes no wave of the workgroup has written is a fault."""
+    assert st.w.lds_written is not None        # the caller checks it
     first = native.lds_written(st.w.lds_written.view(np.uint8), addrs, groups, nbytes, write)
     if first >= 0:
         at, byte = divmod(first, nbytes)
@@ -464,6 +476,7 @@ def ds_read(st: Step) -> None:
     honours=ACC)
 def ds_write(st: Step) -> None:
     rows, lanes, groups, addrs, count, data = _lds_parts(st, write=True)
+    assert data is not None                   # a write's parts carry its data
     native.lds_store(st.w.lds, addrs, groups, data.view(np.uint8))
     st.profile.lds_bytes += 4 * data.size
     _count_banks(st, rows, lanes, addrs, count)

@@ -244,6 +244,7 @@ def s_cmpk(st: Step) -> None:
     """Compare SDST with SIMM16: sign-extended for i32, zero-extended for u32."""
     cond, typ = st.ins.name.split("_")[2:4]
     a = st.sval(st.ins.f["sdst"])
+    b: int | np.unsignedinteger
     if typ == "i32":
         a, b = _i32(a), _simm16(st)
     else:

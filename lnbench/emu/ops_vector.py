@@ -6,6 +6,8 @@ rounded here; hardware is within ~1 ulp of it.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from lnbench.emu import native
@@ -203,7 +205,10 @@ def _fma_round_odd(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- float arithmetic
-_FBIN = {
+#: an elementwise operation on two (waves, 64) operands
+_Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+_FBIN: dict[str, _Binary] = {
     "v_add_f32": lambda a, b: a + b, "v_sub_f32": lambda a, b: a - b, "v_subrev_f32": lambda a, b: b - a,
     "v_mul_f32": lambda a, b: a * b, "v_max_f32": np.fmax, "v_min_f32": np.fmin,
 }
@@ -297,7 +302,7 @@ def v_pack_b32_f16(st: Step) -> None:
 
 
 # ---------------------------------------------------------------- integer and bitwise
-_IBIN = {
+_IBIN: dict[str, _Binary] = {
     "v_add_u32": lambda a, b: a + b, "v_sub_u32": lambda a, b: a - b, "v_subrev_u32": lambda a, b: b - a,
     "v_and_b32": lambda a, b: a & b, "v_or_b32": lambda a, b: a | b, "v_xor_b32": lambda a, b: a ^ b,
     "v_lshlrev_b32": lambda a, b: b << (a & 31), "v_lshrrev_b32": lambda a, b: b >> (a & 31),
@@ -445,15 +450,16 @@ def v_cndmask_b32(st: Step) -> None:
 
 
 # ---------------------------------------------------------------- compares
-_FCMP = {
+_FCMP: dict[str, _Binary] = {
     "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool), "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
     "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "lg": lambda a, b: (a < b) | (a > b), "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
     "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
     "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
 }
-_ICMP = {"f": _FCMP["f"], "t": _FCMP["t"], "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
-         "ne": np.not_equal, "ge": np.greater_equal}
+_ICMP: dict[str, _Binary] = {
+    "f": _FCMP["f"], "t": _FCMP["t"], "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
+    "ne": np.not_equal, "ge": np.greater_equal}
 _FCMP_NAMES = [f"v_cmp{x}_{c}_f32" for x in ("", "x") for c in _FCMP]
 _ICMP_NAMES = [f"v_cmp{x}_{c}_{t}" for x in ("", "x") for c in _ICMP for t in ("i32", "u32")]
 _ICMP64_NAMES = [f"v_cmp{x}_{c}_{t}" for x in ("", "x") for c in _ICMP for t in ("i64", "u64")]
@@ -785,8 +791,9 @@ def _to_f16_bits(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float64).astype(np.float16).view(np.uint16).astype(U32)
 
 
-_HBIN = {"v_add_f16": lambda a, b: a + b, "v_sub_f16": lambda a, b: a - b, "v_subrev_f16": lambda a, b: b - a,
-         "v_mul_f16": lambda a, b: a * b, "v_max_f16": np.fmax, "v_min_f16": np.fmin}
+_HBIN: dict[str, _Binary] = {
+    "v_add_f16": lambda a, b: a + b, "v_sub_f16": lambda a, b: a - b, "v_subrev_f16": lambda a, b: b - a,
+    "v_mul_f16": lambda a, b: a * b, "v_max_f16": np.fmax, "v_min_f16": np.fmin}
 
 
 @op(*_HBIN, cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL - {"omod", "clmp"})
@@ -805,9 +812,9 @@ def _pk_half(st: Step, i: int) -> tuple[np.ndarray, np.ndarray]:
     f = st.ins.f
     raw = st.vval([f["src0"], f["src1"], f["src2"]][i], "f16").astype(U32)
     opsel_hi = f.get("opsel_hi", 0) | (f.get("opsel_hi2", 0) << 2)
-    lo = (raw >> U32(16)) if (f.get("opsel", 0) >> i) & 1 else raw
-    hi = (raw >> U32(16)) if (opsel_hi >> i) & 1 else raw
-    lo, hi = (f16_bits_to_f32(x).astype(np.float64) for x in (lo, hi))
+    lo_bits = (raw >> U32(16)) if (f.get("opsel", 0) >> i) & 1 else raw
+    hi_bits = (raw >> U32(16)) if (opsel_hi >> i) & 1 else raw
+    lo, hi = (f16_bits_to_f32(x).astype(np.float64) for x in (lo_bits, hi_bits))
     lo = -lo if (f.get("neg", 0) >> i) & 1 else lo
     hi = -hi if (f.get("neg_hi", 0) >> i) & 1 else hi
     return lo, hi

@@ -9,10 +9,15 @@ steps every wave that sits at the same PC together; `Step` is that group for one
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
+
+if TYPE_CHECKING:
+    from lnbench.emu.machine import LaunchProfile
 
 WAVE = 64
 VCC, M0, EXEC = 106, 124, 126
@@ -85,7 +90,7 @@ class Step:
 
     __slots__ = ("w", "sel", "ins", "k", "next_pc", "_exec", "_full", "profile")
 
-    def __init__(self, waves: Waves, sel: slice | np.ndarray, ins: Instr, k: int, profile: object) -> None:
+    def __init__(self, waves: Waves, sel: slice | np.ndarray, ins: Instr, k: int, profile: LaunchProfile) -> None:
         self.w, self.sel, self.ins, self.k = waves, sel, ins, k
         self.next_pc: np.ndarray | int | None = None
         self._exec: np.ndarray | None = None
@@ -260,7 +265,7 @@ class RecordingStep(Step):
 
     __slots__ = ("reads", "writes")
 
-    def __init__(self, waves: Waves, sel: slice | np.ndarray, ins: Instr, k: int, profile: object) -> None:
+    def __init__(self, waves: Waves, sel: slice | np.ndarray, ins: Instr, k: int, profile: LaunchProfile) -> None:
         super().__init__(waves, sel, ins, k, profile)
         self.reads: list[tuple[int, int]] = []
         self.writes: list[tuple[int, int]] = []

@@ -298,7 +298,7 @@ def forward_call(spec: SourceSpec, x: torch.Tensor, weight: torch.Tensor, bias: 
     (y[, mean, rstd]). M = 0 gives a call that launches nothing."""
     launch.check_forward_args(x, weight, bias)
     m = x.shape[0]
-    f32 = dict(device=x.device, dtype=torch.float32)
+    f32: dict[str, Any] = dict(device=x.device, dtype=torch.float32)
     buffers = {"x": x, "weight": weight, "bias": bias, "y": torch.empty_like(x)}
     if store_stats:
         buffers.update(mean=torch.empty(m, **f32), rstd=torch.empty(m, **f32))
@@ -319,7 +319,7 @@ def backward_call(spec: SourceSpec, dy: torch.Tensor, x: torch.Tensor, weight: t
     them into `.outputs` (dx, dweight, dbias) in γ's dtype. None when the source has no backward builder."""
     launch.check_backward_args(dy, x, weight, mean, rstd)
     n = x.shape[1]
-    f32 = dict(device=x.device, dtype=torch.float32)
+    f32: dict[str, Any] = dict(device=x.device, dtype=torch.float32)
     buffers = {"x": x, "weight": weight, "dy": dy, "mean": mean, "rstd": rstd, "dx": torch.empty_like(x),
                "dweight": torch.zeros(n, **f32), "dbias": torch.zeros(n, **f32)}
     dweight, dbias = torch.empty_like(weight), torch.empty_like(weight)

@@ -268,7 +268,8 @@ class ReducePlan:
         """Fan-ins of the combine's levels: the first takes 2·vec split sums per output (every thread adds
         one output's group), the later ones at most REDUCE_FAN, until one sum per output is left ((1,): one
         split, nothing to add)."""
-        out, rows = [], self.splits
+        out: list[int] = []
+        rows = self.splits
         while rows > 1:
             f = min(rows, 2 * self.vec if not out else REDUCE_FAN)
             out.append(f)

@@ -29,6 +29,8 @@ from lnbench.modelled.floors import Launch
 from lnbench.results import InspectRow
 
 if TYPE_CHECKING:
+    import torch
+
     from lnbench.emu.machine import LaunchProfile
     from lnbench.flydsl.contract import SourceSpec
 
@@ -165,7 +167,7 @@ def _compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float,
     return tuple(out)
 
 
-def compile_facts(op: str, dtype: str, n: int, abi: str, arch: str, eps: float = 1e-5,
+def compile_facts(op: str, dtype: str | torch.dtype, n: int, abi: str, arch: str, eps: float = 1e-5,
                   dgamma_strategy: str = "deterministic") -> list[KernelFacts]:
     """Compile one variant for `arch` (no GPU needed) and return the facts of every kernel it
     launches: one for fwd / fwd-nostats, main (+ partial-reduce for deterministic) for bwd."""
@@ -275,8 +277,8 @@ class ExecutedKernel:
 def _kernel_from_profile(p: LaunchProfile, op: str, arch: str, abi: str, dtype: str, m: int, n: int,
                          strategy: str) -> ExecutedKernel:
     return ExecutedKernel(op=op, kernel_name=p.kernel, arch=arch, abi=abi, dtype=dtype, m=m, n=n,
-                          dgamma_strategy=strategy if op == "bwd" else "", grid=tuple(p.grid),
-                          block=tuple(p.block), wave_instructions=dict(p.wave_instructions),
+                          dgamma_strategy=strategy if op == "bwd" else "", grid=(*p.grid,),
+                          block=(*p.block,), wave_instructions=dict(p.wave_instructions),
                           global_bytes_loaded=p.global_bytes_loaded, global_bytes_stored=p.global_bytes_stored,
                           lds_bytes=p.lds_bytes, buffers={k: v.to_dict() for k, v in p.buffers.items()},
                           code_object=getattr(p, "code_object_sha256", "")[:16],
@@ -303,15 +305,21 @@ def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, ep
     gen = torch.Generator().manual_seed(seed)
     make = lambda *shape: torch.randn(*shape, generator=gen).to(DTYPES[dt])  # noqa: E731
     x, w, b, dy = make(m, n), make(n), make(n), make(m, n)
+    fwd: Callable[[bool], tuple]
+    bwd: Callable[[Any, Any], object]
     if source is None:
         fwd = lambda stats: launch.forward(x, w, b, eps, stats, abi)  # noqa: E731  (y, mean, rstd)
         bwd = lambda mean, rstd: launch.backward(dy, x, w, mean, rstd, abi, dgamma_strategy)  # noqa: E731
     else:
         from lnbench.flydsl import contract
-        abi = contract.build(source, "bwd" if op == "bwd" else "fwd", n, dt, arch, op == "fwd", eps).abi
+        kind = "bwd" if op == "bwd" else "fwd"
+        launcher = contract.build(source, kind, n, dt, arch, op == "fwd", eps)
+        if launcher is None:
+            raise ValueError(f"kernel source {source.name} has no {kind} builder")
+        abi = launcher.abi
         dgamma_strategy = "accumulate" if op == "bwd" else ""
         fwd = lambda stats: _called(contract.forward_call(source, x, w, b, eps, stats))  # noqa: E731
-        bwd = lambda mean, rstd: contract.backward_call(source, dy, x, w, mean, rstd)()  # noqa: E731
+        bwd = lambda mean, rstd: _called(contract.backward_call(source, dy, x, w, mean, rstd))  # noqa: E731
     if op == "bwd":
         _, mean, rstd = fwd(True)          # the stats: from the same source's forward
         with runtime.launch_scope({}) as launches:
@@ -322,8 +330,9 @@ def execute_variant(op: str, dtype: str, m: int, n: int, abi: str, arch: str, ep
     return [_kernel_from_profile(p, op, arch, abi, dt, m, n, dgamma_strategy) for p in launches]
 
 
-def _called(call: Callable[[], None]) -> tuple:
+def _called(call: Callable[[], None] | None) -> tuple:
     """Run a contract call; its outputs."""
+    assert call is not None                 # a backward call: the source's backward builder was found above
     call()
     return call.outputs  # type: ignore[attr-defined]
 

@@ -15,7 +15,7 @@ The epilogue depends on the dγ strategy:
   atomic:        fp32 global atomic adds (agent scope) into [N] fp32 accumulators (order varies).
 """
 # no `from __future__ import annotations`: FlyDSL reads the annotations as real types
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
@@ -147,7 +147,8 @@ def bwd_row(plan: RowPlan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nbyte
 
     xhat_of = _xhat_of(mean, rstd, vec, dt)
     xr, dyr = [], []
-    s1v = s2v = None
+    s1v: Any = None                    # DSL vectors after the first tile
+    s2v: Any = None
     for t in range_constexpr(plan.tiles):
         x = rowio.load_raw(atom, xv, at(t), vec, dt)                  # past the end / past M: zeros
         dy = rowio.load_raw(atom, dyv, at(t), vec, dt)
@@ -263,7 +264,7 @@ def epilogue(plan: RowPlan, strategy: str, acc_g, acc_b, views, dg_ptr, db_ptr, 
                 _ws_store(bv, idx, plan.vec, b_parts)
         else:
             partial = (t + 1) * plan.lanes > plan.chunks if isinstance(t, int) else plan.masked
-            inside = (lane + t * plan.lanes < plan.chunks) if partial else None
+            inside: Any = (lane + t * plan.lanes < plan.chunks) if partial else None
             dg, db = dg_ptr, db_ptr
             if const_expr(plan.streaming):              # columns relative to the tile (uniform base)
                 dg = dg_ptr + fx.Int64(t) * (plan.lanes * plan.vec)
@@ -384,7 +385,7 @@ def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, re
             new += [s1, s2]
         return tuple(new)
 
-    sums = _tiles(plan, stats, tuple(fx.full(w, 0.0, fx.Float32) for _ in range(2 * plan.batch)))
+    sums: Sequence[Any] = _tiles(plan, stats, tuple(fx.full(w, 0.0, fx.Float32) for _ in range(2 * plan.batch)))
     sums = reducer.sum_n([v.reduce(fx.ReductionOp.ADD, fastmath=FAST) if w > 1 else v[0] for v in sums])
     dx_ofs = [_dx_terms(sums[2 * k] * (1.0 / n), sums[2 * k + 1] * (1.0 / n), rows[k][4], vec, w)
               for k in range(plan.batch)]
@@ -477,8 +478,9 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         rows_nb, st_nb = group_masks(g, groups, m, peeled)
         mean = stats(mean_ptr, row0, slot, st_nb)
         rstd = stats(rstd_ptr, row0, slot, st_nb)
-        return bwd_row(plan, *ptrs_of(row0), gammas, mean, rstd, rows_nb, slot, lane, reducer, acc_g, acc_b, views,
-                       fx.Int32(g) == pid)
+        x_ptr, dy_ptr, dx_ptr = ptrs_of(row0)
+        return bwd_row(plan, x_ptr, dy_ptr, dx_ptr, gammas, mean, rstd, rows_nb, slot, lane, reducer, acc_g, acc_b,
+                       views, fx.Int32(g) == pid)
 
     def stats(ptr, row0, slot, st_nb):
         if R == 1:

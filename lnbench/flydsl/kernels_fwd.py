@@ -167,6 +167,7 @@ def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callab
     for t in range_constexpr(1, plan.head):
         sqv = fx.fma(ds[t], ds[t], sqv)
     sq = sqv.reduce(fx.ReductionOp.ADD, fastmath=FAST)
+    kept: list | None = ds
     if const_expr(plan.streaming):
         def centred_mem(t, a, b):
             d = centred(t, load("x", t))
@@ -175,10 +176,10 @@ def _pivot_stats(plan: RowPlan, reducer: RowReducer, lane, xs: list, reg: Callab
         s1, sq = rowio.tile_loop(plan.head, plan.full_tiles - plan.head, plan.step, centred_mem, (s1, sq))
         if const_expr(plan.masked):
             s1, sq = centred_mem(plan.full_tiles, s1, sq)
-        ds = None
+        kept = None
     s1, sq = reducer.sum2(s1, sq, slot=1)
     shift = s1 * (1.0 / n)
-    return rough, shift, sq * (1.0 / n) - shift * shift, ds
+    return rough, shift, sq * (1.0 / n) - shift * shift, kept
 
 
 def _geometry(plan: RowPlan):

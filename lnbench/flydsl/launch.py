@@ -9,7 +9,7 @@ nonzero storage offsets just work, and every launch holds the tensors behind tho
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Protocol, cast
 
 import torch
 
@@ -263,14 +263,23 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: floa
     if m == 0:
         return y, mean, rstd
     dev = kernel_device(x)
-    stats = [mean, rstd] if store_stats else []
+    stats = [mean, rstd] if mean is not None and rstd is not None else []      # stored: store_stats
     with dev.guard():
         _forward_launch(dev, x, weight, bias, y, eps, store_stats, abi, stats)()
     return y, mean, rstd
 
 
+class DirectCall(Protocol):
+    """A direct call: a zero-argument launch with the tensors it writes (`.outputs`) and holds (`.buffers`)."""
+
+    outputs: tuple[torch.Tensor, ...]
+    buffers: dict[str, torch.Tensor]
+
+    def __call__(self) -> None: ...
+
+
 def direct_forward_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
-                        store_stats: bool, abi: str) -> Callable[[], None]:
+                        store_stats: bool, abi: str) -> DirectCall:
     """Preallocate outputs and return a zero-argument closure that calls the compiled forward
     directly on the current stream (raw ints for the Pointer ABI, tensors for the Tensor ABI).
     The closure holds x, weight, bias and the outputs (`.buffers`); `.outputs` is (y[, mean, rstd])."""
@@ -283,7 +292,7 @@ def direct_forward_call(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     with dev.guard():
         call = _forward_launch(dev, x, weight, bias, y, eps, store_stats, abi, stats)
     call.outputs = (y, *stats)  # type: ignore[attr-defined]
-    return call
+    return cast(DirectCall, call)         # bind_kernel set .buffers, .outputs is set above
 
 
 # ---------------------------------------------------------------- backward
@@ -295,8 +304,13 @@ def bwd_compiled(plan: geometry.RowPlan, strategy: str, abi: str, dev: Device,
                                  bwd_compile_args(plan, abi, tensors)), dev.arch)
     red = None
     if strategy == "deterministic":
+        def reduce_launcher() -> Callable:
+            launcher = build_bwd_launchers(plan, strategy, abi)[1]
+            assert launcher is not None         # the deterministic strategy has its reduce kernel
+            return launcher
+
         rkey = ("bwd-reduce", plan.n, plan.dtype, False, 0.0, abi, strategy, 0, dev.arch, dev.index)
-        red = _cached(rkey, lambda: (build_bwd_launchers(plan, strategy, abi)[1],
+        red = _cached(rkey, lambda: (reduce_launcher(),
                                      reduce_compile_args(plan.n, plan.dtype, abi, red_tensors)), dev.arch)
     return main, red
 
@@ -324,7 +338,7 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
     except ValueError as exc:
         raise ContractError(f"x: {exc}") from None
     p = geometry.bwd_programs(m, plan, dev.arch)
-    f32 = dict(device=x.device, dtype=torch.float32)
+    f32: dict[str, Any] = dict(device=x.device, dtype=torch.float32)
     uses_ws = dgamma_strategy == "deterministic" or not plan.acc_in_registers
     ws_rows = geometry.bwd_partial_rows(p, plan, dgamma_strategy) if uses_ws else 1
     wsg, wsb = torch.empty(ws_rows, n, **f32), torch.empty(ws_rows, n, **f32)
@@ -368,10 +382,10 @@ def backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torc
 
 
 def direct_backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
-                         rstd: torch.Tensor, abi: str, dgamma_strategy: str = "deterministic") -> Callable[[], None]:
+                         rstd: torch.Tensor, abi: str, dgamma_strategy: str = "deterministic") -> DirectCall:
     """Like direct_forward_call for the backward: outputs and workspace preallocated once."""
     call, outputs = _backward_call(dy, x, weight, mean, rstd, abi, dgamma_strategy)
     if call is None:
         raise ContractError("x: direct_backward_call needs at least one row")
     call.outputs = outputs  # type: ignore[attr-defined]
-    return call
+    return cast(DirectCall, call)         # _backward_call set .buffers, .outputs is set above

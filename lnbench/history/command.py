@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -32,7 +33,7 @@ def store_command(files: tuple[Path, ...], url: str | None, config_path: Path | 
     results = [load_result(path) for path in files if path not in imports]
     store = open_store(store_url(url, config_path))
     try:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for path, records in imports.items():
             runs, points = flydsl.import_history(store, records)
             rows.append({"file": str(path), "kind": "FlyDSL history", "run": f"{runs} new",

@@ -70,7 +70,7 @@ def _triangles(n: int) -> tuple[np.ndarray, np.ndarray]:
     return upper, ~upper
 
 
-def e_divisive(values: Sequence[float], p_value: float, permutations: int,
+def e_divisive(values: Sequence[float] | np.ndarray, p_value: float, permutations: int,
                seed: int = SEED) -> list[tuple[int, float]]:
     """The change points of `values` in the order found, each with its permutation p.
 

@@ -171,8 +171,9 @@ def _check_line(kind: str, rows: list[dict[str, Any]], failing: int) -> str:
     passed = sum(r["latest_status"] == "PASS" for r in rows)
     other = len(rows) - passed - failing
     commits = sorted({r["latest_commit"] for r in rows})
-    counts = ", ".join(filter(None, (f"{passed} of {len(rows)} checks PASS", failing and f"{failing} FAIL or error",
-                                      other and f"{other} other")))
+    counts = ", ".join(filter(None, (f"{passed} of {len(rows)} checks PASS",
+                                      f"{failing} FAIL or error" if failing else "",
+                                      f"{other} other" if other else "")))
     spread = " × ".join(f"{len({r[key] for r in rows})} {what}" for key, what in
                         (("backend", "backends"), ("dtype", "dtypes"), ("case_name", "cases")))
     at = commits[0] if len(commits) == 1 else f"{len(commits)} commits"

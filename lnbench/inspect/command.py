@@ -68,7 +68,7 @@ EXECUTED_COLUMNS = [
 ]
 
 
-def _variant_rows(variants: Iterable[dict[str, Any]], rows_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
+def _variant_rows(variants: Iterable[InspectRow], rows_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
                   progress: CommandProgress, sink: ResultSink | None = None) -> list[dict[str, Any]]:
     """rows_of(variant) for each variant, each row joined to its variant and marked ok; a variant whose rows
     cannot be made (compile error, emulator fault) is one `error` row and the others still run. Each variant's
@@ -169,7 +169,7 @@ def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) ->
 
 def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str], widths: list[int],
                  strategy: str, progress: CommandProgress, backends: Sequence[str] = ("flydsl",),
-                 sink: ResultSink | None = None, isa_dir: Path | None = None) -> list[dict]:
+                 sink: ResultSink | None = None, isa_dir: Path | None = None) -> list[InspectRow]:
     """One row per compiled kernel of every backend (backend_variants); a variant that fails to compile is an
     `error` row. With `isa_dir`, each kernel's ISA is written there too (its path in the row's isa_file)."""
     families = backend_variants(backends, abis, strategy)

@@ -9,7 +9,7 @@ from pathlib import Path
 def zig_binary() -> Path | None:
     """Path of ziglang's zig, or None when the package is not installed."""
     try:
-        import ziglang  # type: ignore[import-not-found]
+        import ziglang
     except ImportError:
         return None
     zig = Path(ziglang.__file__).parent / ("zig.exe" if os.name == "nt" else "zig")

@@ -98,12 +98,14 @@ class Section:
         self.spans: list[tuple[str, float, float]] = []    # (shared | exclusive, start, end), time.monotonic()
 
     def _take(self, exclusive: bool) -> None:
+        assert self.lock is not None                    # the callers take and give it only where there is one
         self.lock.acquire(exclusive)
         self.spans.append((self.lock.held, time.monotonic(), float("nan")))
 
     def _give(self) -> None:
         mode, start, _ = self.spans[-1]
         self.spans[-1] = (mode, start, time.monotonic())
+        assert self.lock is not None
         self.lock.release()
 
     def __enter__(self) -> "Section":

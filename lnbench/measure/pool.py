@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Mapping
 
 from lnbench.run.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
 
@@ -95,17 +95,23 @@ class Worker:
     def send(self, line: str, last: bool = False) -> None:
         """Write one line to its stdin (closed after the `last` one); a worker that already exited is skipped:
         its exit is collected as usual."""
+        stdin = self.proc.stdin if self.proc is not None else None
+        if stdin is None:
+            return
         try:
-            self.proc.stdin.write(f"{line}\n".encode())
-            self.proc.stdin.flush()
+            stdin.write(f"{line}\n".encode())
+            stdin.flush()
             if last:
-                self.proc.stdin.close()
+                stdin.close()
         except (AttributeError, OSError, ValueError):
             pass
 
     def close_stdin(self) -> None:
+        stdin = self.proc.stdin if self.proc is not None else None
+        if stdin is None:
+            return
         try:
-            self.proc.stdin.close()
+            stdin.close()
         except (AttributeError, OSError, ValueError):
             pass
 
@@ -120,27 +126,29 @@ class Worker:
             self.stderr.close()
 
 
-def spawn(module: str, args: list[str], env: dict[str, str | None] | None, stderr: IO[bytes],
+def spawn(module: str, args: list[str], env: Mapping[str, str | None] | None, stderr: IO[bytes],
           stdout: IO[bytes] | None = None, answers: bool = False) -> tuple[subprocess.Popen, int | None]:
     """Start `python -m module ARGS` (module docstring) with os.environ + `env` (processes.child_environment);
     stdout goes to `stdout` (default: with stderr). With `answers`, the write end of a fresh pipe is its last
     argument; returns (process, that pipe's read end or None)."""
-    read_fd = write_fd = None
+    read_fd: int | None = None
+    pass_fds: tuple[int, ...] = ()
     if answers:
         read_fd, write_fd = os.pipe()
         args = [*args, str(write_fd)]
+        pass_fds = (write_fd,)
     try:
         proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE,
                                 stdout=stdout if stdout is not None else stderr, stderr=stderr,
-                                env=child_environment(env), pass_fds=(write_fd,) if answers else (),
+                                env=child_environment(env), pass_fds=pass_fds,
                                 start_new_session=True)
     except BaseException:
         if read_fd is not None:
             os.close(read_fd)
         raise
     finally:
-        if write_fd is not None:
-            os.close(write_fd)
+        for fd in pass_fds:                     # the answer pipe's write end: the child's now
+            os.close(fd)
     return proc, read_fd
 
 
@@ -164,7 +172,7 @@ class Pool:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def start(self, number: int, module: str, args: list[str], env: dict[str, str | None] | None, folder: Path,
+    def start(self, number: int, module: str, args: list[str], env: Mapping[str, str | None] | None, folder: Path,
               *, answers: bool = False, own_stdout: bool = False) -> Worker:
         """Start a worker; its stderr goes to FOLDER/stderr.txt (its stdout too, unless `own_stdout`: then
         FOLDER/stdout.txt). A worker that cannot start is returned with proc None and `start_error`."""

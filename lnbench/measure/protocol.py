@@ -3,7 +3,7 @@ to warm up. `perf` extends it with its own modes, ops and cold-mode settings (ln
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Self
 
 import click
 
@@ -45,7 +45,7 @@ class Protocol:
     kernel_timer: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def validate(self) -> "Protocol":
+    def validate(self) -> Self:
         """Raise LnbenchUsageError (one line, exit 2) on malformed values; return self."""
         labels = {"processes": "processes (-P)", "runs": "runs (-R)"}
         for name in self.NUMBERS:
@@ -61,7 +61,7 @@ class Protocol:
         """A subclass's checks of its own settings, after the shared ones."""
 
     @classmethod
-    def from_table(cls, table: dict[str, Any], **overrides: Any) -> "Protocol":
+    def from_table(cls, table: dict[str, Any], **overrides: Any) -> Self:
         """Protocol from a config table, CLI overrides (None = keep) applied, validated."""
         values: dict[str, Any] = {}
         for name in cls.__dataclass_fields__:
@@ -81,7 +81,7 @@ class Protocol:
             raise LnbenchUsageError(f"unknown protocol setting(s): {', '.join(sorted(unknown))}")
         return cls(**values).validate()
 
-    def with_(self, **changes: Any) -> "Protocol":
+    def with_(self, **changes: Any) -> Self:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:

@@ -105,6 +105,7 @@ def run_units(pool: Pool, start: Callable[[int, Any], Worker], queue: Queue, slo
         started += 1
         if worker.proc is None:
             raise OSError(worker.start_error)
+        assert worker.fd is not None                   # a started worker has its answer pipe
         one = busy[worker.fd] = _Busy(worker, position)
         selector.register(worker.fd, selectors.EVENT_READ)
         one.give(queue.take(worker.number))
@@ -119,6 +120,7 @@ def run_units(pool: Pool, start: Callable[[int, Any], Worker], queue: Queue, slo
                 if not data:                                   # the worker is gone
                     selector.unregister(key.fd)
                     del busy[key.fd]
+                    assert one.worker.proc is not None         # launch() keeps started workers only
                     one.worker.proc.wait()
                     queue.release(one.worker.number)
                     slot = slots[one.slot]
@@ -135,7 +137,7 @@ def run_units(pool: Pool, start: Callable[[int, Any], Worker], queue: Queue, slo
                     line, one.buffer = one.buffer.split(b"\n", 1)
                     answer = json.loads(line)
                     unit, one.unit = one.unit, None
-                    if unit != answer["unit"]:
+                    if unit is None or unit != answer["unit"]:
                         raise RuntimeError(f"worker answered unit {answer['unit']}, was given {unit}")
                     one.finished += 1
                     on_answer(unit, answer, slots[one.slot])

@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from lnbench.measure.pool import Pool, Worker, last_line, stderr_tail, worker_setup
 from lnbench.run.processes import Stopped
@@ -153,7 +153,7 @@ def _lines(path: Path) -> tuple[int, str]:
     return text.count("\n"), (lines[-1] if lines else "")
 
 
-def _child_env(index: int, count: int, root: Path, env: dict[str, str | None] | None) -> dict[str, str | None]:
+def _child_env(index: int, count: int, root: Path, env: Mapping[str, str | None] | None) -> dict[str, str | None]:
     """`env` (wins over os.environ: lnbench.measure.pool.spawn), own cache folders unless `env` names them."""
     child = dict(env or {})
     for var in CACHE_VARS:
@@ -217,7 +217,7 @@ class _Live:
 
 
 def _start(pool: Pool, module: str, spec: dict[str, Any], index: int, count: int,
-           env: dict[str, str | None] | None) -> _Live:
+           env: Mapping[str, str | None] | None) -> _Live:
     """Write the worker's files and start it (it runs its start-up, then waits in `wait_turn`)."""
     root = pool.folder(f"w{index}")
     (root / "spec.json").write_text(json.dumps(spec, default=str))
@@ -301,7 +301,7 @@ def _result(live: _Live) -> WorkerResult:
                         stderr_tail(live.worker.stderr), live.turns_s, live.timed_out_where)
 
 
-def run_workers(module: str, specs: list[dict], timeout_s: float, env: dict[str, str] | None = None,
+def run_workers(module: str, specs: list[dict], timeout_s: float, env: Mapping[str, str | None] | None = None,
                 on_done: Callable[[WorkerResult], None] | None = None, *,
                 on_progress: Callable[[int, int, str], None] | None = None,
                 phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None,

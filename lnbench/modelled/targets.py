@@ -79,7 +79,7 @@ def target_from(name: str, table: Mapping[str, Any]) -> Target:
     missing = [k for k, (_, required) in FIGURES.items() if required and k not in table]
     if missing:
         raise LnbenchUsageError(f"config [targets.{name}] lacks required figure(s): {', '.join(missing)}")
-    figures = {k: _figure(name, k, v) for k, v in table.items() if k in FIGURES}
+    figures: dict[str, Any] = {k: _figure(name, k, v) for k, v in table.items() if k in FIGURES}   # per FIGURES
     issue = {k[len("issue_"):]: float(_figure(name, k, v)) for k, v in table.items() if k in ISSUE_KEYS}
     return Target(name=name, arch=arch, issue=issue, **figures)
 

@@ -70,7 +70,7 @@ def _folder() -> Path:
     raise last or OSError("no folder")
 
 
-def keep(writes: Sequence[tuple[Path, Callable[[Path], None]]]) -> tuple[str, bool]:
+def keep(writes: Sequence[tuple[Path, Callable[[Path], object]]]) -> tuple[str, bool]:
     """Write every (path, writer) again into this run's kept folder, each under its own name (atomically there
     too). Returns the clause the error line ends with (where they are, or why they could not be kept) and
     whether they were kept."""

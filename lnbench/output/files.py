@@ -188,7 +188,7 @@ def _umask() -> int:
     return mask
 
 
-Writer = Callable[[Path], None]
+Writer = Callable[[Path], object]          # (what it returns is ignored)
 """Writes one result into the file it is given (the output's temporary file)."""
 
 

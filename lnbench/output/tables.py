@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -23,7 +23,7 @@ class Column:
     key: str
     header: str
     fmt: Callable[[Any], str] = str
-    justify: str = "right"
+    justify: JustifyMethod = "right"
     markup: bool = False  # True when fmt returns rich markup (status colours); other text is escaped
 
 

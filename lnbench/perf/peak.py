@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -85,7 +85,7 @@ def load_cache(path: Path | None = None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _measured(record: Any) -> bool:
+def _measured(record: Any) -> TypeGuard[dict[str, Any]]:
     """A record with a figure % peak can divide by: a positive finite number `gbps` (a hand-edited 0, -5, NaN
     or true is none)."""
     gbps = record.get("gbps") if isinstance(record, dict) else None

@@ -162,7 +162,7 @@ def build_plan(*, backends, baseline, ops, modes, dtypes, shapes, shape_set, pro
     peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
     csv_final, json_final, md_final = prepare_outputs("perf", csv_path, json_path,
                                                       {**config_input(config_path), **peak_input}, md_path)
-    spread = bool(slots) and len(slots) > 1          # one GPU: nothing else is timing, nothing runs apart
+    spread = slots is not None and len(slots) > 1    # one GPU: nothing else is timing, nothing runs apart
     run = perf_run(dev, protocol, base_name, headline, backend_list)
     record_devices(record_shard(run, part, len(every_case)), slots, alone_mib if spread else None)
     if spread:

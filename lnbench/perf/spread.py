@@ -126,6 +126,7 @@ def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: s
     cases = iter(group.cases)
     case = next(cases, None)
     for row in rows:
+        assert case is not None                     # a case's rows, then its aggregate row: one per case
         if row["row_kind"] == "aggregate":
             mine = [entries[(w, case.id)] for w in range(len(results)) if (w, case.id) in entries]
             why = alone_reason(mine)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 DPI = 100
-VERDICT_COLOURS = {Verdict.SLOWER: "#d62728", Verdict.FASTER: "#2ca02c", Verdict.SAME: "#7f7f7f"}
+VERDICT_COLOURS: dict[str, str] = {Verdict.SLOWER: "#d62728", Verdict.FASTER: "#2ca02c", Verdict.SAME: "#7f7f7f"}
 
 
 def new_figure(width_in: float, height_in: float, **subplots: Any) -> tuple["Figure", Any]:

@@ -20,6 +20,8 @@ def _peak(result: ResultFile) -> float | None:
     value = result.run.peak_gbps or None
     if value is None and isinstance(result.extra.get("peak"), dict):
         value = result.extra["peak"].get("gbps")
+    if value is None:
+        return None
     try:
         peak = float(value)
     except (TypeError, ValueError):

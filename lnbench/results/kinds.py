@@ -70,8 +70,9 @@ class Kind:
             extra = [k for k in row if k not in declared]
             missing = [k for k in required if k not in row]
             if extra or missing:
-                what = "; ".join(filter(None, [extra and f"undeclared column(s) {', '.join(extra)}",
-                                                missing and f"required column(s) {', '.join(sorted(missing))} missing"]))
+                what = "; ".join(filter(None, [f"undeclared column(s) {', '.join(extra)}" if extra else "",
+                                                f"required column(s) {', '.join(sorted(missing))} missing"
+                                                if missing else ""]))
                 raise SchemaError(f"{self.name} row {i}: {what} (lnbench.results)")
 
     def check_types(self, rows: Iterable[Mapping[str, Any]]) -> None:

@@ -84,6 +84,11 @@ def process_age_s() -> float | None:
         return None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a dict, else an empty one (the file may hold anything)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -167,8 +172,8 @@ def load(path: Path | None = None, machine: str | None = None) -> Calibration:
     entry = _read(path).get("machines", {}).get(machine or machine_id())
     if not isinstance(entry, dict):
         return Calibration()
-    series = entry.get("series") if isinstance(entry.get("series"), dict) else {}
-    compiled = entry.get("compiled") if isinstance(entry.get("compiled"), dict) else {}
+    series = _dict(entry.get("series"))
+    compiled = _dict(entry.get("compiled"))
     return Calibration({str(k): _clean(v) for k, v in series.items()}, dict(compiled))
 
 
@@ -186,16 +191,16 @@ def record(series: dict[str, list[dict[str, Any]]], compiled: dict[str, dict[str
         data = _read(path) or {"format": FORMAT, "version": VERSION, "machines": {}}
         entry = data["machines"].get(machine or machine_id())
         entry = entry if isinstance(entry, dict) else {}
-        old = entry.get("series") if isinstance(entry.get("series"), dict) else {}
+        old = _dict(entry.get("series"))
         merged = {name: _clean(values) for name, values in old.items()}
         for name, new in series.items():
             merged[name] = (merged.get(name, []) + _clean(new))[-KEEP:]
-        caches = entry.get("compiled") if isinstance(entry.get("compiled"), dict) else {}
+        caches = _dict(entry.get("compiled"))
         for cache, seen in (compiled or {}).items():
-            before = caches.get(cache) if isinstance(caches.get(cache), dict) else {}
+            before = _dict(caches.get(cache))
             files, known = before.get("files"), before.get("keys")
             emptied = not (isinstance(known, list) and _number(files) and seen["files"] >= files)
-            kept = [] if emptied else [key for key in known if isinstance(key, str)]
+            kept = [] if emptied or not isinstance(known, list) else [key for key in known if isinstance(key, str)]
             caches[cache] = {"files": seen["files"], "keys": sorted(set(kept) | set(seen["keys"]))[-KEEP_KEYS:]}
         data["machines"][machine or machine_id()] = {"updated": timestamp(), "series": merged, "compiled": caches}
     except Exception:  # noqa: BLE001 - observations it cannot merge are dropped; the run goes on

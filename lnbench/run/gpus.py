@@ -61,6 +61,7 @@ class GpuSlot:
 
 def _visibility(environ: dict[str, str], hip: bool) -> tuple[str, list[str] | None, tuple[str, ...]]:
     """(variable to set, the parent's visible entries or None when unrestricted, variables to unset)."""
+    unset: tuple[str, ...]
     if hip:      # HIP reads HIP_VISIBLE_DEVICES, else its alias CUDA_VISIBLE_DEVICES: set the first, drop the alias
         listed = environ.get("HIP_VISIBLE_DEVICES", environ.get("CUDA_VISIBLE_DEVICES"))
         variable, unset = "HIP_VISIBLE_DEVICES", ("CUDA_VISIBLE_DEVICES",)
@@ -166,7 +167,7 @@ class SlotRun(Generic[R]):
 
 def run_spread(slots: Sequence[GpuSlot], items: Sequence[Sequence[T]],
                run: Callable[[GpuSlot, list[T], threading.Event], R],
-               on_finished: Callable[[SlotRun[R]], None] | None = None) -> list[SlotRun[R]]:
+               on_finished: Callable[[SlotRun[R]], object] | None = None) -> list[SlotRun[R]]:
     """run(slot, its items, stop) for every slot with items, all at once (one thread each). An exception in one
     slot's run is recorded in its SlotRun (its cases are lost, no other's); an interrupt of this thread sets
     `stop` for every running slot, waits for them to stop, and goes on. `on_finished` is called in this thread
@@ -193,7 +194,7 @@ def run_spread(slots: Sequence[GpuSlot], items: Sequence[Sequence[T]],
     try:
         for slot, chosen in zip(slots, items):
             if chosen:
-                record = SlotRun(slot)
+                record: SlotRun[R] = SlotRun(slot)
                 thread = threading.Thread(target=one, args=(record, list(chosen)), name=f"lnbench-{slot.label}")
                 thread.start()
                 threads.append((thread, record))

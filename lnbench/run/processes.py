@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 
 def command_line(argv: list[str] | None = None) -> str:
@@ -141,7 +141,7 @@ def kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def child_environment(env: dict[str, str | None] | None = None) -> dict[str, str]:
+def child_environment(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """A worker's environment: os.environ + `env` (wins; a None value unsets the variable), the folder holding this `lnbench` package first on
     PYTHONPATH (a checkout runs without installing), and this process's pid (die_with_parent)."""
     import lnbench

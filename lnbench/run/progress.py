@@ -17,7 +17,7 @@ from typing import Callable
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from lnbench.output.tables import fmt_duration
 
@@ -35,7 +35,7 @@ class CommandProgress:
         self.remaining = remaining
         self.done, self._last_line, self._start = 0, 0.0, time.monotonic()
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None           # set with _bar
 
     def __enter__(self) -> "CommandProgress":
         self._start = time.monotonic()
@@ -50,6 +50,7 @@ class CommandProgress:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         if self._bar is not None:           # its last state drawn, then a new line: what follows starts below it
+            assert self._task is not None
             self._bar.update(self._task, completed=self.done, left="")
             self._bar.__exit__(kind, value, traceback)
 
@@ -64,6 +65,7 @@ class CommandProgress:
         if description is not None:
             self.description = description
         if self._bar is not None:
+            assert self._task is not None
             self._bar.update(self._task, completed=done, description=self.description, left=self._left())
         elif not self.quiet:
             self._log_line(label)

@@ -20,7 +20,7 @@ MODULE_PREFIX = "module:"
 #: FlyDSL's own LayerNorm, from the checkout named by --kernel-src / $LNBENCH_KERNEL_SRC
 FLYDSL_SRC = "flydsl-src"
 #: keys of a [backends.NAME] table -> the type its value must have
-SOURCE_KEYS: dict[str, type | tuple[type, ...]] = {
+SOURCE_KEYS: dict[str, type] = {
     "module": str, "path": str, "fwd_builder": str, "bwd_builder": str, "description": str,
     "deterministic": bool, "builder_kwargs": dict}
 

@@ -1,7 +1,7 @@
 """The `lnbench verify` command: parse → build cases → run backends → table + CSV, exit code."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,6 +30,9 @@ from lnbench.verify.summary import EXECUTED, status_word
 from lnbench.verify.selftest import CONTROL, UNDETECTABLE, run_self_test
 from lnbench.verify.plan import VerifyPlan, build_plan
 from lnbench.verify.tables import SELFTEST_COLUMNS, print_rows, summary_line, warn_long
+
+if TYPE_CHECKING:
+    from lnbench.results import VerifyRow
 
 
 @click.command("verify")
@@ -118,7 +121,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink:
         with CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
 
-            def done(unit: int, unit_rows: list[dict], seconds: float) -> None:
+            def done(unit: int, unit_rows: list[VerifyRow], seconds: float) -> None:
                 sink.add(unit, unit_rows)
                 record.unit(unit, unit_rows, seconds)
                 estimate.finished(unit)

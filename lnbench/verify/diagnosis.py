@@ -33,7 +33,7 @@ import math
 import numbers
 import re
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeGuard
 
 from lnbench.verify.cases import MEAN_OVER_SIGMA
 
@@ -112,11 +112,11 @@ class _Run:
         return (rows for key, rows in self.cases.items() if key[:2] == (row["backend"], row["dtype"]))
 
 
-def _fails(row: Row | None) -> bool:
+def _fails(row: Row | None) -> TypeGuard[Row]:
     return row is not None and row["status"] == "FAIL"
 
 
-def _passes(row: Row | None) -> bool:
+def _passes(row: Row | None) -> TypeGuard[Row]:
     return row is not None and row["status"] == "PASS"
 
 
@@ -164,7 +164,7 @@ def eps_ignored(row: Row, run: _Run, done: dict[int, str]) -> str:
                 continue
             lo = run.of(hi).get(name)
             a, b = _used(hi), _used(lo)
-            if a is None or b is None:
+            if lo is None or a is None or b is None:      # (_used(None) is None)
                 continue
             (worse, w), (other, o) = sorted(((hi, a), (lo, b)), key=lambda p: -p[1])
             if _fails(worse) and w >= GROWTH * o and (best is None or w / max(o, 1e-300) > best[0]):
@@ -250,7 +250,8 @@ def diagnose(rows: list[Row], twins: dict[str, str] | None = None) -> list[Row]:
     """Set every row's `diagnosis` (empty but for FAIL and error rows a rule fits) and return the rows.
 
     `twins`: backend -> the same kernel in the other launch ABI, where both were verified in this run."""
-    run, twins, done = _Run(rows), twins or {}, {}
+    done: dict[int, str] = {}
+    run, twins = _Run(rows), twins or {}
     for group in ("stats", "forward", "backward"):      # the stats first: a backward row names their diagnosis
         for row in rows:
             tensor = row.get("tensor")

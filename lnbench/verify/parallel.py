@@ -62,7 +62,7 @@ class VerifySpec:
         return case.dtype, case.n
 
 
-OnDone = Callable[[int, list[dict[str, Any]], float], None]
+OnDone = Callable[[int, list[VerifyRow], float], None]
 OnCompiled = Callable[[int, float, int, int], None]
 #: a GPU whose workers die this many times in a row without finishing a unit takes no more units
 SLOT_DEATHS = units.SLOT_DEATHS
@@ -80,14 +80,14 @@ def _start(pool: Pool, spec_path: Path, number: int, slot: GpuSlot | None) -> Wo
                       {**prestart.WORKER_ENV, **(slot.env() if slot else {})}, pool.folder(f"w{number}"), answers=True)
 
 
-def _unit_rows(spec: VerifySpec, unit: int, status: str, detail: str) -> list[dict[str, Any]]:
+def _unit_rows(spec: VerifySpec, unit: int, status: str, detail: str) -> list[VerifyRow]:
     from lnbench.verify.runner import status_rows
 
     name, case = spec.unit(unit)
     return [row.with_(backend=name) for row in status_rows(case, status, detail)]
 
 
-def _named(rows: list[dict[str, Any]], slot: GpuSlot | None) -> list[dict[str, Any]]:
+def _named(rows: list[VerifyRow], slot: GpuSlot | None) -> list[VerifyRow]:
     """A spread run's rows name the GPU that ran them."""
     return [row.with_(gpu=slot.label, gpu_model=slot.model) for row in rows] if slot else rows
 
@@ -115,7 +115,7 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
     with Pool("lnbench-verify-") as pool:
         spec_path = pool.root / "spec.pickle"
         spec_path.write_bytes(pickle.dumps(spec))
-        every = list(slots) or [None] * jobs
+        every: list[GpuSlot | None] = [*slots] or [None] * jobs
         first = min(len(every), len(order))            # workers started at once: one per slot with a unit
 
         def start(number: int, slot: GpuSlot | None) -> Worker:

@@ -131,6 +131,7 @@ def build_plan(*, backends, dtypes, shapes, shape_set, config_path, device, seed
     metadata = provenance(dev, SELFTEST if self_test else VERIFY)
     metadata.seed = base_seed
     record_devices(record_shard(metadata, part, len(every_case)), slots)
+    names: list[str]
     names, banner, explicit = [], "", []
     if not self_test:
         names, banner = choose_backends(requested, dev)

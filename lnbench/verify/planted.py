@@ -78,7 +78,7 @@ class PlantedBackend(Backend):
 
 class _PlantedFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, eps, backend):  # type: ignore[override]
+    def forward(ctx, x, weight, bias, eps, backend):
         shape = x.shape
         x2 = x.reshape(-1, shape[-1]).contiguous()
         y, mean, rstd = backend.forward(x2, weight, bias, eps, True)
@@ -87,7 +87,7 @@ class _PlantedFunction(torch.autograd.Function):
         return y.reshape(shape)
 
     @staticmethod
-    def backward(ctx, dy):  # type: ignore[override]
+    def backward(ctx, dy):
         x2, weight, mean, rstd = ctx.saved_tensors
         dx, dw, db = ctx.backend.backward(dy.reshape(x2.shape).contiguous(), x2, weight, mean, rstd)
         return dx.reshape(ctx.shape), dw, db, None, None

@@ -96,7 +96,7 @@ def prestart(argv: list[str]) -> None:
 
 def pids() -> list[int]:
     """The process ids of the started workers nothing adopted yet."""
-    return [worker.proc.pid for worker in _pool]
+    return [worker.proc.pid for worker in _pool if worker.proc is not None]     # (spawn's: all started)
 
 
 def take() -> Worker | None:

@@ -31,7 +31,7 @@ NO_STANDALONE_BWD = "no standalone backward"
 class Outputs:
     """A backend's results for one case; `problems` holds contract breaches found on the way."""
 
-    tensors: dict[str, torch.Tensor]
+    tensors: dict[str, torch.Tensor | None]      # None: not returned (stats, a grad autograd did not set)
     problems: dict[str, str] = field(default_factory=dict)
     bitwise_repeat: bool | None = None  # dγ/dβ bitwise equal across two backward runs
     not_run: dict[str, str] = field(default_factory=dict)  # tensor -> why the backend does not produce it
@@ -60,8 +60,9 @@ def run_2d(backend: Backend, inp: Inputs, eps: float) -> Outputs:
         return Outputs({"y": y, "mean": mean, "rstd": rstd}, not_run=not_run)
     problems = {k: msg for k, msg in (("mean", _check_stats("mean", mean, rows)),
                                       ("rstd", _check_stats("rstd", rstd, rows))) if msg}
-    dx, dw, db = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)
-    _, dw2, db2 = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)
+    # stats missing (None): `problems` says so, and the backward's own error on them follows, as it will
+    dx, dw, db = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)   # type: ignore[arg-type]
+    _, dw2, db2 = backend.backward(inp.dy, inp.x, inp.weight, mean, rstd)  # type: ignore[arg-type]
     repeat = bool(torch.equal(dw, dw2) and torch.equal(db, db2))
     tensors = {"y": y, "mean": mean, "rstd": rstd, "dx": dx, "dweight": dw, "dbias": db}
     return Outputs(tensors, problems, repeat)
@@ -80,7 +81,7 @@ def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     with torch.enable_grad():
         y = backend.layernorm(x, w, b, eps)
         y.backward(inp.dy)
-    problems = {}
+    problems: dict[str, str] = {}
     if tuple(y.shape) != tuple(inp.x.shape):
         problems["y"] = f"y has shape {tuple(y.shape)}, must be {tuple(inp.x.shape)}"
     return Outputs({"y": y.detach(), "dx": x.grad, "dweight": w.grad, "dbias": b.grad}, problems)
@@ -130,7 +131,7 @@ def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Ten
                memo: dict[tuple[str, str], Any] | None = None) -> list[VerifyRow]:
     """One row per tensor: errors, allowed error under the pass rule, margin and status. `memo` (a dict kept
     with the case's set-up) keeps what does not depend on the backend judged: torch's errors, the divisors."""
-    rows = []
+    rows: list[VerifyRow] = []
     names = AUTOGRAD_TENSORS if case.kind == "autograd-3d" else TENSORS
     memo = {} if memo is None else memo
     for name in names:
@@ -223,7 +224,7 @@ def shared_setup(case: Case, device: Device) -> CaseSetup:
 
 
 def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
-                baseline: Backend | None = None) -> list[dict[str, Any]]:
+                baseline: Backend | None = None) -> list[VerifyRow]:
     """All rows of one case; an exception inside the case (an emulator fault included) becomes an `error` row."""
     try:
         with recording(device) as launches:          # the emulator's fidelity ledger of this case
@@ -236,7 +237,7 @@ def verify_case(backend: Backend, case: Case, device: Device, tol: Tolerance,
 
 
 def backend_case_rows(backend: Backend, case: Case, device: Device, tol: Tolerance, avail: Availability,
-                      compiled: dict[tuple[int, str, float], str]) -> list[dict[str, Any]]:
+                      compiled: dict[tuple[int, str, float], str]) -> list[VerifyRow]:
     """The rows of one case on one backend, honest about a case that could not execute: `avail` is the
     backend's availability on `device`, `compiled` caches compile-only results by (N, dtype, eps)."""
     if avail.runnable:

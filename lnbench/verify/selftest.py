@@ -126,7 +126,8 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
         for row in bug_rows:
             row["backend"] = f"planted:{bug}"
     diagnose([row for bug_rows in rows.values() for row in bug_rows])
-    summary, detail = [], []
+    summary: list[dict[str, Any]] = []
+    detail: list[dict[str, Any]] = []
     for bug, meaning in BUGS.items():
         failed = caught[bug]
         caught_in = sorted({t for _, t in failed})
