@@ -24,14 +24,6 @@ from lnbench.measure.host_lock import host_lock_from_env
 from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
 
 
-def protocol_from_spec(values: dict[str, Any]) -> Protocol:
-    known = {k: v for k, v in values.items() if k in Protocol.__dataclass_fields__ and k != "extra"}
-    for name in ("modes", "ops"):
-        if name in known:
-            known[name] = tuple(known[name])
-    return Protocol(**known)
-
-
 def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str, Any]:
     """Build the cases a spec describes and run one worker over them (also used in-process by tests)."""
     device = torch.device(spec.get("device", "cpu"))
@@ -56,7 +48,7 @@ def run_spec(spec: dict[str, Any], on_update=None, on_progress=None) -> dict[str
     probe_cases = (build_cases(spec["pair"], spec["ops"][:1], spec["dtypes"][:1], probes, device, spec["eps"],
                                spec["seed"] + 1000, options) if probes else [])
     index = int(spec.get("worker_index", os.environ.get("LNBENCH_WORKER_INDEX", 0)))
-    return run_worker(cases, protocol_from_spec(spec["protocol"]), device, worker_index=index,
+    return run_worker(cases, Protocol.from_dict(spec["protocol"]), device, worker_index=index,
                       metrics=spec.get("metrics", ["direct", "wrapper", "device"]), probe_cases=probe_cases,
                       on_update=on_update, on_progress=on_progress, checker=checker)
 
