@@ -488,6 +488,7 @@ def test_a_profiler_failure_is_an_error_summary_and_the_stream_time_stands(monke
 
 def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
     from lnbench.abi.aggregate import aggregate
+    from lnbench.abi.messages import AbiWorkerPayload
 
     def payload(shift: float) -> dict:
         kernel = {"tensor": _kernel([20.0 + shift, 20.1 + shift, 20.2 + shift]),
@@ -497,7 +498,8 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
         return {"checks": [], "cases": {"fwd/bf16/4096x4096": {"op": "fwd", "dtype": "bf16", "shape": [4096, 4096],
                                                                "metrics": {"device": device}}}}
 
-    (row,) = aggregate("flydsl", {}, [payload(0.0), payload(0.1), payload(-0.1)], ["device"], n_boot=500)
+    payloads = [AbiWorkerPayload.from_wire(payload(shift)) for shift in (0.0, 0.1, -0.1)]
+    (row,) = aggregate("flydsl", {}, payloads, ["device"], n_boot=500)
     assert row["status"] == "ok" and row["tensor_us"] == pytest.approx(25.1)
     assert row["tensor_kernel_us"] == pytest.approx(20.1) and row["pointer_kernel_us"] == pytest.approx(19.1)
     assert row["tensor_gap_us"] == pytest.approx(5.0) and row["pointer_gap_us"] == pytest.approx(3.0)
@@ -508,19 +510,21 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
 
 def test_abi_kernel_pass_on_a_fake_gpu_and_na_on_the_cpu(fake_gpu_profiler):
     from lnbench.abi.cases import build_cases
+    from lnbench.abi.messages import AbiCaseEntry, AbiWorkerPayload, MetricRecord
     from lnbench.abi.pair_timing import _kernel_pass
     from lnbench.measure.protocol import Protocol
 
     cases = build_cases("torch-entry", ["fwd"], ["f32"], [(4, 32), (4, 64)], CPU, 1e-5, 1)
     units = [(c, "device") for c in cases]
-    payload = {"cases": {c.key: {"metrics": {"device": {"iters": 4}}} for c in cases}}
+    payload = AbiWorkerPayload(cases={c.key: AbiCaseEntry(c.op, c.dtype, list(c.shape), metrics={
+        "device": MetricRecord(iters=4)}) for c in cases})
     estimate = {(c.key, "device", side): 1e-6 for c in cases for side in ("tensor", "pointer")}
     _kernel_pass(payload, units, Protocol(runs=3), CPU, 1, estimate)
     (timer,) = fake_gpu_profiler.made
     assert timer.calls == [(4, False)] * (3 * 2 * 2)                                    # R × cases × sides, hot
     for c in cases:
-        kernel = payload["cases"][c.key]["metrics"]["device"]["kernel"]
+        kernel = payload.cases[c.key].metrics["device"].kernel
         assert {s["status"] for s in kernel.values()} == {"ok"} and kernel["tensor"]["median_us"] == pytest.approx(7.0)
     _kernel_pass(payload, units, Protocol(runs=3, kernel_timer=False), CPU, 1, estimate)
-    assert payload["cases"][cases[0].key]["metrics"]["device"]["kernel"]["pointer"] == {
+    assert payload.cases[cases[0].key].metrics["device"].kernel["pointer"] == {
         "status": "n/a", "reason": "kernel timer off"}

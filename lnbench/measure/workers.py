@@ -43,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, Union
 
@@ -66,6 +66,17 @@ class Wire(Protocol):
 
 #: what run_workers sends a worker: a typed spec, or its dict
 Spec = Union[Wire, dict[str, Any]]
+
+
+def known_fields(cls: type, wire: dict[str, Any]) -> dict[str, Any]:
+    """The entries of a wire dict that are fields of dataclass `cls` (a name it does not declare is left out)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in wire.items() if k in names}
+
+
+def set_fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields as a wire dict, in declared order, those still None (not known yet) left out."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if getattr(obj, f.name) is not None}
 
 
 @dataclass

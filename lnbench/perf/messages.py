@@ -4,29 +4,18 @@ JSON dicts: `to_wire` / `from_wire` convert at that boundary, and both sides rea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lnbench.measure.workers import WorkerResult, known_fields, set_fields
 from lnbench.perf.protocol import PerfProtocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lnbench.measure.workers import WorkerResult
     from lnbench.perf.cases import PerfCase
 
 #: where a worker's time went (its payload's seconds, each set as that part ends): start-up (side by side with
 #: the others), then its turn
 PHASES = ("startup_s", "stream_s", "kernel_s", "lock_wait_s")
-
-
-def _known(cls: type, wire: dict[str, Any]) -> dict[str, Any]:
-    """The entries of `wire` that are fields of dataclass `cls` (a name it does not declare is left out)."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in wire.items() if k in names}
-
-
-def _present(obj: Any) -> dict[str, Any]:
-    """A dataclass's fields as a dict, those still None left out (not yet known)."""
-    return {f.name: getattr(obj, f.name) for f in fields(obj) if getattr(obj, f.name) is not None}
 
 
 @dataclass
@@ -63,15 +52,15 @@ class PerfWorkerSpec:
     alone_host_fraction: float | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        out = _present(self)
-        out.update(protocol=self.protocol.to_dict(), cases=[_present(c) for c in self.cases])
+        out = set_fields(self)
+        out.update(protocol=self.protocol.to_dict(), cases=[set_fields(c) for c in self.cases])
         return out
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any]) -> PerfWorkerSpec:
-        values = _known(cls, wire)
+        values = known_fields(cls, wire)
         values.update(protocol=PerfProtocol.from_dict(wire.get("protocol", {})),
-                      cases=[CaseSpec(**_known(CaseSpec, c)) for c in wire.get("cases", [])])
+                      cases=[CaseSpec(**known_fields(CaseSpec, c)) for c in wire.get("cases", [])])
         return cls(**values)
 
 
@@ -98,7 +87,7 @@ class CaseResult:
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any]) -> CaseResult:
-        values = _known(cls, wire)
+        values = known_fields(cls, wire)
         values["id"] = int(values["id"])
         return cls(**values)
 
@@ -124,14 +113,14 @@ class PerfWorkerPayload:
         return math.nan if value is None else float(value)
 
     def to_wire(self) -> dict[str, Any]:
-        out = _present(self)
-        out["cases"] = [_present(c) for c in self.cases]
+        out = set_fields(self)
+        out["cases"] = [set_fields(c) for c in self.cases]
         return out
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any] | None) -> PerfWorkerPayload:
         """The payload of a result file (None or {}: an empty one); entries without an id are left out."""
-        values = _known(cls, wire or {})
+        values = known_fields(cls, wire or {})
         values["cases"] = [CaseResult.from_wire(e) for e in values.get("cases", []) if isinstance(e, dict) and "id" in e]
         return cls(**values)
 
