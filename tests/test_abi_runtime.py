@@ -1,12 +1,15 @@
 """The abi-compare timing core and checks on the CPU, with the torch stand-in pairs and planted fakes."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from lnbench.abi import checks
 from lnbench.abi.aggregate import aggregate
 from lnbench.abi.cases import PAIRS, PairCase, Side, build_cases
+from lnbench.abi.messages import AbiWorkerPayload
 from lnbench.abi.pair_timing import run_worker
 from lnbench.measure.protocol import Protocol
 from virtual_clock import VirtualClock
@@ -36,16 +39,17 @@ def test_torch_entry_sides_are_bitwise_identical_and_match_reference():
 def test_worker_times_every_unit_in_abba_order():
     cases = build_cases("torch-entry", ["fwd", "bwd"], ["f32"], [(8, 64), (16, 128)], CPU, 1e-5, 1)
     payload = run_worker(cases, TINY, CPU, worker_index=0)
-    assert all(c["ok"] for c in payload["checks"])
-    assert {c["check"] for c in payload["checks"]} == {"agreement", "reference", "alternation"}
-    assert payload["rounds_done"] == TINY.runs
-    for key, entry in payload["cases"].items():
+    assert all(c["ok"] for c in payload.checks)
+    assert {c["check"] for c in payload.checks} == {"agreement", "reference", "alternation"}
+    assert payload.rounds_done == TINY.runs
+    for key, entry in payload.cases.items():
         for metric in ("direct", "wrapper"):
-            record = entry["metrics"][metric]
-            assert len(record["tensor"]) == len(record["pointer"]) == TINY.runs
-            assert all(v > 0 for v in record["tensor"] + record["pointer"])
-            assert TINY.min_iters <= record["iters"] <= TINY.max_iters
-        assert entry["metrics"]["device"]["skipped"] == "no device events on the CPU"
+            record = entry.metrics[metric]
+            assert len(record.tensor) == len(record.pointer) == TINY.runs
+            assert all(v > 0 for v in record.tensor + record.pointer)
+            assert TINY.min_iters <= record.iters <= TINY.max_iters
+        assert entry.metrics["device"].skipped == "no device events on the CPU"
+    assert AbiWorkerPayload.from_wire(json.loads(json.dumps(payload.to_wire()))) == payload    # across the pipe
     rows = aggregate("torch-entry", PAIRS["torch-entry"].labels, [payload, payload])
     measured = [r for r in rows if r["status"] == "ok"]
     assert len(measured) == 2 * 2 * 2
@@ -116,7 +120,7 @@ def test_disagreeing_sides_fail_before_timing():
     result = checks.check_agreement(case, CPU)
     assert not result.ok and "bitwise" in result.detail
     payload = run_worker([case], TINY, CPU)
-    assert payload["cases"][case.key]["failed_check"]
-    assert payload["cases"][case.key]["metrics"]["direct"]["tensor"] == []      # never timed
+    assert payload.cases[case.key].failed_check
+    assert payload.cases[case.key].metrics["direct"].tensor == []      # never timed
     rows = aggregate("x", {}, [payload], ["direct"])
     assert rows[0]["status"] == "check failed"

@@ -199,11 +199,11 @@ def test_host_bound_cases_are_planned_alone_and_cases_dealt_over_gpus():
                    for c in mine)
     plain = plan_groups(cases, ["torch", "liger"], 3, "cpu", None, 64.0)
     assert len(plain) == 1 and plain[0].gpu == "cpu" and not plain[0].alone_ids and len(plain[0].cases) == len(runnable)
-    specs = [c for spec in group_spec(groups[0], "cuda:0", {}, 1, 0.7) for c in spec["cases"]]
-    assert {c["id"] for c in specs if c.get("alone")} == groups[0].alone_ids
-    assert group_spec(groups[0], "cuda:0", {}, 1, 0.7)[0]["protocol"] == {"alone_host_fraction": 0.7}
-    assert all("alone" not in c and spec["protocol"] == {} for spec in group_spec(plain[0], "cpu", {}, 1, 0.7)
-               for c in spec["cases"])
+    specs = [c for spec in group_spec(groups[0], "cuda:0", {}, 1, 0.7) for c in spec.cases]
+    assert {c.id for c in specs if c.alone} == groups[0].alone_ids
+    assert group_spec(groups[0], "cuda:0", {}, 1, 0.7)[0].alone_host_fraction == 0.7
+    assert all(not c.alone and spec.alone_host_fraction is None for spec in group_spec(plain[0], "cpu", {}, 1, 0.7)
+               for c in spec.cases)
 
 
 @pytest.fixture

@@ -328,6 +328,7 @@ def test_perf_fit_reproduces_the_cases_of_a_recorded_tiny_run():
     1.25×."""
     from lnbench.perf.calibrate import costs_here, perf_observations
     from lnbench.perf.estimate import PerfEstimate
+    from lnbench.perf.messages import PerfWorkerPayload
     from lnbench.perf.protocol import PerfProtocol
 
     protocol, cases = PerfProtocol(), _tiny_cases()
@@ -335,7 +336,7 @@ def test_perf_fit_reproduces_the_cases_of_a_recorded_tiny_run():
     turns.append(turns[0])
     orders = [[cases] * 3]
     first = PerfEstimate(orders, protocol, "cpu", others=0, cpus=2)
-    payloads = [[_payload(cases, turn, protocol, sum(turn)) for turn in turns]]
+    payloads = [[PerfWorkerPayload.from_wire(_payload(cases, turn, protocol, sum(turn))) for turn in turns]]
     recorded = calibration.Calibration(perf_observations(first, orders, payloads, protocol, parse_device("cpu"), 18.1))
     costs = costs_here(parse_device("cpu"), 0, None, recorded)
     est = PerfEstimate(orders, protocol, "cpu", others=0, cpus=2, costs=costs)

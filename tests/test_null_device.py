@@ -16,6 +16,7 @@ from lnbench.abi.checks import CheckResult
 from lnbench.abi.command import abi_compare_command
 from lnbench.abi.plan import choose_device
 from lnbench.abi.pair_timing import run_worker
+from lnbench.abi.messages import AbiWorkerSpec
 from lnbench.abi.worker_main import run_spec
 from lnbench.run.device import emulator_status, parse_device, resolve_device
 from lnbench.errors import LnbenchUsageError
@@ -89,18 +90,18 @@ def test_null_worker_checks_by_execution_then_times_the_host_side(null_gfx942):
             "probe_shapes": [], "device": "cpu", "lnbench_device": "null:gfx942", "eps": 1e-5, "seed": 7,
             "metrics": ["direct", "wrapper"], "protocol": TINY.to_dict(),
             "pair_options": {"dgamma_strategy": "deterministic"}, "check_elements": 2048}
-    payload = run_spec(spec)
-    checks = pd.DataFrame(payload["checks"])
+    payload = run_spec(AbiWorkerSpec.from_wire(spec))
+    checks = pd.DataFrame(payload.checks)
     assert checks["ok"].all(), checks[~checks["ok"]]
     assert set(checks["check"]) == {"agreement", "reference", "alternation", "launches"}
     executed = checks[checks["check"] != "launches"]
     assert executed["detail"].str.contains("executed on emu:gfx942").all()
     # 16x512 is checked on 2048 // 512 = 4 of its 16 rows
     assert executed[executed["case"] == "fwd/bf16/16x512"]["detail"].str.contains("4 of 16 rows").all()
-    for key, entry in payload["cases"].items():
+    for key, entry in payload.cases.items():
         for metric in ("direct", "wrapper"):
-            record = entry["metrics"][metric]
-            assert len(record["tensor"]) == len(record["pointer"]) == TINY.runs and min(record["tensor"]) > 0
+            record = entry.metrics[metric]
+            assert len(record.tensor) == len(record.pointer) == TINY.runs and min(record.tensor) > 0
     rows = aggregate("flydsl", PAIRS["flydsl"].labels, [payload], ["direct", "wrapper"], n_boot=200)
     assert len(rows) == 2 * 2 * 2 and {r["status"] for r in rows} == {"ok"}
 
@@ -125,15 +126,15 @@ def test_null_checker_never_times_a_case_that_failed_by_execution_or_skipped_its
     executed = [CheckResult(c.key, "agreement", True, "ok (executed)") for c in (good, silent)]
     executed.append(CheckResult(failed.key, "agreement", False, "planted: sides differ (executed)"))
     payload = run_worker([good, failed, silent], TINY, CPU, metrics=["direct"], checker=null_pair.checker(executed))
-    timed = {key: bool(entry["metrics"]["direct"]["tensor"]) for key, entry in payload["cases"].items()}
+    timed = {key: bool(entry.metrics["direct"].tensor) for key, entry in payload.cases.items()}
     assert timed == {good.key: True, failed.key: False, silent.key: False}
-    launches = {c["case"]: c for c in payload["checks"] if c["check"] == "launches"}
+    launches = {c["case"]: c for c in payload.checks if c["check"] == "launches"}
     assert launches[good.key]["ok"] and not launches[silent.key]["ok"]
     assert "0 launch(es) per call, expected 1" in launches[silent.key]["detail"]
     # a timed case no executed check stands for is not timed either
     lonely = _counted_case((8, 32), counter, 1)
     payload = run_worker([lonely], TINY, CPU, metrics=["direct"], checker=null_pair.checker([]))
-    assert payload["cases"][lonely.key]["failed_check"]
+    assert payload.cases[lonely.key].failed_check
 
 
 def test_executed_check_rows_stay_within_the_budget():

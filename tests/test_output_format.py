@@ -10,6 +10,7 @@ from rich.console import Console
 
 from lnbench.abi import tables as abi_tables
 from lnbench.abi.aggregate import aggregate
+from lnbench.abi.messages import AbiWorkerPayload
 from lnbench.compare.tables import TABLE_COLUMNS as COMPARE_COLUMNS
 from lnbench.compare.markdown import _line as markdown_line
 from lnbench.measure.stats import worker_flags
@@ -109,7 +110,8 @@ def test_abi_compare_table_times_and_worker_flag(monkeypatch):
             "bwd/bf16/1024x8192": {"op": "bwd", "dtype": "bf16", "shape": [1024, 8192], "metrics": metrics}}}
     payloads = [payload(0, [8343.2, 8350.0, 8345.0]), payload(1, [8340.0, 14000.0, 8342.0]),
                 payload(2, [8344.0, 8346.0, 8341.0])]
-    rows = aggregate("torch-entry", {"tensor": "T", "pointer": "P"}, payloads, ["direct"], n_boot=200)
+    rows = aggregate("torch-entry", {"tensor": "T", "pointer": "P"}, [AbiWorkerPayload.from_wire(p) for p in payloads],
+                     ["direct"], n_boot=200)
     assert rows[0]["worker_flag"].startswith("Tensor: worker 1 noisy")
     console = Console(record=True, width=400, highlight=False)
     monkeypatch.setattr(abi_tables, "console", console)

@@ -16,6 +16,7 @@ from lnbench.perf.aggregate import build_rows, failed
 from lnbench.perf.cases import PerfCase
 from lnbench.measure.kernel_stats import NO_ACTIVITY, Activity, run_record, worker_summary
 from lnbench.measure.workers import WorkerResult
+from lnbench.perf.messages import PerfWorkerPayload, PerfWorkerSpec
 
 CPU = torch.device("cpu")
 LN = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float)"
@@ -423,50 +424,50 @@ PROTOCOL = {"runs": 2, "warmup_s": 0.0, "min_warmup_calls": 1, "target_run_s": 0
             "cold_factor": 3.0, "cold_mem_fraction": 0.4, "llc_mib": 0.01}
 
 
-def _spec_cases() -> list[dict]:
+def _spec(protocol: dict = PROTOCOL) -> PerfWorkerSpec:
     base = {"backend": "torch", "dtype": "f32", "m": 4, "n": 32, "eps": 1e-5, "seed": 1}
-    return [{**base, "id": 0, "op": "fwd", "mode": "cold"}, {**base, "id": 1, "op": "bwd", "mode": "hot"},
-            {**base, "id": 2, "op": "fwd", "mode": "hot", "backend": "liger"}]
+    cases = [{**base, "id": 0, "op": "fwd", "mode": "cold"}, {**base, "id": 1, "op": "bwd", "mode": "hot"},
+             {**base, "id": 2, "op": "fwd", "mode": "hot", "backend": "liger"}]
+    return PerfWorkerSpec.from_wire({"device": "cpu", "protocol": protocol, "cases": cases})
 
 
-def _stream_pass(cases: list[dict]) -> dict:
+def _stream_pass(spec: PerfWorkerSpec) -> PerfWorkerPayload:
     from lnbench.perf.worker_main import run_case
     dev, backends = torch_device_info(CPU), {}
-    return {"cases": [run_case(c, dev, PROTOCOL, backends) for c in cases]}
+    return PerfWorkerPayload(cases=[run_case(c, dev, spec, backends) for c in spec.cases])
 
 
 def test_kernel_pass_profiles_each_case_that_ran_with_its_stream_iters(fake_gpu_profiler):
     from lnbench.perf.worker_main import kernel_pass
-    cases = _spec_cases()
-    payload = _stream_pass(cases)
-    assert [e["status"] for e in payload["cases"]] == ["ok", "ok", "not run"]        # liger is not installed
+    spec = _spec()
+    payload = _stream_pass(spec)
+    assert [e.status for e in payload.cases] == ["ok", "ok", "not run"]        # liger is not installed
     writes, lines = [], []
-    kernel_pass(payload, cases, torch_device_info(CPU), PROTOCOL, {}, writes.append, lines.append)
+    kernel_pass(payload, spec.cases, torch_device_info(CPU), spec.protocol, {}, writes.append, lines.append)
     (timer,) = fake_gpu_profiler.made
     assert timer.calls == [(3, True), (3, True), (3, False), (3, False)]              # R runs; cold = clean
-    fwd, bwd, liger = payload["cases"]
-    assert fwd["kernel"]["status"] == "ok" and fwd["kernel"]["median_us"] == pytest.approx(7.0)
-    assert fwd["kernel"]["iters"] == fwd["measurement"]["iters_per_run"] == 3 and fwd["kernel"]["held"] is False
-    assert bwd["kernel"]["kernels_per_call"] == 1.0 and "kernel" not in liger
+    fwd, bwd, liger = payload.cases
+    assert fwd.kernel["status"] == "ok" and fwd.kernel["median_us"] == pytest.approx(7.0)
+    assert fwd.kernel["iters"] == fwd.measurement["iters_per_run"] == 3 and fwd.kernel["held"] is False
+    assert bwd.kernel["kernels_per_call"] == 1.0 and liger.kernel is None
     assert len(lines) == 3 and len(writes) == 4                                       # a progress line per case
 
 
 def test_kernel_pass_says_na_without_gpu_activity_and_when_turned_off(monkeypatch):
     from lnbench.perf.worker_main import kernel_pass
-    cases = _spec_cases()[:2]
-    payload = _stream_pass(cases)
+    spec, off = _spec(), _spec({**PROTOCOL, "kernel_timer": False})
+    spec.cases = off.cases = spec.cases[:2]
+    payload = _stream_pass(spec)
     lines: list[str] = []
-    kernel_pass(payload, cases, torch_device_info(CPU), PROTOCOL, {}, lambda p: None, lines.append)
+    kernel_pass(payload, spec.cases, torch_device_info(CPU), spec.protocol, {}, lambda p: None, lines.append)
     na = {"status": "n/a", "reason": "no GPU activity on the cpu device"}
-    assert [e["kernel"] for e in payload["cases"]] == [na] * 2
+    assert [e.kernel for e in payload.cases] == [na] * 2
     assert lines == []                                                                # no second pass ran
-    kernel_pass(payload, cases, torch_device_info(CPU), {**PROTOCOL, "kernel_timer": False}, {}, lambda p: None,
-                lines.append)
-    assert payload["cases"][0]["kernel"]["reason"] == "no GPU activity on the cpu device"   # off, and impossible here
+    kernel_pass(payload, off.cases, torch_device_info(CPU), off.protocol, {}, lambda p: None, lines.append)
+    assert payload.cases[0].kernel["reason"] == "no GPU activity on the cpu device"   # off, and impossible here
     monkeypatch.setattr(kernel_timer, "unavailable_reason", lambda dev: "")   # a device where it could run
-    kernel_pass(payload, cases, torch_device_info(CPU), {**PROTOCOL, "kernel_timer": False}, {}, lambda p: None,
-                lines.append)
-    assert payload["cases"][0]["kernel"]["reason"] == "kernel timer off: --kernel-timer turns it on"
+    kernel_pass(payload, off.cases, torch_device_info(CPU), off.protocol, {}, lambda p: None, lines.append)
+    assert payload.cases[0].kernel["reason"] == "kernel timer off: --kernel-timer turns it on"
     assert lines == []
 
 
@@ -487,6 +488,7 @@ def test_a_profiler_failure_is_an_error_summary_and_the_stream_time_stands(monke
 
 def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
     from lnbench.abi.aggregate import aggregate
+    from lnbench.abi.messages import AbiWorkerPayload
 
     def payload(shift: float) -> dict:
         kernel = {"tensor": _kernel([20.0 + shift, 20.1 + shift, 20.2 + shift]),
@@ -496,7 +498,8 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
         return {"checks": [], "cases": {"fwd/bf16/4096x4096": {"op": "fwd", "dtype": "bf16", "shape": [4096, 4096],
                                                                "metrics": {"device": device}}}}
 
-    (row,) = aggregate("flydsl", {}, [payload(0.0), payload(0.1), payload(-0.1)], ["device"], n_boot=500)
+    payloads = [AbiWorkerPayload.from_wire(payload(shift)) for shift in (0.0, 0.1, -0.1)]
+    (row,) = aggregate("flydsl", {}, payloads, ["device"], n_boot=500)
     assert row["status"] == "ok" and row["tensor_us"] == pytest.approx(25.1)
     assert row["tensor_kernel_us"] == pytest.approx(20.1) and row["pointer_kernel_us"] == pytest.approx(19.1)
     assert row["tensor_gap_us"] == pytest.approx(5.0) and row["pointer_gap_us"] == pytest.approx(3.0)
@@ -507,19 +510,21 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
 
 def test_abi_kernel_pass_on_a_fake_gpu_and_na_on_the_cpu(fake_gpu_profiler):
     from lnbench.abi.cases import build_cases
+    from lnbench.abi.messages import AbiCaseEntry, AbiWorkerPayload, MetricRecord
     from lnbench.abi.pair_timing import _kernel_pass
     from lnbench.measure.protocol import Protocol
 
     cases = build_cases("torch-entry", ["fwd"], ["f32"], [(4, 32), (4, 64)], CPU, 1e-5, 1)
     units = [(c, "device") for c in cases]
-    payload = {"cases": {c.key: {"metrics": {"device": {"iters": 4}}} for c in cases}}
+    payload = AbiWorkerPayload(cases={c.key: AbiCaseEntry(c.op, c.dtype, list(c.shape), metrics={
+        "device": MetricRecord(iters=4)}) for c in cases})
     estimate = {(c.key, "device", side): 1e-6 for c in cases for side in ("tensor", "pointer")}
     _kernel_pass(payload, units, Protocol(runs=3), CPU, 1, estimate)
     (timer,) = fake_gpu_profiler.made
     assert timer.calls == [(4, False)] * (3 * 2 * 2)                                    # R × cases × sides, hot
     for c in cases:
-        kernel = payload["cases"][c.key]["metrics"]["device"]["kernel"]
+        kernel = payload.cases[c.key].metrics["device"].kernel
         assert {s["status"] for s in kernel.values()} == {"ok"} and kernel["tensor"]["median_us"] == pytest.approx(7.0)
     _kernel_pass(payload, units, Protocol(runs=3, kernel_timer=False), CPU, 1, estimate)
-    assert payload["cases"][cases[0].key]["metrics"]["device"]["kernel"]["pointer"] == {
+    assert payload.cases[cases[0].key].metrics["device"].kernel["pointer"] == {
         "status": "n/a", "reason": "kernel timer off"}

@@ -122,8 +122,8 @@ def test_no_command_builds_a_row_or_run_metadata_as_a_dict_literal() -> None:
         "lnbench/abi/tables.py": "abi-compare's display cells", "lnbench/abi/summary.py": "its summary table",
         "lnbench/verify/diagnosis.py": "the 'Why' table of diagnoses",
         "lnbench/verify/selftest.py": "the per-bug summary (the JSON's self_test entry)", "lnbench/plot/ratios.py": "a plot's point frame",
-        "lnbench/measure/kernel_stats.py": "the kernel timer's summary", "lnbench/perf/worker_main.py": "worker payload",
-        "lnbench/abi/pair_timing.py": "worker payload", "lnbench/measure/protocol.py": "timing keyword arguments",
+        "lnbench/measure/kernel_stats.py": "the kernel timer's summary",
+        "lnbench/measure/protocol.py": "timing keyword arguments",
         "lnbench/perf/peak.py": "the peak cache's record", "lnbench/validate.py": "the numeric ranges of options",
         "lnbench/store/record.py": "rows of the store's SQL tables", "lnbench/store/flydsl.py": "the same"}
     found = [hit for path in sorted((ROOT / "lnbench").rglob("*.py")) if "results" not in path.parts

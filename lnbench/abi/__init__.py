@@ -8,6 +8,7 @@ Modules, one job each:
     pair_timing   the timing core of one worker (direct, wrapper, device), generic over a pair of callables
     aggregate     worker payloads -> rows (median of worker medians, min–max, ratio, CI, verdict)
     worker_main   the worker process entry (lnbench.measure.workers protocol)
+    messages      what crosses between parent and worker: AbiWorkerSpec, AbiWorkerPayload (JSON at the boundary)
     flydsl_pairs  the ROCm pair built from lnbench.flydsl.launch
     torch_pairs   stand-in pairs that run anywhere (torch-entry, planted-slow)
     static        compile-only comparison of both ABIs' kernels (kernarg bytes, slots, registers, ...)

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lnbench.measure import stats
+from lnbench.abi.messages import AbiWorkerPayload, MetricRecord
 from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.schedule import SIDES
 from lnbench.measure import kernel_stats
@@ -37,7 +38,7 @@ def not_run_rows(pair: str, labels: dict[str, str], ops: Sequence[str], dtypes: 
             for op in ops for dtype in dtypes for shape in shapes for metric in metrics]
 
 
-def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, Any]],
+def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[AbiWorkerPayload],
               metrics: Sequence[str] = METRICS, *, n_boot: int = 4000, confidence: float = 0.95,
               seed: int = 0) -> list[AbiRow]:
     """Rows from the payloads of the workers that returned results (partial payloads included)."""
@@ -47,40 +48,41 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
     first = payloads[0]
     check_problems: dict[str, list[str]] = {}
     for payload in payloads:
-        for check in payload.get("checks", []):
+        for check in payload.checks:
             if not check["ok"]:
                 check_problems.setdefault(check["case"], []).append(f"{check['check']}: {check['detail']}")
-    for key, entry in first["cases"].items():
+    for key, entry in first.cases.items():
         for metric in metrics:
-            if metric not in entry["metrics"]:
+            if metric not in entry.metrics:
                 continue
-            row = base_row(pair, labels, entry["op"], entry["dtype"], entry["shape"], metric)
+            row = base_row(pair, labels, entry.op, entry.dtype, entry.shape, metric)
             rows.append(row)
             if key in check_problems:
                 row.update(status="check failed", detail=check_problems[key][0])
                 continue
-            skipped = entry["metrics"][metric].get("skipped")
+            skipped = entry.metrics[metric].skipped
             if skipped:
                 row.update(status=f"not measured ({skipped})")
                 if metric == "device":    # no kernel time either, for the same reason
                     for side in SIDES:
                         row.update(kernel_stats.row_columns(kernel_stats.not_available(skipped), None, f"{side}_"))
                 continue
-            records = [{**p["cases"][key]["metrics"][metric], "worker": p.get("worker", i)}
-                       for i, p in enumerate(payloads) if key in p.get("cases", {})]
-            records = [r for r in records if r["tensor"] and r["pointer"]]
+            workers = [(i if p.worker is None else p.worker, p.cases[key].metrics[metric])
+                       for i, p in enumerate(payloads) if key in p.cases]
+            workers = [(w, r) for w, r in workers if r.tensor and r.pointer]
+            records = [r for _, r in workers]
             if not records:
                 row.update(status="error", detail="no worker produced run values")
                 continue
-            t_runs = [list(r["tensor"]) for r in records]
-            p_runs = [list(r["pointer"]) for r in records]
+            t_runs = [list(r.tensor) for r in records]
+            p_runs = [list(r.pointer) for r in records]
             t_med, t_min, t_max = stats.across_workers(stats.worker_medians(t_runs))
             p_med, p_min, p_max = stats.across_workers(stats.worker_medians(p_runs))
             est = stats.paired_bootstrap(t_runs, p_runs, n_boot=n_boot, confidence=confidence, seed=seed)
-            names = [f"worker {r.get('worker', i)}" for i, r in enumerate(records)]
+            names = [f"worker {w}" for w, _ in workers]
             flags = [f"{side}: {text}" for side, runs in (("Tensor", t_runs), ("Pointer", p_runs))
                      for text in worker_flags(runs, names).values()]
-            spin_short = sum(int(r.get("spin_short", 0)) for r in records)
+            spin_short = sum(int(r.spin_short) for r in records)
             row.update(
                 tensor_us=t_med, tensor_min_us=t_min, tensor_max_us=t_max,
                 pointer_us=p_med, pointer_min_us=p_min, pointer_max_us=p_max,
@@ -88,7 +90,7 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
                 pointer_calls_per_s=1e6 / p_med if p_med > 0 else None,
                 speedup=est.speedup, ci_low=est.ci_low, ci_high=est.ci_high, confidence=est.confidence,
                 mw_p=est.p_value, verdict=est.verdict, slowdown_pct=est.slowdown_pct,
-                iters=int(np.median([r["iters"] for r in records])), workers=len(records),
+                iters=int(np.median([r.iters for r in records])), workers=len(records),
                 runs=min(len(r) for r in t_runs), spin_short=spin_short, status="ok", worker_flag="; ".join(flags),
                 detail=(f"{spin_short} device run(s): spin ended before the host finished enqueueing"
                         if spin_short else ""))
@@ -97,17 +99,17 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[dict[str, An
     return rows
 
 
-def kernel_columns(records: Sequence[dict[str, Any]], row: dict[str, Any], *, n_boot: int, confidence: float,
+def kernel_columns(records: Sequence[MetricRecord], row: dict[str, Any], *, n_boot: int, confidence: float,
                    seed: int) -> dict[str, Any]:
     """Kernel time of a `device` row, per side (median of worker medians, min–max, kernels per call, names,
     gap = event time − kernel time), and the kernel-time speed-up Tensor / Pointer with its paired bootstrap
     interval."""
     out: dict[str, Any] = {}
     for side in SIDES:
-        agg = kernel_stats.aggregate([(r.get("kernel") or {}).get(side) for r in records])
+        agg = kernel_stats.aggregate([(r.kernel or {}).get(side) for r in records])
         out.update(kernel_stats.row_columns(agg, row.get(f"{side}_us"), f"{side}_"))
-    paired = [r["kernel"] for r in records
-              if all(((r.get("kernel") or {}).get(side) or {}).get("status") == "ok" for side in SIDES)]
+    paired = [r.kernel for r in records if r.kernel is not None
+              and all((r.kernel.get(side) or {}).get("status") == "ok" for side in SIDES)]
     if paired:  # paired by worker, as the stream-time speed-up
         est = stats.paired_bootstrap([k["tensor"]["run_us"] for k in paired],
                                      [k["pointer"]["run_us"] for k in paired],

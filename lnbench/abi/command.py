@@ -11,6 +11,7 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 
 import click
@@ -23,6 +24,7 @@ from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
                                    NOT_RUN_NULL_DEVICE_TIME, aggregate, not_run_rows)
 from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
+from lnbench.abi.messages import AbiWorkerPayload, AbiWorkerSpec
 from lnbench.abi.null_device import check_rows
 from lnbench.abi.plan import TABLE, AbiPlan, build_plan, check_elements
 from lnbench.abi.static import flydsl_installed, static_rows
@@ -82,7 +84,7 @@ def not_run_status(pair: str, device: Device, metric: str) -> str:
 def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
                  quiet: bool, slots: list[GpuSlot] | None = None
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+                 ) -> tuple[list[dict[str, Any]], list[AbiWorkerPayload], list[str]]:
     """(rows, worker payloads, worker problems) of the runtime part: the workers time the metrics that can run
     here, every other metric gets `not run (reason)` rows (see not_run_status).
 
@@ -102,7 +104,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     total = sum(len(share) * len(ops) * len(dtypes) + protocol.runs for _, share in shares) * protocol.processes
     done: dict[tuple[int, int], int] = {}
     guard = threading.Lock()
-    got: dict[int, tuple[list[dict[str, Any]], list[str]]] = {}
+    got: dict[int, tuple[list[AbiWorkerPayload], list[str]]] = {}
     with CommandProgress(err_console, f"abi-compare {pair}", total, quiet) as progress:
 
         def on_progress(number: int, worker: int, count: int, label: str) -> None:
@@ -128,7 +130,7 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
                                                          ([], [record.error] if record.error else [])))
         else:
             run_share(0, None, {})
-    payloads: list[dict[str, Any]] = []
+    payloads: list[AbiWorkerPayload] = []
     problems: list[str] = []
     for number, (slot, share) in enumerate(shares):
         mine, trouble = got.get(number, ([], ["no result"]))
@@ -151,18 +153,16 @@ def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
                  where: str, env: dict[str, str | None] | None, on_progress: Callable[[int, int, str], None],
-                 stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+                 stop: threading.Event | None = None) -> tuple[list[AbiWorkerPayload], list[str]]:
     """(payloads, problems) of P workers timing `metrics` of every case on `where` (in this process with
     in_process), with `env` added to theirs (a GPU's visibility and the host lock, --devices).
     on_progress(worker, units done, label)."""
-    spec = {"pair": pair, "ops": ops, "dtypes": dtypes, "shapes": [list(s) for s in shapes],
-            "probe_shapes": [list(s) for s in probe_shapes(shapes)],
-            "device": where, "eps": eps,
-            "seed": seed, "metrics": metrics, "protocol": protocol.to_dict(), "pair_options": pair_options}
+    spec = AbiWorkerSpec(pair, list(ops), list(dtypes), [(m, n) for m, n in shapes], eps, seed, protocol,
+                         [(m, n) for m, n in probe_shapes(shapes)], where, list(metrics), pair_options)
     if device.is_null:                          # each worker activates it (and checks by execution on the emulator)
-        spec.update(lnbench_device=device.name, check_elements=check_elements(table))
-    specs = [{**spec, "worker_index": i} for i in range(protocol.processes)]
-    payloads: list[dict[str, Any]] = []
+        spec = replace(spec, lnbench_device=device.name, check_elements=check_elements(table))
+    specs = [replace(spec, worker_index=i) for i in range(protocol.processes)]
+    payloads: list[AbiWorkerPayload] = []
     problems: list[str] = []
     if in_process:
         from lnbench.abi.worker_main import run_spec
@@ -179,7 +179,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
     for result in run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env=env, on_progress=on_progress,
                               stop=stop):
         if result.payload:
-            payloads.append(result.payload)
+            payloads.append(AbiWorkerPayload.from_wire(result.payload))
         if not result.ok:
             problems.append(result.problem())
     return payloads, problems
@@ -236,7 +236,7 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
     static_only, runtime_only, in_process, fail_pct = plan.static_only, plan.runtime_only, plan.in_process, plan.fail_pct
     csv_final, json_final, md_final = plan.outputs
     runtime_rows: list[dict[str, Any]] = []
-    payloads: list[dict[str, Any]] = []
+    payloads: list[AbiWorkerPayload] = []
     problems: list[str] = []
     static: list[dict[str, Any]] = []
     modelled: list[dict[str, Any]] = []
@@ -282,9 +282,9 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
         if backend_pair is not None:            # each row names both sides' sources (module @ checkout commit)
             name_rows(runtime_rows + static, metadata.kernel_sources,
                       {f"{slot}_source": name for slot, name in zip(("tensor", "pointer"), backend_pair)})
-        checks = [c for p in payloads for c in p.get("checks", [])]
+        checks = [c for p in payloads for c in p.checks]
         sink.finish(runtime_rows + modelled + static, metadata,
-                    {"checks": checks, "worker_problems": problems, "workers": payloads},
+                    {"checks": checks, "worker_problems": problems, "workers": [p.to_wire() for p in payloads]},
                     md_path=md_final, summary=_summary_line(runtime_rows, static))
     if not details and not quiet:
         console.print(MORE)

@@ -11,7 +11,7 @@ Three measurements per side (all µs per call, R runs of I calls each, per worke
              `spin_short`. Not measured on the CPU (no device events there).
              Kernel time of `device` (GPU): after every stream-timed round, R more runs per side in the same
              ABBA order under torch's profiler (lnbench.measure.kernel_timer: isolated hot calls, as ncu times them);
-             record["kernel"][side] is the lnbench.measure.kernel_stats worker summary ("n/a" with the reason
+             MetricRecord.kernel[side] is the lnbench.measure.kernel_stats worker summary ("n/a" with the reason
              where the profiler has no GPU activity, or with the kernel timer off).
 Order: warm-up and loop-count calibration per case, then R rounds; each round visits every
 (case, measurement) unit, rotated per round, and both sides in ABBA order (lnbench.abi.schedule).
@@ -27,6 +27,7 @@ import torch
 
 from lnbench.abi.cases import PairCase, Side
 from lnbench.abi.checks import Checker, run_checks
+from lnbench.abi.messages import AbiCaseEntry, AbiWorkerPayload, MetricRecord
 from lnbench.abi.schedule import SIDES, schedule
 from lnbench.constants import ABI_METRICS
 from lnbench.errors import one_line
@@ -60,9 +61,9 @@ def _metrics_for(case: PairCase, metrics: Sequence[str], device: torch.device) -
 
 def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.device, *, worker_index: int = 0,
                metrics: Sequence[str] = METRICS, probe_cases: Sequence[PairCase] = (),
-               on_update: Callable[[dict[str, Any]], None] | None = None,
-               on_progress: Callable[[str], None] | None = None, checker: Checker = run_checks) -> dict[str, Any]:
-    """Check, warm up, calibrate and time every case; return the worker's payload (JSON-able).
+               on_update: Callable[[AbiWorkerPayload], None] | None = None,
+               on_progress: Callable[[str], None] | None = None, checker: Checker = run_checks) -> AbiWorkerPayload:
+    """Check, warm up, calibrate and time every case; return the worker's payload.
 
     probe_cases take part in the alternation check only (never timed). on_update receives the payload
     after the checks and after every round (a crash later still leaves partial results). `checker` runs the
@@ -73,18 +74,16 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
     update = on_update or (lambda payload: None)
     progress = on_progress or (lambda label: None)
     checks, failed = checker(list(cases) + list(probe_cases), device)
-    payload: dict[str, Any] = {"worker": worker_index, "pid": os.getpid(), "device": str(device),
-                               "checks": [c.to_dict() for c in checks], "cases": {}, "rounds_done": 0}
+    payload = AbiWorkerPayload(worker_index, os.getpid(), str(device), [c.to_dict() for c in checks])
     units: list[tuple[PairCase, str]] = []
     for case in cases:
         reasons = _metrics_for(case, metrics, device)
-        entry: dict[str, Any] = {"op": case.op, "dtype": case.dtype, "shape": list(case.shape),
-                                 "failed_check": case.key in failed, "metrics": {}}
+        entry = AbiCaseEntry(case.op, case.dtype, list(case.shape), case.key in failed)
         for metric, reason in reasons.items():
-            entry["metrics"][metric] = {"skipped": reason, "iters": 0, "tensor": [], "pointer": [], "spin_short": 0}
+            entry.metrics[metric] = MetricRecord(reason)
             if not reason and case.key not in failed:
                 units.append((case, metric))
-        payload["cases"][case.key] = entry
+        payload.cases[case.key] = entry
     update(payload)
 
     # warm-up: time-based on the first path of each case and side, a few calls of the others; the
@@ -110,35 +109,35 @@ def run_worker(cases: Sequence[PairCase], protocol: Protocol, device: torch.devi
                                     protocol.max_run_s)
         if metric == "device" and device.type == "cuda":
             iters = min(iters, max(protocol.min_iters, DEVICE_MAX_ITERS))
-        payload["cases"][case.key]["metrics"][metric]["iters"] = iters
+        payload.cases[case.key].metrics[metric].iters = iters
 
     spin = timing.StreamHold(device)
     order = schedule(units, protocol.runs, worker_index)
     per_round = 2 * len(units)
     for position, (round_index, (case, metric), side_name) in enumerate(order):
-        record = payload["cases"][case.key]["metrics"][metric]
+        record = payload.cases[case.key].metrics[metric]
         side = case.sides[side_name]
-        iters = record["iters"]
+        iters = record.iters
         fn = _path(side, metric)
         if metric == "device":
             host_us = estimate[(case.key, metric, side_name)] * 1e6
             value, short = timing.held_run(fn, device, iters, spin, host_us)
-            record["spin_short"] += int(short)
+            record.spin_short += int(short)
         else:
             value = timing.timed_run(fn, device, iters, "wall")
-        record[side_name].append(value)
+        record.runs(side_name).append(value)
         if (position + 1) % per_round == 0:
-            payload["rounds_done"] = round_index + 1
+            payload.rounds_done = round_index + 1
             update(payload)
             progress(f"round {round_index + 1}")
-    payload["rounds_done"] = protocol.runs if units else 0
+    payload.rounds_done = protocol.runs if units else 0
     _kernel_pass(payload, [u for u in units if u[1] == "device"], protocol, device, worker_index, estimate)
-    payload["duration_s"] = time.perf_counter() - started
+    payload.duration_s = time.perf_counter() - started
     update(payload)
     return payload
 
 
-def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]], protocol: Protocol,
+def _kernel_pass(payload: AbiWorkerPayload, units: Sequence[tuple[PairCase, str]], protocol: Protocol,
                  device: torch.device, worker_index: int, estimate: dict[tuple[str, str, str], float]) -> None:
     """Kernel time of the `device` units, after all stream-timed rounds (see the module docstring)."""
     if not units:
@@ -157,13 +156,12 @@ def _kernel_pass(payload: dict[str, Any], units: Sequence[tuple[PairCase, str]],
             continue
         try:
             runs.setdefault(key, []).append(timer.run(
-                _path(case.sides[side_name], "device"), payload["cases"][case.key]["metrics"]["device"]["iters"],
+                _path(case.sides[side_name], "device"), payload.cases[case.key].metrics["device"].iters,
                 clean=False, host_us_per_call=estimate[(case.key, "device", side_name)] * 1e6))
         except Exception as exc:  # noqa: BLE001 - the stream-time result stands
             failed[key] = one_line(exc, 300)
     for case, _metric in units:
-        record = payload["cases"][case.key]["metrics"]["device"]
-        record["kernel"] = {
+        payload.cases[case.key].metrics["device"].kernel = {
             side: (kernel_stats.not_available(reason) if reason else
                    kernel_stats.not_available(failed[(case.key, side)], "error") if (case.key, side) in failed else
                    kernel_stats.worker_summary(runs.get((case.key, side), [])))

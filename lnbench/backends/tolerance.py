@@ -99,5 +99,5 @@ class Tolerance:
             per = require(atol_table, dtype, dict, "verify.tolerance.atol")
             atol[dtype] = {t: float(check_number(per.get(t), "atol", f"config [verify.tolerance.atol.{dtype}] {t}"))
                            for t in TENSORS}
-        ulps = check_number(tol.get("fp32_ulps", 4.0), "fp32_ulps", "config [verify.tolerance] fp32_ulps")
+        ulps = check_number(tol.get("fp32_ulps", cls.fp32_ulps), "fp32_ulps", "config [verify.tolerance] fp32_ulps")
         return cls(float(k), atol, float(ulps))

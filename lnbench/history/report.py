@@ -28,6 +28,7 @@ import pandas as pd
 
 from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, TIME_UNITS, changes_text
 from lnbench.history.svg import Chart, Run, chart, value_text
+from lnbench.results import missing
 
 TEMPLATES = Path(__file__).with_name("templates")
 #: the sections of valued series after the checks: (id, short name, heading, which kinds)
@@ -63,7 +64,7 @@ def _anchor(text: str) -> str:
 
 
 def _num(value: Any) -> str:
-    return "" if value is None or value != value else value_text(float(value))
+    return "" if missing(value) else value_text(float(value))
 
 
 def series_title(row: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from lnbench.flydsl import preflight
 from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
 from lnbench.run.progress import CommandProgress
 from lnbench.output.sink import ResultSink
-from lnbench.results import INSPECT, InspectRow, RunRecord
+from lnbench.results import INSPECT, InspectRow, RunRecord, missing
 from lnbench.output.tables import Column, render_table, silent_console, styled_status
 from lnbench import validate
 from lnbench.validate import choices as _choices
@@ -46,11 +46,11 @@ COLUMNS = [
 
 
 def _count(value) -> str:
-    return "" if value is None or value != value else f"{value:,.0f}"
+    return "" if missing(value) else f"{value:,.0f}"
 
 
 def _per_row(value) -> str:
-    return "" if value is None or value != value else f"{value:,.1f}"
+    return "" if missing(value) else f"{value:,.1f}"
 
 
 EXECUTED_COLUMNS = [

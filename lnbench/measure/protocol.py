@@ -3,12 +3,14 @@ to warm up. `perf` extends it with its own modes, ops and cold-mode settings (ln
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, ClassVar, Self
+from typing import Any, Callable, ClassVar, Self, TypeVar
 
 import click
 
 from lnbench.errors import LnbenchUsageError
 from lnbench.validate import FLOAT, INT, number as check_number
+
+P = TypeVar("P", bound="Protocol")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,16 @@ class Protocol:
         for name in self.LISTS:
             out[name] = list(getattr(self, name))
         return out
+
+    @classmethod
+    def from_dict(cls: type[P], values: dict[str, Any]) -> P:
+        """The inverse of `to_dict` (a worker's spec): names it does not declare are left out, lists become
+        tuples, settings not given keep their defaults. Not validated: the parent did that."""
+        known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__ and k != "extra"}
+        for name in cls.LISTS:
+            if name in known:
+                known[name] = tuple(known[name])
+        return cls(**known)
 
     def timing_kwargs(self) -> dict[str, Any]:
         """The keyword arguments `timing.measure` takes."""

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 import torch
 
+from lnbench.measure.protocol import Protocol
+
 TIMERS = ("device", "held", "wall")
 #: warm-up synchronises at least this often, so the host never runs far ahead of the device
 _MAX_WARMUP_BATCH = 64
@@ -68,8 +70,8 @@ class Measurement:
 #: a re-warm before timed runs that had to wait (the GPU may have idled meanwhile): as long as this, and calls
 REWARM_S, REWARM_CALLS = 0.05, 10
 
-#: default longest run: min_iters gives way before a run of slow calls lasts longer than this
-MAX_RUN_S = 0.1
+#: default longest run: min_iters gives way before a run of slow calls lasts longer than this (the protocol's)
+MAX_RUN_S = Protocol.max_run_s
 
 
 def choose_iters(per_call_s: float, target_run_s: float, min_iters: int, max_iters: int,

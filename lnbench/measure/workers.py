@@ -6,7 +6,8 @@ Used by `lnbench perf` and `lnbench abi-compare`. The worker contract:
 
     python -m <module> SPEC_JSON RESULT_JSON PROGRESS_TXT
 
-* SPEC_JSON is the spec dict, written by `run_workers` (read it with `read_spec`).
+* SPEC_JSON is the spec dict, written by `run_workers` (read it with `read_spec`); a typed spec (a `Wire`,
+  such as lnbench.perf.messages.PerfWorkerSpec) is written as its `to_wire()`.
 * The worker writes its result dict to RESULT_JSON with `write_result` (temp file + rename). It may write it
   several times (after each finished unit) so that a later crash or hang still leaves partial results.
 * The worker may append one line per finished unit to PROGRESS_TXT (`report_progress`); `on_progress` sees
@@ -42,9 +43,9 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol, Sequence, Union
 
 from lnbench.measure.pool import Pool, Worker, last_line, stderr_tail, worker_setup
 from lnbench.run.processes import Stopped
@@ -55,6 +56,27 @@ _POLL_S = 0.05
 MAX_TOGETHER = 8
 _READY_VAR = "LNBENCH_WORKER_READY_FILE"
 _WAITING_VAR = "LNBENCH_WORKER_WAITING_FILE"
+
+
+class Wire(Protocol):
+    """A typed message between parent and worker: a JSON dict only in the files between them."""
+
+    def to_wire(self) -> dict[str, Any]: ...
+
+
+#: what run_workers sends a worker: a typed spec, or its dict
+Spec = Union[Wire, dict[str, Any]]
+
+
+def known_fields(cls: type, wire: dict[str, Any]) -> dict[str, Any]:
+    """The entries of a wire dict that are fields of dataclass `cls` (a name it does not declare is left out)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in wire.items() if k in names}
+
+
+def set_fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields as a wire dict, in declared order, those still None (not known yet) left out."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if getattr(obj, f.name) is not None}
 
 
 @dataclass
@@ -216,11 +238,12 @@ class _Live:
         return self.exited() or (self.root / f"ready.{phase}").exists()
 
 
-def _start(pool: Pool, module: str, spec: dict[str, Any], index: int, count: int,
+def _start(pool: Pool, module: str, spec: Spec, index: int, count: int,
            env: Mapping[str, str | None] | None) -> _Live:
     """Write the worker's files and start it (it runs its start-up, then waits in `wait_turn`)."""
     root = pool.folder(f"w{index}")
-    (root / "spec.json").write_text(json.dumps(spec, default=str))
+    wire = spec if isinstance(spec, dict) else spec.to_wire()
+    (root / "spec.json").write_text(json.dumps(wire, default=str))
     (root / "progress.txt").write_text("")
     child = _child_env(index, count, root, env)
     child[_READY_VAR] = str(root / "ready")
@@ -301,7 +324,8 @@ def _result(live: _Live) -> WorkerResult:
                         stderr_tail(live.worker.stderr), live.turns_s, live.timed_out_where)
 
 
-def run_workers(module: str, specs: list[dict], timeout_s: float, env: Mapping[str, str | None] | None = None,
+def _start(pool: Pool, module: str, spec: Spec, index: int, count: int,
+           env: Mapping[str, str | None] | None) -> _Live:
                 on_done: Callable[[WorkerResult], None] | None = None, *,
                 on_progress: Callable[[int, int, str], None] | None = None,
                 phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None,

@@ -8,6 +8,7 @@ Modules, one job each:
     workloads    per backend × op × mode: inputs and a zero-argument callable (cold-mode buffer rotation)
     bytes_model  bytes moved per call, per op (the documented byte model behind GB/s)
     worker_main  the worker process entry (`python -m lnbench.perf.worker_main SPEC RESULT`)
+    messages     what crosses between parent and worker: PerfWorkerSpec, PerfWorkerPayload (JSON at the boundary)
     aggregate    median of worker medians, min–max across workers, GB/s, % of peak, speed-up
     peak         the measured device-to-device copy bandwidth and its cache under results/ (perf's % peak)
     peak_run     `lnbench peak`'s plan (PeakPlan, build_peak_plan) and run (run_peak)

@@ -33,6 +33,7 @@ from typing import Any, Mapping, MutableMapping, Sequence
 from lnbench.measure import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
+from lnbench.perf.messages import CaseResult, payload_of
 from lnbench.measure.workers import WorkerResult
 from lnbench.measure.stats import across_workers, spread_pct, worker_flags
 from lnbench.results import PerfRow
@@ -106,7 +107,7 @@ def _kernel_aggregate(row: PerfRow, summaries: list[dict[str, Any] | None],
         row.kernel_status = f"partial ({agg['workers']}/{len(present)} workers): {why}"
 
 
-def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, Any] | None, problem: str,
+def worker_row(case: PerfCase, worker: int, order: int | None, entry: CaseResult | None, problem: str,
                peak_gbps: float | None, headline: str = "stream", stopped: bool = False) -> PerfRow:
     """The row of one case in one worker (status error with the worker's problem when it has no entry; `not
     run` when an interrupt `stopped` the worker first: a stop is no fault of the case)."""
@@ -114,23 +115,23 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: dict[str, 
     if entry is None:
         return row.with_(status="not run" if stopped else "error",
                          detail=problem or "worker returned no result for this case")
-    row.update(status=entry.get("status", "error"), detail=entry.get("detail", ""))
-    meas = entry.get("measurement")
+    row.update(status=entry.status, detail=entry.detail)
+    meas = entry.measurement
     if row.status != "ok" or not meas:
         return row
     runs = [float(v) for v in meas["run_us"]]
     median = float(statistics.median(runs))
     row.update(iters=meas["iters_per_run"], runs=len(runs), run_us=[round(v, 4) for v in runs],
                median_us=median, min_us=min(runs), max_us=max(runs), spread_pct=spread_pct(runs),
-               nbytes=entry["nbytes"], sets=entry.get("sets"),
-               working_set_mib=entry.get("working_set_bytes", 0) / MIB, llc_mib=entry.get("llc_bytes", 0) / MIB,
+               nbytes=entry.nbytes, sets=entry.sets,
+               working_set_mib=entry.working_set_bytes / MIB, llc_mib=entry.llc_bytes / MIB,
                timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
-               warmup_s=meas.get("warmup_s", math.nan), note=entry.get("note", ""),
+               warmup_s=meas.get("warmup_s", math.nan), note=entry.note,
                host_fraction=(meas.get("extra") or {}).get("host_fraction", math.nan))
     short = (meas.get("extra") or {}).get("spin_short", 0)
     if short:  # "held" runs whose spin ran out before the host finished queueing: host gaps may be inside
         row.note = "; ".join(filter(None, [row.note, f"{short} of {len(runs)} runs outlasted the stream hold"]))
-    _kernel_worker(row, entry.get("kernel"))
+    _kernel_worker(row, entry.kernel)
     _rates(row, peak_gbps)
     return row
 
@@ -191,10 +192,7 @@ def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: lis
     """All rows: for each case, its worker rows (in worker order) then its aggregate row."""
     if headline not in HEADLINES:
         raise ValueError(f"headline must be one of {HEADLINES}, got {headline!r}")
-    entries: list[dict[int, dict[str, Any]]] = []
-    for result in results:
-        cases_done = (result.payload or {}).get("cases", [])
-        entries.append({int(e["id"]): e for e in cases_done if isinstance(e, dict) and "id" in e})
+    entries = [{e.id: e for e in payload_of(result).cases} for result in results]
     positions = [{c.id: i for i, c in enumerate(order)} for order in orders]
     rows: list[PerfRow] = []
     for case in cases:
@@ -206,7 +204,7 @@ def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: lis
                 problem = result.problem() if entry is None else ""
                 case_rows.append(worker_row(case, w, positions[w].get(case.id), entry, problem, peak_gbps, headline,
                                             result.stopped))
-                kernels.append((entry or {}).get("kernel") if (entry or {}).get("status") == "ok" else None)
+                kernels.append(entry.kernel if entry is not None and entry.status == "ok" else None)
         rows.extend(case_rows)
         rows.append(aggregate_row(case, case_rows, len(results), peak_gbps, kernels, headline))
     add_speedups(rows, baseline)

@@ -35,6 +35,7 @@ from lnbench.perf.cases import PerfCase
 from lnbench.perf.estimate import (BANDWIDTH_GBPS, CALL_S, CPU_BWD_FACTOR, FIRST_GUESS, MODELLED_COLD_COMPILE_S,
                                    MODELLED_COMPILE_S, STARTUP_S, ModelledCosts, ModelledEstimate, PerfCosts,
                                    PerfEstimate, case_bytes, case_key, filled, how_modelled, warmup_seconds)
+from lnbench.perf.messages import CaseResult, PerfWorkerPayload, payload_of
 from lnbench.perf.protocol import PerfProtocol
 
 
@@ -82,7 +83,8 @@ def _call_groups(obs: dict[str, Any]) -> tuple[str, str]:
     return f"{obs.get('backend')} {obs.get('op')}", str(obs.get("op"))
 
 
-def perf_observations(estimate: PerfEstimate, orders: list[list[list[PerfCase]]], payloads: list[list[Any]],
+def perf_observations(estimate: PerfEstimate, orders: list[list[list[PerfCase]]],
+                      payloads: list[list[PerfWorkerPayload | None]],
                       protocol: PerfProtocol, device: Device, wall_s: float) -> dict[str, list[dict[str, Any]]]:
     """The series a timed run adds: `orders` and `payloads` per group, per worker (a payload None: the worker
     wrote none); `wall_s` from the estimate line to the end."""
@@ -93,10 +95,10 @@ def perf_observations(estimate: PerfEstimate, orders: list[list[list[PerfCase]]]
     for group_orders, group_payloads in zip(orders, payloads):
         turn = 0.0
         for order, payload in zip(group_orders, group_payloads):
-            payload = payload or {}
-            complete = complete and isinstance(payload.get("stream_s"), (int, float))
-            turn += float(payload.get("stream_s") or 0.0) + float(payload.get("kernel_s") or 0.0)
-            for case, entry in zip(order, payload.get("cases", [])):
+            payload = payload or PerfWorkerPayload()
+            complete = complete and payload.stream_s is not None
+            turn += float(payload.stream_s or 0.0) + float(payload.kernel_s or 0.0)
+            for case, entry in zip(order, payload.cases):
                 _case_observations(series, at, kind, case, entry, protocol, scale, estimate.scale)
         turns.append(turn)
     if complete and turns and estimate.workers:
@@ -105,15 +107,15 @@ def perf_observations(estimate: PerfEstimate, orders: list[list[list[PerfCase]]]
 
 
 def _case_observations(series: dict[str, list[dict[str, Any]]], at: str, kind: str, case: PerfCase,
-                       entry: dict[str, Any], protocol: PerfProtocol, call_scale: float, scale: float) -> None:
+                       entry: CaseResult, protocol: PerfProtocol, call_scale: float, scale: float) -> None:
     """One timed case's call, set-up and warm-up (module docstring), when it ran."""
-    measured = entry.get("measurement") if entry.get("status") == "ok" else None
-    if not isinstance(measured, dict) or not measured.get("run_us") or not entry.get("seconds"):
+    measured = entry.measurement if entry.status == "ok" else None
+    if not isinstance(measured, dict) or not measured.get("run_us") or not entry.seconds:
         return
     call = float(measured["median_us"]) * 1e-6
     iters = int(measured["iters_per_run"])
     runs = sum(measured["run_us"]) * 1e-6 * iters + (call * iters if kind == "cuda" else 0.0)
-    setup = float(entry["seconds"]) - float(measured["warmup_s"]) - runs - call
+    setup = float(entry.seconds) - float(measured["warmup_s"]) - runs - call
     nbytes, sets = filled(case, protocol, kind)
     series.setdefault(f"perf.call@{at}", []).append({"key": case_key(case), "backend": case.backend, "op": case.op,
                                                      "x": case_bytes(case), "s": call / call_scale})
@@ -128,8 +130,8 @@ def record_perf(estimate: PerfEstimate, groups: list[Any], protocol: PerfProtoco
     """Record a finished timed run (groups: lnbench.perf.spread.Group, their worker results); False when the
     calibration file could not be written."""
     orders = [group.orders for group in groups]
-    payloads = [[next((r.payload for r in group.results if r.index == w), None) for w in range(len(group.orders))]
-                for group in groups]
+    payloads = [[next((payload_of(r) for r in group.results if r.index == w and r.payload is not None), None)
+                 for w in range(len(group.orders))] for group in groups]
     return calibration.record(perf_observations(estimate, orders, payloads, protocol, device, wall_s))
 
 

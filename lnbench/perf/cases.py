@@ -1,7 +1,7 @@
 """Perf cases (backend × op × dtype × shape × mode) and the per-worker order (backend order rotated)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from lnbench import validate
@@ -28,11 +28,6 @@ class PerfCase:
     @property
     def shape(self) -> str:
         return f"{self.m}x{self.n}"
-
-    def to_spec(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("skip")
-        return out
 
     def row(self, **cells: Any) -> PerfRow:
         """A row of this case: its identity columns, and `cells`."""

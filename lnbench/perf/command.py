@@ -2,7 +2,6 @@
 → table + CSV/JSON; peak's options → the timed copy → the cached record → its table."""
 from __future__ import annotations
 
-import math
 import os
 import threading
 from pathlib import Path
@@ -29,6 +28,7 @@ from lnbench.measure.protocol import protocol_options
 from lnbench.perf.protocol import MODES
 from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
 from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
+from lnbench.perf.messages import payload_of
 from lnbench.perf.spread import Group, group_spec, joined_rows, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.measure.workers import WorkerResult, run_workers
@@ -236,7 +236,7 @@ def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: d
     workers_json = [{"gpu": g.gpu, "index": r.index, "ok": r.ok, "exit_code": r.exit_code,
                      "timed_out": r.timed_out, "duration_s": round(r.duration_s, 3), "problem": r.problem(),
                      "stderr_tail": r.stderr_tail, "order": [c.id for c in g.orders[r.index]],
-                     **{k: round(float((r.payload or {}).get(k, math.nan)), 3) for k in PHASES}}
+                     **{k: round(payload_of(r).phase_s(k), 3) for k in PHASES}}
                     for g in groups for r in g.results]
     sink.finish(rows, metadata, {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
                                  "clocks": {"before": before[first], "after": after[first]},

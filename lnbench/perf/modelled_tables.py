@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from lnbench.cli_common import console
-from lnbench.results import ProfileRow
+from lnbench.results import ProfileRow, missing
 from lnbench.output.tables import Column, render_table, silent_console
 
 
 def _us(value: Any) -> str:
-    return "—" if value is None or value != value else f"{value:.4g}"
+    return "—" if missing(value) else f"{value:.4g}"
 
 
 def _count(value: Any) -> str:
-    return "" if value is None or value != value else f"{int(value):,}"
+    return "" if missing(value) else f"{int(value):,}"
 
 
 COLUMNS = [

@@ -22,6 +22,8 @@ from lnbench.measure.host_lock import lock_environment
 from lnbench.perf.aggregate import add_speedups, build_rows
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase, worker_order
+from lnbench.perf.messages import CaseResult, CaseSpec, PerfWorkerSpec, payload_of
+from lnbench.perf.protocol import PerfProtocol
 from lnbench.measure.workers import WorkerResult
 
 MIB = 1 << 20
@@ -69,15 +71,15 @@ def plan_groups(cases: list[PerfCase], backends: list[str], processes: int, devi
     return [group(slot, share) for slot, share in zip(slots, shares) if share]
 
 
-def group_spec(group: Group, device: str, protocol: dict[str, Any], phases: int,
-               alone_host_fraction: float | None = None) -> list[dict[str, Any]]:
+def group_spec(group: Group, device: str, protocol: PerfProtocol | dict[str, Any], phases: int,
+               alone_host_fraction: float | None = None) -> list[PerfWorkerSpec]:
     """The worker specs of a group; a GPU's workers see only that GPU (as cuda:0). On several GPUs a case says
-    whether it is host-bound by size (`alone`), and the protocol the host share that makes one host-bound."""
+    whether it is host-bound by size (`alone`), and the spec the host share that makes one host-bound."""
     where = group.slot.worker_device if group.slot else device
-    if group.slot and alone_host_fraction is not None:
-        protocol = {**protocol, "alone_host_fraction": alone_host_fraction}
-    return [{"device": where, "protocol": protocol, "phases": phases,
-             "cases": [{**c.to_spec(), **({"alone": True} if c.id in group.alone_ids else {})} for c in order]}
+    if isinstance(protocol, dict):
+        protocol = PerfProtocol.from_dict(protocol)
+    share = alone_host_fraction if group.slot else None
+    return [PerfWorkerSpec(where, protocol, [CaseSpec.of(c, c.id in group.alone_ids) for c in order], phases, share)
             for order in group.orders]
 
 
@@ -102,10 +104,10 @@ def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event 
                    done)
 
 
-def alone_reason(entries: list[dict[str, Any]]) -> str:
+def alone_reason(entries: list[CaseResult]) -> str:
     """A case's reason to have been timed alone from its workers' entries: "size", "measured", "measured k/P"
     when only some workers measured it host-bound, "" when none timed it alone."""
-    reasons = [e.get("alone", "") for e in entries if e.get("status") == "ok"]
+    reasons = [e.alone for e in entries if e.status == "ok"]
     alone = [r for r in reasons if r]
     if not alone:
         return ""
@@ -120,8 +122,7 @@ def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: s
     if group.error and not results:
         results = [WorkerResult(i, False, None, False, None, group.error, 0.0) for i in range(len(group.orders))]
     rows = build_rows(group.cases, group.orders, results, peak_gbps, baseline, headline)
-    entries = {(w, int(e["id"])): e for w, r in enumerate(results) for e in (r.payload or {}).get("cases", [])
-               if isinstance(e, dict) and "id" in e}
+    entries = {(w, e.id): e for w, r in enumerate(results) for e in payload_of(r).cases}
     out: dict[int, list[dict[str, Any]]] = {}
     cases = iter(group.cases)
     case = next(cases, None)
@@ -131,7 +132,8 @@ def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: s
             mine = [entries[(w, case.id)] for w in range(len(results)) if (w, case.id) in entries]
             why = alone_reason(mine)
         else:
-            why = alone_reason([entries.get((row["worker"], case.id), {})])
+            mine = [entries[(row["worker"], case.id)]] if (row["worker"], case.id) in entries else []
+            why = alone_reason(mine)
         row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=bool(why),
                    alone_reason=why)
         out.setdefault(case.id, []).append(row)
@@ -153,8 +155,7 @@ def joined_rows(cases: list[PerfCase], groups: list[Group], peak_gbps: float | N
     for case_id, rows in group_rows(Group(None, skipped, [], plain), peak_gbps, baseline, headline).items():
         by_case[case_id] = rows
     if finished_only:
-        reported = {int(e["id"]) for g in groups for r in g.results for e in (r.payload or {}).get("cases", [])
-                    if isinstance(e, dict) and "id" in e} | {c.id for c in skipped}
+        reported = {e.id for g in groups for r in g.results for e in payload_of(r).cases} | {c.id for c in skipped}
         by_case = {k: v for k, v in by_case.items() if k in reported}
     rows = [row for case in cases for row in by_case.get(case.id, [])]
     add_speedups(rows, baseline)

@@ -11,13 +11,11 @@ from rich.markup import escape
 from lnbench.cli_common import console, err_console
 from lnbench.measure import load
 from lnbench.measure.workers import WorkerResult
+from lnbench.perf.messages import PHASES, payload_of
 from lnbench.perf.spread import Group
 from lnbench.results import missing
 from lnbench.output.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
                             silent_console, styled_status)
-
-#: where a worker's time went (its payload): start-up (side by side with the others), then its turn
-PHASES = ("startup_s", "stream_s", "kernel_s", "lock_wait_s")
 
 
 def _minmax(row: dict[str, Any]) -> str:
@@ -109,7 +107,7 @@ def summary_line(rows: list[dict[str, Any]], results: list[WorkerResult], second
     workers = f"{len(results)} worker(s)" + (f", {bad} failed" if bad else "")
     phases = []
     for key, name in zip(PHASES, ("start-up", "stream pass", "kernel pass", "host-lock waits")):
-        values = [float(r.payload[key]) for r in results if r.payload and isinstance(r.payload.get(key), (int, float))]
+        values = [v for v in (payload_of(r).phase_s(key) for r in results if r.payload) if not math.isnan(v)]
         if values and (key != "kernel_s" or max(values) >= 0.05):
             phases.append(f"{name} {statistics.median(values):.1f} s")
     each = f" (each: {', '.join(phases)})" if phases else ""

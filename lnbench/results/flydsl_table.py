@@ -4,11 +4,10 @@ the headline time (lnbench's GB/s / 1000), TFLOPS `-` (LayerNorm is memory-bound
 not time. One formatter for `lnbench perf --flydsl-table` (after the run) and `lnbench flydsl-table FILE`."""
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.results.records import missing
 
 #: lnbench op -> FlyDSL's benchmark op name; dtype names as FlyDSL's table writes them
 OPS = {"fwd": "layernorm", "bwd": "layernorm_bwd"}
@@ -33,7 +32,7 @@ def table_text(rows: pd.DataFrame, backend: str | None = None, source: str = "th
     out = ["\n", _line("op", "shape", "dtype", "TB/s", "TFLOPS")]
     for row in mine[mine["mode"] == mode].to_dict("records"):
         gbps = row.get("gbps")
-        ok = row.get("status") == "ok" and gbps is not None and not (isinstance(gbps, float) and math.isnan(gbps))
+        ok = row.get("status") == "ok" and not missing(gbps)
         out.append(_line(OPS.get(row["op"], row["op"]), row["shape"], DTYPES.get(row["dtype"], row["dtype"]),
                          f"{gbps / 1000:.3f}" if ok else "missing", "-"))
     return "".join(out)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lnbench.results import RunRecord
+from lnbench.results import RunRecord, missing
 
 _SHARD = re.compile(r"\s--shard(?:=|\s+)\S+")
 
@@ -44,7 +44,7 @@ class Identity:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None or value != value else str(value)
+    return "" if missing(value) else str(value)
 
 
 @functools.lru_cache(maxsize=1)
