@@ -324,8 +324,7 @@ def _result(live: _Live) -> WorkerResult:
                         stderr_tail(live.worker.stderr), live.turns_s, live.timed_out_where)
 
 
-def _start(pool: Pool, module: str, spec: Spec, index: int, count: int,
-           env: Mapping[str, str | None] | None) -> _Live:
+def run_workers(module: str, specs: Sequence[Spec], timeout_s: float, env: Mapping[str, str | None] | None = None,
                 on_done: Callable[[WorkerResult], None] | None = None, *,
                 on_progress: Callable[[int, int, str], None] | None = None,
                 phases: tuple[str, ...] = (SEQUENTIAL,), stop: threading.Event | None = None,
