@@ -244,7 +244,7 @@ def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
     return final.get("--csv"), final.get("--json"), final.get("--md")
 
 
-def emit_outputs(rows: Sequence[dict[str, Any]], metadata: dict[str, Any], csv_path: Path | None,
+def emit_outputs(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any], csv_path: Path | None,
                  json_path: Path | None, extra_json: dict[str, Any] | None = None,
                  more: Sequence[tuple[str, Path, Writer]] = (), announce: bool = True,
                  md_path: Path | None = None, summary: str = "", md_text: str | None = None,

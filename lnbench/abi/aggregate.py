@@ -2,7 +2,7 @@
 interval, verdict)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -99,7 +99,7 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[AbiWorkerPay
     return rows
 
 
-def kernel_columns(records: Sequence[MetricRecord], row: dict[str, Any], *, n_boot: int, confidence: float,
+def kernel_columns(records: Sequence[MetricRecord], row: Mapping[str, Any], *, n_boot: int, confidence: float,
                    seed: int) -> dict[str, Any]:
     """Kernel time of a `device` row, per side (median of worker medians, min–max, kernels per call, names,
     gap = event time − kernel time), and the kernel-time speed-up Tensor / Pointer with its paired bootstrap

@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, ResultFile, missing, numbers_of, require_columns
+from lnbench.results import (ABI_KIND as ABI, PERF_KIND as PERF, PerfRun, ResultFile, missing, numbers_of,
+                             require_columns)
 from lnbench.errors import LnbenchUsageError
 
 KEY_FIELDS: tuple[str, ...] = ("backend", "op", "dtype", "shape", "mode")
@@ -75,7 +76,7 @@ def _add(cases: dict[CaseKey, TimedCase], case: TimedCase, result: ResultFile) -
 def headline(result: ResultFile) -> str:
     """The time a perf result's rates rest on, which compare compares: `kernel` (perf --timer kernel: the
     profiler's kernel time) or `stream`."""
-    value = result.run.headline or None
+    value = result.run_as(PerfRun).headline or None
     if value is None and "headline" in result.rows.columns:
         value = next(iter(result.rows["headline"].dropna()), None)
     return "kernel" if value == "kernel" else "stream"

@@ -5,7 +5,7 @@ import math
 from typing import Sequence
 
 from lnbench.output.markdown import cell
-from lnbench.results import CompareRow, RunRecord
+from lnbench.results import CompareRow, CompareRun
 from lnbench.output.tables import fmt_float, fmt_time_us
 from lnbench.results.verdicts import Verdict
 HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/base [CI] | p | verdict |\n"
@@ -33,7 +33,7 @@ def _line(row: CompareRow) -> str:
     return "| " + " | ".join(cell(str(c)) for c in cells) + " |"
 
 
-def render(rows: Sequence[CompareRow], run: RunRecord, summary: str, gate: str) -> str:
+def render(rows: Sequence[CompareRow], run: CompareRun, summary: str, gate: str) -> str:
     """The comment: what was compared (the compare's run record), the verdict line, the cases that changed, then
     every case folded."""
     changed = [r for r in rows if Verdict(r["verdict"]).changed]

@@ -16,7 +16,7 @@ from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.checkout import git_commit, timestamp
 from lnbench.run.processes import command_line
-from lnbench.results import COMPARE, RunRecord
+from lnbench.results import COMPARE, CompareRun
 
 
 @dataclass
@@ -64,7 +64,7 @@ def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None,
     return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs)
 
 
-def context(plan: ComparePlan) -> RunRecord:
+def context(plan: ComparePlan) -> CompareRun:
     """The comparison's run record (CSV columns, JSON metadata, Markdown header): both runs' identities and the
     statistics' settings."""
     base, new, settings = plan.base, plan.new, plan.settings

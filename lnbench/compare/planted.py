@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import click
 
@@ -24,7 +24,7 @@ _TIMES = ("median_us", "min_us", "max_us", "kernel_us", "kernel_min_us", "kernel
 _RATES = ("gbps", "pct_peak")
 
 
-def _key(row: dict[str, Any]) -> CaseKey:
+def _key(row: Mapping[str, Any]) -> CaseKey:
     return tuple(str(row.get(k)) for k in KEY_FIELDS)  # type: ignore[return-value]
 
 

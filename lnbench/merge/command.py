@@ -20,8 +20,8 @@ from lnbench.compare.match import device_name, protocol
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.aggregate import add_speedups
 from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, PROFILE_KIND as PROFILE, SCHEMA_KEY,
-                             VERIFY_KIND as VERIFY, Record, ResultFile, RunRecord, list_from_cell, load_result, missing,
-                             ordered_columns)
+                             VERIFY_KIND as VERIFY, CasesRun, IdentifiedRun, PerfRun, Record, ResultFile, list_from_cell,
+                             load_result, missing, ordered_columns)
 
 #: the columns that name one case of each kind (a case's rows share them)
 CASE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -68,23 +68,23 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
         out.append(f"not a whole split: {gap}")
     seen: dict[tuple[Any, ...], Path] = {}
     for result in results:
-        for key in case_keys(result):
-            if key in seen:
-                shown = " ".join(str(k) for k in key if k is not None)
-                out.append(f"case {shown} is in both {seen[key]} and {result.path}")
+        for case in case_keys(result):
+            if case in seen:
+                shown = " ".join(str(k) for k in case if k is not None)
+                out.append(f"case {shown} is in both {seen[case]} and {result.path}")
                 break
-            seen[key] = result.path
+            seen[case] = result.path
     return out
 
 
 def _split(results: Sequence[ResultFile]) -> tuple[str, str]:
     """(note, gap): the summary's words on the files as parts of a `--shard K/N` split, and what keeps them from
     being one whole split ('' when every part is here, or when the files are no parts: none, or whole runs)."""
-    shards = [str(r.run.shard or "") for r in results]
+    shards = [str(r.run_as(CasesRun).shard or "") for r in results]
     if not all("/" in s and s != "1/1" for s in shards):       # 1/1: a whole run, no part of a split
         return "", ""
     # a split is its N and the size of the case list it divided (parts of another list cover nothing together)
-    splits = [f"{s} of {r.run.shard_total_cases or '?'} cases" for s, r in zip(shards, results)]
+    splits = [f"{s} of {r.run_as(CasesRun).shard_total_cases or '?'} cases" for s, r in zip(shards, results)]
     if len({s.split("/")[1] for s in splits}) != 1:
         text = f"the files are parts of different splits ({', '.join(sorted(set(splits)))})"
         return text, text
@@ -113,7 +113,7 @@ def split_gap(results: Sequence[ResultFile]) -> str:
     return _split(results)[1]
 
 
-def merged_run(results: Sequence[ResultFile]) -> RunRecord:
+def merged_run(results: Sequence[ResultFile]) -> IdentifiedRun:
     """The merged file's run record: the fields every part agrees on, plus the merge's own (parts, complete)."""
     first = results[0].run
     per_part = set(first.PER_PART)
@@ -179,7 +179,7 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     # every part's worker payloads, as one run's: abi-compare's hold the run values `compare` pairs by worker
     workers = [w for r in results if isinstance(r.extra.get("workers"), list) for w in r.extra["workers"]]
     rows = merged_rows(results)
-    if results[0].kind == PERF and metadata.baseline:
+    if isinstance(metadata, PerfRun) and metadata.baseline:
         add_speedups(rows, str(metadata.baseline))         # a part lacks the speed-ups whose baseline another ran
     emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts, **({"workers": workers} if workers else {})},
                  announce=not quiet, step_summary=False)

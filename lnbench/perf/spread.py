@@ -20,6 +20,7 @@ from lnbench.constants import DTYPES
 from lnbench.run.gpus import GpuSlot, SlotRun, deal, run_spread
 from lnbench.measure.host_lock import lock_environment
 from lnbench.perf.aggregate import add_speedups, build_rows
+from lnbench.results import PerfRow
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase, worker_order
 from lnbench.perf.messages import CaseResult, CaseSpec, PerfWorkerSpec, payload_of
@@ -116,14 +117,14 @@ def alone_reason(entries: list[CaseResult]) -> str:
     return f"measured {len(alone)}/{len(reasons)}"
 
 
-def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: str) -> dict[int, list[dict[str, Any]]]:
+def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: str) -> dict[int, list[PerfRow]]:
     """Case id -> its rows from this group's results, each naming the GPU and whether it was timed alone."""
     results = group.results or []
     if group.error and not results:
         results = [WorkerResult(i, False, None, False, None, group.error, 0.0) for i in range(len(group.orders))]
     rows = build_rows(group.cases, group.orders, results, peak_gbps, baseline, headline)
     entries = {(w, e.id): e for w, r in enumerate(results) for e in payload_of(r).cases}
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, list[PerfRow]] = {}
     cases = iter(group.cases)
     case = next(cases, None)
     for row in rows:
@@ -143,10 +144,10 @@ def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: s
 
 
 def joined_rows(cases: list[PerfCase], groups: list[Group], peak_gbps: float | None, baseline: str,
-                headline: str, finished_only: bool = False) -> list[dict[str, Any]]:
+                headline: str, finished_only: bool = False) -> list[PerfRow]:
     """Every case's rows in case order (a case no group ran: its `not run` row); speed-ups across groups.
     finished_only: only cases some worker already reported (a checkpoint while the run goes on)."""
-    by_case: dict[int, list[dict[str, Any]]] = {}
+    by_case: dict[int, list[PerfRow]] = {}
     for group in groups:
         if group.results or group.error:
             by_case.update(group_rows(group, peak_gbps, baseline, headline))

@@ -11,13 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from lnbench.results import ResultFile, require_columns
+from lnbench.results import PerfRun, ResultFile, require_columns
 from lnbench.plot.figures import new_figure
 from lnbench.plot.styles import backend_order, backend_styles
 
 
 def _peak(result: ResultFile) -> float | None:
-    value = result.run.peak_gbps or None
+    value = result.run_as(PerfRun).peak_gbps or None
     if value is None and isinstance(result.extra.get("peak"), dict):
         value = result.extra["peak"].get("gbps")
     if value is None:

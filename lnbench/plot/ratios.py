@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lnbench.results import ResultFile, require_columns
+from lnbench.results import AbiRun, CompareRun, ResultFile, require_columns
 from lnbench.plot.figures import VERDICT_COLOURS, new_figure
 from lnbench.results.verdicts import parse
 
@@ -100,7 +100,7 @@ def compare_figures(result: ResultFile) -> list[tuple[str, Any]]:
     if frame.empty:
         return []
     labels = [" ".join(str(r[c]) for c in ("backend", "op", "dtype", "shape", "mode")) for _, r in frame.iterrows()]
-    run = result.run
+    run = result.run_as(CompareRun)
     conf = _number(run.confidence)
     title = (f"lnbench compare: new/base time (> 1: NEW slower), "
              f"{'%.0f%% ' % (conf * 100) if conf else ''}interval\n"
@@ -120,7 +120,7 @@ def abi_figures(result: ResultFile) -> list[tuple[str, Any]]:
     if frame.empty:
         return []
     labels = [f"{r['op']} {r['dtype']} {r['shape']} {r['metric']}" for _, r in frame.iterrows()]
-    pair = result.run.pair or ""
+    pair = result.run_as(AbiRun).pair or ""
     title = f"lnbench abi-compare {pair}: Tensor time / Pointer time (> 1: Pointer faster), paired bootstrap interval"
     return [("speedups", _ratio_figure(labels, frame.speedup, frame.ci_low, frame.ci_high,
                                        list(frame.verdict.astype(str)), "speed-up Pointer vs Tensor", title, None, None))]

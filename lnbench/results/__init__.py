@@ -27,8 +27,8 @@ if TYPE_CHECKING:     # what a type checker sees; at run time each name is impor
     from lnbench.results.rows import (
         FLOOR_COLUMNS, AbiRow, CompareRow, HistoryRow, InspectRow, PerfRow, ProfileRow, SelftestRow, VerifyRow)
     from lnbench.results.runs import (
-        SCHEMA_KEY, AbiRun, CompareRun, HistoryRun, InspectRun, PerfRun, ProfileRun, RunRecord, SelftestRun,
-        VerifyRun)
+        SCHEMA_KEY, AbiRun, CasesRun, CompareRun, HistoryRun, IdentifiedRun, InspectRun, PerfRun, ProfileRun,
+        RunRecord, SelftestRun, VerifyRun)
 
 #: public name -> the module that defines it (imported on first use: a verify worker that needs only the
 #: row records does not pay for pandas and the loader)
@@ -44,8 +44,8 @@ _HOME: dict[str, str] = {
                      "value_fits").split(), "records"),
     **dict.fromkeys("AbiRow CompareRow FLOOR_COLUMNS HistoryRow InspectRow PerfRow ProfileRow SelftestRow VerifyRow"
                     .split(), "rows"),
-    **dict.fromkeys("SCHEMA_KEY AbiRun CompareRun HistoryRun InspectRun PerfRun ProfileRun RunRecord SelftestRun "
-                    "VerifyRun".split(), "runs"),
+    **dict.fromkeys("SCHEMA_KEY AbiRun CasesRun CompareRun HistoryRun IdentifiedRun InspectRun PerfRun ProfileRun "
+                    "RunRecord SelftestRun VerifyRun".split(), "runs"),
 }
 
 

@@ -7,15 +7,17 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 import pandas as pd
 
 from lnbench.errors import LnbenchUsageError
 from lnbench.results.kinds import COMPARE, KINDS, PERF, ABI, VERIFY, typed
 from lnbench.results.codec import json_from_cell
-from lnbench.results.records import JSON, STR, missing
-from lnbench.results.runs import SCHEMA_KEY, RunRecord
+from lnbench.results.records import JSON, STR, SchemaError, missing
+from lnbench.results.runs import SCHEMA_KEY, IdentifiedRun
+
+R = TypeVar("R", bound=IdentifiedRun)
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class ResultFile:
 
     path: Path
     kind: str
-    run: RunRecord
+    run: IdentifiedRun
     rows: pd.DataFrame
     #: the JSON payload's other top-level entries (perf: protocol, peak, workers; abi-compare: workers, ...)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -38,6 +40,13 @@ class ResultFile:
     def incomplete(self) -> str:
         """Why the run that wrote this file did not finish, or "" (RunRecord.incomplete)."""
         return self.run.incomplete
+
+    def run_as(self, record: type[R]) -> R:
+        """The run record as its kind's class (`result.run_as(PerfRun).peak_gbps`), for a reader that loaded
+        only that kind; a SchemaError otherwise."""
+        if not isinstance(self.run, record):
+            raise SchemaError(f"{self.path}: a {self.kind} result has no {record.__name__}")
+        return self.run
 
 
 def _infer_kind(columns: set[str], metadata: dict[str, Any]) -> str | None:

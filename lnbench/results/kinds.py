@@ -18,24 +18,28 @@ removing a column, changing its type or meaning, or making it required is a MAJO
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Generic, Iterable, Mapping, TypeVar
 
 import pandas as pd
 
 from lnbench.results import rows as R
 from lnbench.results import runs as U
 from lnbench.results.records import LIST, PANDAS_DTYPES, STR, JSON, Col, Record, SchemaError, value_fits
-from lnbench.results.runs import SCHEMA_KEY, RunRecord
+from lnbench.results.runs import SCHEMA_KEY, IdentifiedRun
+
+
+RowT = TypeVar("RowT", bound=Record)
+RunT = TypeVar("RunT", bound=IdentifiedRun)
 
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[RowT, RunT]):
     """A result kind: its name, schema version ("MAJOR.MINOR"), row record and run record."""
 
     name: str
     version: str
-    row: type[Record]
-    run_record: type[RunRecord]
+    row: type[RowT]
+    run_record: type[RunT]
     #: columns that identify a file of this kind written before schemas (version 0)
     signature: frozenset[str] = field(default_factory=frozenset)
 
@@ -59,7 +63,7 @@ class Kind:
     def column(self, name: str) -> Col | None:
         return next((c for c in self.columns if c.name == name), None)
 
-    def run(self, **cells: Any) -> RunRecord:
+    def run(self, **cells: Any) -> RunT:
         """A run record of this kind, stamped with the kind's schema."""
         return self.run_record(**{SCHEMA_KEY: self.schema, **cells})
 
@@ -97,7 +101,7 @@ PROFILE = Kind("profile", "1.0", R.ProfileRow, U.ProfileRun, frozenset({"modelle
 #: lnbench history's series: a summary of the store, read from it (never recorded into one)
 HISTORY = Kind("history", "1.0", R.HistoryRow, U.HistoryRun)
 
-KINDS: dict[str, Kind] = {k.name: k for k in (VERIFY, SELFTEST, PERF, ABI, INSPECT, COMPARE, PROFILE, HISTORY)}
+KINDS: dict[str, Kind[Any, Any]] = {k.name: k for k in (VERIFY, SELFTEST, PERF, ABI, INSPECT, COMPARE, PROFILE, HISTORY)}
 #: the names readers pass to load_result
 PERF_KIND, ABI_KIND, VERIFY_KIND, COMPARE_KIND, INSPECT_KIND, SELFTEST_KIND, PROFILE_KIND, HISTORY_KIND = (
     PERF.name, ABI.name, VERIFY.name, COMPARE.name, INSPECT.name, SELFTEST.name, PROFILE.name, HISTORY.name)

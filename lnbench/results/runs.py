@@ -11,8 +11,9 @@ record a kind, declared in sections that kinds share.
     protocol      perf: P, R, I_min, ...; abi-compare: processes, runs, ...    perf, abi-compare
     history       store, filters, --last, change-point method, the gate         history
 
-The sections most kinds share at the same place are base classes (`_Identified`: identity; `_Completed`: + completion;
-`_Run`: + shard, devices, sources, merge); the others are written out in each record that has them.
+The sections most kinds share at the same place are base classes (`IdentifiedRun`: identity, the type of any kind's
+run record; `_Completed`: + completion; `CasesRun`: + shard, devices, sources, merge); the others are written out in
+each record that has them.
 
 A run record is written flat: its cells are the JSON's `metadata` and, in a CSV, columns repeated on every row
 (a column a row also has, such as verify's per-case `seed`, keeps the row's value in the CSV). Readers use the
@@ -21,7 +22,7 @@ record's fields and properties (`run.device_label`, `run.protocol`), never key s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from lnbench.results.records import Record, col, record
 
@@ -75,14 +76,14 @@ class RunRecord(Record):
         """The AGREE fields this run records, by name (merge compares them between parts)."""
         return {name: self[name] for name in self.AGREE if name in self}
 
-    def merged(self, parts: int, stopped: str) -> "RunRecord":
+    def merged(self, parts: int, stopped: str) -> Self:
         """The run record of a merge of `parts` files of one split, this record holding what they agree on:
         complete unless `stopped` says why not."""
         return self.with_(complete=not stopped, stopped=stopped, merged_from=parts, shard="")
 
 
 @record
-class _Identified(RunRecord):
+class IdentifiedRun(RunRecord):
     """The identity section: what every run record starts with."""
 
     schema: str | None = col("the result's kind and schema version, e.g. verify/1.0")
@@ -103,7 +104,7 @@ class _Identified(RunRecord):
 
 
 @record
-class _Completed(_Identified):
+class _Completed(IdentifiedRun):
     """Identity and completion."""
 
     complete: bool | None = col("the run finished (false: interrupted, crashed, or a checkpoint)")
@@ -111,7 +112,7 @@ class _Completed(_Identified):
 
 
 @record
-class _Run(_Completed):
+class CasesRun(_Completed):
     """The sections every command that runs cases shares: identity, completion, shard, devices, sources, merge."""
 
     shard: str | None = col("--shard K/N: the part this file holds")
@@ -126,7 +127,7 @@ class _Run(_Completed):
 
 
 @record
-class VerifyRun(_Run):
+class VerifyRun(CasesRun):
     """A verify run: identity, seed, jobs."""
 
     AGREE = ("lnbench_version", "seed", "emu_checks", "device")
@@ -137,7 +138,7 @@ class VerifyRun(_Run):
 
 
 @record
-class SelftestRun(_Run):
+class SelftestRun(CasesRun):
     """A verify --self-test run."""
 
     seed: int | None = col("the run's base input seed")
@@ -146,7 +147,7 @@ class SelftestRun(_Run):
 
 
 @record
-class PerfRun(_Run):
+class PerfRun(CasesRun):
     """A perf run: identity, protocol, load, peak."""
 
     PROTOCOL_NAMES = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s", "min_warmup_calls": "min_warmup_calls",
@@ -180,7 +181,7 @@ class PerfRun(_Run):
 
 
 @record
-class AbiRun(_Run):
+class AbiRun(CasesRun):
     """An abi-compare run: identity, pair, protocol."""
 
     PROTOCOL_NAMES = {k: k for k in ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp",
@@ -209,7 +210,7 @@ class AbiRun(_Run):
 
 
 @record
-class InspectRun(_Run):
+class InspectRun(CasesRun):
     """An inspect run: identity, toolkit, executed devices."""
 
     toolkit: str | None = col("the linker toolkit")
@@ -242,7 +243,7 @@ class CompareRun(_Completed):
 
 
 @record
-class ProfileRun(_Run):
+class ProfileRun(CasesRun):
     """A perf --device emu run: identity, the targets' figures (modelled)."""
 
     AGREE = ("lnbench_version", "device", "modes", "eps", "seed", "targets")
@@ -258,7 +259,7 @@ class ProfileRun(_Run):
 
 
 @record
-class HistoryRun(_Identified):
+class HistoryRun(IdentifiedRun):
     """A history of the results store: identity, the store, filters, change-point method."""
 
     store_url: str | None = col("the results store read (password hidden)")

@@ -33,6 +33,7 @@ import math
 import numbers
 import re
 from collections import defaultdict
+from collections.abc import MutableMapping
 from typing import Any, Callable, Iterable, TypeGuard
 
 from lnbench.verify.cases import MEAN_OVER_SIGMA
@@ -49,7 +50,8 @@ RULES = ("stats dtype", "backward follows stats", "y follows stats", "eps not ho
          "one-pass variance", "constant rows", "only at N", "only in dtype", "ABI difference")
 _NOT_FP32 = re.compile(r"(\w+) is torch\.(\w+), must be torch\.float32")
 
-Row = dict[str, Any]
+#: a verify row: a VerifyRow, or its cells as a dict (tests)
+Row = MutableMapping[str, Any]
 
 
 def rule_of(diagnosis: str) -> list[str]:
@@ -315,7 +317,7 @@ def _text(row: Row, rule: str) -> str:
                  if part.startswith(rule + ":")), "")
 
 
-def by_rule(rows: Iterable[Row]) -> list[Row]:
+def by_rule(rows: Iterable[Row]) -> list[dict[str, Any]]:
     """One row per backend × rule over the FAIL/error rows (first-seen order): how many rows, which dtype ×
     case × tensors, and the diagnosis text of the row furthest outside its bar (with its numbers)."""
     groups: dict[tuple[str, str], list[Row]] = {}

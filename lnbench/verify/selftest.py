@@ -25,7 +25,7 @@ import torch
 
 from lnbench.run.device import Device
 from lnbench.errors import one_line
-from lnbench.results import SelftestRow
+from lnbench.results import SelftestRow, VerifyRow
 from lnbench.backends.tolerance import Tolerance
 from lnbench.verify.cases import Case
 from lnbench.verify.diagnosis import diagnose, rule_of
@@ -55,7 +55,7 @@ def _changed(got: torch.Tensor | None, control: torch.Tensor | None, ref: torch.
     return 2 if float(diff.max()) > RESOLUTION * max(noise, ulp) else 1
 
 
-def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[list[dict[str, Any]], dict[str, int]]]:
+def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[list[VerifyRow], dict[str, int]]]:
     """bug -> (judged rows, tensor -> _changed level) for one case; an exception is an `error` row (a catch)."""
     try:
         setup = set_up_case(case, device)
@@ -63,9 +63,9 @@ def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[lis
         rows = status_rows(case, "error", one_line(exc))
         return {bug: (rows, {}) for bug in BUGS}
     ref = setup.ref
-    out: dict[str, tuple[list[dict[str, Any]], dict[str, int]]] = {}
+    out: dict[str, tuple[list[VerifyRow], dict[str, int]]] = {}
     control: Outputs | None = None
-    control_rows: dict[str, dict[str, Any]] = {}
+    control_rows: dict[str, VerifyRow] = {}
     for bug in BUGS:
         try:
             got = setup.run(PlantedBackend(bug), setup.inp, case.eps)
@@ -89,7 +89,7 @@ def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[lis
     return out
 
 
-def diagnosed_as(rows: list[dict[str, Any]]) -> str:
+def diagnosed_as(rows: list[VerifyRow]) -> str:
     """The diagnosis rules of a planted bug's FAIL/error rows, most rows first, with their counts."""
     counts: dict[str, int] = {}
     for row in rows:
@@ -100,14 +100,14 @@ def diagnosed_as(rows: list[dict[str, Any]]) -> str:
 
 
 def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
-                  advance: Callable[[str], None] = lambda label: None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                  advance: Callable[[str], None] = lambda label: None) -> tuple[list[dict[str, Any]], list[SelftestRow]]:
     """(summary rows, one per bug; detail rows, one per case × tensor × bug).
 
     Every detail row carries its `diagnosis` (verify.diagnosis), and a summary row the rules its FAIL rows got.
     A summary row's status is "ok" when the control passes everything / the bug fails a check the control
     passes, UNDETECTABLE when the bug changes no output beyond rounding on these cases, else "FAIL".
     """
-    rows: dict[str, list[dict[str, Any]]] = {bug: [] for bug in BUGS}
+    rows: dict[str, list[VerifyRow]] = {bug: [] for bug in BUGS}
     caught: dict[str, list[tuple[int, str]]] = {bug: [] for bug in BUGS}
     changes: dict[str, int] = dict.fromkeys(BUGS, 0)     # checks the bug changes beyond rounding
     touched: dict[str, int] = dict.fromkeys(BUGS, 0)     # checks the bug changes at all
@@ -127,7 +127,7 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
             row["backend"] = f"planted:{bug}"
     diagnose([row for bug_rows in rows.values() for row in bug_rows])
     summary: list[dict[str, Any]] = []
-    detail: list[dict[str, Any]] = []
+    detail: list[SelftestRow] = []
     for bug, meaning in BUGS.items():
         failed = caught[bug]
         caught_in = sorted({t for _, t in failed})
