@@ -28,6 +28,8 @@ from lnbench.validate import choices as _choices
 
 
 ABIS = ("pointer", "tensor")
+#: --shapes left out: the widths inspect compiles (M is a runtime argument)
+SHAPES = ("1x1000,1x4096,1x8192,1x16384",)
 #: memory estimate per element of an --execute shape (inputs, outputs and workspace in host memory, the emulator's
 #: copies of them)
 EXECUTE_BYTES_PER_ELEMENT = 64
@@ -192,7 +194,7 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @click.option("--abi", "abis", multiple=True, help="pointer, tensor: the ABI of --backend flydsl (default both).")
 @click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (default all).")
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (default bf16).")
-@click.option("--shapes", multiple=True, default=["1x1000,1x4096,1x8192,1x16384"], show_default=True,
+@click.option("--shapes", multiple=True, default=list(SHAPES), show_default=True,
               help="MxN list; only N matters for compiling (M is a runtime argument).")
 @click.option("--dgamma", "strategy", type=click.Choice(STRATEGIES),
               help="dγ/dβ strategy of the backward (default: deterministic; needs bwd among --op).")
@@ -247,7 +249,7 @@ class InspectOptions:
     abis: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
-    shapes: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = SHAPES
     strategy: str | None = None
     execute: bool = False
     backends: tuple[str, ...] = ("flydsl",)
