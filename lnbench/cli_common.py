@@ -292,3 +292,20 @@ def md_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--md", "md_path", type=OutputFile(dir_okay=True),
                         help="Also write a Markdown summary (the tables shown, for a PR comment or CI summary; "
                              "$GITHUB_STEP_SUMMARY gets it too when set).")(func)
+
+
+def device_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--device NAME (the parameter `device`; None: the command's default device), with the command's words for
+    which devices it takes."""
+    return click.option("--device", help=help_text)
+
+
+def eps_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--eps: LayerNorm's eps (None: the config's)."""
+    return click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")(func)
+
+
+def seed_option(help_text: str = "Base random seed (default: config).") -> Callable[[Callable[..., Any]],
+                                                                                 Callable[..., Any]]:
+    """--seed N: the base random seed (None: the config's)."""
+    return click.option("--seed", type=validate.INT, help=help_text)

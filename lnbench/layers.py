@@ -11,7 +11,8 @@ ones, never a higher one (tests/test_layering.py checks every import, top level 
     4  kernels            flydsl: kernel math, launch geometry, launch/ABI, inspection, pre-flight checks
     5  backends           backends (the registry, every backend, the fp64 reference and the pass rule)
     6  measurement        measure: protocol, timing, worker processes, kernel timer, statistics
-    7  command plumbing   cli_common, output.sink (checkpoints), run.gpus (--devices), run.shard (--shard), store
+    7  command plumbing   cli_common, output.sink (checkpoints), run.gpus (--devices), run.shard (--shard),
+                          run.setup (a run command's set-up: config, kernel source, preflight, shapes, outputs), store
     8  commands           one package per command (its click command in `command.py`): perf (and peak), verify,
                           abi (abi-compare), compare, plot, merge, inspect, config, env, history (store,
                           history): side by side, none
@@ -28,6 +29,7 @@ LAYERS: dict[str, int] = {
     "lnbench.fast_help": 0, "lnbench.results": 0, "lnbench.machine": 0,
     "lnbench.output": 0, "lnbench.output.sink": 7,
     "lnbench.run": 0, "lnbench.run.device": 3, "lnbench.run.metadata": 3, "lnbench.run.gpus": 7, "lnbench.run.shard": 7,
+    "lnbench.run.setup": 7,
     "lnbench.settings": 1, "lnbench.modelled": 1,
     "lnbench.emu": 2,
     "lnbench.flydsl": 4,

@@ -26,10 +26,11 @@ from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_
 from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info
 from lnbench.abi.messages import AbiWorkerPayload, AbiWorkerSpec
 from lnbench.abi.null_device import check_rows
-from lnbench.abi.plan import TABLE, AbiPlan, build_plan, check_elements
+from lnbench.abi.plan import TABLE, AbiOptions, AbiPlan, build_plan, check_elements
 from lnbench.abi.static import flydsl_installed, static_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, err_console, guarded,
-                                kernel_source_option, md_option, nothing_ran, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, device_option, eps_option,
+                                err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options,
+                                seed_option)
 from lnbench.output.sink import ResultSink
 from lnbench.backends import name_rows
 from lnbench.run.device import Device
@@ -205,11 +206,10 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @click.option("--fail-if-slower", "fail_pct", type=validate.FLOAT, metavar="PCT",
               help="Exit 1 when the Pointer side is significantly slower than the Tensor side by more than PCT %.")
 @protocol_options
-@click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")
-@click.option("--seed", type=validate.INT, help="Input seed (default: config).")
-@click.option("--device", help="cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; "
-                              "for the flydsl pair without a ROCm GPU, null: host cost only; emu: static part for "
-                              "its arch, runtime rows `not run`).")
+@eps_option
+@seed_option("Input seed (default: config).")
+@device_option("cpu, cuda, cuda:N, emu[:gfx950], null[:gfx950] (default: the GPU when there is one; for the flydsl "
+               "pair without a ROCm GPU, null: host cost only; emu: static part for its arch, runtime rows `not run`).")
 @config_option
 @click.option("--planted-delay-us", type=validate.FLOAT, help="planted-slow pair: extra host µs per call on the pointer side.")
 @click.option("--details", is_flag=True, help="Print every row (default: a summary per op and measurement, and per "
@@ -223,7 +223,7 @@ def _run_workers(pair: str, ops, dtypes, shapes, metrics, device: Device, protoc
 @guarded
 def abi_compare_command(details: bool, quiet: bool, **options: Any) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
-    return run(build_plan(**options), quiet, details)
+    return run(build_plan(AbiOptions(**options)), quiet, details)
 
 
 def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:

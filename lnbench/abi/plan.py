@@ -11,18 +11,17 @@ from lnbench.abi.cases import PAIRS, flydsl_pair, pair_info, split_pair
 from lnbench.abi.null_device import CHECK_ELEMENTS
 from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.static import default_arches, flydsl_installed
-from lnbench.backends import OWN_FLYDSL, configure_sources, record_sources, runs_flydsl, set_kernel_src
-from lnbench.cli_common import config_input, prepare_outputs
+from lnbench.backends import OWN_FLYDSL, record_sources, runs_flydsl
 from lnbench.run.device import Device, compile_device, emulator_status, null_device, parse_device
-from lnbench.constants import DTYPES, KERNEL_OPS
+from lnbench.constants import KERNEL_OPS
 from lnbench.errors import LnbenchUsageError
 from lnbench.modelled.targets import targets_for
-from lnbench.flydsl import preflight
 from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.measure.protocol import Protocol
 from lnbench.run.metadata import provenance
 from lnbench.results import ABI, RunRecord
 from lnbench.machine.rocm import has_rocm_gpu
+from lnbench.run.setup import begin, element_bytes
 from lnbench.run.shard import Shard, parse_shard, record_shard
 
 TABLE = "abi_compare"
@@ -127,41 +126,78 @@ class AbiPlan:
     targets: list[Any] | None = None
 
 
-def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_only, runtime_only, execute, fail_pct,
-               processes, runs, warmup_s, min_warmup_calls, target_run_s, min_iters, max_iters,
-               worker_timeout_s, eps, seed, device, config_path, planted_delay_us, in_process, devices, force,
-               shard, kernel_src, md_path, csv_path, json_path) -> AbiPlan:
+@dataclass(frozen=True)
+class AbiOptions:
+    """`lnbench abi-compare`'s options as given (None or empty: left out, the config's value applies); --details
+    and --quiet are the run's, not the plan's."""
+
+    pair: str | None = None
+    shapes: tuple[str, ...] = ()
+    shape_set: str | None = None
+    dtypes: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    arches: tuple[str, ...] = ()
+    static_only: bool = False
+    runtime_only: bool = False
+    execute: bool | None = None
+    fail_pct: float | None = None
+    processes: int | None = None
+    runs: int | None = None
+    warmup_s: float | None = None
+    min_warmup_calls: int | None = None
+    target_run_s: float | None = None
+    min_iters: int | None = None
+    max_iters: int | None = None
+    worker_timeout_s: float | None = None
+    eps: float | None = None
+    seed: int | None = None
+    device: str | None = None
+    config_path: Path | None = None
+    planted_delay_us: float | None = None
+    in_process: bool = False
+    devices: str | None = None
+    force: bool = False
+    shard: str | None = None
+    kernel_src: Path | None = None
+    md_path: Path | None = None
+    csv_path: Path | None = None
+    json_path: Path | None = None
+
+
+def build_plan(o: AbiOptions) -> AbiPlan:
     """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
+    static_only, runtime_only = o.static_only, o.runtime_only
+    fail_pct, planted_delay_us = o.fail_pct, o.planted_delay_us
     if static_only and runtime_only:
         raise LnbenchUsageError("--static-only and --runtime-only exclude each other")
     if fail_pct is not None:
         validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
     if planted_delay_us is not None:       # whatever the pair (config numbers are checked when the file is loaded)
         validate.number(planted_delay_us, "planted_delay_us", "--planted-delay-us")
-    config = cfg.load_config(config_path)
-    table = cfg.section(config, TABLE)
-    pair = str(cfg.option_or_config(pair or None, table, "pair", "--pair", str, TABLE))
-    set_kernel_src(kernel_src)
-    configure_sources(config)
+    setup = begin("abi-compare", o.config_path, TABLE)
+    config, table = setup.config, setup.table
+    pair = str(cfg.option_or_config(o.pair or None, table, "pair", "--pair", str, TABLE))
+    setup.use_kernel_src(o.kernel_src)
     backend_pair = check_backend_pair(pair)
-    refuse_idle_options(pair, static_only, runtime_only, arches, fail_pct, planted_delay_us, execute)
-    execute = True if execute is None else execute
-    every_shape = (cfg.chosen_shapes(config, TABLE, shapes, shape_set) if shapes or shape_set is not None
+    refuse_idle_options(pair, static_only, runtime_only, o.arches, fail_pct, planted_delay_us, o.execute)
+    execute = True if o.execute is None else o.execute
+    every_shape = (cfg.chosen_shapes(config, TABLE, o.shapes, o.shape_set) if o.shapes or o.shape_set is not None
                    else cfg.parse_shapes(cfg.require(table, "shapes", list, TABLE)))
-    part = parse_shard(shard)              # a part: its share of the shapes (runtime) and of the widths (static)
+    part = parse_shard(o.shard)            # a part: its share of the shapes (runtime) and of the widths (static)
     shape_list = part.part(every_shape, "shape(s)")
     if static_only:                        # then the parts split the widths alone: each part needs one
         part.part(list(dict.fromkeys(n for _, n in every_shape)), "distinct width(s)")
-    slots = parse_devices(devices, force)
-    if slots and (device is not None or in_process):
-        raise LnbenchUsageError(f"--devices and {'--device' if device is not None else '--in-process'} exclude "
+    slots = parse_devices(o.devices, o.force)
+    if slots and (o.device is not None or o.in_process):
+        raise LnbenchUsageError(f"--devices and {'--device' if o.device is not None else '--in-process'} exclude "
                                 f"each other")
-    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, TABLE))
-    op_list = _choose(ops, table, "ops", KERNEL_OPS, "op")
-    metric_list = _choose(metrics, table, "metrics", METRICS, "measurement")
+    dtype_list = cfg.parse_dtypes(o.dtypes, cfg.require(table, "dtypes", list, TABLE))
+    op_list = _choose(o.ops, table, "ops", KERNEL_OPS, "op")
+    metric_list = _choose(o.metrics, table, "metrics", METRICS, "measurement")
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
-    dev = choose_device(slots[0].process_device if slots else device, pair)
+    dev = choose_device(slots[0].process_device if slots else o.device, pair)
     targets = None
     if dev.emulated and flydsl_pair(pair) and not static_only:   # host cost on null:ARCH, device floor modelled
         targets = targets_for(config, dev.arch)
@@ -173,27 +209,27 @@ def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_
         ok, why = emulator_status()
         if not ok:
             raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
-    arch_list = validate.arches(arches, default_arches(dev))
+    arch_list = validate.arches(o.arches, default_arches(dev))
     check_elements(table)      # bootstrap, confidence, stats_seed: checked with every number when the config loaded
-    eps_value = cfg.option_or_config(eps, table, "eps", "--eps", (int, float), TABLE, validate.eps)
-    seed_value = cfg.option_or_config(seed, table, "seed", "--seed", int, TABLE, validate.seed)
+    eps_value = cfg.option_or_config(o.eps, table, "eps", "--eps", (int, float), TABLE, validate.eps)
+    seed_value = cfg.option_or_config(o.seed, table, "seed", "--seed", int, TABLE, validate.seed)
     if not static_only and dev.torch_device.type in ("cpu", "cuda"):
-        validate.shapes_fit(shape_list, ABI_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
-                            "abi-compare (both sides' tensors)")
-    protocol = Protocol.from_table(table, processes=processes, runs=runs, warmup_s=warmup_s,
-                                   min_warmup_calls=min_warmup_calls, target_run_s=target_run_s,
-                                   min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s)
+        setup.fit(shape_list, element_bytes(ABI_TENSORS, dtype_list), dev, "abi-compare (both sides' tensors)")
+    protocol = Protocol.from_table(table, processes=o.processes, runs=o.runs, warmup_s=o.warmup_s,
+                                   min_warmup_calls=o.min_warmup_calls, target_run_s=o.target_run_s,
+                                   min_iters=o.min_iters, max_iters=o.max_iters, worker_timeout_s=o.worker_timeout_s)
     refuse_runtime_options(static_only, [
-        ("-P", processes), ("-R", runs), ("--warmup-s", warmup_s), ("--min-warmup-calls", min_warmup_calls),
-        ("--target-run-s", target_run_s), ("--min-iters", min_iters), ("--max-iters", max_iters),
-        ("--worker-timeout-s", worker_timeout_s), ("--metric", metrics), ("--seed", seed), ("--devices", devices)])
+        ("-P", o.processes), ("-R", o.runs), ("--warmup-s", o.warmup_s), ("--min-warmup-calls", o.min_warmup_calls),
+        ("--target-run-s", o.target_run_s), ("--min-iters", o.min_iters), ("--max-iters", o.max_iters),
+        ("--worker-timeout-s", o.worker_timeout_s), ("--metric", o.metrics), ("--seed", o.seed),
+        ("--devices", o.devices)])
     strategy = validate.dgamma_strategy(cfg.require(table, "dgamma_strategy", str, TABLE),
                                         f"config [{TABLE}] dgamma_strategy")
     if not runtime_only or flydsl_pair(pair):      # FlyDSL kernels' known limits, before any compile
         if backend_pair is None or any(name in OWN_FLYDSL for name in backend_pair):
-            preflight.kernel_widths([n for _, n in shape_list], dtype_list)     # lnbench's own kernels' widths
+            setup.check_widths(shape_list, dtype_list)     # lnbench's own kernels' widths
         if flydsl_installed():
-            preflight.toolkit(required=True)
+            setup.check_toolkit(required=True)
     pair_options: dict[str, Any] = {}
     if pair == "flydsl":
         pair_options["dgamma_strategy"] = strategy
@@ -203,8 +239,7 @@ def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_
         delay = cfg.option_or_config(planted_delay_us, table, "planted_delay_us", "--planted-delay-us",
                                      (int, float), TABLE)
         pair_options["delay_us"] = float(delay)
-    csv_final, json_final, md_final = prepare_outputs("abi-compare", csv_path, json_path, config_input(config_path),
-                                                      md_path)
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
     run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
     executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
     # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
@@ -221,4 +256,4 @@ def build_plan(*, pair, shapes, shape_set, dtypes, ops, metrics, arches, static_
 
     return AbiPlan(pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev,
                    arch_list, eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table,
-                   static_only, runtime_only, in_process, fail_pct, (csv_final, json_final, md_final), targets)
+                   static_only, runtime_only, o.in_process, fail_pct, outputs, targets)

@@ -53,7 +53,8 @@ def compare_command(base: Path | None, new: Path | None, threshold_pct: float | 
     if not quiet:
         tables.print_table(rows, f"lnbench compare ({plan.base.kind}): {base} → {new}", plan.settings,
                            plan.problems)
-    emit_outputs(rows, meta, plan.outputs.get("--csv"), plan.outputs.get("--json"), md_path=plan.outputs.get("--md"),
+    csv_final, json_final, md_final = plan.outputs
+    emit_outputs(rows, meta, csv_final, json_final, md_path=md_final,
                  md_text=render(rows, meta, summary, tables.gate_text(fail_pct, hits)))
     console.print(summary)
     tables.print_notes(rows, {"BASE": plan.base, "NEW": plan.new}, plan.settings, fail_pct, hits)

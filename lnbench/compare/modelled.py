@@ -16,11 +16,12 @@ from rich.markup import escape
 
 import lnbench
 from lnbench import validate
-from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs, reserve_outputs
+from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs
 from lnbench.results.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.checkout import git_commit, timestamp
 from lnbench.run.processes import command_line
+from lnbench.run.setup import Setup
 from lnbench.results import (ABI_KIND, COMPARE, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
                              ResultFile, load_result, missing)
 from lnbench.output.tables import Column, fmt_time_us, render_table
@@ -148,15 +149,15 @@ def run(base_path: Path, new_path: Path, pair: tuple[ResultFile, ResultFile], fa
     rows = (against_measured(*((base, new) if base.kind == PROFILE_KIND else (new, base))) if mixed
             else diff_rows(base, new))
     hits = [] if mixed else gate(rows, fail_pct)
-    outputs = reserve_outputs("compare", {"--csv": csv_path, "--json": json_path, "--md": md_path},
-                              {"BASE": base_path, "NEW": new_path})
+    csv_final, json_final, md_final = Setup("compare").reserve_outputs(csv_path, json_path, md_path,
+                                                                       {"BASE": base_path, "NEW": new_path})
     meta = COMPARE.run(command="compare", source_command=PROFILE_KIND, command_line=command_line(),
                        lnbench_version=lnbench.__version__, git_commit=git_commit(), timestamp=timestamp(),
                        base=str(base_path), new=str(new_path), interval="exact (modelled: no statistics)",
                        fail_if_slower_pct=fail_pct, forced="modelled against measured" if mixed else "")
     if not quiet:
         _print(rows, f"lnbench compare (modelled, exact): {base_path} → {new_path}")
-    emit_outputs(rows, meta, outputs.get("--csv"), outputs.get("--json"), md_path=outputs.get("--md"))
+    emit_outputs(rows, meta, csv_final, json_final, md_path=md_final)
     counts = {v: sum(r["verdict"] == v for r in rows) for v in dict.fromkeys(r["verdict"] for r in rows)}
     console.print(f"{len(rows)} modelled row(s): " + ", ".join(f"{n} {v}" for v, n in counts.items()))
     for row in hits:

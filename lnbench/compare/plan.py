@@ -6,9 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import lnbench
-from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.cli_common import config_input, reserve_outputs
 from lnbench.compare.cases import timed_cases
 from lnbench.compare.match import mismatches, require_overlap, same_command
 from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, load_result
@@ -16,6 +14,7 @@ from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.checkout import git_commit, timestamp
 from lnbench.run.processes import command_line
+from lnbench.run.setup import Outputs, begin
 from lnbench.results import COMPARE, CompareRun
 
 
@@ -29,7 +28,7 @@ class ComparePlan:
     settings: Settings
     fail_pct: float | None
     problems: list[str]
-    outputs: dict[str, Path]
+    outputs: Outputs
 
 
 def check_flags(threshold_pct: float | None, fail_pct: float | None) -> None:
@@ -47,7 +46,8 @@ def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None,
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
     check_flags(threshold_pct, fail_pct)
-    settings = Settings.from_config(cfg.load_config(config_path), threshold_pct)
+    setup = begin("compare", config_path)
+    settings = Settings.from_config(setup.config, threshold_pct)
     what = "the JSON of lnbench perf or abi-compare"
     base_result = load_result(base, (PERF, ABI), what=what)
     new_result = load_result(new, (PERF, ABI), what=what)
@@ -59,8 +59,7 @@ def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None,
     if problems and not force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)
-    outputs = reserve_outputs("compare", {"--csv": csv_path, "--json": json_path, "--md": md_path},
-                              {"BASE": base, "NEW": new, **config_input(config_path)})
+    outputs = setup.reserve_outputs(csv_path, json_path, md_path, {"BASE": base, "NEW": new}, config_last=True)
     return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs)
 
 

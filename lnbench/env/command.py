@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import click
 
-from lnbench.cli_common import console, guarded
+from lnbench.cli_common import console, device_option, guarded
 from lnbench.run.device import Device, activate, parse_device, resolve_kernel_device
 from lnbench.env.facts import backend_facts, device_facts, software_facts
 from lnbench.output.tables import Column, render_table
 
 
 @click.command("env")
-@click.option("--device", help="Device to check backends on: cpu, cuda, cuda:N, emu[:gfx950] (default: the device "
-                              "each bare command would use: verify's, and perf's where that differs).")
+@device_option("Device to check backends on: cpu, cuda, cuda:N, emu[:gfx950] (default: the device each bare command "
+               "would use: verify's, and perf's where that differs).")
 @guarded
 def env_command(device: str | None) -> int:
     """Print devices, software versions, the emulator, every backend's availability and the FlyDSL toolkit."""

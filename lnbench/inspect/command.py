@@ -12,24 +12,24 @@ import click
 from rich.markup import escape
 
 from lnbench import settings as cfg
-from lnbench.backends import (OWN_FLYDSL, configure_sources, record_sources, requested_names, runs_flydsl,
-                              set_kernel_src)
+from lnbench.backends import OWN_FLYDSL, record_sources, requested_names, runs_flydsl
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_option, console, emu_checks_option,
-                                err_console, guarded, kernel_source_option, md_option, output_options, prepare_outputs)
+                                err_console, guarded, kernel_source_option, md_option, output_options)
 from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
 from lnbench.run.device import compile_device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
-from lnbench.flydsl import preflight
 from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
 from lnbench.run.progress import CommandProgress
+from lnbench.run.setup import Setup, begin
 from lnbench.output.sink import ResultSink
 from lnbench.results import INSPECT, InspectRow, RunRecord, missing
 from lnbench.output.tables import Column, render_table, silent_console, styled_status
-from lnbench import validate
 from lnbench.validate import choices as _choices
 
 
 ABIS = ("pointer", "tensor")
+#: --shapes left out: the widths inspect compiles (M is a runtime argument)
+SHAPES = ("1x1000,1x4096,1x8192,1x16384",)
 #: memory estimate per element of an --execute shape (inputs, outputs and workspace in host memory, the emulator's
 #: copies of them)
 EXECUTE_BYTES_PER_ELEMENT = 64
@@ -194,7 +194,7 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @click.option("--abi", "abis", multiple=True, help="pointer, tensor: the ABI of --backend flydsl (default both).")
 @click.option("--op", "ops", multiple=True, help="fwd, fwd-nostats, bwd (default all).")
 @click.option("--dtype", "dtypes", multiple=True, help="f32, f16, bf16 (default bf16).")
-@click.option("--shapes", multiple=True, default=["1x1000,1x4096,1x8192,1x16384"], show_default=True,
+@click.option("--shapes", multiple=True, default=list(SHAPES), show_default=True,
               help="MxN list; only N matters for compiling (M is a runtime argument).")
 @click.option("--dgamma", "strategy", type=click.Choice(STRATEGIES),
               help="dγ/dβ strategy of the backward (default: deterministic; needs bwd among --op).")
@@ -218,7 +218,7 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 def inspect_command(quiet: bool, **options: Any) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
-    return run(build_plan(**options), quiet)
+    return run(build_plan(InspectOptions(**options)), quiet)
 
 
 @dataclass
@@ -241,11 +241,34 @@ class InspectPlan:
     metadata: RunRecord
 
 
-def build_plan(*, arches, abis, ops, dtypes, shapes, strategy, execute, backends, config_path, kernel_src, isa_dir,
-               emu_checks, md_path, csv_path, json_path) -> InspectPlan:
+@dataclass(frozen=True)
+class InspectOptions:
+    """`lnbench inspect`'s options as given (--quiet is the run's, not the plan's)."""
+
+    arches: tuple[str, ...] = ()
+    abis: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = SHAPES
+    strategy: str | None = None
+    execute: bool = False
+    backends: tuple[str, ...] = ("flydsl",)
+    config_path: Path | None = None
+    kernel_src: Path | None = None
+    isa_dir: Path | None = None
+    emu_checks: str | None = None
+    md_path: Path | None = None
+    csv_path: Path | None = None
+    json_path: Path | None = None
+
+
+def build_plan(o: InspectOptions) -> InspectPlan:
     """Check the options and the toolkit once (exit 2 on bad input), reserve the outputs."""
-    set_kernel_src(kernel_src)
-    configure_sources(cfg.load_config(config_path))
+    arches, abis, ops, dtypes, shapes, strategy, execute, backends, isa_dir, emu_checks = (
+        o.arches, o.abis, o.ops, o.dtypes, o.shapes, o.strategy, o.execute, o.backends, o.isa_dir, o.emu_checks)
+    Setup.check_kernel_src(o.kernel_src)                 # before the config (inspect's order)
+    setup = begin("inspect", o.config_path, config_is_input=False)
+    setup.register_sources()
     backend_list = requested_names(backends, ["flydsl"])
     flydsl_free = [n for n in backend_list if not runs_flydsl(n)]
     if flydsl_free:
@@ -268,10 +291,10 @@ def build_plan(*, arches, abis, ops, dtypes, shapes, strategy, execute, backends
     shape_list = cfg.parse_shapes(shapes)
     widths = list(dict.fromkeys(n for _, n in shape_list))
     if any(n in OWN_FLYDSL for n in backend_list):
-        preflight.kernel_widths(widths, dtype_list)        # known limits of lnbench's kernels, before any compile
+        setup.check_widths(shape_list, dtype_list)        # known limits of lnbench's kernels, before any compile
     if package_version("flydsl") == "not installed":
         raise LnbenchUsageError("flydsl is not installed: pip install 'flydsl>=0.5,<0.6'")
-    preflight.toolkit(required=True)
+    setup.check_toolkit(required=True)
     if emu_checks is not None and not execute:
         raise LnbenchUsageError("--emu-checks applies to emulated launches: add --execute")
     checks_line = None
@@ -280,13 +303,13 @@ def build_plan(*, arches, abis, ops, dtypes, shapes, strategy, execute, backends
         if not ok:
             raise LnbenchUsageError(f"--execute needs the emulated device: {why}")
         checks_line = apply_emu_checks(emu_checks)
-        validate.shapes_fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
+        setup.fit(shape_list, EXECUTE_BYTES_PER_ELEMENT, "cpu", "inspect --execute (emulated device memory)")
     if isa_dir is not None:
         try:
             isa_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LnbenchUsageError(f"--isa {isa_dir}: cannot create the folder: {exc.strerror or exc}") from None
-    outputs = prepare_outputs("inspect", csv_path, json_path, md_path=md_path)
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
     families = backend_variants(backend_list, abi_list, strategy)
     total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(widths)
     executed_total = len(arch_list) * len(families) * len(op_list) * len(dtype_list) * len(shape_list)

@@ -15,8 +15,9 @@ import click
 import pandas as pd
 from rich.markup import escape
 
-from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options, prepare_outputs
+from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options
 from lnbench.compare.match import device_name, protocol
+from lnbench.run.setup import Setup
 from lnbench.errors import LnbenchUsageError
 from lnbench.perf.aggregate import add_speedups
 from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, PROFILE_KIND as PROFILE, SCHEMA_KEY,
@@ -168,8 +169,8 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     if found and not force:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise LnbenchUsageError(f"{found[0]}{more}: merge refused (--force merges anyway)")
-    csv_final, json_final, _ = prepare_outputs("merge", csv_path, json_path,
-                                            {f"FILE {i + 1}": path for i, path in enumerate(files)})
+    csv_final, json_final, _ = Setup("merge").reserve_outputs(
+        csv_path, json_path, inputs={f"FILE {i + 1}": path for i, path in enumerate(files)})
     metadata = merged_run(results)
     parts = []
     for r in results:

@@ -1,7 +1,10 @@
 """`lnbench perf` and `lnbench peak`: multi-process median timing of LayerNorm kernels.
 
 Modules, one job each:
-    plan         `lnbench perf`'s plan (PerfPlan, build_plan): options and config checked once
+    options      PerfOptions: perf's click options as one typed record (both plans below take it)
+    plan         `lnbench perf`'s plan (PerfPlan, build_plan): options and config checked once (over
+                 lnbench.run.setup: config, kernel source, preflight, shapes, outputs)
+    modelled     `perf --device emu`'s plan and run (build_modelled_plan, run_modelled): profiles, modelled floors
     cases        the cases: backend × op × dtype × shape × mode
     spread       which cases run on which GPU and when (--devices), the rows joined back
     protocol     PerfProtocol: the shared timing protocol (lnbench.measure.protocol) plus modes, ops, cold mode

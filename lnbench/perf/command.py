@@ -12,8 +12,9 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.backends import backend_names, name_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, err_console, guarded,
-                                kernel_source_option, md_option, nothing_ran, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, device_option, eps_option,
+                                err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options,
+                                seed_option)
 from lnbench.run.device import Device
 from lnbench.run.gpus import devices_options
 from lnbench.run.eta import announce, busy_threads
@@ -26,6 +27,7 @@ from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_p
 from lnbench.perf.peak_run import build_peak_plan, run_peak
 from lnbench.measure.protocol import protocol_options
 from lnbench.perf.protocol import MODES
+from lnbench.perf.options import PerfOptions
 from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
 from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
 from lnbench.perf.messages import payload_of
@@ -40,6 +42,11 @@ from lnbench.results.flydsl_table import table_text
 from lnbench.run.shard import shard_option
 from lnbench.perf.tables import PHASES, print_peak, print_rows, summary_line
 WORKER_MODULE = "lnbench.perf.worker_main"
+
+#: --device of perf and peak
+DEVICE_HELP = ("cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no timing, each case runs "
+               "once on the emulated device and gives its profile and MODELLED lower bounds on every [targets] GPU "
+               "of that arch (docs/targets.md).")
 
 
 def _worker_env() -> dict[str, str]:
@@ -74,11 +81,9 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
               help="Kernel time from the profiler's GPU activity records, in separate runs after every worker's "
                    "stream-timed ones (default: off, config [perf] kernel_timer; on with --timer kernel; "
                    "n/a without a GPU).")
-@click.option("--eps", type=validate.FLOAT, help="LayerNorm eps (default: config).")
-@click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no "
-                                "timing, each case runs once on the emulated device and gives its profile and "
-                                "MODELLED lower bounds on every [targets] GPU of that arch (docs/targets.md).")
+@eps_option
+@seed_option()
+@device_option(DEVICE_HELP)
 @devices_options
 @click.option("--alone-below-mib", "alone_below_mib", type=validate.FLOAT,
               help="With --devices: cases moving fewer MiB per call are timed while no other GPU is timing "
@@ -104,8 +109,8 @@ def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: bool, **optio
         if flydsl_table:
             raise LnbenchUsageError("--flydsl-table prints timed results: --device emu times nothing (it models "
                                     "floors)")
-        return run_modelled(build_modelled_plan(**options), quiet)
-    return run(build_plan(**options), if_loaded, quiet, flydsl_table)
+        return run_modelled(build_modelled_plan(PerfOptions(**options)), quiet)
+    return run(build_plan(PerfOptions(**options)), if_loaded, quiet, flydsl_table)
 
 
 def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool = False) -> int:
@@ -247,9 +252,7 @@ def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: d
 
 
 @click.command("peak")
-@click.option("--device", help="cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no "
-                                "timing, each case runs once on the emulated device and gives its profile and "
-                                "MODELLED lower bounds on every [targets] GPU of that arch (docs/targets.md).")
+@device_option(DEVICE_HELP)
 @click.option("--size-mib", type=validate.FLOAT,
               help=f"Bytes copied per call, in MiB; source + destination at least {PEAK_MIN_LLC_FACTOR}× the "
                    f"last-level cache (default 1024 on a GPU, 256 on the CPU, raised to that on a larger cache).")

@@ -17,17 +17,16 @@ from typing import Any
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.backends import (OWN_FLYDSL, check_backend_names, configure_sources, record_sources, runs_flydsl,
-                              set_kernel_src, source_spec)
-from lnbench.cli_common import config_input, prepare_outputs
+from lnbench.backends import OWN_FLYDSL, check_backend_names, record_sources, runs_flydsl, source_spec
 from lnbench.constants import KERNEL_OPS
 from lnbench.run.device import Device, emulator_status, parse_device
-from lnbench.flydsl import preflight
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.metadata import provenance
 from lnbench.modelled.floors import MODES, floors
 from lnbench.modelled.targets import Target, targets_for
+from lnbench.perf.options import PerfOptions
 from lnbench.results import PROFILE, ProfileRow, RunRecord
+from lnbench.run.setup import Setup, begin, element_bytes
 
 
 @dataclass(frozen=True)
@@ -71,52 +70,49 @@ def _variants(backend: str) -> list[tuple[str, str]]:
             "flydsl-atomic": [("pointer", "atomic")]}.get(backend, [("", "")])
 
 
-def build_modelled_plan(*, backends, ops, modes, dtypes, shapes, shape_set, eps, seed, device, devices, shard,
-                        config_path, kernel_src, md_path, csv_path, json_path, **_timing: Any) -> ModelledPlan:
+def build_modelled_plan(o: PerfOptions) -> ModelledPlan:
     """Check the options that apply (the timing protocol's do not: nothing is timed), the targets and the
     backends, before any work; reserve the outputs."""
-    if devices:
+    if o.devices:
         raise LnbenchUsageError("--devices spreads timing over GPUs; the emulated device is one: drop --devices")
-    if shard:
+    if o.shard:
         raise LnbenchUsageError("--shard is not supported with the emulated device (cases run once, in parallel)")
-    dev = parse_device(device)
+    dev = parse_device(o.device)
     usable, why = emulator_status()
     if not usable:
         raise LnbenchUsageError(f"the emulated device cannot run here: {why}")
-    preflight.toolkit(required=True)
-    config = cfg.load_config(config_path)
-    table = cfg.section(config, "perf")
+    Setup.check_toolkit(required=True)
+    setup = begin("perf", o.config_path, "perf")
+    config, table = setup.config, setup.table
     targets = targets_for(config, dev.arch)
     if not targets:
         raise LnbenchUsageError(f"no target of arch {dev.arch} in the config's [targets]")
-    set_kernel_src(kernel_src)
-    configure_sources(config)
-    requested = validate.listed(backends, "backend", cfg.require(table, "backends", list, "perf"))
+    setup.use_kernel_src(o.kernel_src)
+    requested = validate.listed(o.backends, "backend", cfg.require(table, "backends", list, "perf"))
     names = list(dict.fromkeys(n for b in requested for n in (["flydsl"] if b == "auto" else [b])))
     check_backend_names(names)
     for name in names:
         if not runs_flydsl(name):
             raise LnbenchUsageError(f"backend {name} does not run on the emulated device (FlyDSL kernels only: "
                                     f"{', '.join(OWN_FLYDSL)}, flydsl-src, a kernel source)")
-    op_list = validate.listed(ops, "op", cfg.require(table, "ops", list, "perf"))
-    op_list = [o for item in op_list for o in (["fwd", "bwd"] if item == "fwd+bwd" else [item])]
+    op_list = validate.listed(o.ops, "op", cfg.require(table, "ops", list, "perf"))
+    op_list = [op for item in op_list for op in (["fwd", "bwd"] if item == "fwd+bwd" else [item])]
     for op in op_list:
         if op not in KERNEL_OPS:
             raise LnbenchUsageError(f"unknown op {op!r}; choose from {', '.join(KERNEL_OPS)}, fwd+bwd")
-    mode_list = validate.listed(modes, "mode", [m for m in cfg.require(table, "modes", list, "perf") if m in MODES])
+    mode_list = validate.listed(o.modes, "mode", [m for m in cfg.require(table, "modes", list, "perf") if m in MODES])
     if set(mode_list) - set(MODES):
         raise LnbenchUsageError(f"the emulated device models the modes {', '.join(MODES)}, not "
                                 f"{', '.join(sorted(set(mode_list) - set(MODES)))}")
-    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
-    shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
-    from lnbench.constants import DTYPES
-    validate.shapes_fit(shape_list, 8 * max(DTYPES[d].itemsize for d in dtype_list), dev,
-                        "perf on the emulated device (x, y, dy, dx and workspace in host memory)")
-    eps_value = cfg.option_or_config(eps, table, "eps", "--eps", (int, float), "perf", validate.eps)
-    seed_value = cfg.option_or_config(seed, table, "seed", "--seed", int, "perf", validate.seed)
+    dtype_list = cfg.parse_dtypes(o.dtypes, cfg.require(table, "dtypes", list, "perf"))
+    shape_list = cfg.chosen_shapes(config, "perf", o.shapes, o.shape_set)
+    setup.fit(shape_list, element_bytes(8, dtype_list), dev,
+              "perf on the emulated device (x, y, dy, dx and workspace in host memory)")
+    eps_value = cfg.option_or_config(o.eps, table, "eps", "--eps", (int, float), "perf", validate.eps)
+    seed_value = cfg.option_or_config(o.seed, table, "seed", "--seed", int, "perf", validate.seed)
     cases = [ModelCase(b, op, dt, m, n, abi, strategy) for b in names for abi, strategy in _variants(b)
              for op in op_list for dt in dtype_list for m, n in shape_list]
-    outputs = prepare_outputs("perf", csv_path, json_path, config_input(config_path), md_path)
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
     run = provenance(dev, PROFILE, "perf")
     run.update(modelled=True, targets={t.name: _figures(t) for t in targets}, modes=",".join(mode_list),
                eps=float(eps_value), seed=int(seed_value))

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.run.clocks import gpu_facts
 from lnbench.run.device import Device
 from lnbench.measure import load
 from lnbench.perf.peak import copy_size, default_peak_path, measure_copy_bandwidth, reserve_peak_file, store_peak
 from lnbench.perf.plan import loaded_policy, timed_device
+from lnbench.run.setup import begin
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def build_peak_plan(device: str | None, size_mib: float | None, runs: int, peak_
     validate.number(runs, "peak_runs", "--runs")
     if size_mib is not None:
         validate.number(size_mib, "size_mib", "--size-mib")
-    policy = loaded_policy(if_loaded, cfg.section(cfg.load_config(config_path), "perf"))
+    policy = loaded_policy(if_loaded, begin("peak", config_path, "perf").table)
     dev = timed_device(device)
     path = Path(peak_file or default_peak_path())
     reserve_peak_file(path)

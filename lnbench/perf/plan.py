@@ -7,21 +7,19 @@ from typing import Any
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.backends import (OWN_FLYDSL, backend_names, check_backend_names, configure_sources, is_backend_name,
-                              record_sources, runs_flydsl, set_kernel_src)
-from lnbench.cli_common import config_input, prepare_outputs
+from lnbench.backends import backend_names, check_backend_names, is_backend_name, record_sources
 from lnbench.run.device import Device, parse_device
-from lnbench.constants import DTYPES
 from lnbench.errors import LnbenchUsageError
-from lnbench.flydsl import preflight
 from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.measure import load
 from lnbench.measure.kernel_timer import unavailable_reason
 from lnbench.run.metadata import provenance
 from lnbench.perf.cases import backend_skips, build_cases
 from lnbench.perf.peak import default_peak_path, load_peak
+from lnbench.perf.options import PerfOptions
 from lnbench.perf.protocol import PerfProtocol
 from lnbench.perf.spread import Group, plan_groups
+from lnbench.run.setup import begin, element_bytes
 from lnbench.run.shard import parse_shard, record_shard
 from lnbench.results import PERF, RunRecord
 
@@ -116,52 +114,45 @@ class PerfPlan:
     outputs: tuple[Path | None, Path | None, Path | None]
 
 
-def build_plan(*, backends, baseline, ops, modes, dtypes, shapes, shape_set, processes, runs, warmup_s,
-               min_warmup_calls, target_run_s, min_iters, max_iters, worker_timeout_s, cold_factor, llc_mib,
-               headline, kernel_timer, eps, seed, device, devices, force, alone_below_mib, shard, config_path,
-               peak_file, kernel_src, md_path, csv_path, json_path) -> PerfPlan:
+def build_plan(o: PerfOptions) -> PerfPlan:
     """Check every option against the config once (exit 2 on bad input), reserve the outputs, plan the groups."""
-    part = parse_shard(shard)
-    slots = parse_devices(devices, force)
-    dev = timed_device(slots[0].process_device if slots else device, "--devices" if slots and device else "")
-    config = cfg.load_config(config_path)
-    table = cfg.section(config, "perf")
-    alone_mib = cfg.option_or_config(alone_below_mib, table, "alone_below_mib", "--alone-below-mib", (int, float),
+    part = parse_shard(o.shard)
+    slots = parse_devices(o.devices, o.force)
+    dev = timed_device(slots[0].process_device if slots else o.device, "--devices" if slots and o.device else "")
+    setup = begin("perf", o.config_path, "perf")
+    config, table = setup.config, setup.table
+    alone_mib = cfg.option_or_config(o.alone_below_mib, table, "alone_below_mib", "--alone-below-mib", (int, float),
                                      "perf", lambda value, label: validate.number(value, "alone_below_mib", label))
     host_share = float(cfg.require(table, "alone_host_fraction", (int, float), "perf"))
     protocol = PerfProtocol.from_table(
-        table, processes=processes, runs=runs, warmup_s=warmup_s, min_warmup_calls=min_warmup_calls,
-        target_run_s=target_run_s, min_iters=min_iters, max_iters=max_iters, worker_timeout_s=worker_timeout_s,
-        cold_factor=cold_factor, llc_mib=llc_mib,
-        kernel_timer=True if kernel_timer is None and headline == "kernel" else kernel_timer,
-        modes=tuple(cfg.split_list(modes, "mode")) or None, ops=tuple(cfg.split_list(ops, "op")) or None)
+        table, processes=o.processes, runs=o.runs, warmup_s=o.warmup_s, min_warmup_calls=o.min_warmup_calls,
+        target_run_s=o.target_run_s, min_iters=o.min_iters, max_iters=o.max_iters,
+        worker_timeout_s=o.worker_timeout_s, cold_factor=o.cold_factor, llc_mib=o.llc_mib,
+        kernel_timer=True if o.kernel_timer is None and o.headline == "kernel" else o.kernel_timer,
+        modes=tuple(cfg.split_list(o.modes, "mode")) or None, ops=tuple(cfg.split_list(o.ops, "op")) or None)
     no_kernel_time = unavailable_reason(dev)
-    headline = check_headline(headline, protocol.kernel_timer, dev, no_kernel_time)
+    headline = check_headline(o.headline, protocol.kernel_timer, dev, no_kernel_time)
     kernel_pass = protocol.kernel_timer and not no_kernel_time
-    set_kernel_src(kernel_src)
-    configure_sources(config)                    # [backends.NAME]: passed on to the workers
-    backend_list = choose_backends(_list_option(backends, table, "backends"), dev)
-    base_name = str(cfg.option_or_config(baseline, table, "baseline", "--baseline", str, "perf"))
+    setup.use_kernel_src(o.kernel_src)           # [backends.NAME]: passed on to the workers
+    backend_list = choose_backends(_list_option(o.backends, table, "backends"), dev)
+    base_name = str(cfg.option_or_config(o.baseline, table, "baseline", "--baseline", str, "perf"))
     if not is_backend_name(base_name):
         raise LnbenchUsageError(f"unknown baseline {base_name!r}; choose from {', '.join(backend_names())}")
-    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "perf"))
-    shape_list = cfg.chosen_shapes(config, "perf", shapes, shape_set)
-    if any(runs_flydsl(name) for name in backend_list) and dev.executes_flydsl:
-        preflight.toolkit()                                 # FlyDSL kernels (lnbench's or a kernel source's)
-    if any(name in OWN_FLYDSL for name in backend_list) and dev.executes_flydsl:
-        preflight.kernel_widths([n for _, n in shape_list], dtype_list)   # lnbench's limits, before any worker starts
-    eps_value = cfg.option_or_config(eps, table, "eps", "--eps", (int, float), "perf", validate.eps)
-    base_seed = cfg.option_or_config(seed, table, "seed", "--seed", int, "perf", validate.seed)
-    validate.shapes_fit(shape_list, PERF_TENSORS * max(DTYPES[d].itemsize for d in dtype_list), dev,
-                        "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
-                        1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
+    dtype_list = cfg.parse_dtypes(o.dtypes, cfg.require(table, "dtypes", list, "perf"))
+    shape_list = cfg.chosen_shapes(config, "perf", o.shapes, o.shape_set)
+    # FlyDSL kernels (lnbench's or a kernel source's), lnbench's limits: before any worker starts
+    setup.check_kernels(backend_list if dev.executes_flydsl else [], shape_list, dtype_list)
+    eps_value = cfg.option_or_config(o.eps, table, "eps", "--eps", (int, float), "perf", validate.eps)
+    base_seed = cfg.option_or_config(o.seed, table, "seed", "--seed", int, "perf", validate.seed)
+    setup.fit(shape_list, element_bytes(PERF_TENSORS, dtype_list), dev,
+              "perf (x, y, dy, dx and workspace, beside the cold-mode rotation)",
+              1.0 - protocol.cold_mem_fraction if "cold" in protocol.modes else 1.0)
     skips = backend_skips(backend_list, dev)
     every_case = build_cases(backend_list, list(protocol.ops), dtype_list, shape_list, list(protocol.modes),
                              eps_value, base_seed, skips)
     cases = part.part(every_case, "case(s)")
-    peak_input = {"--peak-file": peak_file} if peak_file else {"the peak cache": default_peak_path()}
-    csv_final, json_final, md_final = prepare_outputs("perf", csv_path, json_path,
-                                                      {**config_input(config_path), **peak_input}, md_path)
+    peak_input = {"--peak-file": o.peak_file} if o.peak_file else {"the peak cache": default_peak_path()}
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path, peak_input)
     spread = slots is not None and len(slots) > 1    # one GPU: nothing else is timing, nothing runs apart
     run = perf_run(dev, protocol, base_name, headline, backend_list)
     record_devices(record_shard(run, part, len(every_case)), slots, alone_mib if spread else None)
@@ -169,6 +160,6 @@ def build_plan(*, backends, baseline, ops, modes, dtypes, shapes, shape_set, pro
         run.alone_host_fraction = host_share
     groups = plan_groups(cases, backend_list, protocol.processes, str(dev.torch_device), slots,
                          alone_mib if spread else 0.0)
-    peak = load_peak(dev.torch_device, peak_file)
+    peak = load_peak(dev.torch_device, o.peak_file)
     return PerfPlan(dev, slots, table, protocol, headline, kernel_pass, no_kernel_time, backend_list, base_name,
-                    host_share, spread, run, cases, groups, peak, peak_file, (csv_final, json_final, md_final))
+                    host_share, spread, run, cases, groups, peak, o.peak_file, outputs)

@@ -9,8 +9,9 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.backends import backend_names, get_backend, name_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, emit_outputs, emu_checks_option,
-                                err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, device_option, emit_outputs,
+                                emu_checks_option, err_console, guarded, kernel_source_option, md_option, nothing_ran,
+                                output_options, seed_option)
 from lnbench.run.device import Device
 from lnbench.emu.ledger import rows_summary
 from lnbench.run.eta import announce
@@ -28,7 +29,7 @@ from lnbench.verify.parallel import VerifySpec, run_units
 from lnbench.verify.runner import backend_case_rows, case_label, failed
 from lnbench.verify.summary import EXECUTED, status_word
 from lnbench.verify.selftest import CONTROL, UNDETECTABLE, run_self_test
-from lnbench.verify.plan import VerifyPlan, build_plan
+from lnbench.verify.plan import VerifyOptions, VerifyPlan, build_plan
 from lnbench.verify.tables import SELFTEST_COLUMNS, print_rows, summary_line, warn_long
 
 if TYPE_CHECKING:
@@ -44,9 +45,9 @@ if TYPE_CHECKING:
 @click.option("--shapes", multiple=True, help="MxN list, e.g. 4096x4096,3x257 (default: the config's shape set).")
 @click.option("--shape-set", help="Named shape set from the config (default, quick, large, ...).")
 @config_option
-@click.option("--device", help="cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one, else the emulated "
-                   "gfx942 where it is available, else cpu).")
-@click.option("--seed", type=validate.INT, help="Base random seed (default: config).")
+@device_option("cpu, cuda, cuda:N, emu, emu:gfx950 (default: the GPU when torch sees one, else the emulated gfx942 "
+               "where it is available, else cpu).")
+@seed_option()
 @click.option("--self-test", is_flag=True,
               help="Check that the pass rule catches planted bugs in a copy of the reference math (takes no "
                    "--backend, --jobs, --details, --kernel-src, --emu-checks or --shard). Exit 0 when the control passes and every bug that changes an output on the chosen "
@@ -65,8 +66,7 @@ if TYPE_CHECKING:
 @md_option
 @output_options
 @guarded
-def verify_command(backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
-                   devices, force, shard, details, emu_checks, md_path, csv_path, json_path, quiet) -> int:
+def verify_command(details: bool, quiet: bool, **options: Any) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
     \b
@@ -79,15 +79,13 @@ def verify_command(backends, dtypes, shapes, shape_set, config_path, device, see
       err/allowed  the fraction of the bar used (< 1 is within it; 1 = on the bar)
     The CSV/JSON also keep max_rel_err (element-wise, huge where the reference is near 0) and torch_err.
     """
-    idle = [flag for flag, value in (("--jobs", jobs), ("--details", details), ("--kernel-src", kernel_src),
-                                     ("--emu-checks", emu_checks)) if value not in (None, False)]
-    if self_test and idle:      # the planted bugs run in this process, on the reference math: no kernel, no worker
+    o = VerifyOptions(**options)
+    idle = [flag for flag, value in (("--jobs", o.jobs), ("--details", details), ("--kernel-src", o.kernel_src),
+                                     ("--emu-checks", o.emu_checks)) if value not in (None, False)]
+    if o.self_test and idle:      # the planted bugs run in this process, on the reference math: no kernel, no worker
         raise LnbenchUsageError(f"{', '.join(idle)} does nothing with --self-test (it checks planted bugs in a copy "
                                 f"of the reference math, in this process)")
-    plan = build_plan(backends=backends, dtypes=dtypes, shapes=shapes, shape_set=shape_set, config_path=config_path,
-                      device=device, seed=seed, self_test=self_test, kernel_src=kernel_src, jobs=jobs, devices=devices,
-                      force=force, shard=shard, emu_checks=emu_checks, md_path=md_path, csv_path=csv_path,
-                      json_path=json_path)
+    plan = build_plan(o)
     if plan.self_test:
         return _self_test(plan.cases, plan.dev, plan.tol, plan.metadata, *plan.outputs, quiet)
     return run(plan, details, quiet)

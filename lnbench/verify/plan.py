@@ -10,15 +10,14 @@ import click
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.backends import (OWN_FLYDSL, backend_names, configure_sources, probe_backend, requested_names,
-                              record_sources, runs_flydsl, set_kernel_src)
-from lnbench.cli_common import apply_emu_checks, config_input, prepare_outputs
+from lnbench.backends import backend_names, probe_backend, record_sources, requested_names
+from lnbench.cli_common import apply_emu_checks
 from lnbench.run.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
-from lnbench.flydsl import preflight
 from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.run.metadata import provenance
 from lnbench.results import SELFTEST, VERIFY, RunRecord
+from lnbench.run.setup import begin
 from lnbench.run.shard import WHOLE, parse_shard, record_shard
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.backends.tolerance import Tolerance
@@ -89,45 +88,67 @@ class VerifyPlan:
     banner: str
 
 
-def build_plan(*, backends, dtypes, shapes, shape_set, config_path, device, seed, self_test, kernel_src, jobs,
-               devices, force, shard, emu_checks, md_path, csv_path, json_path) -> VerifyPlan:
+@dataclass(frozen=True)
+class VerifyOptions:
+    """`lnbench verify`'s options as given (None or empty: left out, the config's value applies); --details and
+    --quiet are the run's, not the plan's."""
+
+    backends: tuple[str, ...] = ("auto",)
+    dtypes: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = ()
+    shape_set: str | None = None
+    config_path: Path | None = None
+    device: str | None = None
+    seed: int | None = None
+    self_test: bool = False
+    kernel_src: Path | None = None
+    jobs: int | None = None
+    devices: str | None = None
+    force: bool = False
+    shard: str | None = None
+    emu_checks: str | None = None
+    md_path: Path | None = None
+    csv_path: Path | None = None
+    json_path: Path | None = None
+
+
+def build_plan(o: VerifyOptions) -> VerifyPlan:
     """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
-    config = cfg.load_config(config_path)
-    table = cfg.section(config, "verify")
+    self_test, device, jobs = o.self_test, o.device, o.jobs
+    setup = begin("selftest" if self_test else "verify", o.config_path, "verify")
+    config, table = setup.config, setup.table
     tol = Tolerance.from_config(table)
-    dtype_list = cfg.parse_dtypes(dtypes, cfg.require(table, "dtypes", list, "verify"))
-    shape_list = cfg.chosen_shapes(config, "verify", shapes, shape_set)
-    set_kernel_src(kernel_src)
-    configure_sources(config)
-    requested = requested_names(backends, ["auto"])
+    dtype_list = cfg.parse_dtypes(o.dtypes, cfg.require(table, "dtypes", list, "verify"))
+    shape_list = cfg.chosen_shapes(config, "verify", o.shapes, o.shape_set)
+    setup.use_kernel_src(o.kernel_src)
+    requested = requested_names(o.backends, ["auto"])
     if self_test and click.get_current_context().get_parameter_source("backends") != click.core.ParameterSource.DEFAULT:
         raise LnbenchUsageError("--self-test checks planted bugs in a copy of the reference math, not a backend: "
                                 "drop --backend")
     eps_values = [validate.eps(e, "config [verify] eps") for e in cfg.require(table, "eps", list, "verify")]
     check_eps_values(eps_values)   # before any output is prepared
-    base_seed = cfg.option_or_config(seed, table, "seed", "--seed", int, "verify", validate.seed)
+    base_seed = cfg.option_or_config(o.seed, table, "seed", "--seed", int, "verify", validate.seed)
     job_count = usable_cores() if jobs is None else validate.number(jobs, "jobs", "--jobs")
-    part = parse_shard(shard)
+    part = parse_shard(o.shard)
     if self_test and part != WHOLE:
         raise LnbenchUsageError("--self-test judges each planted bug over every case (and merge joins no self-test "
                                 "parts): drop --shard")
-    slots = parse_devices(devices, force)
+    slots = parse_devices(o.devices, o.force)
     if slots and device is not None:
         raise LnbenchUsageError("--device and --devices both choose where to run: give one")
     if slots and jobs is not None:
         raise LnbenchUsageError("--jobs sets the emulated device's workers; with --devices each GPU has one")
     dev = resolve_kernel_device(slots[0].process_device if slots else device)
-    checks_line = apply_emu_checks(emu_checks) if dev.emulated else None
-    if emu_checks is not None and not dev.emulated:
+    checks_line = apply_emu_checks(o.emu_checks) if dev.emulated else None
+    if o.emu_checks is not None and not dev.emulated:
         raise LnbenchUsageError(f"--emu-checks applies to the emulated device; this run is on {dev.name}")
     if dev.is_null:
         raise LnbenchUsageError(f"verify checks values, and the null device {dev.name} executes nothing: use "
                                 f"--device emu (or emu:gfx950) for the FlyDSL kernels")
-    validate.shapes_fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
+    setup.fit(shape_list, VERIFY_BYTES_PER_ELEMENT, dev, "verify (inputs, outputs, fp64 reference)")
     every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
     cases = part.part(every_case, "case(s)")
-    csv_final, json_final, md_final = prepare_outputs("selftest" if self_test else "verify", csv_path, json_path,
-                                                      config_input(config_path), md_path)
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
     metadata = provenance(dev, SELFTEST if self_test else VERIFY)
     metadata.seed = base_seed
     record_devices(record_shard(metadata, part, len(every_case)), slots)
@@ -136,10 +157,7 @@ def build_plan(*, backends, dtypes, shapes, shape_set, config_path, device, seed
     if not self_test:
         names, banner = choose_backends(requested, dev)
         explicit = [name for name in requested if name != "auto"]
-        if any(runs_flydsl(name) for name in names):    # FlyDSL kernels, lnbench's or a kernel source's
-            preflight.toolkit()
-        if any(name in OWN_FLYDSL for name in names):   # known limits of lnbench's kernels, before any compile
-            preflight.kernel_widths([n for _, n in shape_list], dtype_list)
+        setup.check_kernels(names, shape_list, dtype_list)  # FlyDSL's toolkit, lnbench's kernels' known limits
         record_sources(metadata, names)
-    return VerifyPlan(self_test, tol, shape_list, cases, dev, slots, job_count, checks_line,
-                      (csv_final, json_final, md_final), metadata, names, explicit, banner)
+    return VerifyPlan(self_test, tol, shape_list, cases, dev, slots, job_count, checks_line, outputs, metadata, names,
+                      explicit, banner)
