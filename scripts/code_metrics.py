@@ -4,10 +4,11 @@ small `lnbench perf` run (CPU, torch backend) passes through in its parent proce
 
     python scripts/code_metrics.py [--root DIR] [--no-trace]
 
-"Passes through" is measured, not read off the code: a profile hook records every call between two lnbench
-functions of different modules while the perf command runs (module-level import code excluded). It prints the
-modules entered, the distinct cross-module call edges, and for each module the number of distinct functions of
-other modules that call into it ("entered from").
+"Passes through" is measured, not read off the code: a profile hook records every call from a module-level
+function of one lnbench module to a module-level function of another while the perf command runs (methods,
+properties, lambdas and import-time code left out: they read data, they are not stages). It prints the modules
+whose functions the run calls, the distinct cross-module calls, and for each module of lnbench.perf the modules
+that call into it: a perf run that reads top-down enters each stage's module from the command alone.
 """
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def hook(frame, event, arg):
     if event != "call":
         return
     code = frame.f_code
-    if code.co_name == "<module>":
-        return
+    if "." in code.co_qualname or code.co_name.startswith("<"):
+        return                          # methods, properties, lambdas, comprehensions, import-time code
     callee = frame.f_globals.get("__name__", "")
     caller_frame = frame.f_back
     caller = caller_frame.f_globals.get("__name__", "") if caller_frame else ""
@@ -86,11 +87,15 @@ def perf_trace(root: Path) -> dict[str, object]:
     edges = [line.split()[1:5] for line in done.stdout.splitlines() if line.startswith("EDGE ")]
     exit_code = done.stdout.rsplit("EXIT", 1)[1].strip()
     modules = {m for a, _, b, _ in edges for m in (a, b)}
-    entered: collections.Counter[str] = collections.Counter()
-    for a, af, b, _ in {(a, af, b, "") for a, af, b, _ in edges}:
-        entered[b] += 1
-    return {"perf: exit code": exit_code, "perf: lnbench modules called": len(modules), "perf: cross-module call edges": len(edges),
-            "perf: most entered (distinct calling functions)": [f"{m} {n}" for m, n in entered.most_common(6)]}
+    callers: dict[str, set[str]] = collections.defaultdict(set)
+    for a, _, b, _ in edges:
+        callers[b].add(a)
+    perf = sorted((m for m in callers if m.startswith("lnbench.perf.")), key=lambda m: (-len(callers[m]), m))
+    return {"perf: exit code": exit_code, "perf: lnbench modules whose functions it calls": len(modules),
+            "perf: cross-module calls (distinct caller -> callee functions)": len(edges),
+            "perf: each lnbench.perf module, the modules that call into it": [
+                f"{m.removeprefix('lnbench.perf.')} <- {', '.join(sorted(c.removeprefix('lnbench.') for c in callers[m]))}"
+                for m in perf]}
 
 
 def main() -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import click
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.results import verdicts
+from lnbench.results import AbiRow, verdicts
 from lnbench.results.verdicts import Verdict
 from lnbench.measure import stats
 from lnbench.abi.aggregate import (HOST_ONLY_NULL, NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM,
@@ -52,10 +52,10 @@ def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int
     return out
 
 
-def _in_order(rows: list[dict[str, Any]], ops, dtypes, shapes, metrics) -> list[dict[str, Any]]:
+def _in_order(rows: list[AbiRow], ops, dtypes, shapes, metrics) -> list[AbiRow]:
     shape_names = [f"{m}x{n}" for m, n in shapes]
 
-    def rank(row: dict[str, Any]) -> tuple[int, ...]:
+    def rank(row: Mapping[str, Any]) -> tuple[int, ...]:
         return tuple(seq.index(row[key]) if row[key] in seq else len(seq)
                      for seq, key in ((ops, "op"), (dtypes, "dtype"), (shape_names, "shape"), (metrics, "metric")))
     return sorted(rows, key=rank)
@@ -85,7 +85,7 @@ def not_run_status(pair: str, device: Device, metric: str) -> str:
 def _run_runtime(pair: str, ops, dtypes, shapes, metrics, device: Device, protocol: Protocol,
                  table: dict[str, Any], eps: float, seed: int, pair_options: dict[str, Any], in_process: bool,
                  quiet: bool, slots: list[GpuSlot] | None = None
-                 ) -> tuple[list[dict[str, Any]], list[AbiWorkerPayload], list[str]]:
+                 ) -> tuple[list[AbiRow], list[AbiWorkerPayload], list[str]]:
     """(rows, worker payloads, worker problems) of the runtime part: the workers time the metrics that can run
     here, every other metric gets `not run (reason)` rows (see not_run_status).
 
@@ -235,11 +235,11 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
         plan.run_them, plan.metadata, plan.table)
     static_only, runtime_only, in_process, fail_pct = plan.static_only, plan.runtime_only, plan.in_process, plan.fail_pct
     csv_final, json_final, md_final = plan.outputs
-    runtime_rows: list[dict[str, Any]] = []
+    runtime_rows: list[AbiRow] = []
     payloads: list[AbiWorkerPayload] = []
     problems: list[str] = []
-    static: list[dict[str, Any]] = []
-    modelled: list[dict[str, Any]] = []
+    static: list[AbiRow] = []
+    modelled: list[AbiRow] = []
     parts = (0 if runtime_only else 1) + (0 if static_only else 1)
     with ResultSink(csv_final, json_final, metadata, parts, "parts (runtime, static)") as sink:
         if not static_only:
@@ -295,7 +295,7 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
     return code
 
 
-def modelled_part(runtime_rows: list[dict[str, Any]], plan: AbiPlan, quiet: bool) -> list[dict[str, Any]]:
+def modelled_part(runtime_rows: Sequence[Mapping[str, Any]], plan: AbiPlan, quiet: bool) -> list[AbiRow]:
     """The modelled rows of `abi-compare --device emu` (lnbench.abi.modelled), printed as their own table."""
     from lnbench.abi.modelled import modelled_rows
     from lnbench.run.device import activate, emu_device
@@ -316,19 +316,19 @@ def modelled_part(runtime_rows: list[dict[str, Any]], plan: AbiPlan, quiet: bool
     return rows
 
 
-def _bad(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _bad(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows with an error or a failed check."""
-    return [r for r in runtime_rows + static if str(r.get("status", "")).startswith(("error", "check failed"))
+    return [r for r in [*runtime_rows, *static] if str(r.get("status", "")).startswith(("error", "check failed"))
             or str(r.get("exec_status", "")).startswith("error")]
 
 
-def _verdicts(runtime_rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _verdicts(runtime_rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
     ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
     return ok_rows, {v: sum(r.get("verdict") == v for r in ok_rows)
                      for v in (Verdict.FASTER, Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW)}
 
 
-def _summary_line(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]]) -> str:
+def _summary_line(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]]) -> str:
     """`runtime: 6 measured (3 FASTER, ...), 3 not measured; static: 8 of 8 kernel rows compiled; 0 errors`."""
     ok_rows, counts = _verdicts(runtime_rows)
     parts = []
@@ -340,7 +340,7 @@ def _summary_line(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any
     return "; ".join(parts + [f"{len(_bad(runtime_rows, static))} errors"])
 
 
-def _exit_code(runtime_rows: list[dict[str, Any]], static: list[dict[str, Any]], problems: list[str],
+def _exit_code(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]], problems: list[str],
                fail_pct: float | None) -> int:
     """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
     bad = _bad(runtime_rows, static)

@@ -4,7 +4,7 @@ set), and which of the two limits a hot call. The host columns are measurements,
 lower bounds; each row says so (`modelled`, `scope`)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from lnbench.modelled.floors import floors
 from lnbench.modelled.targets import Target
@@ -20,7 +20,7 @@ def _bound(launches: Sequence[Any], t: Target) -> tuple[float, str]:
     return sum(f.bound_us for f in found), largest.bound_by
 
 
-def modelled_rows(runtime_rows: Sequence[dict[str, Any]], targets: Sequence[Target], arch: str, eps: float,
+def modelled_rows(runtime_rows: Sequence[Mapping[str, Any]], targets: Sequence[Target], arch: str, eps: float,
                   strategy: str) -> list[AbiRow]:
     """One row per measured `direct` case × target: host cost of each ABI beside its modelled device floor (each
     side's kernels executed once on the emulated device)."""

@@ -19,7 +19,7 @@ from lnbench.modelled.targets import targets_for
 from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.measure.protocol import Protocol
 from lnbench.run.metadata import provenance
-from lnbench.results import ABI, RunRecord
+from lnbench.results import ABI, AbiRun
 from lnbench.machine.rocm import has_rocm_gpu
 from lnbench.run.setup import begin, element_bytes
 from lnbench.run.shard import Shard, parse_shard, record_shard
@@ -114,7 +114,7 @@ class AbiPlan:
     strategy: str
     pair_options: dict[str, Any]
     run_them: bool
-    metadata: RunRecord
+    metadata: AbiRun
     table: dict[str, Any]
     static_only: bool
     runtime_only: bool

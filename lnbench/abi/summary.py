@@ -4,7 +4,7 @@ terminal; the full tables (lnbench.abi.tables) with --details, and every row in 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -30,14 +30,14 @@ def _counts(words: Iterable[str]) -> str:
     return ", ".join(f"{n} {escape(word)}" for word, n in Counter(words).most_common())
 
 
-def _grouped(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[tuple, list[dict[str, Any]]]:
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+def _grouped(rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> dict[tuple, list[Mapping[str, Any]]]:
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
     return groups
 
 
-def runtime_summary(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def runtime_summary(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """(a summary row per op × measurement with a measured row, a line per measurement not run anywhere)."""
     out, lines = [], []
     for (metric,), group in _grouped(rows, ("metric",)).items():
@@ -55,7 +55,7 @@ def runtime_summary(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     return out, lines
 
 
-def static_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def static_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A summary row per arch × op × kernel: Pointer/Tensor ratios of kernarg bytes, ISA and executed
     instructions (ranges over dtypes and widths), and the rows' statuses."""
     out = []
@@ -70,7 +70,7 @@ def static_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def print_runtime(rows: list[dict[str, Any]], title: str, details: bool, out: Console) -> None:
+def print_runtime(rows: Sequence[Mapping[str, Any]], title: str, details: bool, out: Console) -> None:
     """The runtime part: the full table with `details`, else its summary."""
     if details:
         render_runtime(rows, title, out)
@@ -87,7 +87,8 @@ def print_runtime(rows: list[dict[str, Any]], title: str, details: bool, out: Co
         out.print(escape(line), soft_wrap=True, highlight=False)
 
 
-def print_static(rows: list[dict[str, Any]], labels: dict[str, str] | None, details: bool, out: Console) -> None:
+def print_static(rows: Sequence[Mapping[str, Any]], labels: dict[str, str] | None, details: bool,
+                 out: Console) -> None:
     """The static part: the full table with `details`, else its summary."""
     if details:
         render_static(rows, labels, out)

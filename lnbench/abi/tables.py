@@ -1,7 +1,7 @@
 """What `lnbench abi-compare` prints: the runtime table (both sides' times, speed-up, verdict) and the static one."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,9 +10,9 @@ from lnbench.cli_common import console
 from lnbench.output.tables import Column, plain_number, render_table, styled_status, time_unit
 
 
-def _timing_cell(side: str) -> Callable[[dict[str, Any]], str]:
+def _timing_cell(side: str) -> Callable[[Mapping[str, Any]], str]:
     """`8.343 ms [8.301–8.412]`: the median and the min–max across workers, all in the median's unit."""
-    def fmt(row: dict[str, Any]) -> str:
+    def fmt(row: Mapping[str, Any]) -> str:
         med = row.get(f"{side}_us")
         if med is None:
             return ""
@@ -23,23 +23,23 @@ def _timing_cell(side: str) -> Callable[[dict[str, Any]], str]:
 
 
 def _calls_cell(side: str):
-    def fmt(row: dict[str, Any]) -> str:
+    def fmt(row: Mapping[str, Any]) -> str:
         value = row.get(f"{side}_calls_per_s")
         return f"{value:,.0f}" if value and row.get("metric") == "direct" else ""
     return fmt
 
 
-def _ratio_cell(row: dict[str, Any]) -> str:
+def _ratio_cell(row: Mapping[str, Any]) -> str:
     if row.get("speedup") is None:
         return ""
     return f"{row['speedup']:.3f}× [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
 
 
-def _verdict_cell(row: dict[str, Any]) -> str:
+def _verdict_cell(row: Mapping[str, Any]) -> str:
     return styled_status(escape(str(row.get("verdict") if row.get("status") == "ok" else row.get("status"))))
 
 
-def render_runtime(rows: list[dict[str, Any]], title: str, out: Console | None = None) -> None:
+def render_runtime(rows: Sequence[Mapping[str, Any]], title: str, out: Console | None = None) -> None:
     """The runtime table: time per call of both sides, calls/s, the speed-up with its interval, the verdict."""
     display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
                 "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
@@ -58,7 +58,7 @@ def render_runtime(rows: list[dict[str, Any]], title: str, out: Console | None =
 
 
 def _pair_cell(key: str, ratio: bool = False):
-    def fmt(row: dict[str, Any]) -> str:
+    def fmt(row: Mapping[str, Any]) -> str:
         if row.get("status") != "ok":
             return ""
         text = f"{row[f'{key}_tensor']} → {row[f'{key}_pointer']}"
@@ -67,7 +67,7 @@ def _pair_cell(key: str, ratio: bool = False):
     return fmt
 
 
-def _executed_cell(row: dict[str, Any]) -> str:
+def _executed_cell(row: Mapping[str, Any]) -> str:
     """Executed wave-instructions per input row, Tensor → Pointer (P/T), or why there are none."""
     status = row.get("exec_status")
     if status is None or row.get("status") != "ok":
@@ -78,7 +78,7 @@ def _executed_cell(row: dict[str, Any]) -> str:
     return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
 
 
-def render_static(rows: list[dict[str, Any]], labels: dict[str, str] | None = None,
+def render_static(rows: Sequence[Mapping[str, Any]], labels: dict[str, str] | None = None,
                    out: Console | None = None) -> None:
     """The static table; `labels` names a backend pair's sides (else Tensor ABI → Pointer ABI)."""
     display = []

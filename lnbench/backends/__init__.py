@@ -8,7 +8,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, MutableMapping
 
 from lnbench.settings.backend_table import FLYDSL_SRC, MODULE_PREFIX, REGISTRY as _REGISTRY, check_source_table
 from lnbench.backends.base import Availability, Backend
@@ -129,7 +129,7 @@ def record_sources(run: Any, names: list[str]) -> Any:
     return run
 
 
-def name_rows(rows: Iterable[dict[str, Any]], sources: dict[str, dict[str, str]] | None,
+def name_rows(rows: Iterable[MutableMapping[str, Any]], sources: dict[str, dict[str, str]] | None,
               sides: dict[str, str] | None = None) -> None:
     """Name result rows after their kernel source, in place. Each row gets its backend's provenance columns
     (module, file, checkout commit; nothing for a built-in backend), or, with `sides` ({column: backend name}:

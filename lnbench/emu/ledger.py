@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from lnbench.emu.semantics import approximated
 
@@ -82,7 +82,7 @@ def row_columns(launches: list[Any]) -> dict[str, str]:
             "emu_code": " ".join(c[:12] for c in entry["code_objects"])}
 
 
-def rows_summary(rows: Iterable[dict[str, Any]]) -> str | None:
+def rows_summary(rows: Iterable[Mapping[str, Any]]) -> str | None:
     """One line over result rows carrying ledger columns (None when no row ran on the emulator)."""
     ops: set[str] = set()
     approx: set[str] = set()

@@ -6,7 +6,7 @@ import functools
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import click
 from rich.markup import escape
@@ -22,7 +22,7 @@ from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_ver
 from lnbench.run.progress import CommandProgress
 from lnbench.run.setup import Setup, begin
 from lnbench.output.sink import ResultSink
-from lnbench.results import INSPECT, InspectRow, RunRecord, missing
+from lnbench.results import INSPECT, InspectRow, InspectRun, missing
 from lnbench.output.tables import Column, render_table, silent_console, styled_status
 from lnbench.validate import choices as _choices
 
@@ -68,12 +68,12 @@ EXECUTED_COLUMNS = [
 ]
 
 
-def _variant_rows(variants: Iterable[InspectRow], rows_of: Callable[[dict[str, Any]], list[dict[str, Any]]],
-                  progress: CommandProgress, sink: ResultSink | None = None) -> list[dict[str, Any]]:
+def _variant_rows(variants: Iterable[InspectRow], rows_of: Callable[[InspectRow], list[InspectRow]],
+                  progress: CommandProgress, sink: ResultSink | None = None) -> list[InspectRow]:
     """rows_of(variant) for each variant, each row joined to its variant and marked ok; a variant whose rows
     cannot be made (compile error, emulator fault) is one `error` row and the others still run. Each variant's
     rows go to `sink` as they come (static rows tagged part=static, as in the files)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[InspectRow] = []
     for variant in variants:
         try:
             made = [variant.with_(**row, status="ok") for row in rows_of(variant)]
@@ -96,13 +96,13 @@ class NotRun(Exception):
     """A variant that does not exist (a kernel source's missing builder); the message says what is missing."""
 
 
-def _source(variant: dict[str, Any]):
+def _source(variant: Mapping[str, Any]):
     """The kernel source a variant's backend drives (None: lnbench's own kernels)."""
     from lnbench.backends import source_spec
     return source_spec(variant["backend"]) if variant["backend"] not in OWN_FLYDSL else None
 
 
-def _static_facts(variant: dict[str, Any], isa_dir: Path | None = None) -> list[dict[str, Any]]:
+def _static_facts(variant: Mapping[str, Any], isa_dir: Path | None = None) -> list[InspectRow]:
     from lnbench.flydsl.inspect import compile_facts, facts_to_rows, isa_file_name, source_facts
 
     spec = _source(variant)
@@ -128,7 +128,7 @@ def _static_facts(variant: dict[str, Any], isa_dir: Path | None = None) -> list[
     return rows
 
 
-def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
+def _executed_launches(variant: Mapping[str, Any]) -> list[InspectRow]:
     from lnbench.flydsl.inspect import execute_variant, kernel_role
 
     spec = _source(variant)
@@ -138,7 +138,7 @@ def _executed_launches(variant: dict[str, Any]) -> list[dict[str, Any]]:
     for kernel in execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
                                   variant["arch"], dgamma_strategy=variant["dgamma_strategy"], source=spec):
         row = kernel.to_row()
-        row.update(shape=variant["shape"], kernel=kernel_role(row.kernel_name),
+        row.update(shape=variant["shape"], kernel=kernel_role(kernel.kernel_name),
                    launch=f"{kernel.grid[0]}×{kernel.block[0]}",
                    unique_bytes=f"{row.unique_bytes_loaded:,} / {row.unique_bytes_stored:,}")
         rows.append(row)
@@ -180,7 +180,7 @@ def inspect_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: lis
 
 def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: list[str],
                   shapes: list[tuple[int, int]], strategy: str, progress: CommandProgress,
-                  backends: Sequence[str] = ("flydsl",), sink: ResultSink | None = None) -> list[dict]:
+                  backends: Sequence[str] = ("flydsl",), sink: ResultSink | None = None) -> list[InspectRow]:
     """One row per launch of every variant, executed on the emulated device on M × N inputs (seeded); a variant
     that fails (compile error, emulator fault) is an `error` row."""
     families = backend_variants(backends, abis, strategy)
@@ -238,7 +238,7 @@ class InspectPlan:
     outputs: tuple[Path | None, Path | None, Path | None]
     total: int
     executed_total: int
-    metadata: RunRecord
+    metadata: InspectRun
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,7 @@ def run(plan: InspectPlan, quiet: bool) -> int:
                                 sink, p.isa_dir)
         render_table(console if not quiet else silent_console(),
                      "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
-        executed: list[dict] = []
+        executed: list[InspectRow] = []
         if p.execute:
             if not quiet:
                 console.print(p.checks_line)
@@ -359,7 +359,8 @@ def run(plan: InspectPlan, quiet: bool) -> int:
     console.print(summary)
     return EXIT_FAILED if errors else EXIT_OK
 
-def _summary(rows: list[dict], executed: list[dict] | None, total: int, isa_dir: Path | None) -> tuple[str, int]:
+def _summary(rows: Sequence[Mapping[str, Any]], executed: Sequence[Mapping[str, Any]] | None, total: int,
+             isa_dir: Path | None) -> tuple[str, int]:
     """The summary line and the count of compile and execution errors (`executed`: None without --execute)."""
     errors = sum(r["status"] == "error" for r in rows)
     not_run = sum(r["status"] == "not run" for r in rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from rich.text import Text
 
@@ -28,7 +28,7 @@ def cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _value(col: Column, row: dict[str, Any]) -> str:
+def _value(col: Column, row: Mapping[str, Any]) -> str:
     """A column's terminal text for a row, as plain text (a markup column's rich markup dropped)."""
     try:
         text = col.fmt(row.get(col.key))
@@ -37,7 +37,7 @@ def _value(col: Column, row: dict[str, Any]) -> str:
     return Text.from_markup(text).plain if col.markup or col.fmt is styled_status else text
 
 
-def table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], limit: int = MAX_ROWS) -> list[str]:
+def table(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]], limit: int = MAX_ROWS) -> list[str]:
     """The rows as a Markdown table (at most `limit` of them, then a line saying how many more)."""
     out = ["| " + " | ".join(cell(c.header) for c in columns) + " |",
            "|" + "|".join("---" if c.justify == "left" else "---:" for c in columns) + "|"]
@@ -47,7 +47,7 @@ def table(columns: Sequence[Column], rows: Sequence[dict[str, Any]], limit: int 
     return out
 
 
-def document(heading: str, summary: str, tables: Iterable[tuple[str, Sequence[Column], Sequence[dict[str, Any]]]],
+def document(heading: str, summary: str, tables: Iterable[tuple[str, Sequence[Column], Sequence[Mapping[str, Any]]]],
              notes: Sequence[str] = ()) -> str:
     """`## heading`, the summary line in bold, each (title, columns, rows) table under its title, then notes."""
     out = [f"## {heading}", ""]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console, JustifyMethod
 from rich.markup import escape
@@ -110,7 +110,7 @@ def styled_status(value: Any) -> str:
 
 
 #: the tables this command has shown (title, columns, rows), in order: its Markdown summary (lnbench.output.markdown)
-SHOWN: list[tuple[str, list[Column], list[dict[str, Any]]]] = []
+SHOWN: list[tuple[str, list[Column], list[Mapping[str, Any]]]] = []
 
 
 def silent_console() -> Console:
@@ -125,7 +125,7 @@ def silent_console() -> Console:
 MIN_COLUMN_WIDTH = 5
 
 
-def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[dict[str, Any]]) -> None:
+def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> None:
     """Print rows as one rich table (and keep it in SHOWN for the command's Markdown)."""
     rows = list(rows)
     SHOWN.append((title, list(columns), rows))

@@ -1,4 +1,5 @@
-"""From worker results to rows: one per case × worker, plus one aggregate row per case.
+"""From worker results to rows: one per case × worker, plus one aggregate row per case; every group's rows joined
+into the run's (run_rows: the aggregate stage of perf's plan → workers → aggregate → outputs).
 
 Worker row: that worker's median over its R runs (median_us), min/max over its runs, raw run values
 (run_us, a list: a JSON array, `;`-joined in the CSV). Aggregate row (worker empty): the median of the worker medians (the headline),
@@ -30,10 +31,12 @@ import math
 import statistics
 from typing import Any, Mapping, MutableMapping, Sequence
 
+from lnbench.backends import name_rows
 from lnbench.measure import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.messages import CaseResult, payload_of
+from lnbench.perf.spread import Group
 from lnbench.measure.workers import WorkerResult
 from lnbench.measure.stats import across_workers, spread_pct, worker_flags
 from lnbench.results import PerfRow
@@ -218,3 +221,63 @@ def failed(rows: list[PerfRow], results: list[WorkerResult]) -> bool:
         return True
     return any(row.status not in ("ok", "not run") or row["kernel_status"].startswith(("error", "partial"))
                for row in rows)
+
+
+def alone_reason(entries: list[CaseResult]) -> str:
+    """A case's reason to have been timed alone from its workers' entries: "size", "measured", "measured k/P"
+    when only some workers measured it host-bound, "" when none timed it alone."""
+    reasons = [e.alone for e in entries if e.status == "ok"]
+    alone = [r for r in reasons if r]
+    if not alone:
+        return ""
+    if "size" in alone or len(alone) == len(reasons):
+        return alone[0]
+    return f"measured {len(alone)}/{len(reasons)}"
+
+
+def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: str) -> dict[int, list[PerfRow]]:
+    """Case id -> its rows from this group's results, each naming the GPU and whether it was timed alone."""
+    results = group.results or []
+    if group.error and not results:
+        results = [WorkerResult(i, False, None, False, None, group.error, 0.0) for i in range(len(group.orders))]
+    rows = build_rows(group.cases, group.orders, results, peak_gbps, baseline, headline)
+    entries = {(w, e.id): e for w, r in enumerate(results) for e in payload_of(r).cases}
+    out: dict[int, list[PerfRow]] = {}
+    cases = iter(group.cases)
+    case = next(cases, None)
+    for row in rows:
+        assert case is not None                     # a case's rows, then its aggregate row: one per case
+        if row["row_kind"] == "aggregate":
+            mine = [entries[(w, case.id)] for w in range(len(results)) if (w, case.id) in entries]
+            why = alone_reason(mine)
+        else:
+            mine = [entries[(row["worker"], case.id)]] if (row["worker"], case.id) in entries else []
+            why = alone_reason(mine)
+        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=bool(why),
+                   alone_reason=why)
+        out.setdefault(case.id, []).append(row)
+        if row["row_kind"] == "aggregate":
+            case = next(cases, None)
+    return out
+
+
+def run_rows(cases: list[PerfCase], groups: list[Group], peak_gbps: float | None, baseline: str, headline: str,
+             kernel_sources: Any = None, finished_only: bool = False) -> list[PerfRow]:
+    """The run's rows: every case's in case order (a case no group ran: its `not run` row), speed-ups across
+    groups, a kernel source's rows naming it (module, file, checkout commit). finished_only: only cases some
+    worker already reported (a checkpoint while the run goes on)."""
+    by_case: dict[int, list[PerfRow]] = {}
+    for group in groups:
+        if group.results or group.error:
+            by_case.update(group_rows(group, peak_gbps, baseline, headline))
+    skipped = [c for c in cases if c.skip]
+    plain = next((g.device for g in groups if g.slot is None), "")
+    for case_id, rows in group_rows(Group(None, skipped, [], plain), peak_gbps, baseline, headline).items():
+        by_case[case_id] = rows
+    if finished_only:
+        reported = {e.id for g in groups for r in g.results for e in payload_of(r).cases} | {c.id for c in skipped}
+        by_case = {k: v for k, v in by_case.items() if k in reported}
+    rows = [row for case in cases for row in by_case.get(case.id, [])]
+    add_speedups(rows, baseline)
+    name_rows(rows, kernel_sources)
+    return rows

@@ -1,9 +1,8 @@
-"""`lnbench perf` and `lnbench peak`, each plan → run → render: perf's config → protocol → cases → workers → rows
-→ table + CSV/JSON; peak's options → the timed copy → the cached record → its table."""
+"""`lnbench perf` and `lnbench peak`. perf: plan (lnbench.perf.plan: config → protocol → cases → groups) → workers
+(lnbench.perf.workers) → aggregate (lnbench.perf.aggregate: rows) → outputs (lnbench.perf.outputs: tables + files),
+read top-down in `run`; peak: options → the timed copy → the cached record → its table."""
 from __future__ import annotations
 
-import os
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -11,48 +10,34 @@ import click
 from rich.markup import escape
 
 from lnbench import validate
-from lnbench.backends import backend_names, name_rows
+from lnbench.backends import backend_names
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, device_option, eps_option,
                                 err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options,
                                 seed_option)
-from lnbench.run.device import Device
-from lnbench.run.gpus import devices_options
-from lnbench.run.eta import announce, busy_threads
-from lnbench.perf.aggregate import HEADLINES, failed
-from lnbench.perf.calibrate import costs_here, record_perf
-from lnbench.perf.estimate import PerfEstimate
-from lnbench.run.clocks import gpu_facts
+from lnbench.errors import LnbenchUsageError
 from lnbench.measure import load
+from lnbench.measure.protocol import protocol_options
+from lnbench.output.sink import ResultSink
+from lnbench.perf.aggregate import HEADLINES, failed, run_rows
+from lnbench.perf.calibrate import record_perf
+from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
+from lnbench.perf.options import PerfOptions
+from lnbench.perf.outputs import device_facts, write_outputs
 from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_path
 from lnbench.perf.peak_run import build_peak_plan, run_peak
-from lnbench.measure.protocol import protocol_options
-from lnbench.perf.protocol import MODES
-from lnbench.perf.options import PerfOptions
 from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
-from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
-from lnbench.perf.messages import payload_of
-from lnbench.perf.spread import Group, group_spec, joined_rows, run_groups
-from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
-from lnbench.measure.workers import WorkerResult, run_workers
-from lnbench.run.progress import CommandProgress
-from lnbench.output.sink import ResultSink
-from lnbench.errors import LnbenchUsageError
+from lnbench.perf.protocol import MODES
+from lnbench.perf.tables import print_peak, summary_line
+from lnbench.perf.workers import time_groups
 from lnbench.results import PERF, PerfRow, rows_frame
 from lnbench.results.flydsl_table import table_text
+from lnbench.run.gpus import devices_options
 from lnbench.run.shard import shard_option
-from lnbench.perf.tables import PHASES, print_peak, print_rows, summary_line
-WORKER_MODULE = "lnbench.perf.worker_main"
 
 #: --device of perf and peak
 DEVICE_HELP = ("cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no timing, each case runs "
                "once on the emulated device and gives its profile and MODELLED lower bounds on every [targets] GPU "
                "of that arch (docs/targets.md).")
-
-
-def _worker_env() -> dict[str, str]:
-    """Extra worker environment: Inductor compiles in-process (no compile-worker pool to start or leave
-    behind; kernel speed is unaffected) unless the user set TORCHINDUCTOR_COMPILE_THREADS."""
-    return {} if "TORCHINDUCTOR_COMPILE_THREADS" in os.environ else {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 
 
 def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -114,7 +99,8 @@ def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: bool, **optio
 
 
 def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool = False) -> int:
-    """Time every group of cases in worker processes, print the tables, write the rows; the exit code."""
+    """Time the plan's cases: plan → workers (lnbench.perf.workers) → aggregate (lnbench.perf.aggregate) → outputs
+    (lnbench.perf.outputs), each entered once; the exit code."""
     import time
 
     peak_gbps = float(plan.peak["gbps"]) if plan.peak else None
@@ -124,19 +110,25 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
     load_before = load.check(lock)
     load.refuse_if_loaded(load_before, loaded_policy(if_loaded, plan.table))
     groups = plan.groups
-    before = _facts(groups, plan.dev)
+    before = device_facts(groups, plan.dev)
     start = time.monotonic()
-    csv_final, json_final, md_final = plan.outputs
+    csv_final, json_final, _ = plan.outputs
+
+    def rows_so_far(finished_only: bool = False) -> list[PerfRow]:
+        return run_rows(plan.cases, groups, peak_gbps, plan.baseline, plan.headline, plan.run.kernel_sources,
+                        finished_only)
+
     estimate = None
     with ResultSink(csv_final, json_final, plan.run, sum(len(g.orders) for g in groups), "workers") as sink:
         if any(g.cases for g in groups):
-            estimate = _time_groups(plan, sink, peak_gbps, quiet)
+            estimate = time_groups(plan, peak_gbps, quiet, lambda done: sink.replace(rows_so_far(True), done))
         load_facts = load.metadata(load_before, load.check(lock))
         lock.release()
-        rows = _finish(plan, sink, peak_gbps, before, time.monotonic() - start, load_facts, quiet)
+        rows = rows_so_far()
+        write_outputs(plan, sink, rows, peak_gbps, before, time.monotonic() - start, load_facts, quiet)
     results = [r for g in groups for r in g.results]
     console.print(summary_line(rows, results, time.monotonic() - start, groups))
-    timed = any(r["row_kind"] == "aggregate" and str(r["status"]).startswith(("ok", "partial")) for r in rows)
+    timed = any(r.row_kind == "aggregate" and str(r.status).startswith(("ok", "partial")) for r in rows)
     if load.warning(load_facts.load_flag) and timed:        # no warning about times that were never taken
         err_console.print(f"[yellow]{escape(load.warning(load_facts.load_flag))}[/yellow]", soft_wrap=True)
     if estimate is not None:                                # what its parts took, for the next estimate here
@@ -157,98 +149,6 @@ def _say_no_peak(plan: PerfPlan) -> None:
                          f"(remove it, then run `lnbench peak`)" if broken else
                          f"no measured peak for {plan.dev.label} in {cache}: % peak left "
                          f"blank (run `lnbench peak` once)"), style="yellow")
-
-
-def _time_groups(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, quiet: bool) -> PerfEstimate:
-    """Run every group's workers (lnbench.perf.spread.run_groups) with one progress bar; each finished worker's
-    results go to the sink at once, as rows, so an interrupt keeps them. Returns the run's estimate (its
-    model, and when it was made)."""
-    groups, cases, protocol = plan.groups, plan.cases, plan.protocol
-    phases = KERNEL_PHASES if plan.kernel_pass else STREAM_PHASES
-    each = 2 if plan.kernel_pass else 1               # the kernel pass reports each case again
-    done_units: dict[tuple[int, int], int] = {}
-    total = sum(len(o) * each for g in groups for o in g.orders)
-    guard = threading.Lock()
-    kind, others = plan.dev.torch_device.type, busy_threads()
-    bandwidth = peak_gbps if kind == "cuda" else None
-    estimate = PerfEstimate([g.orders for g in groups], protocol, kind, bandwidth, plan.kernel_pass, others,
-                            costs=costs_here(plan.dev, others, bandwidth))
-    if not quiet:
-        workers = sum(len(g.orders) for g in groups)
-        err_console.print(escape(announce(estimate.wall_s, f"{workers} worker{'s' if workers > 1 else ''}, "
-                                                           f"{sum(len(g.cases) for g in groups)} cases", estimate.others)),
-                          soft_wrap=True, highlight=False)
-    with CommandProgress(err_console, "timing", total, quiet, estimate.remaining_s) as progress:
-
-        def run_group(group: Group, stop: threading.Event | None) -> list[WorkerResult]:
-            number = groups.index(group)
-
-            def on_progress(index: int, done: int, label: str) -> None:
-                order = group.orders[index]
-                case = order[(done - 1) % len(order)] if order and done else None
-                what = (f"{case.backend} {case.op} {case.dtype} {case.shape} {case.mode}"
-                        f"{' kernel time' if done > len(order) else ''} {label.rsplit(' ', 1)[-1]}") if case else label
-                where = f"{group.gpu} " if plan.slots else ""
-                with guard:
-                    done_units[(number, index)] = done
-                    estimate.update(number, index, done)
-                    progress.update(sum(done_units.values()), what, f"{where}worker {index + 1}/{protocol.processes}")
-
-            def on_done(result: WorkerResult) -> None:   # what the workers finished so far, as result rows
-                with guard:
-                    group.results.append(result)
-                    sink.replace(joined_rows(cases, groups, peak_gbps, plan.baseline, plan.headline, True),
-                                 sum(r.ok for g in groups for r in g.results))
-
-            specs = group_spec(group, str(plan.dev.torch_device), protocol.to_dict(), len(phases),
-                               plan.host_share if plan.spread else None)
-            return run_workers(WORKER_MODULE, specs, protocol.worker_timeout_s, env={**_worker_env(), **group.env()},
-                               on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
-
-        run_groups(groups, run_group)
-    return estimate
-
-
-def _facts(groups: list[Group], dev: Device) -> dict[str, dict[str, Any]]:
-    """Driver and clocks of every device the run uses (lnbench.run.clocks), by the name its rows give it."""
-    import torch
-
-    return ({g.gpu: gpu_facts(torch.device(g.slot.process_device) if g.slot else dev.torch_device) for g in groups}
-            or {str(dev.torch_device): gpu_facts(dev.torch_device)})
-
-
-def _finish(plan: PerfPlan, sink: ResultSink, peak_gbps: float | None, before: dict[str, dict], seconds: float,
-            load_facts: load.LoadFacts, quiet: bool) -> list[PerfRow]:
-    """The result rows of a finished run: table, notes, and the complete files (sink.finish; the Markdown
-    summary to the plan's --md)."""
-    groups, protocol, peak = plan.groups, plan.protocol, plan.peak
-    after = _facts(groups, plan.dev)
-    first = next(iter(before))
-    rows = joined_rows(plan.cases, groups, peak_gbps, plan.baseline, plan.headline)
-    name_rows(rows, plan.run.kernel_sources)    # a kernel source's rows name it (module, file, checkout commit)
-    results = [r for g in groups for r in g.results]
-    metadata = plan.run.with_(driver=before[first]["driver"], clocks_before=before[first]["clocks"],
-                              clocks_after=after[first]["clocks"], peak_gbps=peak_gbps,
-                              peak_timestamp=peak.get("timestamp") if peak else None, wall_s=round(seconds, 2),
-                              kernel_timer=("on" if plan.kernel_pass else "off" if not protocol.kernel_timer
-                                            else f"n/a ({plan.no_kernel_time})"),
-                              **load_facts.cells())
-    title = (f"lnbench perf on {metadata.device_label} — median of {protocol.processes} worker medians "
-             f"(R={protocol.runs}, I∈[{protocol.min_iters},{protocol.max_iters}], fewer where a run would pass "
-             f"{protocol.max_run_s:g} s); GB/s from {plan.headline} time; "
-             f"gap = median − kernel")
-    print_rows(rows, groups, results, title, plan.baseline, plan.backends, quiet)
-    workers_json = [{"gpu": g.gpu, "index": r.index, "ok": r.ok, "exit_code": r.exit_code,
-                     "timed_out": r.timed_out, "duration_s": round(r.duration_s, 3), "problem": r.problem(),
-                     "stderr_tail": r.stderr_tail, "order": [c.id for c in g.orders[r.index]],
-                     **{k: round(payload_of(r).phase_s(k), 3) for k in PHASES}}
-                    for g in groups for r in g.results]
-    sink.finish(rows, metadata, {"protocol": protocol.to_dict(), "peak": peak, "workers": workers_json,
-                                 "clocks": {"before": before[first], "after": after[first]},
-                                 "gpus": [{"gpu": gpu, "before": before[gpu], "after": after.get(gpu)}
-                                          for gpu in before]},
-                md_path=plan.outputs[2], summary=summary_line(rows, results, seconds, groups))
-    return rows
 
 
 @click.command("peak")

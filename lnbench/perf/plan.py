@@ -21,7 +21,7 @@ from lnbench.perf.protocol import PerfProtocol
 from lnbench.perf.spread import Group, plan_groups
 from lnbench.run.setup import begin, element_bytes
 from lnbench.run.shard import parse_shard, record_shard
-from lnbench.results import PERF, RunRecord
+from lnbench.results import PERF, PerfRun
 
 
 def check_headline(timer: str, kernel_timer: bool, dev: Device, reason: str) -> str:
@@ -78,7 +78,7 @@ def loaded_policy(option: str | None, table: dict[str, Any]) -> str:
     return policy
 
 
-def perf_run(dev: Device, protocol: PerfProtocol, baseline: str, headline: str, backends: list[str]) -> RunRecord:
+def perf_run(dev: Device, protocol: PerfProtocol, baseline: str, headline: str, backends: list[str]) -> PerfRun:
     """The run record of a perf run as planned: identity, protocol, baseline and headline, kernel sources (the
     rest, measured, is set when the run ends)."""
     run = provenance(dev, PERF, "perf")
@@ -106,7 +106,7 @@ class PerfPlan:
     baseline: str
     host_share: float
     spread: bool
-    run: RunRecord
+    run: PerfRun
     cases: list[Any]
     groups: list[Group]
     peak: dict | None

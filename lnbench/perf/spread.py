@@ -1,5 +1,6 @@
-"""perf's cases on one device or spread over several GPUs (lnbench.run.gpus): which cases run where, the worker
-specs of each GPU's group, and the rows of every group joined into one run's rows.
+"""perf's cases on one device or spread over several GPUs (lnbench.run.gpus): which cases run where (the plan's
+groups), the worker specs of each GPU's group, and running the groups (lnbench.perf.workers). Their results become
+rows in lnbench.perf.aggregate.
 
 One device: one group, every case, the protocol as always. Several GPUs: the runnable cases are dealt out over
 the GPUs in case order (lnbench.run.gpus.deal, a shape's cold and hot cases together); every GPU runs its group of P
@@ -19,11 +20,9 @@ from typing import Any, Callable
 from lnbench.constants import DTYPES
 from lnbench.run.gpus import GpuSlot, SlotRun, deal, run_spread
 from lnbench.measure.host_lock import lock_environment
-from lnbench.perf.aggregate import add_speedups, build_rows
-from lnbench.results import PerfRow
 from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase, worker_order
-from lnbench.perf.messages import CaseResult, CaseSpec, PerfWorkerSpec, payload_of
+from lnbench.perf.messages import CaseSpec, PerfWorkerSpec
 from lnbench.perf.protocol import PerfProtocol
 from lnbench.measure.workers import WorkerResult
 
@@ -103,61 +102,3 @@ def run_groups(groups: list[Group], run_group: Callable[[Group, threading.Event 
             group.lock_env = lock
         run_spread(slots, [[by_slot[s.index]] for s in slots], lambda slot, items, stop: run_group(items[0], stop),
                    done)
-
-
-def alone_reason(entries: list[CaseResult]) -> str:
-    """A case's reason to have been timed alone from its workers' entries: "size", "measured", "measured k/P"
-    when only some workers measured it host-bound, "" when none timed it alone."""
-    reasons = [e.alone for e in entries if e.status == "ok"]
-    alone = [r for r in reasons if r]
-    if not alone:
-        return ""
-    if "size" in alone or len(alone) == len(reasons):
-        return alone[0]
-    return f"measured {len(alone)}/{len(reasons)}"
-
-
-def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: str) -> dict[int, list[PerfRow]]:
-    """Case id -> its rows from this group's results, each naming the GPU and whether it was timed alone."""
-    results = group.results or []
-    if group.error and not results:
-        results = [WorkerResult(i, False, None, False, None, group.error, 0.0) for i in range(len(group.orders))]
-    rows = build_rows(group.cases, group.orders, results, peak_gbps, baseline, headline)
-    entries = {(w, e.id): e for w, r in enumerate(results) for e in payload_of(r).cases}
-    out: dict[int, list[PerfRow]] = {}
-    cases = iter(group.cases)
-    case = next(cases, None)
-    for row in rows:
-        assert case is not None                     # a case's rows, then its aggregate row: one per case
-        if row["row_kind"] == "aggregate":
-            mine = [entries[(w, case.id)] for w in range(len(results)) if (w, case.id) in entries]
-            why = alone_reason(mine)
-        else:
-            mine = [entries[(row["worker"], case.id)]] if (row["worker"], case.id) in entries else []
-            why = alone_reason(mine)
-        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=bool(why),
-                   alone_reason=why)
-        out.setdefault(case.id, []).append(row)
-        if row["row_kind"] == "aggregate":
-            case = next(cases, None)
-    return out
-
-
-def joined_rows(cases: list[PerfCase], groups: list[Group], peak_gbps: float | None, baseline: str,
-                headline: str, finished_only: bool = False) -> list[PerfRow]:
-    """Every case's rows in case order (a case no group ran: its `not run` row); speed-ups across groups.
-    finished_only: only cases some worker already reported (a checkpoint while the run goes on)."""
-    by_case: dict[int, list[PerfRow]] = {}
-    for group in groups:
-        if group.results or group.error:
-            by_case.update(group_rows(group, peak_gbps, baseline, headline))
-    skipped = [c for c in cases if c.skip]
-    plain = next((g.device for g in groups if g.slot is None), "")
-    for case_id, rows in group_rows(Group(None, skipped, [], plain), peak_gbps, baseline, headline).items():
-        by_case[case_id] = rows
-    if finished_only:
-        reported = {e.id for g in groups for r in g.results for e in payload_of(r).cases} | {c.id for c in skipped}
-        by_case = {k: v for k, v in by_case.items() if k in reported}
-    rows = [row for case in cases for row in by_case.get(case.id, [])]
-    add_speedups(rows, baseline)
-    return rows

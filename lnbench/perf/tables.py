@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from rich.markup import escape
 
@@ -13,25 +13,25 @@ from lnbench.measure import load
 from lnbench.measure.workers import WorkerResult
 from lnbench.perf.messages import PHASES, payload_of
 from lnbench.perf.spread import Group
-from lnbench.results import missing
+from lnbench.results import PerfRow, missing
 from lnbench.output.tables import (Column, fmt_float, fmt_number, fmt_time_range_us, fmt_time_us, render_table,
                             silent_console, styled_status)
 
 
-def _minmax(row: dict[str, Any]) -> str:
+def _minmax(row: Mapping[str, Any]) -> str:
     return fmt_time_range_us(row.get("min_us"), row.get("max_us"))
 
 
-def _pct(row: dict[str, Any]) -> str:
+def _pct(row: Mapping[str, Any]) -> str:
     value = row.get("pct_peak")
     if missing(value):
         return ""
     return f"[bold red]{value:.1f} >peak[/bold red]" if row.get("above_peak") else f"{value:.1f}"
 
 
-def _kernel_cell(key: str, fmt_value: Callable[[Any], str] = fmt_time_us) -> Callable[[dict[str, Any]], str]:
+def _kernel_cell(key: str, fmt_value: Callable[[Any], str] = fmt_time_us) -> Callable[[Mapping[str, Any]], str]:
     """A kernel column: the value (a time by default), or `n/a` / `error` when the kernel timer has none for the row."""
-    def fmt(row: dict[str, Any]) -> str:
+    def fmt(row: Mapping[str, Any]) -> str:
         status = str(row.get("kernel_status") or "")
         value = row.get(key)
         if isinstance(value, (int, float)) and math.isfinite(value):
@@ -67,7 +67,7 @@ def _worker_lines(results: list[WorkerResult]) -> None:
             err_console.print(f"  [dim]{line}[/dim]", soft_wrap=True, markup=False)
 
 
-def _detail_lines(rows: list[dict[str, Any]]) -> None:
+def _detail_lines(rows: Sequence[Mapping[str, Any]]) -> None:
     """Why rows did not run or failed: one line per distinct (backend, op, reason)."""
     seen: dict[tuple[str, str, str], int] = {}
     for row in rows:
@@ -80,7 +80,7 @@ def _detail_lines(rows: list[dict[str, Any]]) -> None:
                       soft_wrap=True)
 
 
-def _kernel_lines(rows: list[dict[str, Any]]) -> None:
+def _kernel_lines(rows: Sequence[Mapping[str, Any]]) -> None:
     """Why the kernel columns are empty (one line per distinct reason), and kernel notes."""
     seen: dict[str, int] = {}
     for row in rows:
@@ -95,7 +95,7 @@ def _kernel_lines(rows: list[dict[str, Any]]) -> None:
         console.print(f"[yellow]{escape(text)}[/yellow] ({count} case{'s' if count > 1 else ''})", soft_wrap=True)
 
 
-def summary_line(rows: list[dict[str, Any]], results: list[WorkerResult], seconds: float, groups: list[Group]) -> str:
+def summary_line(rows: Sequence[PerfRow], results: list[WorkerResult], seconds: float, groups: list[Group]) -> str:
     """The run's last line: cases by status, workers, the phases' medians, the GPUs and how many ran alone."""
     agg = [r for r in rows if r["row_kind"] == "aggregate"]
     counts: dict[str, int] = {}
@@ -123,7 +123,7 @@ def summary_line(rows: list[dict[str, Any]], results: list[WorkerResult], second
     return f"{len(agg)} cases: {parts}; {workers}{each}{where}; {seconds:.1f} s"
 
 
-def print_rows(rows: list[dict[str, Any]], groups: list[Group], results: list[WorkerResult], title: str,
+def print_rows(rows: Sequence[PerfRow], groups: list[Group], results: list[WorkerResult], title: str,
                base_name: str, backend_list: list[str], quiet: bool) -> None:
     """The table of aggregate rows (quiet: recorded for the Markdown only), its notes, group and worker errors."""
     shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]

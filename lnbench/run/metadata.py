@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib.metadata
+from typing import Any, TypeVar
 
 import torch
 
 import lnbench
 from lnbench.run.device import Device, torch_device_info
-from lnbench.results import Kind, RunRecord
+from lnbench.results import IdentifiedRun, Kind
 from lnbench.run.processes import command_line
 from lnbench.run.checkout import git_commit, timestamp
+
+#: the run record class of the kind a run record is made for
+RunT = TypeVar("RunT", bound=IdentifiedRun)
 
 
 def package_version(name: str) -> str:
@@ -43,7 +47,7 @@ def driver_version(device: Device) -> str:
     return str(clocks.gpu_facts(device.torch_device).get("driver", ""))
 
 
-def provenance(device: Device, kind: Kind, command: str | None = None) -> RunRecord:
+def provenance(device: Device, kind: Kind[Any, RunT], command: str | None = None) -> RunT:
     """A run record of `kind` with the run's identity set: command line, versions, device, commit, time, threads
     (`device` says emu:gfx942 for emulated runs). `command`: the lnbench command named in the record."""
     run = kind.run(command_line=command_line(), lnbench_version=lnbench.__version__, torch_version=torch.__version__,

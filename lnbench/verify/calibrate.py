@@ -17,7 +17,7 @@ guess, runs of several sizes fit both), and takes the median compile and start-u
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from lnbench.run import calibration
 from lnbench.run.calibration import device_key
@@ -97,7 +97,7 @@ class VerifyRecord:
         self.seconds: dict[int, float] = {}
         self.compiles: dict[int, tuple[float, int, int]] = {}
 
-    def unit(self, unit: int, rows: list[dict[str, Any]], seconds: float) -> None:
+    def unit(self, unit: int, rows: Sequence[Mapping[str, Any]], seconds: float) -> None:
         """Unit `unit` took `seconds` (its compiles included); it counts when all its rows are PASS or FAIL."""
         if rows and all(status_word(row) in ("PASS", "FAIL") for row in rows):
             self.seconds[unit] = seconds

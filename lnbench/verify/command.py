@@ -1,7 +1,7 @@
 """The `lnbench verify` command: parse → build cases → run backends → table + CSV, exit code."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import click
 
@@ -155,7 +155,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK
 
 
-def _why(row: dict[str, Any]) -> str:
+def _why(row: Mapping[str, Any]) -> str:
     """A row's status with its reason: `not run (needs a CUDA/ROCm GPU)` (a `not run` row keeps it in `detail`)."""
     status, detail = str(row.get("status")), row.get("detail")
     return f"{status} ({detail})" if status == "not run" and detail else status

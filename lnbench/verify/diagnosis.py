@@ -33,8 +33,8 @@ import math
 import numbers
 import re
 from collections import defaultdict
-from collections.abc import MutableMapping
-from typing import Any, Callable, Iterable, TypeGuard
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, Callable, Iterable, TypeGuard, TypeVar
 
 from lnbench.verify.cases import MEAN_OVER_SIGMA
 
@@ -52,6 +52,8 @@ _NOT_FP32 = re.compile(r"(\w+) is torch\.(\w+), must be torch\.float32")
 
 #: a verify row: a VerifyRow, or its cells as a dict (tests)
 Row = MutableMapping[str, Any]
+#: the rows diagnose() is given, returned as they are
+RowT = TypeVar("RowT", bound=Row)
 
 
 def rule_of(diagnosis: str) -> list[str]:
@@ -59,7 +61,7 @@ def rule_of(diagnosis: str) -> list[str]:
     return [part.split(":", 1)[0] for part in diagnosis.split("; ") if part.split(":", 1)[0] in RULES]
 
 
-def _used(row: Row | None) -> float | None:
+def _used(row: Mapping[str, Any] | None) -> float | None:
     """err/allowed of a judged row (None for a row without values)."""
     if row is None or not all(isinstance(row.get(k), numbers.Real) for k in ("max_abs_err", "allowed")):
         return None
@@ -81,7 +83,7 @@ def _mos(kind: str) -> str:
 class _Run:
     """The rows of one run indexed by case: (backend, dtype, kind, shape, eps) -> tensor -> row."""
 
-    def __init__(self, rows: list[Row]) -> None:
+    def __init__(self, rows: Sequence[Row]) -> None:
         self.cases: dict[tuple, dict[str, Row]] = defaultdict(dict)
         for row in rows:
             self.cases[self.key(row)][row["tensor"]] = row
@@ -248,7 +250,7 @@ def _abi(row: Row, run: _Run, twins: dict[str, str]) -> str:
     return f"ABI difference: {twin} passes this check" if _passes(other.get(row["tensor"])) else ""
 
 
-def diagnose(rows: list[Row], twins: dict[str, str] | None = None) -> list[Row]:
+def diagnose(rows: list[RowT], twins: dict[str, str] | None = None) -> list[RowT]:
     """Set every row's `diagnosis` (empty but for FAIL and error rows a rule fits) and return the rows.
 
     `twins`: backend -> the same kernel in the other launch ABI, where both were verified in this run."""
@@ -311,16 +313,16 @@ def _variant(backend: Any) -> tuple[tuple, str] | None:
 UNEXPLAINED = "no pattern fits"
 
 
-def _text(row: Row, rule: str) -> str:
+def _text(row: Mapping[str, Any], rule: str) -> str:
     """The part of a row's diagnosis `rule` gave, without the rule's name."""
     return next((part.split(": ", 1)[1] for part in (row.get("diagnosis") or "").split("; ")
                  if part.startswith(rule + ":")), "")
 
 
-def by_rule(rows: Iterable[Row]) -> list[dict[str, Any]]:
+def by_rule(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per backend × rule over the FAIL/error rows (first-seen order): how many rows, which dtype ×
     case × tensors, and the diagnosis text of the row furthest outside its bar (with its numbers)."""
-    groups: dict[tuple[str, str], list[Row]] = {}
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         if row["status"] in ("FAIL", "error"):
             for rule in rule_of(row.get("diagnosis") or "") or [UNEXPLAINED]:

@@ -16,7 +16,7 @@ from lnbench.run.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.run.metadata import provenance
-from lnbench.results import SELFTEST, VERIFY, RunRecord
+from lnbench.results import SELFTEST, VERIFY, SelftestRun, VerifyRun
 from lnbench.run.setup import begin
 from lnbench.run.shard import WHOLE, parse_shard, record_shard
 from lnbench.verify.cases import build_cases, check_eps_values
@@ -82,7 +82,7 @@ class VerifyPlan:
     job_count: int
     checks_line: str | None
     outputs: tuple[Path | None, Path | None, Path | None]
-    metadata: RunRecord
+    metadata: VerifyRun | SelftestRun
     names: list[str]
     explicit: list[str]
     banner: str
@@ -149,7 +149,7 @@ def build_plan(o: VerifyOptions) -> VerifyPlan:
     every_case = build_cases(shape_list, dtype_list, eps_values, base_seed)
     cases = part.part(every_case, "case(s)")
     outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
-    metadata = provenance(dev, SELFTEST if self_test else VERIFY)
+    metadata: VerifyRun | SelftestRun = provenance(dev, SELFTEST) if self_test else provenance(dev, VERIFY)
     metadata.seed = base_seed
     record_devices(record_shard(metadata, part, len(every_case)), slots)
     names: list[str]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
@@ -255,7 +255,7 @@ def backend_case_rows(backend: Backend, case: Case, device: Device, tol: Toleran
     return [row.with_(backend=backend.name) for row in case_rows]
 
 
-def outcome(rows: Iterable[dict[str, Any]]) -> str:
+def outcome(rows: Iterable[Mapping[str, Any]]) -> str:
     """One word for a case's rows, as the progress line shows it: error (no verdict) before FAIL (a value
     outside its bar) before the first row's status (PASS, not run, compiled, not executed)."""
     statuses = [str(row["status"]) for row in rows]
@@ -265,11 +265,11 @@ def outcome(rows: Iterable[dict[str, Any]]) -> str:
     return statuses[0] if statuses else ""
 
 
-def case_label(backend_name: str, case: Case, rows: Iterable[dict[str, Any]]) -> str:
+def case_label(backend_name: str, case: Case, rows: Iterable[Mapping[str, Any]]) -> str:
     """A finished case for progress lines: backend, kind, dtype, shape, eps and its outcome."""
     return f"{backend_name} {case.label} {outcome(rows)}"
 
 
-def failed(rows: Iterable[dict[str, Any]]) -> bool:
+def failed(rows: Iterable[Mapping[str, Any]]) -> bool:
     """Any executed check failed (FAIL or error)?"""
     return any(row["status"] in ("FAIL", "error") for row in rows)

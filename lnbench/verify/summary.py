@@ -5,7 +5,7 @@ FAIL means a value outside its bar; error means no verdict (the case raised: no 
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from lnbench.results import missing
 from lnbench.output.tables import Column, fmt_float, styled_status
@@ -24,14 +24,14 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def status_word(row: dict[str, Any]) -> str:
+def status_word(row: Mapping[str, Any]) -> str:
     """PASS, FAIL, error, or the other statuses as they read before any parenthesis (not run, compiled, ...)."""
     return str(row["status"]).split(" (")[0]
 
 
-def summary_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def summary_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (backend, dtype, case kind), in first-seen order; rows carry `_used` (err/allowed)."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["backend"], row["dtype"], row["case"]), []).append(row)
     out = []
@@ -50,6 +50,6 @@ def summary_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def worth_a_look(row: dict[str, Any]) -> bool:
+def worth_a_look(row: Mapping[str, Any]) -> bool:
     """FAIL and error rows, and rows using at least NEAR_BAR of their bar."""
     return status_word(row) in ("FAIL", "error") or (row.get("_used") is not None and row["_used"] >= NEAR_BAR)

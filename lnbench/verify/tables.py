@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping, Sequence
 
 from rich.console import Console
 
@@ -34,7 +35,7 @@ WHY_COLUMNS = [
 ]
 
 
-def bar_used(row: dict) -> float | None:
+def bar_used(row: Mapping[str, Any]) -> float | None:
     """max abs err / allowed: the fraction of the pass bar a tensor uses (< 1 is within it), or None.
 
     The table shows this instead of the CSV's max_rel_err: the pass rule is absolute, and an element-wise
@@ -47,7 +48,7 @@ def bar_used(row: dict) -> float | None:
     return err / allowed
 
 
-def summary_line(rows: list[dict]) -> str:
+def summary_line(rows: Sequence[Mapping[str, Any]]) -> str:
     """`N rows: k FAIL, m PASS, ...` (statuses without their parenthesised reasons)."""
     counts: dict[str, int] = {}
     for row in rows:
@@ -69,7 +70,7 @@ def warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]]) -> N
                       f"--shape-set quick) or {faster}[/yellow]", soft_wrap=True)
 
 
-def print_rows(rows: list[dict], device_name: str, details: bool, out: Console) -> None:
+def print_rows(rows: Sequence[Mapping[str, Any]], device_name: str, details: bool, out: Console) -> None:
     """The summary table and the rows worth a look (every row with --details), then the diagnoses of the FAIL and
     error rows (one row per backend × rule) and each FAIL/error row's detail."""
     shown = [{**row, "_used": bar_used(row)} for row in rows]
