@@ -10,8 +10,9 @@ from click.testing import CliRunner
 
 from cli_helpers import ABI_TIMING as FAST, error_line
 from lnbench.abi import static
-from lnbench.abi import command
-from lnbench.abi.command import abi_compare_command, not_run_status, probe_shapes
+from lnbench.abi import workers
+from lnbench.abi.command import abi_compare_command
+from lnbench.abi.workers import not_run_status, probe_shapes
 from lnbench.run.device import emu_device, null_device, parse_device
 from lnbench.machine.rocm import has_rocm_gpu
 from virtual_clock import VirtualClock
@@ -100,7 +101,7 @@ def test_flydsl_runtime_not_run_on_the_cpu_device(tmp_path, results_dir, monkeyp
 
 
 def test_not_run_status_says_which_measurements_no_worker_can_take_here(monkeypatch):
-    monkeypatch.setattr(command, "flydsl_installed", lambda: True)
+    monkeypatch.setattr(workers, "flydsl_installed", lambda: True)
     null, cpu = null_device(), parse_device("cpu")
     assert [not_run_status("flydsl", null, m) for m in ("direct", "wrapper", "device")] == \
         ["", "", "not run (null device: no device time)"]                     # host cost only
@@ -108,7 +109,7 @@ def test_not_run_status_says_which_measurements_no_worker_can_take_here(monkeypa
         {"not run (emulated device: no timing)"}
     assert not_run_status("flydsl", cpu, "direct") == "not run (no ROCm GPU)"
     assert not_run_status("torch-entry", cpu, "device") == ""       # its workers say: not measured on the CPU
-    monkeypatch.setattr(command, "flydsl_installed", lambda: False)
+    monkeypatch.setattr(workers, "flydsl_installed", lambda: False)
     assert not_run_status("flydsl", null, "direct") == "not run (flydsl not installed)"
 
 def test_fail_if_slower_with_planted_slow_pair(tmp_path, results_dir, monkeypatch):

@@ -174,8 +174,8 @@ def test_abi_compare_static_only_on_the_emulator_is_static_for_its_arch(monkeypa
     monkeypatch.setattr(runtime, "activate", lambda arch: pytest.fail("abi-compare activated the emulator"))
     # keep the static part instant: patched wherever it is named, after the command's modules are imported (a
     # module first imported while the patch is in place would keep the stand-in for every later test)
-    from lnbench.abi import command, plan
-    for module in (static, command, plan):
+    from lnbench.abi import plan, workers
+    for module in (static, workers, plan):
         monkeypatch.setattr(module, "flydsl_installed", lambda: False)
     out = tmp_path / "abi.csv"
     result = CliRunner().invoke(main, ["abi-compare", "--device", "emu:gfx950", "--shapes", "32x1024,64x512",

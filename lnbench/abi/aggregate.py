@@ -2,7 +2,7 @@
 interval, verdict)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -13,6 +13,10 @@ from lnbench.abi.schedule import SIDES
 from lnbench.measure import kernel_stats
 from lnbench.measure.stats import worker_flags
 from lnbench.results import AbiRow
+
+if TYPE_CHECKING:
+    from lnbench.abi.plan import AbiPlan
+    from lnbench.abi.workers import Share
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
 NOT_RUN_EMULATED = "not run (emulated device: no timing)"
@@ -117,3 +121,43 @@ def kernel_columns(records: Sequence[MetricRecord], row: Mapping[str, Any], *, n
         out.update(kernel_speedup=est.speedup, kernel_ci_low=est.ci_low, kernel_ci_high=est.ci_high,
                    kernel_verdict=est.verdict)
     return out
+
+
+def runtime_rows(plan: AbiPlan, shares: Sequence[Share], not_run: Mapping[str, str]) -> list[AbiRow]:
+    """The runtime part's rows (the aggregate stage): `not run (reason)` rows for the metrics no worker can take
+    here (not_run), each share's workers aggregated (on the null device scoped to the host; with --devices naming
+    the GPU), in the order of the options."""
+    from lnbench import settings as cfg
+    from lnbench.abi.cases import pair_info
+    from lnbench.abi.plan import TABLE
+
+    labels = pair_info(plan.pair).labels
+    measured = [metric for metric in plan.metrics if not not_run[metric]]
+    rows = [row for metric in plan.metrics if not_run[metric]
+            for row in not_run_rows(plan.pair, labels, plan.ops, plan.dtypes, plan.shapes, not_run[metric], [metric])]
+    for share in shares:
+        timed = aggregate(plan.pair, labels, share.payloads, measured,
+                          n_boot=int(cfg.require(plan.table, "bootstrap", int, TABLE)),
+                          confidence=float(cfg.require(plan.table, "confidence", (int, float), TABLE)),
+                          seed=int(cfg.require(plan.table, "stats_seed", int, TABLE)))
+        if not share.payloads:
+            timed = not_run_rows(plan.pair, labels, plan.ops, plan.dtypes, share.shapes,
+                                 "error (no worker returned results)", measured)
+        for row in timed:
+            if not plan.dev.times_are_real:                        # the null device: host work only
+                row.scope = HOST_ONLY_NULL
+            if share.slot is not None:
+                row.update(gpu=share.slot.label, gpu_model=share.slot.model, timed_alone=True)
+        rows += timed
+    return _in_order(rows, plan.ops, plan.dtypes, plan.shapes, plan.metrics)
+
+
+def _in_order(rows: list[AbiRow], ops: Sequence[str], dtypes: Sequence[str], shapes: Sequence[tuple[int, int]],
+              metrics: Sequence[str]) -> list[AbiRow]:
+    """Rows sorted by the options' order of op, dtype, shape and metric (a value not among them last)."""
+    shape_names = [f"{m}x{n}" for m, n in shapes]
+
+    def rank(row: Mapping[str, Any]) -> tuple[int, ...]:
+        return tuple(seq.index(row[key]) if row[key] in seq else len(seq)
+                     for seq, key in ((ops, "op"), (dtypes, "dtype"), (shape_names, "shape"), (metrics, "metric")))
+    return sorted(rows, key=rank)
