@@ -8,7 +8,11 @@ from typing import Any, Callable, ClassVar, Self, TypeVar
 import click
 
 from lnbench.errors import LnbenchUsageError
+from lnbench.settings import packaged_table
 from lnbench.validate import FLOAT, INT, number as check_number
+
+#: the packaged defaults the fields below take (a protocol built without a config)
+_PERF, _ABI = packaged_table("perf"), packaged_table("abi_compare")
 
 P = TypeVar("P", bound="Protocol")
 
@@ -33,18 +37,22 @@ class Protocol:
     TIMING: ClassVar[tuple[str, ...]] = ("runs", "warmup_s", "min_warmup_calls", "target_run_s", "min_iters",
                                          "max_iters", "max_run_s")
 
-    processes: int = 3
-    runs: int = 5
-    warmup_s: float = 0.2
-    min_warmup_calls: int = 30
-    target_run_s: float = 0.02
-    min_iters: int = 150
-    max_iters: int = 1000
+    # The defaults are the packaged config's [perf] values (declared once, in configs/default.toml): what a
+    # protocol built without a config (a worker spec's missing key, a test) holds. Commands build theirs from
+    # their own table (from_table: [perf], [abi_compare]).
+    processes: int = _PERF["processes"]
+    runs: int = _PERF["runs"]
+    warmup_s: float = _PERF["warmup_s"]
+    min_warmup_calls: int = _PERF["min_warmup_calls"]
+    target_run_s: float = _PERF["target_run_s"]
+    min_iters: int = _PERF["min_iters"]
+    max_iters: int = _PERF["max_iters"]
     #: min_iters gives way before a run would last longer than this (slow calls: fewer, never < 1)
-    max_run_s: float = 0.1
-    worker_timeout_s: float = 600.0
-    #: after the stream-timed runs, R profiled runs per case for kernel time (GPU only; lnbench.measure.kernel_timer)
-    kernel_timer: bool = True
+    max_run_s: float = _PERF["max_run_s"]
+    worker_timeout_s: float = _PERF["worker_timeout_s"]
+    #: after the stream-timed runs, R profiled runs per case for kernel time (GPU only; lnbench.measure.kernel_timer);
+    #: on unless a table turns it off (the packaged [abi_compare] keeps it on, [perf] turns it off)
+    kernel_timer: bool = _ABI["kernel_timer"]
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def validate(self) -> Self:

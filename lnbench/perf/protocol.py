@@ -8,6 +8,9 @@ from typing import Any, ClassVar
 from lnbench.constants import OPS, PERF_MODES
 from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
+from lnbench.settings import packaged_table
+
+_PERF = packaged_table("perf")
 
 MODES = PERF_MODES
 
@@ -23,14 +26,15 @@ class PerfProtocol(Protocol):
     MEASUREMENT: ClassVar[tuple[str, ...]] = tuple(name for name in NUMBERS if name != "worker_timeout_s")
     LISTS: ClassVar[tuple[str, ...]] = ("modes", "ops")
 
-    modes: tuple[str, ...] = ("cold", "hot")
-    ops: tuple[str, ...] = ("fwd", "bwd")
+    # defaults: the packaged config's [perf] values (lnbench.measure.protocol)
+    modes: tuple[str, ...] = tuple(_PERF["modes"])
+    ops: tuple[str, ...] = tuple(_PERF["ops"])
     #: cold mode: rotate sets until the total is at least this many times the last-level cache
-    cold_factor: float = 3.0
+    cold_factor: float = _PERF["cold_factor"]
     #: cold mode: never hold more than this fraction of the device's free memory in rotated sets
-    cold_mem_fraction: float = 0.4
+    cold_mem_fraction: float = _PERF["cold_mem_fraction"]
     #: override of the last-level cache size in MiB (0 = read it off the device)
-    llc_mib: float = 0.0
+    llc_mib: float = _PERF["llc_mib"]
 
     def validate_own(self) -> None:
         if not self.modes:

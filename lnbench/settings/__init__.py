@@ -3,6 +3,7 @@ overrides, and parsing of shapes and dtypes."""
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.resources
 import math
 import os
@@ -209,6 +210,17 @@ def config_file(path: str | os.PathLike[str] | None = None) -> Path | None:
     """The user file load_config(path) reads: `path`, else $LNBENCH_CONFIG, else None (the defaults only)."""
     named = path or os.environ.get("LNBENCH_CONFIG")
     return Path(named) if named else None
+
+
+@functools.cache
+def _packaged() -> dict[str, Any]:
+    return tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+
+
+def packaged_table(name: str) -> dict[str, Any]:
+    """A table of the packaged defaults as shipped (no user file): where code needs a default the config
+    declares (a protocol built without a config), so it is declared once, in configs/default.toml."""
+    return copy.deepcopy(_packaged()[name])
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
