@@ -10,9 +10,12 @@ import pytest
 
 from lnbench.abi.command import abi_compare_command
 from lnbench.abi.plan import AbiOptions
+from lnbench.compare.command import compare_command
+from lnbench.compare.plan import CompareOptions
 from lnbench.errors import LnbenchUsageError
 from lnbench.inspect.command import InspectOptions, inspect_command
-from lnbench.perf.command import perf_command
+from lnbench.perf.command import peak_command, perf_command
+from lnbench.perf.peak_run import PeakOptions
 from lnbench.perf.options import PerfOptions
 from lnbench.run.setup import Setup, begin, element_bytes
 from lnbench.verify.command import verify_command
@@ -22,7 +25,8 @@ from lnbench.verify.plan import VerifyOptions
 RECORDS = [(PerfOptions, perf_command, {"if_loaded", "quiet", "flydsl_table"}),
            (AbiOptions, abi_compare_command, {"details", "quiet"}),
            (VerifyOptions, verify_command, {"details", "quiet"}),
-           (InspectOptions, inspect_command, {"quiet"})]
+           (InspectOptions, inspect_command, {"quiet"}), (CompareOptions, compare_command, {"quiet"}),
+           (PeakOptions, peak_command, set())]
 
 
 @pytest.mark.parametrize("record, command, run_only", RECORDS, ids=lambda x: getattr(x, "__name__", ""))

@@ -8,6 +8,7 @@ device / dtype / protocol mismatch without --force).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,7 +17,7 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option,
                                 output_options)
 from lnbench.compare import modelled, tables
 from lnbench.compare.markdown import render
-from lnbench.compare.plan import check_flags, build_plan, context
+from lnbench.compare.plan import CompareOptions, build_plan, check_flags, context
 from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 
 
@@ -34,19 +35,19 @@ from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 @config_option
 @output_options
 @guarded
-def compare_command(base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None, force: bool,
-                    md_path: Path | None, config_path: Path | None, csv_path: Path | None, json_path: Path | None,
-                    quiet: bool) -> int:
+def compare_command(quiet: bool, **options: Any) -> int:
     """Compare two `perf --json` (or `abi-compare --json`) results case by case: ratio new/base of the headline
     medians, a paired t interval over the worker medians (each worker is its own process) widened by the run
     noise floor ([compare] run_noise_pct), its p-value,
     FASTER / SLOWER / SAME, or 'too few runs' with fewer than 2 paired workers (-P 1)."""
-    check_flags(threshold_pct, fail_pct)        # a bad flag is its one line before any file is read
+    o = CompareOptions(**options)
+    base, new, fail_pct = o.base, o.new, o.fail_pct
+    check_flags(o.threshold_pct, fail_pct)        # a bad flag is its one line before any file is read
     pair = modelled.load_pair(base, new) if base is not None and new is not None else None
     if pair is not None:                    # `perf --device emu` results: an exact diff, no statistics
         assert base is not None and new is not None
-        return modelled.run(base, new, pair, fail_pct, force, md_path, csv_path, json_path, quiet)
-    plan = build_plan(base, new, threshold_pct, fail_pct, force, md_path, config_path, csv_path, json_path)
+        return modelled.run(base, new, pair, fail_pct, o.force, o.md_path, o.csv_path, o.json_path, quiet)
+    plan = build_plan(o)
     rows = compare_all(plan.base_cases, plan.new_cases, plan.settings)
     meta, summary = context(plan), tables.summary(rows)
     hits = gate_hits(rows, fail_pct, lost_cases(plan.base_cases, plan.new_cases)) if fail_pct is not None else []

@@ -31,6 +31,21 @@ class ComparePlan:
     outputs: Outputs
 
 
+@dataclass(frozen=True)
+class CompareOptions:
+    """`lnbench compare`'s options as given (None: the config's value applies); --quiet is the run's."""
+
+    base: Path | None = None
+    new: Path | None = None
+    threshold_pct: float | None = None
+    fail_pct: float | None = None
+    force: bool = False
+    md_path: Path | None = None
+    config_path: Path | None = None
+    csv_path: Path | None = None
+    json_path: Path | None = None
+
+
 def check_flags(threshold_pct: float | None, fail_pct: float | None) -> None:
     """--threshold and --fail-if-slower as numbers in range (a usage error naming the flag)."""
     if threshold_pct is not None:
@@ -39,14 +54,13 @@ def check_flags(threshold_pct: float | None, fail_pct: float | None) -> None:
         validate.number(fail_pct, "fail_if_slower", "--fail-if-slower")
 
 
-def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None,
-               force: bool, md_path: Path | None, config_path: Path | None, csv_path: Path | None,
-               json_path: Path | None) -> ComparePlan:
+def build_plan(o: CompareOptions) -> ComparePlan:
     """Check the options, load and match BASE and NEW (exit 2 when they are not comparable), reserve outputs."""
+    base, new, threshold_pct, fail_pct = o.base, o.new, o.threshold_pct, o.fail_pct
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
     check_flags(threshold_pct, fail_pct)
-    setup = begin("compare", config_path)
+    setup = begin("compare", o.config_path)
     settings = Settings.from_config(setup.config, threshold_pct)
     what = "the JSON of lnbench perf or abi-compare"
     base_result = load_result(base, (PERF, ABI), what=what)
@@ -56,10 +70,10 @@ def build_plan(base: Path | None, new: Path | None, threshold_pct: float | None,
     problems = mismatches(base_result, new_result, base_cases, new_cases)
     problems += [f"{result.path} holds an incomplete run ({result.incomplete}): only its finished cases"
                  for result in (base_result, new_result) if result.incomplete]
-    if problems and not force:
+    if problems and not o.force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)
-    outputs = setup.reserve_outputs(csv_path, json_path, md_path, {"BASE": base, "NEW": new}, config_last=True)
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path, {"BASE": base, "NEW": new}, config_last=True)
     return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs)
 
 

@@ -24,7 +24,7 @@ from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
 from lnbench.perf.options import PerfOptions
 from lnbench.perf.outputs import device_facts, write_outputs
 from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_path
-from lnbench.perf.peak_run import build_peak_plan, run_peak
+from lnbench.perf.peak_run import PeakOptions, build_peak_plan, run_peak
 from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
 from lnbench.perf.protocol import MODES
 from lnbench.perf.tables import print_peak, summary_line
@@ -162,10 +162,10 @@ def _say_no_peak(plan: PerfPlan) -> None:
 @config_option
 @if_loaded_option
 @guarded
-def peak_command(device, size_mib, runs, peak_file, config_path, if_loaded) -> int:
+def peak_command(**options: Any) -> int:
     """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak; a
     figure that differs from the cached one beyond the noise is reported, and the cache keeps every earlier one."""
-    plan = build_peak_plan(device, size_mib, runs, peak_file, config_path, if_loaded)
+    plan = build_peak_plan(PeakOptions(**options))
     record, change, facts = run_peak(plan)
     print_peak(plan.dev.label, plan.path, record, change, facts.load_flag)
     return EXIT_OK

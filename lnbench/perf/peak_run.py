@@ -26,17 +26,28 @@ class PeakPlan:
     policy: str               # --if-loaded: warn or refuse on a busy machine
 
 
-def build_peak_plan(device: str | None, size_mib: float | None, runs: int, peak_file: Path | None,
-                    config_path: Path | None, if_loaded: str | None) -> PeakPlan:
+@dataclass(frozen=True)
+class PeakOptions:
+    """`lnbench peak`'s options as given (None: the default or the config's value applies)."""
+
+    device: str | None = None
+    size_mib: float | None = None
+    runs: int = 10
+    peak_file: Path | None = None
+    config_path: Path | None = None
+    if_loaded: str | None = None
+
+
+def build_peak_plan(o: PeakOptions) -> PeakPlan:
     """Every option checked (a usage error names the one at fault) before anything is timed."""
-    validate.number(runs, "peak_runs", "--runs")
-    if size_mib is not None:
-        validate.number(size_mib, "size_mib", "--size-mib")
-    policy = loaded_policy(if_loaded, begin("peak", config_path, "perf").table)
-    dev = timed_device(device)
-    path = Path(peak_file or default_peak_path())
+    validate.number(o.runs, "peak_runs", "--runs")
+    if o.size_mib is not None:
+        validate.number(o.size_mib, "size_mib", "--size-mib")
+    policy = loaded_policy(o.if_loaded, begin("peak", o.config_path, "perf").table)
+    dev = timed_device(o.device)
+    path = Path(o.peak_file or default_peak_path())
     reserve_peak_file(path)
-    return PeakPlan(dev, copy_size(dev.torch_device, size_mib), runs, path, policy)
+    return PeakPlan(dev, copy_size(dev.torch_device, o.size_mib), o.runs, path, policy)
 
 
 def run_peak(plan: PeakPlan) -> tuple[dict[str, Any], str, load.LoadFacts]:
