@@ -165,6 +165,48 @@ class AbiOptions:
     json_path: Path | None = None
 
 
+def _runtime_device(name: str | None, pair: str, static_only: bool, config: dict[str, Any]
+                    ) -> tuple[Device, list[Any] | None]:
+    """The device the runtime part uses, and on an emulated one the targets of its arch: a FlyDSL pair's host cost
+    is then measured on null:ARCH and each case's device floor modelled beside it."""
+    dev = choose_device(name, pair)
+    targets = None
+    if dev.emulated and flydsl_pair(pair) and not static_only:
+        targets = targets_for(config, dev.arch)
+        dev = null_device(dev.arch)
+    if dev.is_null:
+        if not flydsl_pair(pair):
+            raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
+                                    f"(--pair {pair} runs on cpu or a GPU)")
+        ok, why = emulator_status()
+        if not ok:
+            raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
+    return dev, targets
+
+
+def _pair_options(pair: str, backend_pair: tuple[str, str] | None, strategy: str, planted_delay_us: float | None,
+                  table: dict[str, Any]) -> dict[str, Any]:
+    """What the pair's workers build their sides with: the FlyDSL kernels' dγ strategy, a backend pair's names,
+    the planted delay."""
+    if pair == "flydsl":
+        return {"dgamma_strategy": strategy}
+    if backend_pair is not None:
+        return {"backends": list(backend_pair)}
+    if pair == "planted-slow":
+        delay = cfg.option_or_config(planted_delay_us, table, "planted_delay_us", "--planted-delay-us",
+                                     (int, float), TABLE)
+        return {"delay_us": float(delay)}
+    return {}
+
+
+def _record_protocol(metadata: AbiRun, protocol: Protocol, seed: int, table: dict[str, Any]) -> None:
+    """The runtime part's settings in the run record: what changes a measurement, beside the dγ strategy and the
+    planted delay the plan records."""
+    metadata.update(processes=protocol.processes, runs=protocol.runs, warmup_s=protocol.warmup_s,
+                    target_run_s=protocol.target_run_s, iters_clamp=f"{protocol.min_iters}-{protocol.max_iters}",
+                    seed=seed, confidence=table.get("confidence"), bootstrap=table.get("bootstrap"))
+
+
 def build_plan(o: AbiOptions) -> AbiPlan:
     """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
     static_only, runtime_only = o.static_only, o.runtime_only
@@ -197,18 +239,7 @@ def build_plan(o: AbiOptions) -> AbiPlan:
     metric_list = _choose(o.metrics, table, "metrics", METRICS, "measurement")
     # no activation here: null-device workers activate it themselves (before FlyDSL loads its runtime there),
     # and the static part activates the emulated device only to execute its variants
-    dev = choose_device(slots[0].process_device if slots else o.device, pair)
-    targets = None
-    if dev.emulated and flydsl_pair(pair) and not static_only:   # host cost on null:ARCH, device floor modelled
-        targets = targets_for(config, dev.arch)
-        dev = null_device(dev.arch)
-    if dev.is_null:
-        if not flydsl_pair(pair):
-            raise LnbenchUsageError(f"the null device times FlyDSL launches: use it with --pair flydsl "
-                                    f"(--pair {pair} runs on cpu or a GPU)")
-        ok, why = emulator_status()
-        if not ok:
-            raise LnbenchUsageError(f"device {dev.name!r} is unavailable: {why}")
+    dev, targets = _runtime_device(slots[0].process_device if slots else o.device, pair, static_only, config)
     arch_list = validate.arches(o.arches, default_arches(dev))
     check_elements(table)      # bootstrap, confidence, stats_seed: checked with every number when the config loaded
     eps_value = cfg.option_or_config(o.eps, table, "eps", "--eps", (int, float), TABLE, validate.eps)
@@ -230,19 +261,10 @@ def build_plan(o: AbiOptions) -> AbiPlan:
             setup.check_widths(shape_list, dtype_list)     # lnbench's own kernels' widths
         if flydsl_installed():
             setup.check_toolkit(required=True)
-    pair_options: dict[str, Any] = {}
-    if pair == "flydsl":
-        pair_options["dgamma_strategy"] = strategy
-    elif backend_pair is not None:
-        pair_options["backends"] = list(backend_pair)
-    elif pair == "planted-slow":
-        delay = cfg.option_or_config(planted_delay_us, table, "planted_delay_us", "--planted-delay-us",
-                                     (int, float), TABLE)
-        pair_options["delay_us"] = float(delay)
+    pair_options = _pair_options(pair, backend_pair, strategy, planted_delay_us, table)
     outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
     run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
     executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
-    # what changes a measurement: the FlyDSL kernels' dγ strategy (flydsl pair, static part), the planted delay
     metadata = provenance(compile_device(arch_list) if static_only else dev, ABI, "abi-compare")
     metadata.update(pair=pair, eps=eps_value,
                     dgamma_strategy=strategy if pair == "flydsl" or not runtime_only else None,
@@ -250,10 +272,7 @@ def build_plan(o: AbiOptions) -> AbiPlan:
     record_devices(record_shard(metadata, part, len(every_shape)), slots)
     record_sources(metadata, list(backend_pair or ()))
     if not static_only:
-        metadata.update(processes=protocol.processes, runs=protocol.runs, warmup_s=protocol.warmup_s,
-                        target_run_s=protocol.target_run_s, iters_clamp=f"{protocol.min_iters}-{protocol.max_iters}",
-                        seed=seed_value, confidence=table.get("confidence"), bootstrap=table.get("bootstrap"))
-
+        _record_protocol(metadata, protocol, seed_value, table)
     return AbiPlan(pair, backend_pair, every_shape, part, shape_list, slots, dtype_list, op_list, metric_list, dev,
                    arch_list, eps_value, seed_value, protocol, strategy, pair_options, run_them, metadata, table,
                    static_only, runtime_only, o.in_process, fail_pct, outputs, targets)
