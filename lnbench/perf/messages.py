@@ -4,39 +4,28 @@ JSON dicts: `to_wire` / `from_wire` convert at that boundary, and both sides rea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from lnbench.measure.workers import WorkerResult, known_fields, set_fields
+from lnbench.perf.cases import PerfCase
 from lnbench.perf.protocol import PerfProtocol
-
-if TYPE_CHECKING:  # pragma: no cover
-    from lnbench.perf.cases import PerfCase
 
 #: where a worker's time went (its payload's seconds, each set as that part ends): start-up (side by side with
 #: the others), then its turn
 PHASES = ("startup_s", "stream_s", "kernel_s", "lock_wait_s")
 
 
-@dataclass
-class CaseSpec:
-    """One case a worker times (lnbench.perf.cases.PerfCase, less its skip reason)."""
+@dataclass(frozen=True)
+class CaseSpec(PerfCase):
+    """One case a worker times: its PerfCase (lnbench.perf.cases), and whether it is timed alone."""
 
-    id: int
-    backend: str
-    op: str
-    dtype: str
-    m: int
-    n: int
-    mode: str
-    eps: float
-    seed: int
     #: several GPUs: host-bound by size, so its timed runs hold the host lock exclusive (lnbench.perf.spread)
     alone: bool = False
 
     @classmethod
     def of(cls, case: PerfCase, alone: bool = False) -> CaseSpec:
-        return cls(case.id, case.backend, case.op, case.dtype, case.m, case.n, case.mode, case.eps, case.seed, alone)
+        return cls(**{f.name: getattr(case, f.name) for f in fields(case)}, alone=alone)
 
 
 @dataclass
