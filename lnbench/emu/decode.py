@@ -36,6 +36,10 @@ class Instr:
     widths: dict[str, int]         # register field -> number of dwords
     literal: int | None = None
     run: Callable[..., Any] | None = field(default=None, repr=False)   # the bound handler
+    #: s_barrier or s_endpgm: the scheduler releases barriers after it
+    ends_group: bool = False
+    #: the whole-batch fast path (fastpath.plan), set after the first execution; None: the handler always
+    fast: Any = field(default=None, repr=False)
 
     def __getitem__(self, key: str) -> int:
         return self.f[key]
@@ -79,7 +83,8 @@ def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
             _decoded.clear()
         hit = _decoded[key] = _decode(code, pc, kernel)
     size, name, fmt, fields, widths, literal = hit
-    return Instr(pc=pc, size=size, name=name, fmt=fmt, f=dict(fields), widths=dict(widths), literal=literal)
+    return Instr(pc=pc, size=size, name=name, fmt=fmt, f=dict(fields), widths=dict(widths), literal=literal,
+                 ends_group=name in ("s_barrier", "s_endpgm"))
 
 
 def _decode(code: bytes, pc: int, kernel: str) -> tuple[int, str, str, dict[str, int], dict[str, int], int | None]:

@@ -19,6 +19,7 @@ from lnbench.emu.checks import CHECKS
 from lnbench.emu.codeobject import CodeObject, Kernel, read_code_object
 from lnbench.emu.decode import Program
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.fastpath import plan as plan_fast
 from lnbench.emu.hazards import Access, WaitcntChecker, access_of
 from lnbench.emu.memory import BufferTraffic, Memory
 from lnbench.emu.registry import CLASSES, OP_CLASS
@@ -213,9 +214,22 @@ def _configure(w: Waves, on: tuple[str, ...]) -> None:
 
 def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[int, Access],
                hz: WaitcntChecker | None = None) -> None:
-    counts = profile.wave_instructions
-    opcodes = profile.opcodes
+    executed: dict[int, list[int]] = {}    # PC -> [wave-instructions, steps], added to the profile when the batch ends
+    try:
+        _step_batch(w, prog, profile, accesses, hz, executed)
+    finally:
+        counts, opcodes = profile.wave_instructions, profile.opcodes
+        for pc, (k, steps) in executed.items():
+            name = prog.at(pc).name
+            counts[OP_CLASS[name]] += k
+            opcodes[name] += k
+            profile.steps += steps
+
+
+def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[int, Access],
+                hz: WaitcntChecker | None, executed: dict[int, list[int]]) -> None:
     n = w.n
+    rows = w.R.shape[0]
     #: (pc, sel, k) while every runnable wave sits at one PC: the next step needs no search. Only s_barrier and
     #: s_endpgm change which waves are runnable, and a branch that sends the waves apart ends it.
     together: tuple[int, slice | np.ndarray, int] | None = None
@@ -241,22 +255,27 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[i
             ins = prog.at(pc)
             assert ins.run is not None       # Program.at binds every instruction it returns
             acc = accesses.get(pc)
-            st: Step
-            if acc is None:                  # first execution: note the registers the handler uses
-                rst = st = RecordingStep(w, sel, ins, k, profile)
-                ins.run(st)
-                acc = accesses[pc] = access_of(ins, rst.reads, rst.writes, w.acc_base)
+            fast = ins.fast
+            if fast is not None and k == n and fast[1] < rows and w.all_lanes_active():
+                fast[0](w)                   # every wave, every lane: the arithmetic on whole rows (fastpath.py)
+                nxt = None
             else:
-                st = Step(w, sel, ins, k, profile)
-                ins.run(st)
+                st: Step
+                if acc is None:              # first execution: note the registers the handler uses
+                    rst = st = RecordingStep(w, sel, ins, k, profile)
+                    ins.run(st)
+                    acc = accesses[pc] = access_of(ins, rst.reads, rst.writes, w.acc_base)
+                    ins.fast = plan_fast(ins)
+                else:
+                    st = Step(w, sel, ins, k, profile)
+                    ins.run(st)
+                nxt = st.next_pc
             if hz is not None:
                 hz.check(ins, acc, sel)
         except EmulatorFault as exc:
             raise _located(exc, prog.kernel, pc, prog) from None
         except Exception as exc:  # noqa: BLE001 - a handler bug is still a fault at this PC, not a crash
             raise _located(EmulatorFault(f"{type(exc).__name__}: {exc}"), prog.kernel, pc, prog) from exc
-        name = ins.name
-        nxt = st.next_pc
         if nxt is None:
             nxt = pc + ins.size
         elif not isinstance(nxt, int):
@@ -264,15 +283,21 @@ def _run_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[i
             if not (nxt == first).all():                      # the waves branch apart
                 all_runnable = False
             nxt = first if all_runnable else nxt
-        w.PC[sel] = nxt
-        counts[OP_CLASS[name]] += k
-        opcodes[name] += k
-        profile.steps += 1
-        if name == "s_barrier" or name == "s_endpgm":
+        tally = executed.get(pc)
+        if tally is None:
+            executed[pc] = [k, 1]
+        else:
+            tally[0] += k
+            tally[1] += 1
+        if ins.ends_group:                                    # s_barrier, s_endpgm
+            w.PC[sel] = nxt
             _release_barriers(w, w.group[sel])
             together = None
+        elif all_runnable and isinstance(nxt, int):
+            together = (nxt, sel, k)         # w.PC is written when the waves stop running together
         else:
-            together = (nxt, sel, k) if all_runnable and isinstance(nxt, int) else None   # all runnable: nxt is an int
+            w.PC[sel] = nxt
+            together = None
     raise EmulatorFault(f"{prog.kernel}: more than {MAX_STEPS} steps (an endless loop?)", kernel=prog.kernel)
 
 

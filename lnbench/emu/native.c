@@ -227,6 +227,23 @@ int64_t lnbench_fma_f32(const float *a, const float *b, const float *c, int64_t 
     return avx2 ? fma_avx2(a, b, c, n, out) : fma_baseline(a, b, c, n, out);
 }
 
+/* The fused multiply-adds of one v_fma_f32 or v_pk_fma_f32 on whole rows of the register file (fastpath.py): for each
+ * half h < halves, row rows[4h+3] = fma(row rows[4h], row rows[4h+1], row rows[4h+2]) over the n floats of a row
+ * (R: the register file, row r at R + r*n). Every half is computed into scratch (halves * n floats) before any row is
+ * written, as the handler reads every source first. Returns 0 when written; else the NaN count, nothing written. */
+int64_t lnbench_fma_rows(float *R, int64_t n, const int64_t *rows, int64_t halves, float *scratch) {
+    static int avx2 = -1;
+    if (avx2 < 0) avx2 = has_avx2();
+    int64_t nans = 0;
+    for (int64_t h = 0; h < halves; h++) {
+        const float *a = R + rows[4 * h] * n, *b = R + rows[4 * h + 1] * n, *c = R + rows[4 * h + 2] * n;
+        nans += avx2 ? fma_avx2(a, b, c, n, scratch + h * n) : fma_baseline(a, b, c, n, scratch + h * n);
+    }
+    if (nans) return nans;
+    for (int64_t h = 0; h < halves; h++) memcpy(R + rows[4 * h + 3] * n, scratch + h * n, (size_t)n * sizeof(float));
+    return 0;
+}
+
 /* ---------------------------------------------------------------- LDS (ops_memory.py, lds_banks.py) */
 
 #define LDS_SEVERAL_READERS 0xFFFFFFFFLL

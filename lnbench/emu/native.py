@@ -35,6 +35,7 @@ _SIGNATURES: dict[str, tuple[type | None, tuple]] = {
     "lnbench_race_note": (_I64, (_P, _P, _I64, _I64, _P, _INT)),
     "lnbench_perm_b32": (None, (_P, _P, _P, _I64, _P)),
     "lnbench_fma_f32": (_I64, (_P, _P, _P, _I64, _P)),
+    "lnbench_fma_rows": (_I64, (_P, _I64, _P, _I64, _P)),
     "lnbench_lds_race": (_I64, (_P, _P, _P, _I64, _I64, _I64, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P)),
     "lnbench_lds_banks": (_I64, (_P, _P, _P, _I64, _I64, _I64, _I64, _I64, _P)),
     "lnbench_lds_store": (None, (_P, _I64, _P, _P, _I64, _I64, _I64, _P)),
@@ -136,6 +137,13 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray | None:
     if lib().lnbench_fma_f32(_ptr(a), _ptr(b), _ptr(c), a.size, _ptr(out)):
         return None
     return out
+
+
+def fma_rows(register_file: int, row_len: int, rows: int, halves: int, scratch: int) -> bool:
+    """lnbench_fma_rows on the register file at address `register_file` (rows of `row_len` floats), the
+    (halves, 4) int64 row table at `rows` and a float32 scratch of halves * row_len at `scratch`: True when the rows
+    were written, False when some result is NaN (nothing written)."""
+    return lib().lnbench_fma_rows(register_file, row_len, rows, halves, scratch) == 0
 
 
 def _i64(a: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 
 from lnbench.emu import native
-from lnbench.emu.decode import AGPR
+from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.registry import DPP_CTRL, FLOAT_MODS, SDWA_INT, VALU_FORMS, op
 from lnbench.emu.state import VCC, EXEC, WAVE, Step, lanes_to_mask, mask_to_lanes
@@ -36,7 +36,12 @@ def _is_dpp(st: Step) -> bool:
 # ---------------------------------------------------------------- operands
 def src_codes(st: Step) -> list[int]:
     """The instruction's source operand codes in order, whatever its encoding."""
-    f = st.ins.f
+    return instr_src_codes(st.ins)
+
+
+def instr_src_codes(ins: Instr) -> list[int]:
+    """src_codes of a decoded instruction."""
+    f = ins.f
     marked = f.get("src0") in (SDWA_MARK, DPP_MARK) and "vsrc0" in f
     if "vsrc1" in f:                               # VOP2 / VOPC
         return [f["vsrc0"] if marked else f["src0"], f["vsrc1"]]
@@ -208,15 +213,15 @@ def _fma_round_odd(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 #: an elementwise operation on two (waves, 64) operands
 _Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
-_FBIN: dict[str, _Binary] = {
+FLOAT_BINARY: dict[str, _Binary] = {
     "v_add_f32": lambda a, b: a + b, "v_sub_f32": lambda a, b: a - b, "v_subrev_f32": lambda a, b: b - a,
     "v_mul_f32": lambda a, b: a * b, "v_max_f32": np.fmax, "v_min_f32": np.fmin,
 }
 
 
-@op(*_FBIN, cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL)
+@op(*FLOAT_BINARY, cls="valu", forms=VALU_FORMS, honours=FLOAT_ALL)
 def v_float_binary(st: Step) -> None:
-    fout(st, _FBIN[st.ins.name](fsrc(st, 0), fsrc(st, 1)))
+    fout(st, FLOAT_BINARY[st.ins.name](fsrc(st, 0), fsrc(st, 1)))
 
 
 @op("v_fma_f32", "v_fmac_f32", cls="valu", forms=("native", "vop3", "dpp"), honours=FLOAT_MODS | DPP_CTRL)
@@ -302,7 +307,7 @@ def v_pack_b32_f16(st: Step) -> None:
 
 
 # ---------------------------------------------------------------- integer and bitwise
-_IBIN: dict[str, _Binary] = {
+INT_BINARY: dict[str, _Binary] = {
     "v_add_u32": lambda a, b: a + b, "v_sub_u32": lambda a, b: a - b, "v_subrev_u32": lambda a, b: b - a,
     "v_and_b32": lambda a, b: a & b, "v_or_b32": lambda a, b: a | b, "v_xor_b32": lambda a, b: a ^ b,
     "v_lshlrev_b32": lambda a, b: b << (a & 31), "v_lshrrev_b32": lambda a, b: b >> (a & 31),
@@ -313,21 +318,21 @@ _IBIN: dict[str, _Binary] = {
 }
 
 
-#: the ops of _IBIN whose result is the low 32 bits of the same expression: wrap-around arithmetic, bit operations,
+#: the ops of INT_BINARY whose result is the low 32 bits of the same expression: wrap-around arithmetic, bit operations,
 #: shifts by at most 31, max/min. They run on the uint32 operands as they are (the same bits, no 64-bit round trip).
-_WRAP32 = frozenset(_IBIN) - {"v_ashrrev_i32"}
+WRAP32_BINARY = frozenset(INT_BINARY) - {"v_ashrrev_i32"}
 
 
-@op(*_IBIN, cls="valu", forms=VALU_FORMS, honours=INT_ALL)
+@op(*INT_BINARY, cls="valu", forms=VALU_FORMS, honours=INT_ALL)
 def v_int_binary(st: Step) -> None:
-    if st.ins.name in _WRAP32:
-        out(st, _IBIN[st.ins.name](src(st, 0).astype(U32, copy=False), src(st, 1).astype(U32, copy=False)))
+    if st.ins.name in WRAP32_BINARY:
+        out(st, INT_BINARY[st.ins.name](src(st, 0).astype(U32, copy=False), src(st, 1).astype(U32, copy=False)))
         return
     a, b = src(st, 0).astype(U64), src(st, 1).astype(U64)
-    out(st, (_IBIN[st.ins.name](a, b) & U64(M32)).astype(U32))
+    out(st, (INT_BINARY[st.ins.name](a, b) & U64(M32)).astype(U32))
 
 
-_ITER = {
+INT_TERNARY = {
     "v_add3_u32": lambda a, b, c: a + b + c,
     "v_lshl_or_b32": lambda a, b, c: (a << (b & 31)) | c,
     "v_lshl_add_u32": lambda a, b, c: (a << (b & 31)) + c,
@@ -338,12 +343,12 @@ _ITER = {
 }
 
 
-@op(*_ITER, cls="valu")
+@op(*INT_TERNARY, cls="valu")
 def v_int_ternary(st: Step) -> None:
-    """Every op of _ITER is the low 32 bits of its expression (wrap-around, bit operations, shifts by at most 31):
+    """Every op of INT_TERNARY is the low 32 bits of its expression (wrap-around, bit operations, shifts by at most 31):
     computed on the uint32 operands."""
     a, b, c = (src(st, i).astype(U32, copy=False) for i in range(3))
-    out(st, _ITER[st.ins.name](a, b, c))
+    out(st, INT_TERNARY[st.ins.name](a, b, c))
 
 
 @op("v_mov_b32", cls="valu", forms=VALU_FORMS, honours=INT_ALL)
@@ -530,15 +535,15 @@ def _pk_src(st: Step, i: int) -> tuple[np.ndarray, np.ndarray]:
     return lo.view(F32), hi.view(F32)
 
 
-_PK = {"v_pk_add_f32": lambda a, b, c: a + b, "v_pk_mul_f32": lambda a, b, c: a * b,
+PACKED_F32 = {"v_pk_add_f32": lambda a, b, c: a + b, "v_pk_mul_f32": lambda a, b, c: a * b,
        "v_pk_fma_f32": fma_f32}
 
 
-@op(*_PK, cls="valu", honours={"opsel", "opsel_hi", "opsel_hi2", "neg", "neg_hi"})
+@op(*PACKED_F32, cls="valu", honours={"opsel", "opsel_hi", "opsel_hi2", "neg", "neg_hi"})
 def v_pk_f32(st: Step) -> None:
     n = 3 if st.ins.name == "v_pk_fma_f32" else 2
     parts = [_pk_src(st, i) for i in range(n)] + [(None, None)] * (3 - n)
-    fn = _PK[st.ins.name]
+    fn = PACKED_F32[st.ins.name]
     lo = np.asarray(fn(parts[0][0], parts[1][0], parts[2][0]), F32)
     hi = np.asarray(fn(parts[0][1], parts[1][1], parts[2][1]), F32)
     if st.ins.f.get("clmp", 0):

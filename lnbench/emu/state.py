@@ -46,6 +46,23 @@ def lanes_to_mask(lanes: np.ndarray) -> np.ndarray:
     return np.packbits(lanes, axis=1, bitorder="little").view("<u8")[:, 0]
 
 
+def inline_const32(code: int, kind: str, literal: int | None) -> int:
+    """The 32-bit value of a constant operand code (inline integer, inline float as `kind`, the literal)."""
+    if 128 <= code <= 192:
+        return code - 128
+    if 193 <= code <= 208:
+        return (-(code - 192)) & 0xFFFFFFFF
+    if 240 <= code <= 248:
+        return _F16[code] if kind == "f16" else _F32[code]
+    if code == 255:
+        if literal is None:
+            raise EmulatorFault("literal operand without a literal")
+        return literal
+    if code == 253:
+        raise EmulatorFault("SCC as an operand is not supported")
+    raise EmulatorFault(f"unsupported operand code {code}")
+
+
 class Waves:
     """Registers, LDS and scratch of every wave in one batch of workgroups."""
 
@@ -59,6 +76,10 @@ class Waves:
         #: lane), the layout every handler and test addresses.
         self.R = np.zeros((max(1, n_vgprs), n_waves, WAVE), U32)
         self.V = self.R.transpose(1, 0, 2)
+        #: the register file's address and row length for the native helper (fastpath.py), and a scratch of two rows
+        self.R_address, self.row_len = self.R.ctypes.data, n_waves * WAVE
+        self.row_scratch = np.empty((2, n_waves * WAVE), np.float32)
+        self.row_scratch_address = self.row_scratch.ctypes.data
         #: the row of V that holds a0 (accum_offset); at the end of the file (no AGPRs) unless given
         self.acc_base = self.V.shape[1] if acc_base is None else acc_base
         self.SCC = np.zeros(n_waves, bool)
@@ -80,9 +101,20 @@ class Waves:
         self.exec_lanes = np.zeros((n_waves, WAVE), bool)
         self.exec_valid = np.zeros(n_waves, bool)
         self.exec_full = np.zeros(n_waves, bool)         # EXEC all ones (valid where exec_valid)
+        self.exec_writes = 0                             # EXEC writes by instructions (Step.set_s, set_s64)
+        self._all_active_at, self._all_active = -1, False
         # which checkers run (machine.run_kernel sets them from the launch's checks)
         self.check_lds = True                            # the LDS race checker
         self.lds_written: np.ndarray | None = None       # initcheck: LDS bytes written in this workgroup
+
+
+    def all_lanes_active(self) -> bool:
+        """EXEC is all ones in every wave of the batch (cached until an instruction writes EXEC)."""
+        if self._all_active_at != self.exec_writes:
+            S = self.S
+            self._all_active = bool((S[:, EXEC] == 0xFFFFFFFF).all() and (S[:, EXEC + 1] == 0xFFFFFFFF).all())
+            self._all_active_at = self.exec_writes
+        return self._all_active
 
 
 class Step:
@@ -140,19 +172,7 @@ class Step:
         return np.full(self.k, self.const32(code, kind), U32)
 
     def const32(self, code: int, kind: str = "b32") -> int:
-        if 128 <= code <= 192:
-            return code - 128
-        if 193 <= code <= 208:
-            return (-(code - 192)) & 0xFFFFFFFF
-        if 240 <= code <= 248:
-            return _F16[code] if kind == "f16" else _F32[code]
-        if code == 255:
-            if self.ins.literal is None:
-                raise EmulatorFault("literal operand without a literal")
-            return self.ins.literal
-        if code == 253:
-            raise EmulatorFault("SCC as an operand is not supported")
-        raise EmulatorFault(f"unsupported operand code {code}")
+        return inline_const32(code, kind, self.ins.literal)
 
     def sval64(self, code: int, kind: str = "b64") -> np.ndarray:
         """A 64-bit scalar operand (register pair or constant): (k,) uint64."""
@@ -181,6 +201,7 @@ class Step:
         if code in (EXEC, EXEC + 1):
             self._exec = self._full = None
             self.w.exec_valid[self.sel] = False
+            self.w.exec_writes += 1
 
     def set_s64(self, code: int, values: np.ndarray) -> None:
         values = np.asarray(values, np.uint64)
@@ -195,6 +216,7 @@ class Step:
         if EXEC - 1 <= code <= EXEC + 1:
             self._exec = self._full = None
             self.w.exec_valid[self.sel] = False
+            self.w.exec_writes += 1
 
     # ------------------------------------------------------------ vector operands
     def row(self, code: int, count: int = 1) -> int:
