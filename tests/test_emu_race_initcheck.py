@@ -79,3 +79,33 @@ def test_checks_off_and_memory_checker_off():
     out = mem.load(_addr(base + 4096, 0), 4)                                   # outside every buffer: reads 0
     assert out.tolist() == [[0, 0, 0, 0]]
     mem.store(_addr(base + 4096, 0), np.ones((1, 4), np.uint8))                # and writes nothing
+
+
+def test_dword_shadow_reports_the_first_byte_and_spreads_at_a_partial_access():
+    """Whole-dword accesses keep one shadow entry per dword; a finding still names the first byte the access shares,
+    and the first access covering part of a dword spreads the shadow to bytes with every state kept."""
+    mem, buf, base = _memory()
+    mem.store(_addr(base, 16, 32), np.ones((2, 8), np.uint8), groups=np.array([2, 2]))     # dwords 4, 5, 8, 9
+    with pytest.raises(GlobalRace, match=r"workgroup \(1, 0, 0\) global loads byte offset 16 of 'ws', which "
+                                         r"workgroup \(2, 0, 0\) stored"):
+        mem.load(_addr(base, 12), 16, groups=np.array([1]))           # bytes 12-27: the first clash is byte 16
+    shadow = mem._shadows[id(mem.regions[0])]
+    assert shadow.granule == 4 and shadow.modifier.size == 16
+    mem.load(_addr(base, 41), 2, groups=np.array([1]))                # part of a dword: one entry per byte from now
+    assert shadow.granule == 1 and shadow.modifier.size == 64
+    assert list(shadow.modifier[14:18]) == [-1, -1, 2, 2] and shadow.reader[41] == 1 and shadow.reader[40] == -1
+    with pytest.raises(GlobalRace, match=r"global loads byte offset 36 of 'ws', which workgroup \(2, 0, 0\) stored"):
+        mem.load(_addr(base, 36), 4, groups=np.array([3]))
+    with pytest.raises(GlobalRace, match=r"workgroups \(0, 0, 0\) and \(3, 0, 0\) both global store byte offset 4"):
+        mem.store(_addr(base, 4, 4), np.ones((2, 4), np.uint8), groups=np.array([0, 3]))
+
+
+def test_race_shadows_are_reused_clean_by_the_next_launch():
+    mem, buf, base = _memory()
+    mem.store(_addr(base, 0, 4), np.ones((2, 4), np.uint8), groups=np.array([1, 1]))
+    first = mem._shadows[id(mem.regions[0])].modifier
+    mem.start_checks((4, 1, 1), race=True, initcheck=True)                     # a new launch: the array is pooled
+    mem.store(_addr(base, 8), np.ones((1, 4), np.uint8), groups=np.array([2]))
+    again = mem._shadows[id(mem.regions[0])].modifier
+    assert again is first and list(again) == [-1, -1, 2] + [-1] * 13          # every state of the last launch gone
+    mem.load(_addr(base, 0), 8, groups=np.array([3]))

@@ -62,6 +62,10 @@ class Access:
     read_bits: int = 0
     write_bits: int = 0
     load_bits: int = 0
+    #: WaitcntChecker.check has work whenever `always` (a memory operation, s_waitcnt, s_barrier), else only while a
+    #: register of `use_bits` (reads | writes | loads) may be pending: the scheduler skips the call otherwise
+    always: bool = False
+    use_bits: int = 0
 
 
 def _code_regs(code: int, width: int, acc_base: int) -> list[int]:
@@ -140,8 +144,9 @@ def access_of(ins: Instr, recorded_reads: list[tuple[int, int]], recorded_writes
         reads += direct
         writes = [r for r in writes if r not in loads]        # the handler's immediate write is the late one
     arr = lambda xs: np.asarray(sorted(set(xs)), np.int64)    # noqa: E731
-    return Access(arr(reads), arr(writes), kind, arr(loads), ins.name.startswith("ds_write"),
-                  _bits(reads), _bits(writes), _bits(loads))
+    bits = _bits(reads), _bits(writes), _bits(loads)
+    return Access(arr(reads), arr(writes), kind, arr(loads), ins.name.startswith("ds_write"), *bits,
+                  always=kind >= 0 or ins.name in ("s_waitcnt", "s_barrier"), use_bits=bits[0] | bits[1] | bits[2])
 
 
 def _bits(regs: list[int]) -> int:

@@ -270,7 +270,7 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
                     st = Step(w, sel, ins, k, profile)
                     ins.run(st)
                 nxt = st.next_pc
-            if hz is not None:
+            if hz is not None and (acc.always or hz.maybe_bits & acc.use_bits):   # (else check has nothing to do)
                 hz.check(ins, acc, sel)
         except EmulatorFault as exc:
             raise _located(exc, prog.kernel, pc, prog) from None

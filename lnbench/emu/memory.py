@@ -25,7 +25,6 @@ from __future__ import annotations
 import bisect
 import ctypes
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -71,21 +70,77 @@ NONE, SEVERAL = -1, -2
 
 class RaceShadow:
     """Per byte of one buffer, within one launch: the workgroup that modified it last and the one(s) that
-    loaded it. A modifier g >= 0 stored plainly; -3 - g added atomically; SEVERAL: atomics of several."""
+    loaded it. A modifier g >= 0 stored plainly; -3 - g added atomically; SEVERAL: atomics of several.
+
+    While every access to the buffer covers whole aligned dwords the four bytes of a dword always hold one state, so
+    the shadow keeps one entry per dword (a quarter of the memory and of the native helper's work); the first access
+    that covers part of a dword spreads it to one entry per byte. The arrays come from a pool kept between launches
+    (`_POOL`): a fresh np.full of a large buffer's shadow costs more in page faults than the launch's checks."""
 
     def __init__(self, size: int) -> None:
         self.size = size
+        self.granule = 4 if size % 4 == 0 else 1
         self.modified = False       # some byte has a modifier (skip the modifier test while none has)
         self.read = False           # some byte has a reader
+        self._arrays: dict[str, np.ndarray] = {}
 
     # allocated on first use: most buffers are only loaded (no modifier) or only stored (no reader)
-    @cached_property
-    def modifier(self) -> np.ndarray:
-        return np.full(self.size, NONE, np.int32)
+    def _array(self, name: str) -> np.ndarray:
+        a = self._arrays.get(name)
+        if a is None:
+            a = self._arrays[name] = _pooled(self.size // self.granule)
+        return a
 
-    @cached_property
+    @property
+    def modifier(self) -> np.ndarray:
+        return self._array("modifier")
+
+    @property
     def reader(self) -> np.ndarray:
-        return np.full(self.size, NONE, np.int32)
+        return self._array("reader")
+
+    def entry(self, byte: int, name: str) -> int:
+        """The state of byte offset `byte` in array `name` (modifier or reader)."""
+        return int(self._array(name)[byte // self.granule])
+
+    def units(self, offs: np.ndarray, nbytes: int) -> tuple[np.ndarray, int]:
+        """The accesses' (first entries, entries each) in this shadow's granule; spreads a dword shadow to bytes at the
+        first access that is not whole aligned dwords."""
+        if self.granule == 4:
+            if nbytes % 4 == 0 and not (offs & 3).any():
+                return offs >> 2, nbytes >> 2
+            for name, a in list(self._arrays.items()):
+                self._arrays[name] = np.repeat(a, 4)
+                _release(a)
+            self.granule = 1
+        return offs, nbytes
+
+    def release(self) -> None:
+        """Give the arrays back to the pool (the launch is over)."""
+        for a in self._arrays.values():
+            _release(a)
+        self._arrays = {}
+
+
+#: race shadow arrays no launch uses now, by length (at most _POOL_BYTES in all: the largest buffers' shadows)
+_POOL: dict[int, list[np.ndarray]] = {}
+_POOL_BYTES = 1 << 30
+
+
+def _pooled(length: int) -> np.ndarray:
+    """An int32 array of `length` entries, every one NONE."""
+    free = _POOL.get(length)
+    if free:
+        a = free.pop()
+        a.fill(NONE)
+        return a
+    return np.full(length, NONE, np.int32)
+
+
+def _release(a: np.ndarray) -> None:
+    held = sum(x.nbytes for arrays in _POOL.values() for x in arrays)
+    if held + a.nbytes <= _POOL_BYTES:
+        _POOL.setdefault(a.size, []).append(a)
 
 
 @dataclass
@@ -164,10 +219,14 @@ class Memory:
         """Check the next launch's accesses (fresh race shadows; written-byte maps persist per buffer)."""
         self.bounds, self.race, self.initcheck = bounds, race, initcheck
         self._grid = grid
+        for shadow in self._shadows.values():
+            shadow.release()
         self._shadows = {}
 
     def stop_checks(self) -> None:
         self.bounds, self.race, self.initcheck = True, False, False
+        for shadow in self._shadows.values():
+            shadow.release()
         self._shadows = {}
 
     def group_name(self, g: int) -> str:
@@ -345,46 +404,53 @@ class Memory:
 
     def _race(self, reg: Region, offs: np.ndarray, nbytes: int, g: np.ndarray | None, what: str, mode: str) -> None:
         """The cross-workgroup race checker for one access to `reg` (mode: load, store or atomic): `nbytes` bytes from
-        each byte offset `offs`, by workgroups `g`."""
+        each byte offset `offs`, by workgroups `g`. A finding comes back from the native helper in the shadow's
+        entries and is reported at its first byte (the bytes of a dword entry share its state)."""
         if g is None:
             raise EmulatorFault(f"{what}: the race checker needs the workgroup of each access (handler bug)")
         shadow = self._shadows.get(id(reg))
         if shadow is None:
             shadow = self._shadows[id(reg)] = RaceShadow(reg.size)
+        units, per = shadow.units(offs, nbytes)
+
+        def byte_of(found: int) -> int:
+            i, j = divmod(found, per)
+            return i * nbytes + j * shadow.granule
         if shadow.modified:                                # (a buffer no one modified yet has nothing to clash with)
-            first = native.race_modified(shadow.modifier, offs, nbytes, g, atomic=mode == "atomic")
-            self._race_fault(first, shadow.modifier, offs, nbytes, g, reg, what, modifier=True)
+            first = native.race_modified(shadow.modifier, units, per, g, atomic=mode == "atomic")
+            if first >= 0:
+                self._race_fault(byte_of(first), shadow, "modifier", offs, nbytes, g, reg, what)
         if mode != "load" and shadow.read:
-            first = native.race_read(shadow.reader, offs, nbytes, g)
-            self._race_fault(first, shadow.reader, offs, nbytes, g, reg, what, modifier=False)
+            first = native.race_read(shadow.reader, units, per, g)
+            if first >= 0:
+                self._race_fault(byte_of(first), shadow, "reader", offs, nbytes, g, reg, what)
         if mode == "store":
             shadow.modified = True
-            first = native.race_store(shadow.modifier, offs, nbytes, g)    # two workgroups storing one byte in
-            if first >= 0:                                                  # this very access
-                i, j = divmod(first, nbytes)
+            first = native.race_store(shadow.modifier, units, per, g)    # two workgroups storing one byte in
+            if first >= 0:                                                # this very access
+                i, j = divmod(byte_of(first), nbytes)
                 byte = int(offs[i]) + j
                 raise GlobalRace(f"global race: workgroups {self.group_name(int(g[i]))} and "
-                                 f"{self.group_name(int(shadow.modifier[byte]))} both {what} byte offset {byte} of "
-                                 f"'{reg.name}' in this launch (no atomics order them)")
+                                 f"{self.group_name(shadow.entry(byte, 'modifier'))} both {what} byte offset {byte} "
+                                 f"of '{reg.name}' in this launch (no atomics order them)")
         elif mode == "atomic":
             shadow.modified = True
-            native.race_note(shadow.modifier, offs, nbytes, g, atomic=True)
+            native.race_note(shadow.modifier, units, per, g, atomic=True)
         else:
             shadow.read = True
-            native.race_note(shadow.reader, offs, nbytes, g, atomic=False)
+            native.race_note(shadow.reader, units, per, g, atomic=False)
 
-    def _race_fault(self, first: int, shadow: np.ndarray, offs: np.ndarray, nbytes: int, g: np.ndarray, reg: Region,
-                    what: str, modifier: bool) -> None:
-        if first < 0:
-            return
+    def _race_fault(self, first: int, shadow: RaceShadow, name: str, offs: np.ndarray, nbytes: int, g: np.ndarray,
+                    reg: Region, what: str) -> None:
+        """Raise the finding at byte index `first` (i * nbytes + j) against the shadow's `name` array."""
         i, j = divmod(first, nbytes)
         byte = int(offs[i]) + j
-        prev = int(shadow[byte])
+        prev = shadow.entry(byte, name)
         if prev == SEVERAL:
             by = "several other workgroups"
         else:
             by = f"workgroup {self.group_name(prev if prev >= 0 else -3 - prev)}"
-        verb = ("stored" if prev >= 0 else "added to atomically") if modifier else "loaded"
+        verb = ("stored" if prev >= 0 else "added to atomically") if name == "modifier" else "loaded"
         raise GlobalRace(f"global race: workgroup {self.group_name(int(g[i]))} {what}s byte offset "
                          f"{byte} of '{reg.name}', which {by} {verb} in this launch (no atomics order "
                          f"them)")
