@@ -130,7 +130,7 @@ def test_plan_matches_handler(name, seed):
     before = by_plan.R.copy()
     with np.errstate(all="ignore"):                        # (as the scheduler runs them)
         ins.run(Step(by_handler, slice(None), ins, WAVES, LaunchProfile(memory=Memory())))
-        run(by_plan)
+        run(by_plan, LaunchProfile(memory=Memory()))
     assert not np.array_equal(before, by_plan.R) or name == "v_mov_b32", "the case changed nothing"
     np.testing.assert_array_equal(by_plan.R, by_handler.R)
     np.testing.assert_array_equal(by_plan.S, by_handler.S)
@@ -145,7 +145,7 @@ def test_nan_results_take_the_numpy_fma():
         w.R[1, 0, 5] = 0x3F800000
     with np.errstate(all="ignore"):
         ins.run(Step(by_handler, slice(None), ins, WAVES, LaunchProfile(memory=Memory())))
-        plan(ins)[0](by_plan)                              # type: ignore[index]
+        plan(ins)[0](by_plan, LaunchProfile(memory=Memory()))   # type: ignore[index]
     assert by_plan.R[6, 0, 5] == by_handler.R[6, 0, 5]
     np.testing.assert_array_equal(by_plan.R, by_handler.R)
 
@@ -168,3 +168,89 @@ def test_all_lanes_active_follows_exec_writes():
     assert not w.all_lanes_active()
     st.set_s(EXEC + 1, np.full(WAVES, 0xFFFFFFFF, np.uint32))
     assert w.all_lanes_active()
+
+
+# ---------------------------------------------------------------- buffer loads and stores
+BUF_BYTES = 4096
+
+
+def _buffer_batch(seed: int, *, stride: int = 0, records: int = BUF_BYTES) -> tuple[Waves, Memory, np.ndarray]:
+    """A batch whose waves address one registered buffer through s[0:3] (raw unless `stride`), v0 a random in-range
+    byte offset per lane (aligned to 16 but for a few lanes aligned to 2), soffset s8."""
+    rng = np.random.default_rng(seed)
+    w = _batch(seed)
+    buf = rng.integers(0, 256, BUF_BYTES, dtype=np.uint8)
+    memory = Memory()
+    memory.add(buf.ctypes.data, buf.nbytes, "buf", buf)
+    memory.start_checks((WAVES, 1, 1), race=True, initcheck=True)
+    memory.start_footprint()
+    base = buf.ctypes.data
+    w.S[:, 0], w.S[:, 1] = base & 0xFFFFFFFF, (base >> 32) | (stride << 16)
+    w.S[:, 2], w.S[:, 3] = records, 0x00027000
+    w.S[:, 8] = 64
+    w.global_group[:] = np.arange(WAVES)
+    per_wave = BUF_BYTES // WAVES           # each wave (its own workgroup) in its own quarter: no cross-group race
+    offsets = (rng.integers(4, (per_wave - 64 - 16) // 16, (WAVES, 64)) * 16).astype(np.uint32)
+    offsets[:, ::7] += 2
+    w.R[0] = offsets + (np.arange(WAVES)[:, None] * per_wave).astype(np.uint32) - 64
+    return w, memory, buf
+
+
+BUFFER_CASES = {
+    "buffer_load_dwordx4": I.buffer_load_dwordx4(vdata=v[4:7], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=16),
+    "buffer_load_dword": I.buffer_load_dword(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
+    "buffer_load_ushort": I.buffer_load_ushort(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
+    "buffer_load_sshort": I.buffer_load_sshort(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=2),
+    "buffer_load_sbyte": I.buffer_load_sbyte(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=3),
+    "buffer_store_dwordx4": I.buffer_store_dwordx4(vdata=v[4:7], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
+    "buffer_store_dwordx2": I.buffer_store_dwordx2(vdata=v[4:5], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
+    "buffer_store_short": I.buffer_store_short(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=6),
+    "buffer_store_byte": I.buffer_store_byte(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=1),
+}
+
+
+def _run_both(ins: Instr, seed: int, **kw) -> tuple[tuple[Waves, Memory, np.ndarray], tuple[Waves, Memory, np.ndarray],
+                                                     object]:
+    by_handler, by_plan = _buffer_batch(seed, **kw), _buffer_batch(seed, **kw)
+    ins.run(Step(by_handler[0], slice(None), ins, WAVES, LaunchProfile(memory=by_handler[1])))
+    fast = plan(ins)
+    assert fast is not None
+    handled = fast[0](by_plan[0], LaunchProfile(memory=by_plan[1]))
+    return by_handler, by_plan, handled
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("name", list(BUFFER_CASES))
+def test_buffer_plan_matches_handler(name, seed):
+    ins = _decoded(BUFFER_CASES[name])
+    (wa, ma, ba), (wb, mb, bb), handled = _run_both(ins, seed)
+    assert handled is not False
+    np.testing.assert_array_equal(wb.R, wa.R)
+    np.testing.assert_array_equal(bb, ba)
+    assert (mb.bytes_loaded, mb.bytes_stored) == (ma.bytes_loaded, ma.bytes_stored) and ma.bytes_loaded + ma.bytes_stored
+    assert mb.take_footprint() == ma.take_footprint()
+
+
+@pytest.mark.parametrize("kw", [dict(stride=16), dict(records=BUF_BYTES // 2)], ids=["strided", "partly out of range"])
+def test_buffer_plan_leaves_other_cases_to_the_handler(kw):
+    ins = _decoded(BUFFER_CASES["buffer_load_dwordx4"])
+    (wa, ma, _), (wb, mb, _), handled = _run_both(ins, 7, **kw)
+    assert handled is False
+    assert mb.bytes_loaded == 0 and not np.array_equal(wb.R, wa.R)       # the plan changed nothing
+
+
+def test_buffer_plan_reports_the_same_race():
+    """A store into bytes another workgroup's lane loaded: the same finding either way."""
+    ins = _decoded(I.buffer_store_dword(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1))
+    messages = []
+    for runner in ("handler", "plan"):
+        w, memory, _ = _buffer_batch(8)
+        memory.load(np.array([memory.regions[0].base + 1100], np.uint64), 4, groups=np.array([0]))
+        w.R[0, 1, 5] = 1100 - 64                                  # wave 1 (workgroup 1), lane 5 stores there
+        with pytest.raises(Exception) as caught:
+            if runner == "handler":
+                ins.run(Step(w, slice(None), ins, WAVES, LaunchProfile(memory=memory)))
+            else:
+                plan(ins)[0](w, LaunchProfile(memory=memory))    # type: ignore[index]
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "global race" in messages[0]

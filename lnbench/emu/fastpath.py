@@ -1,4 +1,4 @@
-"""Whole-batch fast paths for the commonest vector ALU instructions.
+"""Whole-batch fast paths for the commonest vector ALU, cross-lane and buffer instructions.
 
 Most steps of a LayerNorm kernel are a plain VALU instruction executed by every wave of the batch with every lane
 active. For those the general handler's work (operand decoding, the SDWA/DPP/modifier tests, the EXEC mask, the
@@ -15,7 +15,7 @@ Instructions with a modifier set, an SDWA or DPP form, an AGPR operand or an ope
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -23,16 +23,21 @@ from lnbench.emu import native
 from lnbench.emu import ops_vector as vec
 from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.fastpath_buffer import plan_buffer
 from lnbench.emu.registry import NEUTRAL
 from lnbench.emu.semantics import form_of
 from lnbench.emu.ops_crosslane import swizzle_source_lanes
 from lnbench.emu.state import WAVE, Waves, inline_const32
 
+if TYPE_CHECKING:
+    from lnbench.emu.machine import LaunchProfile
+
 U32, F32 = np.uint32, np.float32
 #: an operand read at run time from the register file R and the SGPRs S
 Operand = Callable[[np.ndarray, np.ndarray], np.ndarray]
-#: a plan: (run(waves), the highest register row it touches)
-Plan = tuple[Callable[[Waves], None], int]
+#: a plan: (run(waves, the launch's profile), the highest register row it touches); run returns False when it leaves
+#: the step to the general handler (having changed nothing), anything else when it executed it
+Plan = tuple[Callable[[Waves, "LaunchProfile"], "bool | None"], int]
 
 
 def _neutral(ins: Instr, allowed: frozenset[str] = frozenset()) -> bool:
@@ -105,12 +110,12 @@ def _plan_elementwise(ins: Instr, fn: Callable[..., np.ndarray], count: int, dty
     ops, top = got
     if count == 1:
         (a,) = ops
-        return (lambda w: _write(w.R, d, fn(a(w.R, w.S)))), max(top, d)
+        return (lambda w, _profile: _write(w.R, d, fn(a(w.R, w.S)))), max(top, d)
     if count == 2:
         a, b = ops
-        return (lambda w: _write(w.R, d, fn(a(w.R, w.S), b(w.R, w.S)))), max(top, d)
+        return (lambda w, _profile: _write(w.R, d, fn(a(w.R, w.S), b(w.R, w.S)))), max(top, d)
     a, b, c = ops
-    return (lambda w: _write(w.R, d, fn(a(w.R, w.S), b(w.R, w.S), c(w.R, w.S)))), max(top, d)
+    return (lambda w, _profile: _write(w.R, d, fn(a(w.R, w.S), b(w.R, w.S), c(w.R, w.S)))), max(top, d)
 
 
 def _float(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
@@ -151,7 +156,7 @@ def _plan_packed(ins: Instr) -> Plan | None:
     table = _fma_table(ins, [(("src0", "src1", "src2")[i]) for i in range(n)], opsel, opsel_hi, d, 2)
     address = 0 if table is None else table.ctypes.data
 
-    def run(w: Waves, _table: np.ndarray | None = table) -> None:     # (the default keeps the table alive)
+    def run(w: Waves, _profile: object, _table: np.ndarray | None = table) -> None:   # (_table: kept alive)
         if address and native.fma_rows(w.R_address, w.row_len, address, 2, w.row_scratch_address):
             return
         R, S = w.R, w.S
@@ -195,9 +200,9 @@ def _plan_fma(ins: Instr) -> Plan | None:
     slow, top = general
     address = table.ctypes.data
 
-    def run(w: Waves, _table: np.ndarray = table) -> None:           # (the default keeps the table alive)
+    def run(w: Waves, _profile: object, _table: np.ndarray = table) -> None:   # (_table: kept alive)
         if not native.fma_rows(w.R_address, w.row_len, address, 1, w.row_scratch_address):
-            slow(w)
+            slow(w, _profile)
     return run, top
 
 
@@ -208,7 +213,7 @@ def _plan_swizzle(ins: Instr) -> Plan | None:
         return None
     source = swizzle_source_lanes(ins.f["offset0"] | (ins.f["offset1"] << 8))
     r = a - 256
-    return (lambda w: _write(w.R, d, w.R[r][:, source])), max(r, d)
+    return (lambda w, _profile: _write(w.R, d, w.R[r][:, source])), max(r, d)
 
 
 def _plan_bpermute(ins: Instr) -> Plan | None:
@@ -219,7 +224,7 @@ def _plan_bpermute(ins: Instr) -> Plan | None:
     offset = ins.f["offset0"] | (ins.f["offset1"] << 8)
     ra, rd = a - 256, data - 256
 
-    def run(w: Waves) -> None:
+    def run(w: Waves, _profile: object) -> None:
         source = ((w.R[ra].astype(np.int64) + offset) // 4) % WAVE
         _write(w.R, d, np.take_along_axis(w.R[rd], source, axis=1))
     return run, max(ra, rd, d)
@@ -233,6 +238,8 @@ FLOAT_SIGNS = frozenset({"neg", "abs"})
 def plan(ins: Instr) -> Plan | None:
     """The whole-batch fast path of `ins`, or None (module docstring)."""
     name, form = ins.name, form_of(ins.fmt)
+    if name.startswith("buffer_"):
+        return plan_buffer(ins, _reader)
     if name == "ds_swizzle_b32":
         return _plan_swizzle(ins)
     if name == "ds_bpermute_b32":

@@ -256,8 +256,8 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
             assert ins.run is not None       # Program.at binds every instruction it returns
             acc = accesses.get(pc)
             fast = ins.fast
-            if fast is not None and k == n and fast[1] < rows and w.all_lanes_active():
-                fast[0](w)                   # every wave, every lane: the arithmetic on whole rows (fastpath.py)
+            if fast is not None and k == n and fast[1] < rows and w.all_lanes_active() \
+                    and fast[0](w, profile) is not False:   # every wave, every lane: on whole rows (fastpath.py)
                 nxt = None
             else:
                 st: Step

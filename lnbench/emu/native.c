@@ -32,6 +32,8 @@ static void *scratch(int slot, size_t bytes) {
  * memcpy of a run-time size is a library call per lane) */
 static inline void copy_access(uint8_t *dst, const uint8_t *src, int64_t nbytes) {
     switch (nbytes) {
+    case 1: *dst = *src; return;
+    case 2: memcpy(dst, src, 2); return;
     case 4: memcpy(dst, src, 4); return;
     case 8: memcpy(dst, src, 8); return;
     case 16: memcpy(dst, src, 16); return;
@@ -41,6 +43,8 @@ static inline void copy_access(uint8_t *dst, const uint8_t *src, int64_t nbytes)
 
 static inline void set_access(uint8_t *dst, int64_t nbytes) {
     switch (nbytes) {
+    case 1: *dst = 1; return;
+    case 2: memset(dst, 1, 2); return;
     case 4: memset(dst, 1, 4); return;
     case 8: memset(dst, 1, 8); return;
     case 16: memset(dst, 1, 16); return;
@@ -65,7 +69,8 @@ void lnbench_mark(uint8_t *flags, const int64_t *offs, int64_t n, int64_t nbytes
  * that has a finding is scanned again for its first byte. */
 
 /* the first i * nbytes + j whose flag is 0, or -1 */
-int64_t lnbench_first_unset(const uint8_t *flags, const int64_t *offs, int64_t n, int64_t nbytes) {
+static inline __attribute__((always_inline)) int64_t first_unset(const uint8_t *flags, const int64_t *offs, int64_t n,
+                                                               int64_t nbytes) {
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *f = flags + offs[i];
         int unset = 0;
@@ -82,8 +87,8 @@ static inline int other_modifier(int32_t m, int32_t mine, int32_t own_atomic, in
     return atomic ? (m >= 0) & (m != mine) : (m != NONE) & (m != mine) & (m != own_atomic);
 }
 
-int64_t lnbench_race_modified(const int32_t *modifier, const int64_t *offs, int64_t n, int64_t nbytes,
-                              const int32_t *g, int atomic) {
+static inline __attribute__((always_inline)) int64_t race_modified(const int32_t *modifier, const int64_t *offs, int64_t n, const int32_t *g,
+                                                                 int atomic, int64_t nbytes) {
     for (int64_t i = 0; i < n; i++) {
         const int32_t mine = g[i], own_atomic = -3 - g[i], *m = modifier + offs[i];
         int hit = 0;
@@ -97,7 +102,8 @@ int64_t lnbench_race_modified(const int32_t *modifier, const int64_t *offs, int6
 }
 
 /* the reader test of a store or atomic: the first byte another workgroup (or several) loaded */
-int64_t lnbench_race_read(const int32_t *reader, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g) {
+static inline __attribute__((always_inline)) int64_t race_read(const int32_t *reader, const int64_t *offs, int64_t n, const int32_t *g,
+                                                             int64_t nbytes) {
     for (int64_t i = 0; i < n; i++) {
         const int32_t mine = g[i], *r = reader + offs[i];
         int hit = 0;
@@ -111,7 +117,8 @@ int64_t lnbench_race_read(const int32_t *reader, const int64_t *offs, int64_t n,
 
 /* a store: every byte's modifier becomes the lane's workgroup (the later lane wins); then the first byte whose
  * final modifier is another workgroup of this same access (two workgroups storing one byte), or -1 */
-int64_t lnbench_race_store(int32_t *modifier, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g) {
+static inline __attribute__((always_inline)) int64_t race_store(int32_t *modifier, const int64_t *offs, int64_t n, const int32_t *g,
+                                                              int64_t nbytes) {
     for (int64_t i = 0; i < n; i++) {
         int32_t *m = modifier + offs[i];
         const int32_t mine = g[i];
@@ -131,8 +138,8 @@ int64_t lnbench_race_store(int32_t *modifier, const int64_t *offs, int64_t n, in
 /* a load (atomic == 0: readers become the workgroup, or SEVERAL where another read it) or an atomic (modifiers
  * become -3 - g, or SEVERAL where another workgroup modified it): every new value is computed from the state before
  * the access, then written in lane order (the later lane wins). Returns -1, or -2 when out of memory. */
-int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g,
-                          int atomic) {
+static inline __attribute__((always_inline)) int64_t race_note(int32_t *shadow, const int64_t *offs, int64_t n, const int32_t *g, int atomic,
+                                                             int64_t nbytes) {
     int disjoint = 1;                            /* lanes in rising order, none touching another's bytes: in place */
     for (int64_t i = 1; i < n; i++) disjoint &= offs[i] >= offs[i - 1] + nbytes;
     int32_t *next = disjoint ? NULL : scratch(0, (size_t)(n * nbytes) * sizeof(int32_t) + 1);
@@ -149,6 +156,41 @@ int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64
     if (!disjoint)
         for (int64_t i = 0; i < n; i++) memcpy(shadow + offs[i], next + i * nbytes, (size_t)nbytes * sizeof(int32_t));
     return -1;
+}
+
+/* The entry points: each loop above built for the common access sizes with the size a constant (the compiler unrolls
+ * the byte loops; a loop of unknown length per lane cost more than its work for 1- and 2-byte accesses), and once for
+ * any other size. */
+#define BY_SIZE(body, nbytes, ...)                                                                                     \
+    switch (nbytes) {                                                                                                  \
+    case 1: return body(__VA_ARGS__, 1);                                                                               \
+    case 2: return body(__VA_ARGS__, 2);                                                                               \
+    case 4: return body(__VA_ARGS__, 4);                                                                               \
+    case 8: return body(__VA_ARGS__, 8);                                                                               \
+    case 16: return body(__VA_ARGS__, 16);                                                                             \
+    default: return body(__VA_ARGS__, nbytes);                                                                         \
+    }
+
+int64_t lnbench_first_unset(const uint8_t *flags, const int64_t *offs, int64_t n, int64_t nbytes) {
+    BY_SIZE(first_unset, nbytes, flags, offs, n)
+}
+
+int64_t lnbench_race_modified(const int32_t *modifier, const int64_t *offs, int64_t n, int64_t nbytes,
+                              const int32_t *g, int atomic) {
+    BY_SIZE(race_modified, nbytes, modifier, offs, n, g, atomic)
+}
+
+int64_t lnbench_race_read(const int32_t *reader, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g) {
+    BY_SIZE(race_read, nbytes, reader, offs, n, g)
+}
+
+int64_t lnbench_race_store(int32_t *modifier, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g) {
+    BY_SIZE(race_store, nbytes, modifier, offs, n, g)
+}
+
+int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g,
+                          int atomic) {
+    BY_SIZE(race_note, nbytes, shadow, offs, n, g, atomic)
 }
 
 /* v_perm_b32 over n lanes: byte i of the result is byte (s2 >> 8i) & 0xFF of {s1 bytes 0-3, s0 bytes 4-7, the sign

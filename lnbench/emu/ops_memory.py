@@ -25,11 +25,12 @@ if TYPE_CHECKING:
 U32, U64, I64 = np.uint32, np.uint64, np.int64
 OFF = 0x7F           # saddr "off" in GLOBAL/SCRATCH encodings
 
-_BUF_LOADS = {"buffer_load_dword": (1, 4), "buffer_load_dwordx2": (2, 4), "buffer_load_dwordx3": (3, 4),
-              "buffer_load_dwordx4": (4, 4), "buffer_load_ushort": (1, 2), "buffer_load_ubyte": (1, 1),
-              "buffer_load_sshort": (1, 2), "buffer_load_sbyte": (1, 1)}
-_BUF_STORES = {"buffer_store_dword": (1, 4), "buffer_store_dwordx2": (2, 4), "buffer_store_dwordx3": (3, 4),
-               "buffer_store_dwordx4": (4, 4), "buffer_store_short": (1, 2), "buffer_store_byte": (1, 1)}
+#: buffer instruction -> (components, bytes each)
+BUF_LOADS = {"buffer_load_dword": (1, 4), "buffer_load_dwordx2": (2, 4), "buffer_load_dwordx3": (3, 4),
+             "buffer_load_dwordx4": (4, 4), "buffer_load_ushort": (1, 2), "buffer_load_ubyte": (1, 1),
+             "buffer_load_sshort": (1, 2), "buffer_load_sbyte": (1, 1)}
+BUF_STORES = {"buffer_store_dword": (1, 4), "buffer_store_dwordx2": (2, 4), "buffer_store_dwordx3": (3, 4),
+              "buffer_store_dwordx4": (4, 4), "buffer_store_short": (1, 2), "buffer_store_byte": (1, 1)}
 
 
 def _sext(value: int, bits: int) -> int:
@@ -40,15 +41,20 @@ def _sext(value: int, bits: int) -> int:
 _ALL_LANES: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
+def every_lane(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(wave row, lane) of every lane of k waves, wave-major then lane order (read-only, cached)."""
+    hit = _ALL_LANES.get(k)
+    if hit is None:
+        rows, lanes = np.repeat(np.arange(k), 64), np.tile(np.arange(64), k)
+        rows.flags.writeable = lanes.flags.writeable = False
+        hit = _ALL_LANES[k] = (rows, lanes)
+    return hit
+
+
 def _active(st: Step) -> tuple[np.ndarray, np.ndarray]:
     """(wave row in the step, lane) of every active lane, wave-major then lane order."""
     if st.all_active:
-        hit = _ALL_LANES.get(st.k)
-        if hit is None:
-            rows, lanes = np.repeat(np.arange(st.k), 64), np.tile(np.arange(64), st.k)
-            rows.flags.writeable = lanes.flags.writeable = False
-            hit = _ALL_LANES[st.k] = (rows, lanes)
-        return hit
+        return every_lane(st.k)
     rows, lanes = np.nonzero(st.exec_mask)
     return rows, lanes
 
@@ -141,9 +147,9 @@ def _in_range(offset: np.ndarray, idx: np.ndarray, num_records: np.ndarray, stri
 ACC = frozenset({"acc"})
 
 
-@op(*_BUF_LOADS, cls="vmem_load", honours=ACC)
+@op(*BUF_LOADS, cls="vmem_load", honours=ACC)
 def buffer_load(st: Step) -> None:
-    count, size = _BUF_LOADS[st.ins.name]
+    count, size = BUF_LOADS[st.ins.name]
     rows, lanes = _active(st)
     base, offset, idx, nrec, stride = _buffer_lanes(st, rows, lanes)
     if count > 1 and _in_range(offset, idx, nrec, stride, count * size).all():   # every component in range
@@ -204,9 +210,9 @@ def _read_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, count:
     return st.w.V[_wave_rows(st, rows)[:, None], r0 + np.arange(count), lanes[:, None]]
 
 
-@op(*_BUF_STORES, cls="vmem_store", honours=ACC)
+@op(*BUF_STORES, cls="vmem_store", honours=ACC)
 def buffer_store(st: Step) -> None:
-    count, size = _BUF_STORES[st.ins.name]
+    count, size = BUF_STORES[st.ins.name]
     rows, lanes = _active(st)
     base, offset, idx, nrec, stride = _buffer_lanes(st, rows, lanes)
     data = _read_lanes(st, st.ins.f["vdata"], rows, lanes, count)
