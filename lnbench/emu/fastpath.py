@@ -184,10 +184,30 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return vec.fma_f32(a, b, c)
 
 
-def _perm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
-    s0, s1, s2 = (np.ascontiguousarray(np.broadcast_to(x, shape), dtype=U32) for x in (a, b, c))
-    return native.perm_b32(s0, s1, s2)
+def _plan_perm(ins: Instr) -> Plan | None:
+    """v_perm_b32 in the native helper, straight into the destination row: each source a VGPR row (one value per
+    lane), an SGPR (one per wave) or a constant (one in all), as the handler broadcasts them."""
+    codes, d = vec.instr_src_codes(ins), _dest(ins)
+    if len(codes) != 3 or d is None:
+        return None
+    parts: list[Callable[[Waves], tuple[np.ndarray, int]]] = []
+    top = d
+    for code in codes:
+        if 256 <= code < AGPR:
+            parts.append(lambda w, r=code - 256: (w.R[r], 0))
+            top = max(top, code - 256)
+        elif code < 128:
+            parts.append(lambda w, c=code: (np.ascontiguousarray(w.S[:, c]), 6))
+        else:
+            try:
+                value = np.full(1, inline_const32(code, "b32", ins.literal), U32)
+            except EmulatorFault:
+                return None
+            parts.append(lambda w, v=value: (v, 63))
+
+    def run(w: Waves, _profile: object) -> None:
+        native.perm_b32_lanes([part(w) for part in parts], w.R[d])
+    return run, top
 
 
 def _plan_fma(ins: Instr) -> Plan | None:
@@ -261,5 +281,5 @@ def plan(ins: Instr) -> Plan | None:
     if name == "v_mov_b32":
         return _plan_elementwise(ins, lambda a: a, 1, U32)
     if name == "v_perm_b32":
-        return _plan_elementwise(ins, _perm, 3, U32)
+        return _plan_perm(ins)
     return None

@@ -1,12 +1,13 @@
-"""Whole-batch fast paths for the raw buffer loads and stores (MUBUF, offen, no idxen): see fastpath.py.
+"""Whole-batch fast paths for the raw buffer loads and stores (MUBUF without an index register): see fastpath.py.
 
 With every wave of the batch at the instruction and every lane active, the general handler's lane lists are every
 lane in order and its per-lane values are the register rows as they are; what is left is one address per lane and
-one call of the memory checker. A plan runs only when the step is the general handler's common case, which it tests
-before touching anything: every descriptor of the batch is a raw buffer (stride 0) and every lane's access lies
-inside num_records. Otherwise it returns False and the general handler runs the step (partial ranges, structured
-buffers). The addresses, the bytes, the lane and workgroup lists it gives the memory checker are the handler's, so
-loads, stores, footprint and every checker finding are the same.
+one call of the memory checker. A plan tests before touching anything that every descriptor of the batch is a raw
+buffer (stride 0); otherwise it returns False and the general handler runs the step. When every lane's access lies
+inside num_records it makes the handler's one memory call; when some lane is out of range it runs the handler's own
+component loop (ops_memory.load_components, store_components) on the same lanes. The addresses, the bytes, the lane
+and workgroup lists it gives the memory checker are the handler's, so loads, stores, footprint and every checker
+finding are the same.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lnbench.emu.decode import AGPR, Instr
-from lnbench.emu.ops_memory import BUF_LOADS, BUF_STORES, every_lane
+from lnbench.emu.ops_memory import BUF_LOADS, BUF_STORES, BufferLanes, every_lane, load_components, store_components
 
 if TYPE_CHECKING:
     from lnbench.emu.fastpath import Operand, Plan
@@ -34,49 +35,69 @@ def _lane_groups(w: Waves) -> np.ndarray:
     return groups
 
 
-def _addresses(w: Waves, r: int, vaddr: int, imm: int, soffset: Operand, end: int) -> np.ndarray | None:
-    """Every lane's byte address (wave-major), or None when some descriptor is strided or some lane's `end` bytes
-    are not all inside num_records (the general handler's cases)."""
-    words = w.S[:, r:r + 4]
-    if (words[:, 1] & U32(0x3FFF0000)).any():
-        return None
-    offset = w.R[vaddr].astype(I64) + imm + soffset(w.R, w.S).astype(I64)
-    if not (offset + end <= words[:, 2, None].astype(I64)).all():
-        return None
-    base = words[:, 0].astype(U64) | ((words[:, 1].astype(U64) & U64(0xFFFF)) << U64(32))
-    return (base.astype(I64)[:, None] + offset).astype(U64).reshape(-1)
+class _Access:
+    """One step's raw-buffer lanes: per wave the base address and num_records, per lane the byte offset."""
+
+    def __init__(self, w: Waves, r: int, vaddr: int | None, imm: int, soffset: Operand) -> None:
+        words = w.S[:, r:r + 4]
+        self.raw = not (words[:, 1] & U32(0x3FFF0000)).any()
+        lane = w.R[vaddr].astype(I64) if vaddr is not None else np.zeros((w.n, 64), I64)     # (offen=0: no VGPR)
+        self.offset = lane + imm + soffset(w.R, w.S).astype(I64)                           # (waves, 64)
+        self.nrec = words[:, 2, None].astype(I64)
+        self.base = words[:, 0].astype(U64) | ((words[:, 1].astype(U64) & U64(0xFFFF)) << U64(32))
+
+    def inside(self, end: int) -> bool:
+        """Every lane's `end` bytes lie inside num_records."""
+        return bool((self.offset + end <= self.nrec).all())
+
+    def addresses(self) -> np.ndarray:
+        return (self.base.astype(I64)[:, None] + self.offset).astype(U64).reshape(-1)
+
+    def lanes(self, w: Waves, groups: np.ndarray | None) -> BufferLanes:
+        """The general handler's per-lane view, for a step with some lane out of range."""
+        n = self.offset.size
+        zeros = np.zeros(n, I64)
+        return BufferLanes(np.repeat(self.base, 64), self.offset.reshape(-1), zeros,
+                           np.repeat(self.nrec[:, 0], 64), zeros, every_lane(w.n)[1], groups)
 
 
 def plan_buffer(ins: Instr, reader) -> Plan | None:
-    """The plan of a buffer load or store, or None (an index register, AGPR data, a modifier set, an unknown soffset)."""
+    """The plan of a buffer load or store, or None (an index register, AGPR data, LDS, an soffset it cannot read)."""
     f = ins.f
     if ins.name not in BUF_LOADS and ins.name not in BUF_STORES:
         return None
-    if f.get("idxen", 0) or not f.get("offen", 0) or f.get("acc", 0) or f.get("lds", 0):
+    if f.get("idxen", 0) or f.get("acc", 0) or f.get("lds", 0):
         return None
-    if not (256 <= f["vaddr"] < AGPR and 256 <= f["vdata"] < AGPR):
+    offen = bool(f.get("offen", 0))
+    if not (256 <= f["vdata"] < AGPR and (not offen or 256 <= f["vaddr"] < AGPR)):
         return None
     soffset = reader(ins, f["soffset"])
     if soffset is None:
         return None
-    r, vaddr, data, imm = f["srsrc"], f["vaddr"] - 256, f["vdata"] - 256, f.get("offset", 0)
+    r, data, imm = f["srsrc"], f["vdata"] - 256, f.get("offset", 0)
+    vaddr = f["vaddr"] - 256 if offen else None
+    count, size = BUF_LOADS[ins.name] if ins.name in BUF_LOADS else BUF_STORES[ins.name]
+    top = max(vaddr or 0, data + count - 1)
     if ins.name in BUF_LOADS:
-        count, size = BUF_LOADS[ins.name]
-        return _load(ins.name, r, vaddr, data, imm, soffset[0], count, size), max(vaddr, data + count - 1)
-    count, size = BUF_STORES[ins.name]
-    return _store(r, vaddr, data, imm, soffset[0], count, size), max(vaddr, data + count - 1)
+        return _load(ins.name, r, vaddr, data, imm, soffset[0], count, size), top
+    return _store(r, vaddr, data, imm, soffset[0], count, size), top
 
 
-def _load(name: str, r: int, vaddr: int, data: int, imm: int, soffset: Operand, count: int, size: int):
+def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffset: Operand, count: int, size: int):
     def run(w: Waves, profile: LaunchProfile) -> bool:
-        addr = _addresses(w, r, vaddr, imm, soffset, count * size)
-        if addr is None:
+        access = _Access(w, r, vaddr, imm, soffset)
+        if not access.raw:
             return False
         memory = profile.memory
         assert memory is not None
         groups = _lane_groups(w) if memory.race else None
-        raw = memory.load(addr, count * size, "buffer load", every_lane(w.n)[1], groups)
         shape = w.R[data].shape
+        if not access.inside(count * size):            # some lane out of range: component by component
+            values = load_components(memory, name, count, size, access.lanes(w, groups)).reshape(*shape, count)
+            for j in range(count):
+                w.R[data + j] = values[:, :, j]
+            return True
+        raw = memory.load(access.addresses(), count * size, "buffer load", every_lane(w.n)[1], groups)
         if size == 4:
             values = raw.view("<u4").reshape(*shape, count)
             for j in range(count):
@@ -95,18 +116,25 @@ def _load(name: str, r: int, vaddr: int, data: int, imm: int, soffset: Operand, 
     return run
 
 
-def _store(r: int, vaddr: int, data: int, imm: int, soffset: Operand, count: int, size: int):
+def _store(r: int, vaddr: int | None, data: int, imm: int, soffset: Operand, count: int, size: int):
     def run(w: Waves, profile: LaunchProfile) -> bool:
-        addr = _addresses(w, r, vaddr, imm, soffset, count * size)
-        if addr is None:
+        access = _Access(w, r, vaddr, imm, soffset)
+        if not access.raw:
             return False
         memory = profile.memory
         assert memory is not None
         groups = _lane_groups(w) if memory.race else None
         if count == 1:
-            payload = np.ascontiguousarray(w.R[data].reshape(-1)).view(np.uint8).reshape(-1, 4)[:, :size]
+            words = w.R[data].reshape(-1, 1)
         else:
-            payload = np.stack([w.R[data + j].reshape(-1) for j in range(count)], axis=1).view(np.uint8)
-        memory.store(addr, np.ascontiguousarray(payload), "buffer store", every_lane(w.n)[1], groups)
+            words = np.stack([w.R[data + j].reshape(-1) for j in range(count)], axis=1)
+        if count > 1 and access.inside(count * size):
+            memory.store(access.addresses(), np.ascontiguousarray(words).view(np.uint8), "buffer store",
+                         every_lane(w.n)[1], groups)
+        elif count == 1 and access.inside(size):
+            payload = np.ascontiguousarray(words[:, 0]).view(np.uint8).reshape(-1, 4)[:, :size]
+            memory.store(access.addresses(), np.ascontiguousarray(payload), "buffer store", every_lane(w.n)[1], groups)
+        else:                                           # some lane out of range: component by component
+            store_components(memory, count, size, access.lanes(w, groups), words)
         return True
     return run

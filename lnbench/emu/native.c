@@ -193,27 +193,31 @@ int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64
     BY_SIZE(race_note, nbytes, shadow, offs, n, g, atomic)
 }
 
-/* v_perm_b32 over n lanes: byte i of the result is byte (s2 >> 8i) & 0xFF of {s1 bytes 0-3, s0 bytes 4-7, the sign
- * of s1's low and high half, of s0's low and high half spread to a byte (8-11), 0 (12), 0xFF (13 and up)} */
-void lnbench_perm_b32(const uint32_t *s0, const uint32_t *s1, const uint32_t *s2, int64_t n, uint32_t *out) {
-    for (int64_t i = 0; i < n; i++) {
-        const uint32_t a = s0[i], b = s1[i], sel = s2[i];
-        uint32_t r = 0;
-        for (int k = 0; k < 4; k++) {
-            const uint32_t s = (sel >> (8 * k)) & 0xFF;
-            uint32_t byte;
-            if (s < 4) byte = (b >> (8 * s)) & 0xFF;
-            else if (s < 8) byte = (a >> (8 * (s - 4))) & 0xFF;
-            else if (s == 8) byte = (b >> 15) & 1 ? 0xFF : 0;
-            else if (s == 9) byte = (b >> 31) & 1 ? 0xFF : 0;
-            else if (s == 10) byte = (a >> 15) & 1 ? 0xFF : 0;
-            else if (s == 11) byte = (a >> 31) & 1 ? 0xFF : 0;
-            else if (s == 12) byte = 0;
-            else byte = 0xFF;
-            r |= byte << (8 * k);
-        }
-        out[i] = r;
+/* v_perm_b32: byte k of the result is byte (sel >> 8k) & 0xFF of {s1 bytes 0-3, s0 bytes 4-7, the sign of s1's low and
+ * high half, of s0's low and high half spread to a byte (8-11), 0 (12), 0xFF (13 and up)} */
+static inline uint32_t perm_lane(uint32_t a, uint32_t b, uint32_t sel) {
+    const uint64_t bytes = ((uint64_t)a << 32) | b;
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) {
+        const uint32_t s = (sel >> (8 * k)) & 0xFF;
+        uint32_t byte;
+        if (s < 8) byte = (uint32_t)(bytes >> (8 * s)) & 0xFF;
+        else if (s < 12) byte = (((s < 10 ? b : a) >> ((s & 1) ? 31 : 15)) & 1) ? 0xFF : 0;
+        else byte = s == 12 ? 0 : 0xFF;
+        r |= byte << (8 * k);
     }
+    return r;
+}
+
+void lnbench_perm_b32(const uint32_t *s0, const uint32_t *s1, const uint32_t *s2, int64_t n, uint32_t *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = perm_lane(s0[i], s1[i], s2[i]);
+}
+
+/* v_perm_b32 on operands of different shapes (fastpath.py): lane i of operand k is sk[i >> shk] (shift 0: one value
+ * per lane, 6: one per wave of 64 lanes, 63: one in all). out may be an operand: lane i is read before it is written. */
+void lnbench_perm_b32_lanes(const uint32_t *s0, int sh0, const uint32_t *s1, int sh1, const uint32_t *s2, int sh2,
+                            int64_t n, uint32_t *out) {
+    for (int64_t i = 0; i < n; i++) out[i] = perm_lane(s0[i >> sh0], s1[i >> sh1], s2[i >> sh2]);
 }
 
 /* a*b+c rounded once to float32 over n lanes, the algorithm of ops_vector.fma_f32 step by step in double: the exact

@@ -34,6 +34,7 @@ _SIGNATURES: dict[str, tuple[type | None, tuple]] = {
     "lnbench_race_store": (_I64, (_P, _P, _I64, _I64, _P)),
     "lnbench_race_note": (_I64, (_P, _P, _I64, _I64, _P, _INT)),
     "lnbench_perm_b32": (None, (_P, _P, _P, _I64, _P)),
+    "lnbench_perm_b32_lanes": (None, (_P, _INT, _P, _INT, _P, _INT, _I64, _P)),
     "lnbench_fma_f32": (_I64, (_P, _P, _P, _I64, _P)),
     "lnbench_fma_rows": (_I64, (_P, _I64, _P, _I64, _P)),
     "lnbench_lds_race": (_I64, (_P, _P, _P, _I64, _I64, _I64, _P, _P, _P, _P, _P, _I64, _I64, _I64, _P, _P)),
@@ -122,6 +123,13 @@ def perm_b32(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> np.ndarray:
     out = np.empty_like(s0)
     lib().lnbench_perm_b32(_ptr(s0), _ptr(s1), _ptr(s2), s0.size, _ptr(out))
     return out
+
+
+def perm_b32_lanes(operands: list[tuple[np.ndarray, int]], out: np.ndarray) -> None:
+    """v_perm_b32 into `out` (C-contiguous uint32, one value per lane) from three (C-contiguous uint32 array, shift)
+    operands: lane i reads element i >> shift (0: per lane, 6: per wave, 63: one value)."""
+    (a, sa), (b, sb), (c, sc) = operands
+    lib().lnbench_perm_b32_lanes(_ptr(a), sa, _ptr(b), sb, _ptr(c), sc, out.size, _ptr(out))
 
 
 def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray | None:

@@ -9,7 +9,7 @@ the outcome depends on timing).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -147,6 +147,63 @@ def _in_range(offset: np.ndarray, idx: np.ndarray, num_records: np.ndarray, stri
 ACC = frozenset({"acc"})
 
 
+class BufferLanes(NamedTuple):
+    """A buffer instruction's inputs per active lane (wave-major, lane order): base address, byte offset into the
+    buffer, index, num_records and stride of the lane's descriptor, the lane number (for fault messages) and the
+    lane's workgroup in the grid (None when the race checker is off)."""
+
+    base: np.ndarray
+    offset: np.ndarray
+    idx: np.ndarray
+    nrec: np.ndarray
+    stride: np.ndarray
+    lanes: np.ndarray
+    groups: np.ndarray | None
+
+
+def load_components(memory: Memory, name: str, count: int, size: int, b: BufferLanes) -> np.ndarray:
+    """A buffer load component by component: (lanes, count) uint32, 0 where a component is out of range; the
+    sub-dword loads zero- or sign-extended (buffer_load_sshort, _sbyte). One memory load per component."""
+    result = np.zeros((b.offset.size, count), U32)
+    for j in range(count):
+        in_range = _in_range(b.offset + j * size, b.idx, b.nrec, b.stride, (j + 1) * size - j * size)
+        ok: np.ndarray | slice = in_range
+        if in_range.size and in_range.all():
+            ok = slice(None)                       # every lane in range: views, no copies
+        elif not in_range.any():
+            continue
+        addr = (b.base[ok].astype(I64) + b.offset[ok] + j * size + b.idx[ok] * b.stride[ok]).astype(U64)
+        raw = memory.load(addr, size, "buffer load", b.lanes[ok], None if b.groups is None else b.groups[ok])
+        if size == 4:
+            val = raw.view("<u4")[:, 0]
+        elif size == 2:
+            val = raw.view("<u2")[:, 0].astype(U32)
+            if name == "buffer_load_sshort":
+                val = val.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
+        else:
+            val = raw[:, 0].astype(U32)
+            if name == "buffer_load_sbyte":
+                val = val.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
+        result[ok, j] = val
+    return result
+
+
+def store_components(memory: Memory, count: int, size: int, b: BufferLanes, data: np.ndarray) -> None:
+    """A buffer store component by component (data: (lanes, count) uint32): out-of-range components are dropped. One
+    memory store per component."""
+    for j in range(count):
+        in_range = _in_range(b.offset + j * size, b.idx, b.nrec, b.stride, size)
+        ok: np.ndarray | slice = in_range
+        if in_range.size and in_range.all():
+            ok = slice(None)                       # every lane in range: views, no copies
+        elif not in_range.any():
+            continue
+        addr = (b.base[ok].astype(I64) + b.offset[ok] + j * size + b.idx[ok] * b.stride[ok]).astype(U64)
+        payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
+        memory.store(addr, np.ascontiguousarray(payload), "buffer store", b.lanes[ok],
+                     None if b.groups is None else b.groups[ok])
+
+
 @op(*BUF_LOADS, cls="vmem_load", honours=ACC)
 def buffer_load(st: Step) -> None:
     count, size = BUF_LOADS[st.ins.name]
@@ -157,28 +214,8 @@ def buffer_load(st: Step) -> None:
         raw = _memory(st).load(addr, count * size, "buffer load", lanes, _groups(st, rows))
         _write_lanes(st, st.ins.f["vdata"], rows, lanes, raw.view("<u4").reshape(-1, count))
         return
-    result = np.zeros((rows.size, count), U32)
-    for j in range(count):
-        in_range = _in_range(offset + j * size, idx, nrec, stride, (j + 1) * size - j * size)
-        ok: np.ndarray | slice = in_range
-        if in_range.size and in_range.all():
-            ok = slice(None)                       # every lane in range: views, no copies
-        elif not in_range.any():
-            continue
-        addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
-        raw = _memory(st).load(addr, size, "buffer load", lanes[ok], _groups(st, rows[ok]))
-        if size == 4:
-            val = raw.view("<u4")[:, 0]
-        elif size == 2:
-            val = raw.view("<u2")[:, 0].astype(U32)
-            if st.ins.name == "buffer_load_sshort":
-                val = val.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
-        else:
-            val = raw[:, 0].astype(U32)
-            if st.ins.name == "buffer_load_sbyte":
-                val = val.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
-        result[ok, j] = val
-    _write_lanes(st, st.ins.f["vdata"], rows, lanes, result)
+    lanes_in = BufferLanes(base, offset, idx, nrec, stride, lanes, _groups(st, rows))
+    _write_lanes(st, st.ins.f["vdata"], rows, lanes, load_components(_memory(st), st.ins.name, count, size, lanes_in))
 
 
 def _write_lanes(st: Step, code: int, rows: np.ndarray, lanes: np.ndarray, values: np.ndarray) -> None:
@@ -221,16 +258,8 @@ def buffer_store(st: Step) -> None:
         _memory(st).store(addr, np.ascontiguousarray(data).view(np.uint8).reshape(-1, 4 * count), "buffer store",
                           lanes, _groups(st, rows))
         return
-    for j in range(count):
-        in_range = _in_range(offset + j * size, idx, nrec, stride, size)
-        ok: np.ndarray | slice = in_range
-        if in_range.size and in_range.all():
-            ok = slice(None)                       # every lane in range: views, no copies
-        elif not in_range.any():
-            continue
-        addr = (base[ok].astype(I64) + offset[ok] + j * size + idx[ok] * stride[ok]).astype(U64)
-        payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
-        _memory(st).store(addr, np.ascontiguousarray(payload), "buffer store", lanes[ok], _groups(st, rows[ok]))
+    store_components(_memory(st), count, size, BufferLanes(base, offset, idx, nrec, stride, lanes, _groups(st, rows)),
+                     data)
 
 
 # ---------------------------------------------------------------- GLOBAL
