@@ -156,7 +156,7 @@ def _plan_packed(ins: Instr) -> Plan | None:
     table = _fma_table(ins, [(("src0", "src1", "src2")[i]) for i in range(n)], opsel, opsel_hi, d, 2)
     address = 0 if table is None else table.ctypes.data
 
-    def run(w: Waves, _profile: object, _table: np.ndarray | None = table) -> None:   # (_table: kept alive)
+    def run(w: Waves, _profile: LaunchProfile, _table: np.ndarray | None = table) -> None:   # (_table: kept alive)
         if address and native.fma_rows(w.R_address, w.row_len, address, 2, w.row_scratch_address):
             return
         R, S = w.R, w.S
@@ -184,28 +184,46 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return vec.fma_f32(a, b, c)
 
 
+PermSource = Callable[[Waves], tuple[np.ndarray, int]]
+
+
+def _perm_row(r: int) -> PermSource:
+    """A VGPR source of v_perm_b32: one value per lane (lane shift 0)."""
+    return lambda w: (w.R[r], 0)
+
+
+def _perm_sgpr(c: int) -> PermSource:
+    """An SGPR source: one value per wave of 64 lanes (lane shift 6)."""
+    return lambda w: (np.ascontiguousarray(w.S[:, c]), 6)
+
+
+def _perm_constant(value: np.ndarray) -> PermSource:
+    """A constant source: one value for every lane (lane shift 63)."""
+    return lambda _w: (value, 63)
+
+
 def _plan_perm(ins: Instr) -> Plan | None:
     """v_perm_b32 in the native helper, straight into the destination row: each source a VGPR row (one value per
     lane), an SGPR (one per wave) or a constant (one in all), as the handler broadcasts them."""
     codes, d = vec.instr_src_codes(ins), _dest(ins)
     if len(codes) != 3 or d is None:
         return None
-    parts: list[Callable[[Waves], tuple[np.ndarray, int]]] = []
+    parts: list[PermSource] = []
     top = d
     for code in codes:
         if 256 <= code < AGPR:
-            parts.append(lambda w, r=code - 256: (w.R[r], 0))
+            parts.append(_perm_row(code - 256))
             top = max(top, code - 256)
         elif code < 128:
-            parts.append(lambda w, c=code: (np.ascontiguousarray(w.S[:, c]), 6))
+            parts.append(_perm_sgpr(code))
         else:
             try:
                 value = np.full(1, inline_const32(code, "b32", ins.literal), U32)
             except EmulatorFault:
                 return None
-            parts.append(lambda w, v=value: (v, 63))
+            parts.append(_perm_constant(value))
 
-    def run(w: Waves, _profile: object) -> None:
+    def run(w: Waves, _profile: LaunchProfile) -> None:
         native.perm_b32_lanes([part(w) for part in parts], w.R[d])
     return run, top
 
@@ -220,7 +238,7 @@ def _plan_fma(ins: Instr) -> Plan | None:
     slow, top = general
     address = table.ctypes.data
 
-    def run(w: Waves, _profile: object, _table: np.ndarray = table) -> None:   # (_table: kept alive)
+    def run(w: Waves, _profile: LaunchProfile, _table: np.ndarray = table) -> None:   # (_table: kept alive)
         if not native.fma_rows(w.R_address, w.row_len, address, 1, w.row_scratch_address):
             slow(w, _profile)
     return run, top
@@ -244,7 +262,7 @@ def _plan_bpermute(ins: Instr) -> Plan | None:
     offset = ins.f["offset0"] | (ins.f["offset1"] << 8)
     ra, rd = a - 256, data - 256
 
-    def run(w: Waves, _profile: object) -> None:
+    def run(w: Waves, _profile: LaunchProfile) -> None:
         source = ((w.R[ra].astype(np.int64) + offset) // 4) % WAVE
         _write(w.R, d, np.take_along_axis(w.R[rd], source, axis=1))
     return run, max(ra, rd, d)

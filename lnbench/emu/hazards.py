@@ -149,6 +149,11 @@ def access_of(ins: Instr, recorded_reads: list[tuple[int, int]], recorded_writes
                   always=kind >= 0 or ins.name in ("s_waitcnt", "s_barrier"), use_bits=bits[0] | bits[1] | bits[2])
 
 
+def _mask(flags: np.ndarray) -> int:
+    """A bit mask with bit r set where flags[r] is set."""
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
 def _bits(regs: list[int]) -> int:
     """A bit mask with bit r set for every unified register index r."""
     mask = 0
@@ -187,8 +192,12 @@ class WaitcntChecker:
         self.lds_store_pc = np.zeros(n_waves, np.int64)
         self.op_name: dict[int, str] = {}                    # producer PC -> opcode
         self.live = False                                    # some wave may have an operation outstanding
-        self.maybe = np.zeros(regs, bool)                    # registers some wave may still be waiting for
+        #: registers some wave may still be waiting for: a superset of those pending (the register tests are exact;
+        #: this only spares them), kept as the registers whose newest issue number of some kind, over all waves,
+        #: exceeds the fewest completed operations of that kind of any wave
+        self.maybe = np.zeros(regs, bool)
         self.maybe_bits = 0                                  # the same as a bit mask
+        self.newest = np.zeros((regs, 3), np.int64)          # per register, kind: the highest issue number of any wave
 
     # ------------------------------------------------------------ per instruction
     def check(self, ins: Instr, acc: Access, sel: slice | np.ndarray) -> None:
@@ -271,6 +280,7 @@ class WaitcntChecker:
                 self.pc[rows, acc.loads[None, :]] = ins.pc
             self.maybe[acc.loads] = True
             self.maybe_bits |= acc.load_bits
+            self.newest[acc.loads, k] = np.maximum(self.newest[acc.loads, k], int(n.max()))
         if acc.lds_store:
             self.lds_store[sel] = self.issued[sel, LDS]
             self.lds_store_pc[sel] = ins.pc
@@ -291,7 +301,6 @@ class WaitcntChecker:
                 self.maybe[:] = False
                 self.maybe_bits = 0
             return
-        regs = np.flatnonzero(self.maybe)
-        if regs.size:                                        # drop the registers no wave waits for any more
-            self.maybe[regs] = self._pending(regs, slice(None))[0].any(axis=0)
-            self.maybe_bits = _bits(np.flatnonzero(self.maybe).tolist())
+        if self.maybe_bits:                                  # drop the registers no wave can wait for any more
+            self.maybe &= (self.newest > self.done.min(axis=0)).any(axis=1)
+            self.maybe_bits = _mask(self.maybe)

@@ -270,8 +270,8 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
                     st = Step(w, sel, ins, k, profile)
                     ins.run(st)
                 nxt = st.next_pc
-            if hz is not None and (acc.always or hz.maybe_bits & acc.use_bits):   # (else check has nothing to do)
-                hz.check(ins, acc, sel)
+            if hz is not None and acc is not None and (acc.always or hz.maybe_bits & acc.use_bits):
+                hz.check(ins, acc, sel)      # (else the check has nothing to do)
         except EmulatorFault as exc:
             raise _located(exc, prog.kernel, pc, prog) from None
         except Exception as exc:  # noqa: BLE001 - a handler bug is still a fault at this PC, not a crash
