@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from lnbench.emu import decode_store
+from lnbench.emu.decode_store import Entry
 from lnbench.emu.errors import EmulatorFault
 
 _SUFFIXES = ("_e32", "_e64", "_sdwa", "_dpp")
@@ -69,11 +71,16 @@ def _dpp_fields(word: int) -> dict[str, int]:
 
 #: decoded instructions by the bytes the decoder saw (the 16 from the PC on, and how many of them are code):
 #: kernels compiled from one source share most instructions, and tinygrad's decoder is slow (~0.1 ms each)
-_decoded: dict[tuple[bytes, int], tuple[int, str, str, dict[str, int], dict[str, int], int | None]] = {}
+_decoded: dict[tuple[bytes, int], Entry] = {}
 
 
 def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
     """Decode the instruction at byte offset `pc` of `code`."""
+    return instr_from(pc, decoded_fields(code, pc, kernel))
+
+
+def decoded_fields(code: bytes, pc: int, kernel: str = "") -> Entry:
+    """(size, name, format, fields, widths, literal) of the instruction at `pc` of `code` (shared: copy to change)."""
     if pc < 0 or pc + 4 > len(code):
         raise EmulatorFault(f"{kernel}: PC 0x{pc:x} is outside the kernel's code", kernel=kernel, pc=pc)
     key = (bytes(code[pc:pc + 16]), min(16, len(code) - pc))
@@ -82,12 +89,17 @@ def decode_at(code: bytes, pc: int, kernel: str = "") -> Instr:
         if len(_decoded) >= 1 << 18:                       # bounded: a long-lived process decoding many kernels
             _decoded.clear()
         hit = _decoded[key] = _decode(code, pc, kernel)
-    size, name, fmt, fields, widths, literal = hit
+    return hit
+
+
+def instr_from(pc: int, entry: Entry) -> Instr:
+    """A fresh Instr at `pc` from decoded fields (its own field dicts)."""
+    size, name, fmt, fields, widths, literal = entry
     return Instr(pc=pc, size=size, name=name, fmt=fmt, f=dict(fields), widths=dict(widths), literal=literal,
                  ends_group=name in ("s_barrier", "s_endpgm"))
 
 
-def _decode(code: bytes, pc: int, kernel: str) -> tuple[int, str, str, dict[str, int], dict[str, int], int | None]:
+def _decode(code: bytes, pc: int, kernel: str) -> Entry:
     """(size, name, format, fields, widths, literal) of the instruction at `pc`, from tinygrad's decoder."""
     from tinygrad.renderer.amd import decode_inst  # imported lazily: only the emulator needs tinygrad
     try:
@@ -141,16 +153,32 @@ def _mark_agprs(raw: Any, name: str, fields: dict[str, int], pc: int, kernel: st
 
 
 class Program:
-    """A kernel's code with a PC -> Instr cache and each instruction bound to its handler once."""
+    """A kernel's code with a PC -> Instr cache and each instruction bound to its handler once. Instructions an
+    earlier process decoded from the same code come from decode_store; `keep()` stores the ones decoded here."""
 
-    def __init__(self, code: bytes, kernel: str, bind: Callable[[Instr], Callable[..., Any]]) -> None:
+    def __init__(self, code: bytes, kernel: str, bind: Callable[[Instr], Callable[..., Any]],
+                 stored: bool = False) -> None:
         self.code, self.kernel, self._bind = code, kernel, bind
         self._cache: dict[int, Instr] = {}
+        self._stored: dict[int, Entry] | None = decode_store.load(code) if stored else None
+        self._new = 0                                      # instructions decoded here, not yet stored
 
     def at(self, pc: int) -> Instr:
         ins = self._cache.get(pc)
         if ins is None:
-            ins = decode_at(self.code, pc, self.kernel)
+            entry = None if self._stored is None else self._stored.get(pc)
+            if entry is None:
+                entry = decoded_fields(self.code, pc, self.kernel)
+                if self._stored is not None:
+                    self._stored[pc] = entry
+                    self._new += 1
+            ins = instr_from(pc, entry)
             ins.run = self._bind(ins)
             self._cache[pc] = ins
         return ins
+
+    def keep(self) -> None:
+        """Store what this process decoded (once per new instruction: a launch reaching no new PC writes nothing)."""
+        if self._stored is not None and self._new:
+            decode_store.save(self.code, self._stored)
+            self._new = 0

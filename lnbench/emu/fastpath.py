@@ -103,6 +103,34 @@ def _write(R: np.ndarray, d: int, value: np.ndarray) -> None:
     np.copyto(R[d], value, casting="unsafe")
 
 
+#: the binary ops that are one numpy ufunc on the operands as they are (swapped: the `rev` forms), run straight into
+#: the destination row: the same ufunc loop as INT_BINARY's / FLOAT_BINARY's expression, without the temporary
+UFUNCS: dict[str, tuple[np.ufunc, bool]] = {
+    "v_add_u32": (np.add, False), "v_sub_u32": (np.subtract, False), "v_subrev_u32": (np.subtract, True),
+    "v_and_b32": (np.bitwise_and, False), "v_or_b32": (np.bitwise_or, False), "v_xor_b32": (np.bitwise_xor, False),
+    "v_mul_lo_u32": (np.multiply, False), "v_max_u32": (np.maximum, False), "v_min_u32": (np.minimum, False),
+    "v_add_f32": (np.add, False), "v_sub_f32": (np.subtract, False), "v_subrev_f32": (np.subtract, True),
+    "v_mul_f32": (np.multiply, False), "v_max_f32": (np.fmax, False), "v_min_f32": (np.fmin, False),
+}
+
+
+def _plan_ufunc(ins: Instr, dtype: type) -> Plan | None:
+    """UFUNCS[ins.name] on the two sources, its output the destination row (its float32 view for float ops)."""
+    got, d = _sources(ins, 2, dtype), _dest(ins)
+    if got is None or d is None:
+        return None
+    (a, b), top = got
+    ufunc, swapped = UFUNCS[ins.name]
+    if swapped:
+        a, b = b, a
+    view = dtype is F32
+
+    def run(w: Waves, _profile: LaunchProfile) -> None:
+        R, S = w.R, w.S
+        ufunc(a(R, S), b(R, S), out=R[d].view(F32) if view else R[d])
+    return run, max(top, d)
+
+
 def _plan_elementwise(ins: Instr, fn: Callable[..., np.ndarray], count: int, dtype: type) -> Plan | None:
     got, d = _sources(ins, count, dtype), _dest(ins)
     if got is None or d is None:
@@ -288,6 +316,8 @@ def plan(ins: Instr) -> Plan | None:
         return _plan_packed(ins) if form == "vop3p" else None
     if form == "vop3p" or not _neutral(ins, FLOAT_SIGNS if name in FLOATS else frozenset()):
         return None
+    if name in UFUNCS:
+        return _plan_ufunc(ins, F32 if name in vec.FLOAT_BINARY else U32)
     if name in vec.WRAP32_BINARY:
         return _plan_elementwise(ins, vec.INT_BINARY[name], 2, U32)
     if name in vec.INT_TERNARY:

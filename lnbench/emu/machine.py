@@ -84,7 +84,7 @@ def program_for(code_object: bytes, kernel: Kernel) -> tuple[Program, dict[int, 
     key = (hashlib.sha1(code_object).hexdigest(), kernel.name)
     entry = _programs.get(key)
     if entry is None:
-        entry = _programs[key] = (Program(kernel.code, kernel.name, bind), {})
+        entry = _programs[key] = (Program(kernel.code, kernel.name, bind, stored=True), {})
     return entry
 
 
@@ -201,6 +201,7 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
     finally:
         profile.buffers = memory.take_footprint()
         memory.stop_checks()
+        prog.keep()
     profile.global_bytes_loaded = memory.bytes_loaded - loaded0
     profile.global_bytes_stored = memory.bytes_stored - stored0
     return profile

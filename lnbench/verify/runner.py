@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -87,50 +87,81 @@ def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     return Outputs({"y": y.detach(), "dx": x.grad, "dweight": w.grad, "dbias": b.grad}, problems)
 
 
-def max_errors(got: torch.Tensor | None, ref: torch.Tensor,
-               scale: torch.Tensor | None = None) -> tuple[float, float]:
+#: elements per block of the fp64 error and conditioning passes (2 MiB of fp64): a block's temporaries come and go
+#: in memory the process already holds, where a whole 4096x4096 tensor's would be fresh pages every time (page
+#: faults were most of verify's system time). Maxima and per-row reductions over blocks equal the whole-tensor ones.
+BLOCK_ELEMENTS = 1 << 18
+
+
+def _blocks(total: int, size: int) -> Iterator[slice]:
+    """Slices of range(total) of at most `size` (at least 1) each."""
+    size = max(1, size)
+    return (slice(start, min(total, start + size)) for start in range(0, total, size))
+
+
+def max_errors(got: torch.Tensor | None, ref: torch.Tensor, floor: float | None = None) -> tuple[float, float]:
     """(max abs error, max rel error) against the fp64 reference; NaN/Inf or a shape mismatch is inf.
 
-    Relative error divides by max(|ref|, 1e-3 * max|ref|) so that near-zero elements do not dominate
-    (`scale`: that divisor, when the caller keeps it for several tensors judged against one reference).
+    Relative error divides by max(|ref|, floor), floor = 1e-3 * max|ref| (relative_floor), so that near-zero
+    elements do not dominate (`floor`: given when the caller keeps it for several tensors judged against one
+    reference).
     """
     if got is None or got.numel() != ref.numel():
         return math.inf, math.inf
     if ref.numel() == 0:
         return 0.0, 0.0
-    diff = got.detach().double().reshape(ref.shape) - ref
-    diff.abs_()
-    worst = float(diff.max())              # NaN anywhere makes the max NaN, an Inf makes it Inf
-    if not math.isfinite(worst):
-        return math.inf, math.inf
-    return worst, float(diff.div_(relative_scale(ref) if scale is None else scale).max())
+    floor = relative_floor(ref) if floor is None else floor
+    flat_got, flat_ref = got.detach().reshape(-1), ref.reshape(-1)
+    worst = rel = 0.0
+    for block in _blocks(flat_ref.numel(), BLOCK_ELEMENTS):
+        reference = flat_ref[block]
+        diff = flat_got[block].double() - reference
+        diff.abs_()
+        block_worst = float(diff.max())    # NaN anywhere makes the max NaN, an Inf makes it Inf
+        if not math.isfinite(block_worst):
+            return math.inf, math.inf
+        worst = max(worst, block_worst)
+        rel = max(rel, float(diff.div_(reference.abs().clamp_min_(floor)).max()))
+    return worst, rel
 
 
-def relative_scale(ref: torch.Tensor) -> torch.Tensor:
-    """max(|ref|, 1e-3 * max|ref|) elementwise (never below 1e-30): what max_errors divides by."""
-    magnitude = ref.abs()
-    floor = max(float(magnitude.max()) * 1e-3, 1e-30)
-    return magnitude.clamp_min_(floor)
+def relative_floor(ref: torch.Tensor) -> float:
+    """1e-3 * max|ref| (never below 1e-30): the least divisor of max_errors' relative error."""
+    low, high = torch.aminmax(ref)
+    return max(max(-float(low), float(high)) * 1e-3, 1e-30)
 
 
 def conditioning(case: Case, inp: Inputs, ref: dict[str, torch.Tensor]) -> Conditioning:
-    """The case's conditioning, from the fp64 reference stats and the inputs (see tolerance.py)."""
-    x = inp.x.double().reshape(-1, case.n)
-    mean, rstd = ref["mean"].double().reshape(-1), ref["rstd"].double().reshape(-1)
-    wdy = inp.dy.double().reshape(-1, case.n) * inp.weight.double()
-    c2 = (wdy * (x - mean[:, None]) * rstd[:, None]).mean(dim=-1)
-    dx_scale = rstd * (wdy.abs().amax(dim=-1) + c2.abs() * mean.abs() * rstd)
+    """The case's conditioning, from the fp64 reference stats and the inputs (see tolerance.py), a block of
+    rows at a time."""
+    x_rows, dy_rows = inp.x.reshape(-1, case.n), inp.dy.reshape(-1, case.n)
+    weight = inp.weight.double()
+    dx_scale = mean_abs_x = 0.0
+    for block in _blocks(x_rows.shape[0], BLOCK_ELEMENTS // max(1, case.n)):
+        x = x_rows[block].double()
+        mean, rstd = ref["mean"][block].double(), ref["rstd"][block].double()
+        wdy = dy_rows[block].double() * weight
+        c2 = (wdy * (x - mean[:, None]) * rstd[:, None]).mean(dim=-1)
+        scale = rstd * (wdy.abs().amax(dim=-1) + c2.abs() * mean.abs() * rstd)
+        dx_scale = max(dx_scale, float(scale.max()))
+        mean_abs_x = max(mean_abs_x, float(x.abs().mean(dim=-1).max()))
     return Conditioning(n=case.n, rows=case.rows,
                         mean_times_rstd=float((ref["mean"].abs() * ref["rstd"]).max()),
-                        max_weight=float(inp.weight.double().abs().max()), max_dy=float(inp.dy.double().abs().max()),
-                        mean_abs_x=float(x.abs().mean(dim=-1).max()), dx_scale=float(dx_scale.max()))
+                        max_weight=float(weight.abs().max()), max_dy=_max_abs(inp.dy),
+                        mean_abs_x=mean_abs_x, dx_scale=dx_scale)
+
+
+def _max_abs(tensor: torch.Tensor) -> float:
+    """max|tensor| as a float (exact in any dtype: the extremes of the values themselves)."""
+    low, high = torch.aminmax(tensor.reshape(-1))
+    return max(-float(low), float(high))
 
 
 def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Tensor],
                tol: Tolerance, deterministic: bool, cond: Conditioning | None = None,
                memo: dict[tuple[str, str], Any] | None = None) -> list[VerifyRow]:
     """One row per tensor: errors, allowed error under the pass rule, margin and status. `memo` (a dict kept
-    with the case's set-up) keeps what does not depend on the backend judged: torch's errors, the divisors."""
+    with the case's set-up) keeps what does not depend on the backend judged: torch's errors, the relative floors."""
     rows: list[VerifyRow] = []
     names = AUTOGRAD_TENSORS if case.kind == "autograd-3d" else TENSORS
     memo = {} if memo is None else memo
@@ -139,7 +170,7 @@ def judge_case(case: Case, got: Outputs, base: Outputs, ref: dict[str, torch.Ten
             rows.extend(row.with_(tensor=name) for row in status_rows(case, "not run", got.not_run[name]))
             continue
         if ("scale", name) not in memo:
-            memo[("scale", name)] = relative_scale(ref[name]) if ref[name].numel() else None
+            memo[("scale", name)] = relative_floor(ref[name]) if ref[name].numel() else None
             memo[("torch_err", name)] = max_errors(base.tensors.get(name), ref[name], memo[("scale", name)])[0]
         err, rel = max_errors(got.tensors.get(name), ref[name], memo[("scale", name)])
         torch_err = memo[("torch_err", name)]
