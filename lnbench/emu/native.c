@@ -305,21 +305,24 @@ int64_t lnbench_fma_rows(float *R, int64_t n, const int64_t *rows, int64_t halve
  * two waves of this step writing different values; info[1] the other key, info[3] the value written, info[4] the one
  * held (3: the one that won). info[5]: the benign writes (racing, but storing the value already held). Returns -1 or
  * the index, -2 when out of memory. */
-int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_groups, int64_t n_dw,
-                         int64_t lds_bytes, const int64_t *addrs, const int64_t *groups, const int64_t *wave,
-                         const int64_t *epoch, const int64_t *wave_id, int64_t n, int64_t parts, int64_t ndw,
-                         const uint32_t *values, int64_t *info) {
+static inline __attribute__((always_inline)) int64_t lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds,
+        int64_t n_groups, int64_t n_dw, int64_t lds_bytes, const int64_t *addrs, const int64_t *groups,
+        const int64_t *wave, const int64_t *epoch, const int64_t *wave_id, int64_t n, const int64_t parts,
+        const int64_t ndw, const uint32_t *values, int64_t *info) {
     const int64_t m = parts * ndw;
     memset(info, 0, 6 * sizeof(int64_t));
     int64_t *key = scratch(0, (size_t)(n * m) * sizeof(int64_t) + 1);    /* flat key index of each entry */
-    if (!key) return -2;
-    for (int64_t i = 0; i < n; i++)
+    int64_t *own = scratch(2, (size_t)n * sizeof(int64_t) + 1);           /* the key of each access's wave */
+    if (!key || !own) return -2;
+    for (int64_t i = 0; i < n; i++) {
+        own[i] = (epoch[wave[i]] << 32) | wave_id[wave[i]];
         for (int64_t p = 0; p < parts; p++)
             for (int64_t q = 0; q < ndw; q++) key[i * m + p * ndw + q] = groups[i] * n_dw + addrs[i * parts + p] / 4 + q;
+    }
     int64_t found = -1;
     if (!values) {                                                   /* a read */
         for (int64_t i = 0; i < n && found < 0; i++) {
-            const int64_t lo = epoch[wave[i]] << 32, mine = lo | wave_id[wave[i]];
+            const int64_t mine = own[i], lo = mine & ~(int64_t)0xFFFFFFFF;   /* wave ids < 2^32 */
             for (int64_t j = 0; j < m; j++) {
                 const int64_t lw = wkey[key[i * m + j]];
                 if (lw >= lo && lw != mine) { found = i * m + j; info[0] = 1; info[1] = lw; break; }
@@ -329,7 +332,7 @@ int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_g
             int64_t *next = scratch(1, (size_t)(n * m) * sizeof(int64_t) + 1);
             if (!next) return -2;
             for (int64_t i = 0; i < n; i++) {
-                const int64_t lo = epoch[wave[i]] << 32, mine = lo | wave_id[wave[i]];
+                const int64_t mine = own[i], lo = mine & ~(int64_t)0xFFFFFFFF;   /* wave ids < 2^32 */
                 for (int64_t j = 0; j < m; j++) {
                     const int64_t prev = rkey[key[i * m + j]];
                     next[i * m + j] = (prev >= lo && prev != mine) ? (lo | LDS_SEVERAL_READERS) : mine;
@@ -341,7 +344,7 @@ int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_g
     }
     int64_t benign = 0;                                              /* a write: the clash test, then the keys */
     for (int64_t i = 0; i < n && found < 0; i++) {
-        const int64_t lo = epoch[wave[i]] << 32, mine = lo | wave_id[wave[i]];
+        const int64_t mine = own[i], lo = mine & ~(int64_t)0xFFFFFFFF;   /* wave ids < 2^32 */
         for (int64_t j = 0; j < m; j++) {
             const int64_t g = groups[i], d = key[i * m + j] - g * n_dw;
             const int64_t lw = wkey[key[i * m + j]], lr = rkey[key[i * m + j]];
@@ -359,12 +362,12 @@ int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_g
     }
     if (found >= 0) return found;
     for (int64_t i = 0; i < n; i++) {
-        const int64_t mine = (epoch[wave[i]] << 32) | wave_id[wave[i]];
+        const int64_t mine = own[i];
         for (int64_t j = 0; j < m; j++) wkey[key[i * m + j]] = mine;
     }
     int64_t dups = 0;                                                /* two waves of this step on one dword */
     for (int64_t i = 0; i < n && !dups; i++) {
-        const int64_t mine = (epoch[wave[i]] << 32) | wave_id[wave[i]];
+        const int64_t mine = own[i];
         for (int64_t j = 0; j < m; j++) if (wkey[key[i * m + j]] != mine) { dups = 1; break; }
     }
     if (dups) {
@@ -376,7 +379,7 @@ int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_g
         dups = 0;
         for (int64_t e = 0; e < n * m; e++) won_map[key[e]] = values[e];
         for (int64_t i = 0; i < n && found < 0; i++) {
-            const int64_t mine = (epoch[wave[i]] << 32) | wave_id[wave[i]];
+            const int64_t mine = own[i];
             for (int64_t j = 0; j < m; j++) {
                 const int64_t winner = wkey[key[i * m + j]];
                 if (winner == mine) continue;
@@ -394,12 +397,29 @@ int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_g
     return found;
 }
 
+int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_groups, int64_t n_dw,
+                         int64_t lds_bytes, const int64_t *addrs, const int64_t *groups, const int64_t *wave,
+                         const int64_t *epoch, const int64_t *wave_id, int64_t n, int64_t parts, int64_t ndw,
+                         const uint32_t *values, int64_t *info) {
+#define LDS_RACE(P, D) lds_race(wkey, rkey, lds, n_groups, n_dw, lds_bytes, addrs, groups, wave, epoch, wave_id, n, \
+                                P, D, values, info)
+    /* the usual shapes with constant loop bounds (ds_read/write_b32, b64, b128 and their read2/write2 forms) */
+    if (parts == 1 && ndw == 1) return LDS_RACE(1, 1);
+    if (parts == 2 && ndw == 1) return LDS_RACE(2, 1);
+    if (parts == 1 && ndw == 2) return LDS_RACE(1, 2);
+    if (parts == 1 && ndw == 4) return LDS_RACE(1, 4);
+    if (parts == 2 && ndw == 2) return LDS_RACE(2, 2);
+    return LDS_RACE(parts, ndw);
+#undef LDS_RACE
+}
+
 /* The LDS bank model of one ds_read/ds_write over the k waves of a step (lds_banks.py states it): access i is lane
  * lanes[i] of step row rows[i], `parts` parts of `count` dwords from byte address addrs[i*parts+p]. Per wave and pass
  * of lanes_per_pass lanes: the most distinct dwords one bank holds. out[0]: clocks, out[1]: passes with an active
  * lane. Returns 0, or -2 when out of memory. */
-int64_t lnbench_lds_banks(const int64_t *rows, const int64_t *lanes, const int64_t *addrs, int64_t n, int64_t parts,
-                          int64_t count, int64_t k, int64_t lanes_per_pass, int64_t *out) {
+static inline __attribute__((always_inline)) int64_t lds_banks(const int64_t *rows, const int64_t *lanes,
+        const int64_t *addrs, int64_t n, const int64_t parts, const int64_t count, int64_t k, const int64_t lanes_per_pass,
+        int64_t *out) {
     const int64_t per_lane = parts * count, width = 64 * per_lane;
     int64_t *pattern = scratch(0, (size_t)(k * width) * sizeof(int64_t) + 1);
     int64_t *seen = scratch(1, (size_t)(32 * lanes_per_pass * per_lane) * sizeof(int64_t) + 1);
@@ -434,6 +454,16 @@ int64_t lnbench_lds_banks(const int64_t *rows, const int64_t *lanes, const int64
     return 0;
 }
 
+int64_t lnbench_lds_banks(const int64_t *rows, const int64_t *lanes, const int64_t *addrs, int64_t n, int64_t parts,
+                          int64_t count, int64_t k, int64_t lanes_per_pass, int64_t *out) {
+    /* the usual shapes with constant loop bounds: 1, 2 or 4 dwords a lane (32, 16, 8 lanes a pass) */
+    if (parts == 1 && count == 1 && lanes_per_pass == 32) return lds_banks(rows, lanes, addrs, n, 1, 1, k, 32, out);
+    if (parts == 2 && count == 1 && lanes_per_pass == 16) return lds_banks(rows, lanes, addrs, n, 2, 1, k, 16, out);
+    if (parts == 1 && count == 2 && lanes_per_pass == 16) return lds_banks(rows, lanes, addrs, n, 1, 2, k, 16, out);
+    if (parts == 1 && count == 4 && lanes_per_pass == 8) return lds_banks(rows, lanes, addrs, n, 1, 4, k, 8, out);
+    return lds_banks(rows, lanes, addrs, n, parts, count, k, lanes_per_pass, out);
+}
+
 /* LDS data movement and initcheck of one ds_read/ds_write: access i, part p covers `nbytes` bytes from byte address
  * addrs[i*parts+p] of workgroup groups[i]'s LDS (lds_bytes each). */
 
@@ -455,14 +485,32 @@ void lnbench_lds_load(const uint8_t *lds, int64_t lds_bytes, const int64_t *addr
 
 /* LDS initcheck: a write sets the written flag of every byte it covers; a read returns the first (i, p, byte) whose
  * flag is 0, as i * parts * nbytes + p * nbytes + byte, or -1 */
-int64_t lnbench_lds_written(uint8_t *written, int64_t lds_bytes, const int64_t *addrs, const int64_t *groups,
-                            int64_t n, int64_t parts, int64_t nbytes, int write) {
+static inline __attribute__((always_inline)) int64_t lds_written(uint8_t *written, int64_t lds_bytes,
+        const int64_t *addrs, const int64_t *groups, int64_t n, const int64_t parts, const int64_t nbytes, int write) {
+    if (write) {
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t p = 0; p < parts; p++) set_access(written + groups[i] * lds_bytes + addrs[i * parts + p], nbytes);
+        return -1;
+    }
     for (int64_t i = 0; i < n; i++)
         for (int64_t p = 0; p < parts; p++) {
-            uint8_t *at = written + groups[i] * lds_bytes + addrs[i * parts + p];
-            if (write) { set_access(at, nbytes); continue; }
-            for (int64_t b = 0; b < nbytes; b++)
-                if (!at[b]) return (i * parts + p) * nbytes + b;
+            const uint8_t *at = written + groups[i] * lds_bytes + addrs[i * parts + p];
+            int unset = 0;
+            for (int64_t b = 0; b < nbytes; b++) unset |= !at[b];
+            if (unset)
+                for (int64_t b = 0; b < nbytes; b++)
+                    if (!at[b]) return (i * parts + p) * nbytes + b;
         }
     return -1;
+}
+
+int64_t lnbench_lds_written(uint8_t *written, int64_t lds_bytes, const int64_t *addrs, const int64_t *groups,
+                            int64_t n, int64_t parts, int64_t nbytes, int write) {
+    /* the usual shapes with constant loop bounds: one or two parts of 4, 8 or 16 bytes */
+    if (parts == 1 && nbytes == 4) return lds_written(written, lds_bytes, addrs, groups, n, 1, 4, write);
+    if (parts == 2 && nbytes == 4) return lds_written(written, lds_bytes, addrs, groups, n, 2, 4, write);
+    if (parts == 1 && nbytes == 8) return lds_written(written, lds_bytes, addrs, groups, n, 1, 8, write);
+    if (parts == 2 && nbytes == 8) return lds_written(written, lds_bytes, addrs, groups, n, 2, 8, write);
+    if (parts == 1 && nbytes == 16) return lds_written(written, lds_bytes, addrs, groups, n, 1, 16, write);
+    return lds_written(written, lds_bytes, addrs, groups, n, parts, nbytes, write);
 }
