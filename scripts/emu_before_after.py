@@ -3,7 +3,8 @@
     git worktree add /tmp/emu-before <commit>
     python scripts/emu_before_after.py --before /tmp/emu-before --kernel-src /tmp/flydsl-src --rounds 2
 
-Runs each workload with the earlier tree (PYTHONPATH=--before, the same venv) and with this one, alternating the
+Runs each workload with the earlier tree (PYTHONPATH=--before, the same venv; each command started outside the
+repository, so the earlier tree's lnbench is the one imported) and with this one, alternating the
 order round by round (before, after; then after, before), and prints a Markdown table: the best of the rounds for
 each side and the factor. Workloads: `scripts/emu_speed.py` (bf16 64x4096 on emu:gfx942, one core: `taskset -c 0`)
 for lnbench's and FlyDSL's forward and backward with all checks and with none (CPU time per call ->
@@ -44,7 +45,8 @@ def _env(tree: Path | None, cold: bool) -> dict[str, str]:
 def _run(cmd: list[str], tree: Path | None, cold: bool = False) -> tuple[float, str]:
     """(wall seconds, output) of one command; a failure stops the script (a broken side measures nothing)."""
     start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(tree, cold), capture_output=True, text=True)
+    # run from a folder of its own: from the repository root, `python -c` would import this tree's lnbench first
+    proc = subprocess.run(cmd, cwd=tempfile.gettempdir(), env=_env(tree, cold), capture_output=True, text=True)
     wall = time.monotonic() - start
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -58,7 +60,7 @@ def _cli(*args: str) -> list[str]:
 
 def workloads(kernel_src: str, sweep: bool) -> dict[str, tuple[list[str], bool, str]]:
     """label -> (command, cold, what is read: 'speed' (M/s CPU per op) or 'wall' (seconds))."""
-    speed = ["taskset", "-c", "0", sys.executable, "scripts/emu_speed.py", "--repeats", "5"]
+    speed = ["taskset", "-c", "0", sys.executable, str(ROOT / "scripts" / "emu_speed.py"), "--repeats", "5"]
     out: dict[str, tuple[list[str], bool, str]] = {
         "lnbench, all checks": (speed, False, "speed"),
         "lnbench, no checks": (speed + ["--emu-checks", "none"], False, "speed"),

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lnbench.emu.decode import AGPR, Instr
-from lnbench.emu.ops_memory import BUF_LOADS, BUF_STORES, BufferLanes, every_lane, load_components, store_components
+from lnbench.emu.ops_memory import (BUF_LOADS, BUF_STORES, BufferLanes, every_lane, load_components, store_components,
+                                    widen)
 
 if TYPE_CHECKING:
     from lnbench.emu.fastpath import Operand, Plan
     from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.memory import Memory
     from lnbench.emu.state import Waves
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
@@ -83,14 +85,24 @@ def plan_buffer(ins: Instr, reader) -> Plan | None:
     return _store(r, vaddr, data, imm, soffset[0], count, size), top
 
 
+def _begin(w: Waves, profile: LaunchProfile, r: int, vaddr: int | None, imm: int, soffset: Operand
+           ) -> tuple[_Access, Memory, np.ndarray | None] | None:
+    """(the step's lanes, the launch's memory, each lane's workgroup for the race checker), None when some
+    descriptor of the batch is not a raw buffer (the handler runs the step)."""
+    access = _Access(w, r, vaddr, imm, soffset)
+    if not access.raw:
+        return None
+    memory = profile.memory
+    assert memory is not None
+    return access, memory, _lane_groups(w) if memory.race else None
+
+
 def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffset: Operand, count: int, size: int):
     def run(w: Waves, profile: LaunchProfile) -> bool:
-        access = _Access(w, r, vaddr, imm, soffset)
-        if not access.raw:
+        begun = _begin(w, profile, r, vaddr, imm, soffset)
+        if begun is None:
             return False
-        memory = profile.memory
-        assert memory is not None
-        groups = _lane_groups(w) if memory.race else None
+        access, memory, groups = begun
         shape = w.R[data].shape
         if not access.inside(count * size):            # some lane out of range: component by component
             values = load_components(memory, name, count, size, access.lanes(w, groups)).reshape(*shape, count)
@@ -103,27 +115,17 @@ def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffset: Op
             for j in range(count):
                 w.R[data + j] = values[:, :, j]
             return True
-        if size == 2:
-            value = raw.view("<u2")[:, 0].astype(U32)
-            if name == "buffer_load_sshort":
-                value = value.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
-        else:
-            value = raw[:, 0].astype(U32)
-            if name == "buffer_load_sbyte":
-                value = value.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
-        w.R[data] = value.reshape(shape)
+        w.R[data] = widen(raw, name).reshape(shape)
         return True
     return run
 
 
 def _store(r: int, vaddr: int | None, data: int, imm: int, soffset: Operand, count: int, size: int):
     def run(w: Waves, profile: LaunchProfile) -> bool:
-        access = _Access(w, r, vaddr, imm, soffset)
-        if not access.raw:
+        begun = _begin(w, profile, r, vaddr, imm, soffset)
+        if begun is None:
             return False
-        memory = profile.memory
-        assert memory is not None
-        groups = _lane_groups(w) if memory.race else None
+        access, memory, groups = begun
         if count == 1:
             words = w.R[data].reshape(-1, 1)
         else:

@@ -161,30 +161,44 @@ class BufferLanes(NamedTuple):
     groups: np.ndarray | None
 
 
+def _component(b: BufferLanes, j: int, size: int) -> tuple[np.ndarray | slice, np.ndarray] | None:
+    """(the lanes whose component j is in range, their addresses), None when no lane's is."""
+    in_range = _in_range(b.offset + j * size, b.idx, b.nrec, b.stride, size)
+    ok: np.ndarray | slice = in_range
+    if in_range.size and in_range.all():
+        ok = slice(None)                           # every lane in range: views, no copies
+    elif not in_range.any():
+        return None
+    return ok, (b.base[ok].astype(I64) + b.offset[ok] + j * size + b.idx[ok] * b.stride[ok]).astype(U64)
+
+
+def widen(raw: np.ndarray, name: str) -> np.ndarray:
+    """The dword of each lane's loaded bytes (raw: (lanes, size) uint8, size 1, 2 or 4): sub-dword loads zero- or
+    sign-extended (buffer_load_sshort, _sbyte)."""
+    size = raw.shape[1]
+    if size == 4:
+        return raw.view("<u4")[:, 0]
+    if size == 2:
+        value = raw.view("<u2")[:, 0].astype(U32)
+        if name == "buffer_load_sshort":
+            value = value.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
+        return value
+    value = raw[:, 0].astype(U32)
+    if name == "buffer_load_sbyte":
+        value = value.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
+    return value
+
+
 def load_components(memory: Memory, name: str, count: int, size: int, b: BufferLanes) -> np.ndarray:
-    """A buffer load component by component: (lanes, count) uint32, 0 where a component is out of range; the
-    sub-dword loads zero- or sign-extended (buffer_load_sshort, _sbyte). One memory load per component."""
+    """A buffer load component by component: (lanes, count) uint32, 0 where a component is out of range (widen
+    extends the sub-dword loads). One memory load per component."""
     result = np.zeros((b.offset.size, count), U32)
     for j in range(count):
-        in_range = _in_range(b.offset + j * size, b.idx, b.nrec, b.stride, (j + 1) * size - j * size)
-        ok: np.ndarray | slice = in_range
-        if in_range.size and in_range.all():
-            ok = slice(None)                       # every lane in range: views, no copies
-        elif not in_range.any():
-            continue
-        addr = (b.base[ok].astype(I64) + b.offset[ok] + j * size + b.idx[ok] * b.stride[ok]).astype(U64)
-        raw = memory.load(addr, size, "buffer load", b.lanes[ok], None if b.groups is None else b.groups[ok])
-        if size == 4:
-            val = raw.view("<u4")[:, 0]
-        elif size == 2:
-            val = raw.view("<u2")[:, 0].astype(U32)
-            if name == "buffer_load_sshort":
-                val = val.astype(np.uint16).view(np.int16).astype(np.int32).view(U32)
-        else:
-            val = raw[:, 0].astype(U32)
-            if name == "buffer_load_sbyte":
-                val = val.astype(np.uint8).view(np.int8).astype(np.int32).view(U32)
-        result[ok, j] = val
+        lanes = _component(b, j, size)
+        if lanes is not None:
+            ok, addr = lanes
+            raw = memory.load(addr, size, "buffer load", b.lanes[ok], None if b.groups is None else b.groups[ok])
+            result[ok, j] = widen(raw, name)
     return result
 
 
@@ -192,16 +206,12 @@ def store_components(memory: Memory, count: int, size: int, b: BufferLanes, data
     """A buffer store component by component (data: (lanes, count) uint32): out-of-range components are dropped. One
     memory store per component."""
     for j in range(count):
-        in_range = _in_range(b.offset + j * size, b.idx, b.nrec, b.stride, size)
-        ok: np.ndarray | slice = in_range
-        if in_range.size and in_range.all():
-            ok = slice(None)                       # every lane in range: views, no copies
-        elif not in_range.any():
-            continue
-        addr = (b.base[ok].astype(I64) + b.offset[ok] + j * size + b.idx[ok] * b.stride[ok]).astype(U64)
-        payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
-        memory.store(addr, np.ascontiguousarray(payload), "buffer store", b.lanes[ok],
-                     None if b.groups is None else b.groups[ok])
+        lanes = _component(b, j, size)
+        if lanes is not None:
+            ok, addr = lanes
+            payload = np.ascontiguousarray(data[ok, j]).view(np.uint8).reshape(-1, 4)[:, :size]
+            memory.store(addr, np.ascontiguousarray(payload), "buffer store", b.lanes[ok],
+                         None if b.groups is None else b.groups[ok])
 
 
 @op(*BUF_LOADS, cls="vmem_load", honours=ACC)
