@@ -2,6 +2,8 @@
 with their exit status and stderr tail, and the other workers still run."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lnbench.measure.workers import CACHE_VARS, run_workers
@@ -42,8 +44,18 @@ def test_crashed_worker_is_reported_and_the_others_still_run():
     assert after.ok and after.payload["cases"][0]["status"] == "ok"  # the worker after the crash still ran
 
 
-def test_hung_worker_is_killed_at_its_timeout():
-    results = run_workers(MODULE, [_spec([_case(0)])], timeout_s=3.0, env={"LNBENCH_PERF_FAULT": "0:hang"})
+def test_hung_worker_is_killed_at_its_timeout(tmp_path):
+    """The timeout is counted on a clock that stands still until the worker has reached its hang (the marker file
+    the fault hook creates after its stderr line), then passes it: however slow the machine starts the worker."""
+    mark = tmp_path / "hung"
+    real_start = time.monotonic()
+
+    def clock() -> float:
+        reached = mark.exists() or time.monotonic() - real_start > 300   # (the fallback only ends a broken test)
+        return 10.0 if reached else 0.0
+
+    results = run_workers(MODULE, [_spec([_case(0)])], timeout_s=3.0, clock=clock,
+                          env={"LNBENCH_PERF_FAULT": "0:hang", "LNBENCH_PERF_FAULT_MARK": str(mark)})
     (hung,) = results
     assert not hung.ok and hung.timed_out and hung.exit_code is not None and hung.exit_code < 0
     assert "worker 0 hang" in hung.stderr_tail

@@ -16,7 +16,9 @@ Spec: lnbench.perf.messages.PerfWorkerSpec (its cases: CaseSpec). Result: PerfWo
 CaseResult), rewritten as JSON after each case.
 
 Test hook: LNBENCH_PERF_FAULT="<worker index>:<crash|hang>[:<after N cases>][,...]" makes that worker exit
-with status 3 (after a line on stderr) or sleep forever once N cases are done. It exists for the unit tests.
+with status 3 (after a line on stderr) or sleep forever once N cases are done; LNBENCH_PERF_FAULT_MARK, where set,
+names a file created once the line is written (a test's clock waits for it, not for the machine). It exists for
+the unit tests.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def _fault(index: int, done: int) -> None:
             continue
         sys.stderr.write(f"lnbench test fault: worker {index} {parts[1]} after {done} case(s)\n")
         sys.stderr.flush()
+        if os.environ.get("LNBENCH_PERF_FAULT_MARK"):       # tells a test's clock that the fault is reached
+            open(os.environ["LNBENCH_PERF_FAULT_MARK"], "w").close()
         if parts[1] == "crash":
             os._exit(3)
         if parts[1] == "hang":
