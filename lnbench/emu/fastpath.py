@@ -316,14 +316,12 @@ def plan(ins: Instr) -> Plan | None:
         return _plan_packed(ins) if form == "vop3p" else None
     if form == "vop3p" or not _neutral(ins, FLOAT_SIGNS if name in FLOATS else frozenset()):
         return None
-    if name in UFUNCS:
+    if name in UFUNCS:                     # every FLOAT_BINARY op and most of WRAP32_BINARY
         return _plan_ufunc(ins, F32 if name in vec.FLOAT_BINARY else U32)
     if name in vec.WRAP32_BINARY:
         return _plan_elementwise(ins, vec.INT_BINARY[name], 2, U32)
     if name in vec.INT_TERNARY:
         return _plan_elementwise(ins, vec.INT_TERNARY[name], 3, U32)
-    if name in vec.FLOAT_BINARY:
-        return _plan_elementwise(ins, _float(vec.FLOAT_BINARY[name]), 2, F32)
     if name == "v_fma_f32":
         return _plan_fma(ins)
     if name == "v_mov_b32":
