@@ -6,6 +6,8 @@ on the other, and compares every register and SGPR.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -206,6 +208,8 @@ BUFFER_CASES = {
     "buffer_load_dwordx4": I.buffer_load_dwordx4(vdata=v[4:7], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=16),
     "buffer_load_dword": I.buffer_load_dword(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
     "buffer_load_dword uniform": I.buffer_load_dword(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offset=8),
+    "buffer_load_dwordx2 constant soffset": I.buffer_load_dwordx2(vdata=v[4:5], vaddr=v[0], srsrc=s[0:3], soffset=0,
+                                                                  offen=1, offset=64),
     "buffer_load_ushort": I.buffer_load_ushort(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
     "buffer_load_sshort": I.buffer_load_sshort(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=2),
     "buffer_load_sbyte": I.buffer_load_sbyte(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=3),
@@ -240,11 +244,24 @@ def test_buffer_plan_matches_handler(name, seed, records):
     assert mb.take_footprint() == ma.take_footprint()
 
 
-def test_buffer_plan_leaves_strided_buffers_to_the_handler():
+@pytest.mark.parametrize("name", ["buffer_load_dwordx4", "buffer_load_ushort", "buffer_store_short"])
+def test_buffer_plan_runs_strided_buffers_in_range_like_the_handler(name):
+    """A descriptor with a stride and no index register: in range while index 0 is below num_records, whatever the
+    offset (the handler's test)."""
+    ins = _decoded(BUFFER_CASES[name])
+    (wa, ma, ba), (wb, mb, bb), handled = _run_both(ins, 7, stride=16, records=4)
+    assert handled is not False
+    np.testing.assert_array_equal(wb.R, wa.R)
+    np.testing.assert_array_equal(bb, ba)
+    assert (mb.bytes_loaded, mb.bytes_stored) == (ma.bytes_loaded, ma.bytes_stored) and ma.bytes_loaded + ma.bytes_stored
+    assert mb.take_footprint() == ma.take_footprint()
+
+
+def test_buffer_plan_leaves_strided_buffers_out_of_range_to_the_handler():
     ins = _decoded(BUFFER_CASES["buffer_load_dwordx4"])
-    (wa, ma, _), (wb, mb, _), handled = _run_both(ins, 7, stride=16)
+    (wa, ma, _), (wb, mb, _), handled = _run_both(ins, 7, stride=16, records=0)
     assert handled is False
-    assert mb.bytes_loaded == 0 and not np.array_equal(wb.R, wa.R)       # the plan changed nothing
+    assert mb.bytes_loaded == 0 and wb.R[4:8].any() and not np.array_equal(wb.R, wa.R)   # the plan changed nothing
 
 
 def test_buffer_plan_reports_the_same_race():
@@ -262,3 +279,240 @@ def test_buffer_plan_reports_the_same_race():
                 plan(ins)[0](w, LaunchProfile(memory=memory))    # type: ignore[index]
         messages.append(str(caught.value))
     assert messages[0] == messages[1] and "global race" in messages[0]
+
+
+def _state(w: Waves, memory: Memory, buf: np.ndarray) -> dict[str, object]:
+    """Everything a buffer step may change: registers, bytes, the written map, the race shadow, the footprint."""
+    region = memory.regions[0]
+    shadow = memory._shadows.get(id(region))
+    arrays = {} if shadow is None else {k: a.copy() for k, a in shadow._arrays.items()}
+    return {"R": w.R.copy(), "buf": buf.copy(), "written": region.written.copy(),
+            "shadow": (shadow.granule, shadow.modified, shadow.read, arrays) if shadow else None,
+            "moved": (memory.bytes_loaded, memory.bytes_stored)}
+
+
+def _same(a: dict[str, object], b: dict[str, object]) -> None:
+    for key in ("R", "buf", "written"):
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert a["moved"] == b["moved"]
+    sa, sb = a["shadow"], b["shadow"]
+    assert (sa is None) == (sb is None)
+    if sa is not None and sb is not None:
+        assert sa[:3] == sb[:3] and sa[3].keys() == sb[3].keys()
+        for k in sa[3]:
+            np.testing.assert_array_equal(sa[3][k], sb[3][k], err_msg=k)
+
+
+SEQUENCE = [                                  # stores first (initcheck), then loads of what they wrote, then sub-dwords
+    I.buffer_store_dwordx4(vdata=v[4:7], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
+    I.buffer_load_dwordx4(vdata=v[8:11], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1),
+    I.buffer_store_dword(vdata=v[5], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=4),
+    I.buffer_load_dword(vdata=v[2], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=8),
+    I.buffer_load_sshort(vdata=v[3], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=2),
+    I.buffer_store_short(vdata=v[6], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=6),
+    I.buffer_load_ubyte(vdata=v[1], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1, offset=7),
+]
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_buffer_plans_in_sequence_match_handlers(seed):
+    """A run of stores and loads with every checker on (initcheck on a buffer that starts unwritten, the race shadow
+    per dword then spread to bytes, the footprint): after every step the plan's state equals the handler's."""
+    runs = []
+    for runner in ("handler", "plan"):
+        w, memory, buf = _buffer_batch(seed)
+        memory.regions[0].written = np.zeros(BUF_BYTES, bool)
+        w.R[0] &= ~np.uint32(15)                         # whole aligned dwords first: the shadow stays per dword
+        if runner == "plan":                             # every step in the native helper, none left to the numpy path
+            memory.load = memory.store = _numpy_path     # type: ignore[method-assign]
+        runs.append((w, memory, buf))
+    for step, code in enumerate(SEQUENCE):
+        ins = _decoded(code)
+        (wa, ma, ba), (wb, mb, bb) = runs
+        ins.run(Step(wa, slice(None), ins, WAVES, LaunchProfile(memory=ma)))
+        assert plan(ins)[0](wb, LaunchProfile(memory=mb)) is not False      # type: ignore[index]
+        _same(_state(wa, ma, ba), _state(wb, mb, bb))
+        if step == 1:
+            assert mb._shadows[id(mb.regions[0])].granule == 4
+    assert mb._shadows[id(mb.regions[0])].granule == 1
+    assert runs[0][1].take_footprint() == runs[1][1].take_footprint()
+
+
+def _numpy_path(*args, **kwargs):
+    raise AssertionError("the plan left an in-range step in one buffer to the numpy path")
+
+
+def _finding(prepare, code) -> list[str]:
+    """The fault message of `code` after prepare(waves, memory), by the handler and by the plan."""
+    ins = _decoded(code)
+    messages = []
+    for runner in ("handler", "plan"):
+        w, memory, buf = _buffer_batch(9)
+        prepare(w, memory)
+        before = _state(w, memory, buf) if memory.regions[0].written is not None else None
+        with pytest.raises(Exception) as caught:
+            if runner == "handler":
+                ins.run(Step(w, slice(None), ins, WAVES, LaunchProfile(memory=memory)))
+            else:
+                plan(ins)[0](w, LaunchProfile(memory=memory))    # type: ignore[index]
+        messages.append(re.sub(r"0x[0-9a-f]+", "0x?", str(caught.value)))      # (each runner has its own buffer)
+        if before is not None and "uninitialized" in messages[-1]:     # a load that faults changed nothing a
+            after = _state(w, memory, buf)                                 # later step could see (the launch ends)
+            _same({**before, "shadow": None}, {**after, "shadow": None})
+    assert messages[0] == messages[1]
+    return messages
+
+
+def test_buffer_plan_reports_the_same_uninitialized_read():
+    def prepare(w, memory):
+        memory.regions[0].written = np.ones(BUF_BYTES, bool)
+        memory.regions[0].written[2000:2003] = False
+        w.R[0, 1, 9] = 2000 - 64 - 8                              # lane 9 of wave 1 reads bytes 2000.. (offset 8)
+    message = _finding(prepare, I.buffer_load_dwordx2(vdata=v[4:5], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1,
+                                                       offset=8))
+    assert "uninitialized read" in message[0] and "byte offset 2000" in message[0]
+
+
+def test_buffer_plan_reports_the_same_load_after_another_groups_store():
+    def prepare(w, memory):
+        memory.store(np.array([memory.regions[0].base + 1104], np.uint64), np.zeros((1, 4), np.uint8),
+                     groups=np.array([0]))
+        w.R[0, 2, 63] = 1104 - 64                                 # wave 2 (workgroup 2) loads what workgroup 0 stored
+    message = _finding(prepare, I.buffer_load_dword(vdata=v[4], vaddr=v[0], srsrc=s[0:3], soffset=s[8], offen=1))
+    assert "global race" in message[0] and "byte offset 1104" in message[0]
+
+
+@pytest.mark.parametrize("width", ["dword", "short"])
+def test_buffer_plan_reports_the_same_clash_of_two_stores(width):
+    def prepare(w, memory):
+        w.R[0, 0, 3] = w.R[0, 2, 40] = 3000 - 64                  # workgroups 0 and 2 store the same bytes
+    code = (I.buffer_store_dword if width == "dword" else I.buffer_store_short)(vdata=v[4], vaddr=v[0], srsrc=s[0:3],
+                                                                                 soffset=s[8], offen=1)
+    message = _finding(prepare, code)
+    assert "both buffer store byte offset 3000" in message[0]
+
+
+# ---------------------------------------------------------------- LDS reads and writes
+LDS_BYTES = 4096
+LDS_CASES = {
+    "ds_write_b32": I.ds_write_b32(addr=v[0], data0=v[4], offset0=8),
+    "ds_write_b64": I.ds_write_b64(addr=v[0], data0=v[4:5], offset0=16),
+    "ds_write_b128": I.ds_write_b128(addr=v[0], data0=v[4:7]),
+    "ds_write2_b32": I.ds_write2_b32(addr=v[0], data0=v[4], data1=v[6], offset0=1, offset1=3),
+    "ds_write2_b64": I.ds_write2_b64(addr=v[0], data0=v[4:5], data1=v[6:7], offset0=0, offset1=2),
+    "ds_write2st64_b32": I.ds_write2st64_b32(addr=v[0], data0=v[4], data1=v[5], offset0=0, offset1=1),
+    "ds_read_b32": I.ds_read_b32(vdst=v[8], addr=v[0], offset0=8),
+    "ds_read_b64": I.ds_read_b64(vdst=v[8:9], addr=v[0], offset0=16),
+    "ds_read_b128": I.ds_read_b128(vdst=v[8:11], addr=v[0]),
+    "ds_read2_b32": I.ds_read2_b32(vdst=v[8:9], addr=v[0], offset0=1, offset1=3),
+    "ds_read2_b64": I.ds_read2_b64(vdst=v[8:11], addr=v[0], offset0=0, offset1=2),
+    "ds_read2st64_b32": I.ds_read2st64_b32(vdst=v[0:1], addr=v[0], offset0=0, offset1=1),   # (into its ADDR)
+}
+
+
+def _lds_batch(seed: int) -> Waves:
+    """Three waves, two workgroups (waves 0 and 1 share one); each wave's lanes address its own 1 KiB of its group's LDS
+    (lanes of one wave may share dwords), initcheck on, the LDS random and half of it written."""
+    rng = np.random.default_rng(seed)
+    w = _batch(seed)
+    w2 = Waves(WAVES, VGPRS, 2, LDS_BYTES, 0, "gfx942")
+    w2.R[:], w2.S[:] = w.R, w.S
+    w2.group[:] = [0, 0, 1]
+    w2.global_group[:] = [4, 4, 5]
+    w2.lds[:] = rng.integers(0, 256, w2.lds.shape, dtype=np.uint8)
+    w2.lds_written = rng.random(w2.lds.shape) < 0.5
+    own = np.array([0, 1024, 0])[:, None]
+    w2.R[0] = own + rng.integers(0, 1024 - 512 - 32, (WAVES, 64)) // 8 * 8
+    return w2
+
+
+def _lds_state(w: Waves, profile: LaunchProfile) -> dict[str, object]:
+    return {"R": w.R.copy(), "lds": w.lds.copy(), "wkey": w.lds_wkey.copy(), "rkey": w.lds_rkey.copy(),
+            "written": None if w.lds_written is None else w.lds_written.copy(),
+            "profile": (profile.lds_bytes, profile.lds_bank_cycles, profile.lds_conflict_cycles,
+                        getattr(profile, "lds_benign_writes", 0))}
+
+
+def _lds_same(a: dict[str, object], b: dict[str, object]) -> None:
+    for key in ("R", "lds", "wkey", "rkey", "written"):
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert a["profile"] == b["profile"]
+
+
+def _lds_both(codes, prepare=lambda w: None) -> tuple[list, list]:
+    """Run `codes` in order by the handlers and by the plans on one prepared batch each: (states, fault messages)."""
+    states, messages = [], []
+    for runner in ("handler", "plan"):
+        w, profile = _lds_batch(11), LaunchProfile(memory=Memory())
+        prepare(w)
+        message = ""
+        try:
+            for code in codes:
+                ins = _decoded(code)
+                if runner == "handler":
+                    ins.run(Step(w, slice(None), ins, WAVES, profile))
+                else:
+                    fast = plan(ins)
+                    assert fast is not None and fast[1] < VGPRS
+                    assert fast[0](w, profile) is not False, "the plan left a step in range to the handler"
+        except Exception as exc:  # noqa: BLE001 - the finding is what is compared
+            message = str(exc)
+        states.append(_lds_state(w, profile))
+        messages.append(message)
+    return states, messages
+
+
+@pytest.mark.parametrize("name", list(LDS_CASES))
+def test_lds_plan_matches_handler(name):
+    """A write then every read of the batch's LDS: registers, LDS, race keys, written map, bytes, bank clocks."""
+    write = LDS_CASES[name.replace("read", "write")]            # a read reads what the write of its shape wrote
+    codes = [write, LDS_CASES[name]] if name.startswith("ds_read") else [write]
+    states, messages = _lds_both(codes)
+    assert messages == ["", ""]
+    _lds_same(*states)
+    assert states[1]["profile"][0] > 0 and states[1]["profile"][1] > 0
+
+
+def test_lds_plan_reports_the_same_race():
+    """Wave 1 reads dwords wave 0 (same workgroup) wrote with no barrier between."""
+    def prepare(w):
+        w.R[1] = w.R[0]
+        w.R[1, 1] = w.R[0, 0]                                   # wave 1 reads through v1 where wave 0 wrote
+    states, messages = _lds_both([LDS_CASES["ds_write_b32"], I.ds_read_b32(vdst=v[8], addr=v[1], offset0=8)], prepare)
+    assert messages[0] == messages[1] and "LDS race" in messages[0] and "reads LDS dword" in messages[0]
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["benign", "clash"])
+def test_lds_plan_counts_the_same_concurrent_writes(same):
+    """Waves 0 and 1 write one dword in one step: the same value is benign (counted), different values a race."""
+    def prepare(w):
+        w.R[0, 0] = w.R[0, 1] = np.arange(64) * 8                # one dword a lane, the same in both waves
+        if same:
+            w.R[4, 1] = w.R[4, 0]
+    states, messages = _lds_both([LDS_CASES["ds_write_b32"]], prepare)
+    assert messages[0] == messages[1]
+    if same:
+        assert messages[0] == "" and states[1]["profile"][3] > 0
+        _lds_same(*states)
+    else:
+        assert "write different values" in messages[0]
+
+
+def test_lds_plan_reports_the_same_uninitialized_read():
+    def prepare(w):
+        w.lds_written[1, 200:204] = False
+        w.R[0, 2, 17] = 200
+    states, messages = _lds_both([LDS_CASES["ds_read_b64"]], prepare)
+    assert messages[0] == messages[1] and "uninitialized read: LDS byte" in messages[0]
+
+
+def test_lds_plan_leaves_accesses_outside_the_allocation_to_the_handler():
+    ins = _decoded(LDS_CASES["ds_read_b128"])
+    w = _lds_batch(12)
+    w.R[0, 2, 5] = LDS_BYTES - 8
+    before = _lds_state(w, LaunchProfile(memory=Memory()))
+    profile = LaunchProfile(memory=Memory())
+    assert plan(ins)[0](w, profile) is False                    # type: ignore[index]
+    _lds_same(before, _lds_state(w, profile))
+    with pytest.raises(Exception, match="outside the workgroup's 4096-byte LDS allocation"):
+        ins.run(Step(w, slice(None), ins, WAVES, profile))

@@ -24,6 +24,7 @@ from lnbench.emu import ops_vector as vec
 from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.fastpath_buffer import plan_buffer
+from lnbench.emu.fastpath_lds import plan_lds
 from lnbench.emu.registry import NEUTRAL
 from lnbench.emu.semantics import form_of
 from lnbench.emu.ops_crosslane import swizzle_source_lanes
@@ -310,6 +311,8 @@ def plan(ins: Instr) -> Plan | None:
         return _plan_swizzle(ins)
     if name == "ds_bpermute_b32":
         return _plan_bpermute(ins)
+    if name.startswith(("ds_read", "ds_write")):
+        return plan_lds(ins)
     if form not in ("native", "vop3", "vop3p"):
         return None
     if name in vec.PACKED_F32:

@@ -1,13 +1,19 @@
-"""Whole-batch fast paths for the raw buffer loads and stores (MUBUF without an index register): see fastpath.py.
+"""Whole-batch fast paths for the buffer loads and stores without an index register (MUBUF): see fastpath.py.
 
 With every wave of the batch at the instruction and every lane active, the general handler's lane lists are every
 lane in order and its per-lane values are the register rows as they are; what is left is one address per lane and
-one call of the memory checker. A plan tests before touching anything that every descriptor of the batch is a raw
-buffer (stride 0); otherwise it returns False and the general handler runs the step. When every lane's access lies
-inside num_records it makes the handler's one memory call; when some lane is out of range it runs the handler's own
-component loop (ops_memory.load_components, store_components) on the same lanes. The addresses, the bytes, the lane
-and workgroup lists it gives the memory checker are the handler's, so loads, stores, footprint and every checker
-finding are the same.
+one call of the memory checker. The common case runs in the native helper (native.c, lnbench_buf_addrs, then
+lnbench_buf_load or _store): every lane's address and range test in one call; then, when every lane is in range (a raw
+buffer: its bytes inside num_records; a buffer with a stride: index 0 below num_records, as the handler tests it) and
+the accesses lie in one buffer, the access with every check in a second call, straight between the buffer and the
+register rows, in memory.py's order. Where that call finds something (an uninitialized byte, a race before its
+update) it has changed nothing, and the numpy path below runs the step and reports it.
+
+The numpy path, for raw buffers only (a descriptor with a stride: the plan returns False and the handler runs the
+step): when every lane's access lies inside num_records it makes the handler's one memory call; when some lane is out
+of range it runs the handler's own component loop (ops_memory.load_components, store_components) on the same lanes.
+The addresses, the bytes, the lane and workgroup lists it gives the memory checker are the handler's, so loads,
+stores, footprint and every checker finding are the same.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lnbench.emu import native
 from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.ops_memory import (BUF_LOADS, BUF_STORES, BufferLanes, every_lane, load_components, store_components,
                                     widen)
@@ -26,6 +33,8 @@ if TYPE_CHECKING:
     from lnbench.emu.state import Waves
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
+#: what a constant operand's reader is given (it reads neither)
+_NO_REGISTERS = np.zeros((1, 1), U32)
 
 
 def _lane_groups(w: Waves) -> np.ndarray:
@@ -74,15 +83,29 @@ def plan_buffer(ins: Instr, reader) -> Plan | None:
     if not (256 <= f["vdata"] < AGPR and (not offen or 256 <= f["vaddr"] < AGPR)):
         return None
     soffset = reader(ins, f["soffset"])
-    if soffset is None:
+    if soffset is None or f["soffset"] >= 256:
         return None
+    soff = (f["soffset"], 0) if f["soffset"] < 128 else (-1, int(soffset[0](_NO_REGISTERS, _NO_REGISTERS)[0, 0]))
     r, data, imm = f["srsrc"], f["vdata"] - 256, f.get("offset", 0)
     vaddr = f["vaddr"] - 256 if offen else None
     count, size = BUF_LOADS[ins.name] if ins.name in BUF_LOADS else BUF_STORES[ins.name]
     top = max(vaddr or 0, data + count - 1)
     if ins.name in BUF_LOADS:
-        return _load(ins.name, r, vaddr, data, imm, soffset[0], count, size), top
-    return _store(r, vaddr, data, imm, soffset[0], count, size), top
+        return _load(ins.name, r, vaddr, data, imm, (soffset[0], soff), count, size), top
+    return _store(r, vaddr, data, imm, (soffset[0], soff), count, size), top
+
+
+def _native_addresses(w: Waves, r: int, vaddr: int | None, imm: int, soffset: tuple[int, int], nbytes: int
+                      ) -> tuple[np.ndarray, np.ndarray] | bool:
+    """(every lane's address, (lowest, highest, their OR)) when every lane is in range; else True when every
+    descriptor is a raw buffer (the component path below), False when not (the handler). The arrays are the batch's
+    own, reused by the next step."""
+    scratch = getattr(w, "_buffer_scratch", None)
+    if scratch is None:
+        scratch = w._buffer_scratch = (np.empty(w.n * 64, I64), np.empty(3, I64))  # type: ignore[attr-defined]
+    voff = None if vaddr is None else w.R_address + vaddr * w.row_len * 4
+    code = native.buf_addrs(w, voff, r, soffset, imm, nbytes, *scratch)
+    return scratch if code == 2 else code == 1
 
 
 def _begin(w: Waves, profile: LaunchProfile, r: int, vaddr: int | None, imm: int, soffset: Operand
@@ -97,8 +120,20 @@ def _begin(w: Waves, profile: LaunchProfile, r: int, vaddr: int | None, imm: int
     return access, memory, _lane_groups(w) if memory.race else None
 
 
-def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffset: Operand, count: int, size: int):
+def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffsets: tuple[Operand, tuple[int, int]],
+          count: int, size: int):
+    sign = name in ("buffer_load_sshort", "buffer_load_sbyte")
+    soffset, soff = soffsets
+
     def run(w: Waves, profile: LaunchProfile) -> bool:
+        lanes = _native_addresses(w, r, vaddr, imm, soff, count * size)
+        if lanes is False:
+            return False
+        memory = profile.memory
+        assert memory is not None
+        if lanes is not True and memory.load_rows(*lanes, native.RegisterRows(w.R_address, w.row_len, data, count,
+                                                                               size, sign), w.global_group):
+            return True
         begun = _begin(w, profile, r, vaddr, imm, soffset)
         if begun is None:
             return False
@@ -120,8 +155,19 @@ def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffset: Op
     return run
 
 
-def _store(r: int, vaddr: int | None, data: int, imm: int, soffset: Operand, count: int, size: int):
+def _store(r: int, vaddr: int | None, data: int, imm: int, soffsets: tuple[Operand, tuple[int, int]], count: int,
+           size: int):
+    soffset, soff = soffsets
+
     def run(w: Waves, profile: LaunchProfile) -> bool:
+        lanes = _native_addresses(w, r, vaddr, imm, soff, count * size)
+        if lanes is False:
+            return False
+        memory = profile.memory
+        assert memory is not None
+        if lanes is not True and memory.store_rows(*lanes, native.RegisterRows(w.R_address, w.row_len, data, count,
+                                                                                size), w.global_group):
+            return True
         begun = _begin(w, profile, r, vaddr, imm, soffset)
         if begun is None:
             return False

@@ -109,11 +109,22 @@ class RaceShadow:
         if self.granule == 4:
             if nbytes % 4 == 0 and not (offs & 3).any():
                 return offs >> 2, nbytes >> 2
-            for name, a in list(self._arrays.items()):
-                self._arrays[name] = np.repeat(a, 4)
-                _release(a)
-            self.granule = 1
+            self.spread()
         return offs, nbytes
+
+    def shift_for(self, nbytes: int, aligned: bool) -> int:
+        """log2 of the granule for an access of `nbytes` bytes a lane (`aligned`: every offset a multiple of 4),
+        spreading a dword shadow to bytes as units() does."""
+        if self.granule == 4 and (nbytes % 4 or not aligned):
+            self.spread()
+        return 2 if self.granule == 4 else 0
+
+    def spread(self) -> None:
+        """One entry per byte from now on (each dword's state copied to its four bytes)."""
+        for name, a in list(self._arrays.items()):
+            self._arrays[name] = np.repeat(a, 4)
+            _release(a)
+        self.granule = 1
 
     def release(self) -> None:
         """Give the arrays back to the pool (the launch is over)."""
@@ -176,6 +187,26 @@ class Footprint:
             touched = self._maps[key] = np.zeros(region.size, bool)
         native.mark(touched, offs, nbytes)
         self._moved[key] = self._moved.get(key, 0) + offs.size * nbytes
+
+    def touched(self, region: Region, load: bool) -> tuple[np.ndarray, bool]:
+        """(the touched-byte map of `region` for loads or stores, whether it was created now) for the native helper to
+        mark; count() adds the bytes moved once it has, forget() drops a map created for an access that did not run."""
+        key = (id(region), load)
+        touched = self._maps.get(key)
+        if touched is not None:
+            return touched, False
+        self._regions[id(region)] = region
+        touched = self._maps[key] = np.zeros(region.size, bool)
+        return touched, True
+
+    def count(self, region: Region, load: bool, moved: int) -> None:
+        key = (id(region), load)
+        self._moved[key] = self._moved.get(key, 0) + moved
+
+    def forget(self, region: Region, load: bool) -> None:
+        del self._maps[(id(region), load)]
+        if (id(region), not load) not in self._maps:
+            del self._regions[id(region)]
 
     def result(self) -> dict[str, BufferTraffic]:
         """Per buffer name (buffers sharing a name are summed), in first-touch order."""
@@ -389,6 +420,85 @@ class Memory:
         self.bytes_loaded += 4 * addrs.size
         self.bytes_stored += 4 * addrs.size
 
+    # ------------------------------------------------------------ whole-batch raw buffer accesses
+    def load_rows(self, addr: np.ndarray, span: np.ndarray, rows: native.RegisterRows, wave_group: np.ndarray) -> bool:
+        """A raw buffer load of every lane of a batch into register rows (fastpath_buffer.py), as load() and the
+        handler do it: addr, span from native.buf_addrs; wave_group: the workgroup of each wave. False, having changed
+        nothing, where the accesses are not all in one buffer or some check has a finding: the general path then runs
+        (and reports the finding)."""
+        nbytes = rows.components * rows.size
+        reg = self._one_region(span, nbytes)
+        race = self._race_entries(reg, nbytes, span) if reg is not None and self.race else None
+        if reg is None or (self.race and race is None):
+            return False
+        shadow, shift = race if race is not None else (None, 0)
+        footprint = self.footprint
+        touched, fresh = footprint.touched(reg, True) if footprint is not None else (None, False)
+        found = native.buf_load(reg.data, reg.base, addr, reg.written if self.initcheck else None,
+                                shadow.modifier if shadow is not None and shadow.modified else None,
+                                shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
+        if found:
+            if fresh:
+                footprint.forget(reg, True)  # type: ignore[union-attr]
+            return False
+        if shadow is not None:
+            shadow.read = True
+        self._count_moved(reg, True, addr.size * nbytes)
+        return True
+
+    def store_rows(self, addr: np.ndarray, span: np.ndarray, rows: native.RegisterRows, wave_group: np.ndarray
+                   ) -> bool:
+        """A raw buffer store of every lane of a batch from register rows: load_rows' counterpart for store()."""
+        nbytes = rows.components * rows.size
+        reg = self._one_region(span, nbytes)
+        race = self._race_entries(reg, nbytes, span) if reg is not None and self.race else None
+        if reg is None or (self.race and race is None) or not reg.data.flags.writeable:
+            return False
+        shadow, shift = race if race is not None else (None, 0)
+        footprint = self.footprint
+        touched, fresh = footprint.touched(reg, False) if footprint is not None else (None, False)
+        modified = shadow is not None and shadow.modified
+        code, first = native.buf_store(reg.data, reg.base, addr, reg.written,
+                                       shadow.modifier if shadow is not None else None, modified,
+                                       shadow.reader if shadow is not None and shadow.read else None, shift,
+                                       wave_group, touched, rows)
+        if code and fresh:
+            footprint.forget(reg, False)  # type: ignore[union-attr]
+        if code == 1:
+            return False
+        if shadow is not None:
+            shadow.modified = True
+        if code == 2:                     # addr holds the byte offsets now
+            assert shadow is not None
+            self._store_clash(reg, shadow, addr, nbytes, np.repeat(wave_group, 64).astype(np.int32), first,
+                              "buffer store")
+        self._count_moved(reg, False, addr.size * nbytes)
+        return True
+
+    def _one_region(self, span: np.ndarray, nbytes: int) -> Region | None:
+        """The buffer holding every access from span's lowest to its highest address, as _resolve finds it."""
+        lo, hi = int(span[0]), int(span[1])
+        r = self._containing(lo, nbytes)
+        return r if r is not None and hi + nbytes <= r.end else None
+
+    def _race_entries(self, reg: Region, nbytes: int, span: np.ndarray) -> tuple[RaceShadow, int] | None:
+        """(reg's race shadow, log2 of its granule for this access), None where the offsets' alignment is not
+        known from the addresses' OR (a buffer whose base is not 4-byte aligned)."""
+        if reg.base & 3:
+            return None
+        shadow = self._shadows.get(id(reg))
+        if shadow is None:
+            shadow = self._shadows[id(reg)] = RaceShadow(reg.size)
+        return shadow, shadow.shift_for(nbytes, not int(span[2]) & 3)
+
+    def _count_moved(self, reg: Region, load: bool, moved: int) -> None:
+        if self.footprint is not None:
+            self.footprint.count(reg, load, moved)
+        if load:
+            self.bytes_loaded += moved
+        else:
+            self.bytes_stored += moved
+
     # ------------------------------------------------------------ initcheck and race
     def _check_written(self, reg: Region, offs: np.ndarray, nbytes: int, what: str, lanes: np.ndarray | None,
                        idx: np.ndarray) -> None:
@@ -428,17 +538,23 @@ class Memory:
             shadow.modified = True
             first = native.race_store(shadow.modifier, units, per, g)    # two workgroups storing one byte in
             if first >= 0:                                                # this very access
-                i, j = divmod(byte_of(first), nbytes)
-                byte = int(offs[i]) + j
-                raise GlobalRace(f"global race: workgroups {self.group_name(int(g[i]))} and "
-                                 f"{self.group_name(shadow.entry(byte, 'modifier'))} both {what} byte offset {byte} "
-                                 f"of '{reg.name}' in this launch (no atomics order them)")
+                self._store_clash(reg, shadow, offs, nbytes, g, first, what)
         elif mode == "atomic":
             shadow.modified = True
             native.race_note(shadow.modifier, units, per, g, atomic=True)
         else:
             shadow.read = True
             native.race_note(shadow.reader, units, per, g, atomic=False)
+
+    def _store_clash(self, reg: Region, shadow: RaceShadow, offs: np.ndarray, nbytes: int, g: np.ndarray, first: int,
+                     what: str) -> None:
+        """Raise the clash of two workgroups storing one byte in one access: `first` is the shadow entry race_store
+        found (lane * entries each + entry)."""
+        i, j = divmod(first, nbytes // shadow.granule)
+        byte = int(offs[i]) + j * shadow.granule
+        raise GlobalRace(f"global race: workgroups {self.group_name(int(g[i]))} and "
+                         f"{self.group_name(shadow.entry(byte, 'modifier'))} both {what} byte offset {byte} "
+                         f"of '{reg.name}' in this launch (no atomics order them)")
 
     def _race_fault(self, first: int, shadow: RaceShadow, name: str, offs: np.ndarray, nbytes: int, g: np.ndarray,
                     reg: Region, what: str) -> None:

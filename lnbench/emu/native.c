@@ -15,7 +15,7 @@
 
 /* Scratch memory kept between calls, per thread and slot: a fresh malloc of a few hundred KiB is an mmap whose pages
  * fault in again on every call, which cost more than the loops themselves. NULL when out of memory. */
-#define SCRATCH_SLOTS 3
+#define SCRATCH_SLOTS 10
 static __thread void *scratch_buf[SCRATCH_SLOTS];
 static __thread size_t scratch_cap[SCRATCH_SLOTS];
 
@@ -191,6 +191,176 @@ int64_t lnbench_race_store(int32_t *modifier, const int64_t *offs, int64_t n, in
 int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64_t nbytes, const int32_t *g,
                           int atomic) {
     BY_SIZE(race_note, nbytes, shadow, offs, n, g, atomic)
+}
+
+/* Raw buffer loads and stores of every lane of every wave of a batch (fastpath_buffer.py), each in two calls: the
+ * addresses, then the access with every check. Lane i (wave i / 64) reads its offset from register row `voff` of the
+ * register file (NULL: offen=0, offset 0); per wave base[w] (the descriptor's base address), off0[w] (instruction
+ * offset + soffset) and nrec[w] (num_records). The second call does what memory.py's load or store does for an access
+ * that lies in one buffer, in its order (initcheck, the race tests, the race shadow's update, the data, the written
+ * and touched maps), and gives a finding back before it changes anything, so that the caller can run the general path
+ * and raise its fault; the one exception is the store's clash of two workgroups in this very access, found after the
+ * shadow's update, as memory.py finds it. */
+
+/* The lanes of an access without an index register through the descriptors at s[r:r+4] of every wave (S: n_waves
+ * rows of 128 SGPRs): addr[i] = base + offset of each lane, soffset from SGPR soff_sgpr (-1: the constant
+ * soff_const), out[0], out[1]: the lowest and highest address, out[2]: their bits OR-ed. Returns 2 when every lane is
+ * in range (a raw buffer: its `nbytes` inside num_records; one with a stride: index 0 below num_records), else 1, or 0
+ * when some descriptor has a stride (the handler then runs the step). */
+int64_t lnbench_buf_addrs(const uint32_t *voff, int64_t n_waves, const uint32_t *S, int64_t r, int64_t soff_sgpr,
+                          int64_t soff_const, int64_t imm, int64_t nbytes, int64_t *addr, int64_t *out) {
+    int inside = 1, strided = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN, bits = 0;
+    for (int64_t w = 0; w < n_waves; w++) {
+        const uint32_t *d = S + w * 128 + r;
+        const int64_t base = (int64_t)d[0] | ((int64_t)(d[1] & 0xFFFF) << 32);
+        const int64_t off0 = imm + (soff_sgpr >= 0 ? (int64_t)S[w * 128 + soff_sgpr] : soff_const);
+        const int64_t limit = (int64_t)d[2] - nbytes - off0, start = base + off0;
+        if (d[1] & 0x3FFF0000u) {          /* a stride: in range while the index (0) is below num_records */
+            strided = 1;
+            inside &= d[2] > 0;
+        }
+        const int64_t top = (d[1] & 0x3FFF0000u) ? INT64_MAX : limit;
+        for (int64_t l = 0; l < 64; l++) {
+            const int64_t i = w * 64 + l, v = voff ? (int64_t)voff[i] : 0, a = start + v;
+            inside &= v <= top;
+            addr[i] = a;
+            lo = a < lo ? a : lo;
+            hi = a > hi ? a : hi;
+            bits |= a;
+        }
+    }
+    out[0] = lo;
+    out[1] = hi;
+    out[2] = bits;
+    return inside ? 2 : strided ? 0 : 1;
+}
+
+/* addr -> byte offsets into the buffer (in place); g[i]: lane i's workgroup; unit[i]: its first race-shadow entry */
+static void buf_lanes(int64_t *addr, int64_t n, int64_t rbase, const int64_t *wave_group, int shift, int32_t *g,
+                      int64_t *unit) {
+    for (int64_t i = 0; i < n; i++) {
+        addr[i] -= rbase;
+        if (g) {
+            g[i] = (int32_t)wave_group[i / 64];
+            unit[i] = addr[i] >> shift;
+        }
+    }
+}
+
+static inline uint32_t widened(const uint8_t *at, int64_t size, int sign) {
+    if (size == 2) {
+        uint16_t h;
+        memcpy(&h, at, 2);
+        return sign ? (uint32_t)(int32_t)(int16_t)h : h;
+    }
+    return sign ? (uint32_t)(int32_t)(int8_t)at[0] : at[0];
+}
+
+/* A load of `count` components of `size` bytes (sub-dword loads zero- or sign-extended) into register rows dst,
+ * dst+1, ... of R (rows of row_len lanes). written: initcheck's map (NULL: not checked); race: modifier (NULL: no
+ * modifier yet) and reader (NULL: race checker off), entries of 1 << shift bytes. touched: the footprint's load map
+ * (NULL: none). Returns 0, or 1 for a finding (nothing changed), -2 when out of memory. */
+static inline __attribute__((always_inline)) int64_t buf_load(const uint8_t *data, int64_t rbase, int64_t *addr,
+        int64_t n, const uint8_t *written, const int32_t *modifier, int32_t *reader, const int shift,
+        const int64_t *wave_group, uint8_t *touched, uint32_t *R, int64_t row_len, int64_t dst, const int64_t count,
+        const int64_t size, int sign) {
+    const int64_t nbytes = count * size, per = nbytes >> shift;
+    int32_t *g = reader ? scratch(3, (size_t)n * sizeof(int32_t) + 1) : NULL;
+    int64_t *unit = reader ? scratch(4, (size_t)n * sizeof(int64_t) + 1) : NULL;
+    if (reader && (!g || !unit)) return -2;
+    buf_lanes(addr, n, rbase, wave_group, shift, g, unit);
+    if (written && first_unset(written, addr, n, nbytes) >= 0) return 1;
+    if (reader) {
+        if (modifier && race_modified(modifier, unit, n, g, 0, per) >= 0) return 1;
+        if (race_note(reader, unit, n, g, 0, per) == -2) return -2;
+    }
+    uint32_t *out = R + dst * row_len;
+    if (size == 4)
+        for (int64_t j = 0; j < count; j++)
+            for (int64_t i = 0; i < n; i++) memcpy(out + j * row_len + i, data + addr[i] + 4 * j, 4);
+    else
+        for (int64_t i = 0; i < n; i++) out[i] = widened(data + addr[i], size, sign);
+    if (touched)
+        for (int64_t i = 0; i < n; i++) set_access(touched + addr[i], nbytes);
+    return 0;
+}
+
+int64_t lnbench_buf_load(const uint8_t *data, int64_t rbase, int64_t *addr, int64_t n, const uint8_t *written,
+                         const int32_t *modifier, int32_t *reader, int shift, const int64_t *wave_group,
+                         uint8_t *touched, uint32_t *R, int64_t row_len, int64_t dst, int64_t count, int64_t size,
+                         int sign) {
+#define BUF_LOAD(C, S, SH) buf_load(data, rbase, addr, n, written, modifier, reader, SH, wave_group, touched, R, \
+                                    row_len, dst, C, S, sign)
+    /* the usual shapes with constant loop bounds: dword loads (race shadow per dword or per byte), sub-dwords */
+    if (size == 4 && shift == 2) {
+        if (count == 1) return BUF_LOAD(1, 4, 2);
+        if (count == 2) return BUF_LOAD(2, 4, 2);
+        if (count == 4) return BUF_LOAD(4, 4, 2);
+    }
+    if (shift == 0) {
+        if (count == 1 && size == 2) return BUF_LOAD(1, 2, 0);
+        if (count == 1 && size == 1) return BUF_LOAD(1, 1, 0);
+        if (count == 1 && size == 4) return BUF_LOAD(1, 4, 0);
+        if (count == 4 && size == 4) return BUF_LOAD(4, 4, 0);
+    }
+    return BUF_LOAD(count, size, shift);
+#undef BUF_LOAD
+}
+
+/* A store of `count` components of `size` bytes (the low bytes of each register) from register rows src, src+1, ...
+ * modifier: the race shadow's (NULL: race checker off), tested only when `modified`; reader: NULL when nothing read
+ * the buffer. Returns 0; 1 for a finding before any change; 2 for two workgroups of this access storing one byte
+ * (found[0]: its lane * nbytes + byte, the modifiers updated); -2 when out of memory. */
+static inline __attribute__((always_inline)) int64_t buf_store(uint8_t *data, int64_t rbase, int64_t *addr,
+        int64_t n, uint8_t *written, int32_t *modifier, int modified, const int32_t *reader, const int shift,
+        const int64_t *wave_group, uint8_t *touched, const uint32_t *R, int64_t row_len, int64_t src,
+        const int64_t count, const int64_t size, int64_t *found) {
+    const int64_t nbytes = count * size, per = nbytes >> shift;
+    int32_t *g = modifier ? scratch(3, (size_t)n * sizeof(int32_t) + 1) : NULL;
+    int64_t *unit = modifier ? scratch(4, (size_t)n * sizeof(int64_t) + 1) : NULL;
+    if (modifier && (!g || !unit)) return -2;
+    buf_lanes(addr, n, rbase, wave_group, shift, g, unit);
+    if (modifier) {
+        if (modified && race_modified(modifier, unit, n, g, 0, per) >= 0) return 1;
+        if (reader && race_read(reader, unit, n, g, per) >= 0) return 1;
+        const int64_t clash = race_store(modifier, unit, n, g, per);
+        if (clash >= 0) {
+            found[0] = clash;
+            return 2;
+        }
+    }
+    const uint32_t *in = R + src * row_len;
+    if (size == 4)
+        for (int64_t i = 0; i < n; i++)      /* lane order: of two lanes storing one byte, the later wins */
+            for (int64_t j = 0; j < count; j++) memcpy(data + addr[i] + 4 * j, in + j * row_len + i, 4);
+    else
+        for (int64_t i = 0; i < n; i++) memcpy(data + addr[i], in + i, (size_t)size);    /* little-endian low bytes */
+    if (written)
+        for (int64_t i = 0; i < n; i++) set_access(written + addr[i], nbytes);
+    if (touched)
+        for (int64_t i = 0; i < n; i++) set_access(touched + addr[i], nbytes);
+    return 0;
+}
+
+int64_t lnbench_buf_store(uint8_t *data, int64_t rbase, int64_t *addr, int64_t n, uint8_t *written,
+                          int32_t *modifier, int modified, const int32_t *reader, int shift, const int64_t *wave_group,
+                          uint8_t *touched, const uint32_t *R, int64_t row_len, int64_t src, int64_t count,
+                          int64_t size, int64_t *found) {
+#define BUF_STORE(C, S, SH) buf_store(data, rbase, addr, n, written, modifier, modified, reader, SH, wave_group, \
+                                      touched, R, row_len, src, C, S, found)
+    if (size == 4 && shift == 2) {
+        if (count == 1) return BUF_STORE(1, 4, 2);
+        if (count == 2) return BUF_STORE(2, 4, 2);
+        if (count == 4) return BUF_STORE(4, 4, 2);
+    }
+    if (shift == 0) {
+        if (count == 1 && size == 2) return BUF_STORE(1, 2, 0);
+        if (count == 1 && size == 1) return BUF_STORE(1, 1, 0);
+        if (count == 1 && size == 4) return BUF_STORE(1, 4, 0);
+    }
+    return BUF_STORE(count, size, shift);
+#undef BUF_STORE
 }
 
 /* v_perm_b32: byte k of the result is byte (sel >> 8k) & 0xFF of {s1 bytes 0-3, s0 bytes 4-7, the sign of s1's low and
@@ -513,4 +683,69 @@ int64_t lnbench_lds_written(uint8_t *written, int64_t lds_bytes, const int64_t *
     if (parts == 2 && nbytes == 8) return lds_written(written, lds_bytes, addrs, groups, n, 2, 8, write);
     if (parts == 1 && nbytes == 16) return lds_written(written, lds_bytes, addrs, groups, n, 1, 16, write);
     return lds_written(written, lds_bytes, addrs, groups, n, parts, nbytes, write);
+}
+
+/* A ds_read/ds_write of every lane of every wave of a batch (fastpath_lds.py), in one call: what ops_memory's handler
+ * does with the helpers above, in its order. Lane i (wave i / 64) addresses `parts` parts of `ndw` dwords from byte
+ * R[addr_row][i] + offset[p] of its workgroup's LDS (group[wave]); a write stores rows data[p] .. data[p] + ndw - 1, a
+ * read loads into rows dst, dst + 1, ... (part by part). race: the LDS race checker on; written: initcheck's map (NULL:
+ * off). Returns 0 done; 1 an access outside the LDS allocation (nothing changed: the handler reports it); 2 a race
+ * finding (found[0] and info as lnbench_lds_race gives them); 3 an uninitialized read (found[0] as lnbench_lds_written
+ * gives it); -2 out of memory. out[0], out[1]: the bank model's clocks and active passes. */
+int64_t lnbench_lds_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t addr_row, const int64_t *offset,
+                         int64_t parts, int64_t ndw, int write, const int64_t *data, int64_t dst,
+                         const int64_t *group, const int64_t *epoch, const int64_t *wave_id, uint8_t *lds,
+                         int64_t n_groups, int64_t lds_bytes, int64_t *wkey, int64_t *rkey, int race,
+                         uint8_t *written, int64_t lanes_per_pass, int64_t *found, int64_t *info, int64_t *out) {
+    const int64_t n = n_waves * 64, m = parts * ndw, n_dw = (lds_bytes + 3) / 4;
+    int64_t *addrs = scratch(5, (size_t)(n * parts) * sizeof(int64_t) + 1);
+    int64_t *groups = scratch(6, (size_t)n * sizeof(int64_t) + 1);
+    int64_t *wave = scratch(7, (size_t)(3 * n) * sizeof(int64_t) + 1);     /* wave, then the lane, of each access */
+    uint32_t *values = write ? scratch(8, (size_t)(n * m) * sizeof(uint32_t) + 1) : NULL;
+    if (!addrs || !groups || !wave || (write && !values)) return -2;
+    int64_t *lane = wave + n;
+    const uint32_t *base = R + addr_row * row_len;
+    int inside = 1;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t p = 0; p < parts; p++) {
+            const int64_t a = (int64_t)base[i] + offset[p];
+            addrs[i * parts + p] = a;
+            inside &= (a >= 0) & (a + 4 * ndw <= lds_bytes);
+        }
+        wave[i] = i / 64;
+        lane[i] = i % 64;
+        groups[i] = group[i / 64];
+    }
+    if (!inside) return 1;
+    if (write)
+        for (int64_t p = 0; p < parts; p++)
+            for (int64_t q = 0; q < ndw; q++) {
+                const uint32_t *row = R + (data[p] + q) * row_len;
+                for (int64_t i = 0; i < n; i++) values[i * m + p * ndw + q] = row[i];
+            }
+    if (race) {
+        const int64_t f = lnbench_lds_race(wkey, rkey, lds, n_groups, n_dw, lds_bytes, addrs, groups, wave, epoch,
+                                           wave_id, n, parts, ndw, values, info);
+        if (f == -2) return -2;
+        if (f >= 0) {
+            found[0] = f;
+            return 2;
+        }
+    }
+    if (written) {
+        const int64_t f = lnbench_lds_written(written, lds_bytes, addrs, groups, n, parts, 4 * ndw, write);
+        if (f >= 0) {
+            found[0] = f;
+            return 3;
+        }
+    }
+    if (write)
+        lnbench_lds_store(lds, lds_bytes, addrs, groups, n, parts, 4 * ndw, (const uint8_t *)values);
+    else
+        for (int64_t p = 0; p < parts; p++)
+            for (int64_t q = 0; q < ndw; q++) {
+                uint32_t *row = R + (dst + p * ndw + q) * row_len;
+                for (int64_t i = 0; i < n; i++) memcpy(row + i, lds + groups[i] * lds_bytes + addrs[i * parts + p] + 4 * q, 4);
+            }
+    return lnbench_lds_banks(wave, lane, addrs, n, parts, ndw, n_waves, lanes_per_pass, out);
 }

@@ -13,12 +13,16 @@ import ctypes
 import hashlib
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from lnbench.emu.cbuild import compile_library
 from lnbench.emu.errors import EmulatorUnavailable
 from lnbench.machine.zig import zig_binary
+
+if TYPE_CHECKING:
+    from lnbench.emu.state import Waves
 
 SOURCE = Path(__file__).with_name("native.c")
 NAME = "liblnbench_emu.so"
@@ -42,6 +46,12 @@ _SIGNATURES: dict[str, tuple[type | None, tuple]] = {
     "lnbench_lds_store": (None, (_P, _I64, _P, _P, _I64, _I64, _I64, _P)),
     "lnbench_lds_load": (None, (_P, _I64, _P, _P, _I64, _I64, _I64, _P)),
     "lnbench_lds_written": (_I64, (_P, _I64, _P, _P, _I64, _I64, _I64, _INT)),
+    "lnbench_lds_rows": (_I64, (_P, _I64, _I64, _I64, _P, _I64, _I64, _INT, _P, _I64, _P, _P, _P, _P, _I64, _I64, _P,
+                                _P, _INT, _P, _I64, _P, _P, _P)),
+    "lnbench_buf_addrs": (_I64, (_P, _I64, _P, _I64, _I64, _I64, _I64, _I64, _P, _P)),
+    "lnbench_buf_load": (_I64, (_P, _I64, _P, _I64, _P, _P, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64, _INT)),
+    "lnbench_buf_store": (_I64, (_P, _I64, _P, _I64, _P, _P, _INT, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64,
+                                 _P)),
 }
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -74,8 +84,16 @@ def lib() -> ctypes.CDLL:
     return _lib
 
 
+_char_at, _address_of = ctypes.c_char.from_buffer, ctypes.addressof
+
+
 def _ptr(a: np.ndarray) -> int:
-    return a.ctypes.data
+    """The address of a C-contiguous array's first byte (through the buffer protocol: a third of what `a.ctypes.data`
+    costs, which is most of a small call's cost; read-only and empty arrays take the numpy way)."""
+    try:
+        return _address_of(_char_at(a))      # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return a.ctypes.data
 
 
 def gather(data: np.ndarray, offs: np.ndarray, nbytes: int) -> np.ndarray:
@@ -212,3 +230,71 @@ def lds_written(written: np.ndarray, addrs: np.ndarray, groups: np.ndarray, nbyt
     addrs, groups = _i64(addrs), _i64(groups)
     return int(lib().lnbench_lds_written(_ptr(written), written.shape[1], _ptr(addrs), _ptr(groups), addrs.shape[0],
                                          addrs.shape[1], nbytes, int(write)))
+
+
+def buf_addrs(w: Waves, voff: int | None, r: int, soffset: tuple[int, int], imm: int, nbytes: int,
+              addr: np.ndarray, out: np.ndarray) -> int:
+    """lnbench_buf_addrs on batch `w`: 0 when some descriptor at s[r:r+4] is not a raw buffer; else every lane's address
+    into `addr` (int64, 64 per wave) and out = (lowest, highest, bits OR-ed), 2 when every lane's `nbytes` lie inside
+    num_records, 1 when not. voff: the address of the offset register's row (None: offset 0); soffset: (SGPR or -1,
+    the constant where -1)."""
+    return int(lib().lnbench_buf_addrs(voff, w.n, w.S_address, r, soffset[0], soffset[1], imm, nbytes, _ptr(addr),
+                                       _ptr(out)))
+
+
+class RegisterRows(NamedTuple):
+    """Where a whole-batch buffer access's data lies: `components` register rows of the file at `address` (rows of
+    `row_len` uint32 lanes) from row `first`, `size` bytes a component (1, 2: the low bytes; a load sign-extends them
+    when `sign`)."""
+
+    address: int
+    row_len: int
+    first: int
+    components: int
+    size: int
+    sign: bool = False
+
+
+def _opt(a: np.ndarray | None) -> int | None:
+    return None if a is None else _ptr(a)
+
+
+def buf_load(data: np.ndarray, base: int, addr: np.ndarray, written: np.ndarray | None, modifier: np.ndarray | None,
+             reader: np.ndarray | None, shift: int, wave_group: np.ndarray, touched: np.ndarray | None,
+             rows: RegisterRows) -> bool:
+    """lnbench_buf_load (native.c says what it does): True when it found something (and changed nothing)."""
+    found = lib().lnbench_buf_load(_ptr(data), base, _ptr(addr), addr.size, _opt(written), _opt(modifier),
+                                   _opt(reader), shift, _ptr(wave_group), _opt(touched), rows.address, rows.row_len,
+                                   rows.first, rows.components, rows.size, int(rows.sign))
+    if found == -2:
+        raise MemoryError("the emulator's race checker could not allocate its scratch")
+    return bool(found)
+
+
+def buf_store(data: np.ndarray, base: int, addr: np.ndarray, written: np.ndarray | None, modifier: np.ndarray | None,
+              modified: bool, reader: np.ndarray | None, shift: int, wave_group: np.ndarray,
+              touched: np.ndarray | None, rows: RegisterRows) -> tuple[int, int]:
+    """lnbench_buf_store: (0 stored, 1 a finding before any change, 2 a clash of two workgroups in this access; the
+    clash's shadow entry)."""
+    found = np.zeros(1, np.int64)
+    code = lib().lnbench_buf_store(_ptr(data), base, _ptr(addr), addr.size, _opt(written), _opt(modifier),
+                                   int(modified), _opt(reader), shift, _ptr(wave_group), _opt(touched), rows.address,
+                                   rows.row_len, rows.first, rows.components, rows.size, _ptr(found))
+    if code == -2:
+        raise MemoryError("the emulator's race checker could not allocate its scratch")
+    return int(code), int(found[0])
+
+
+def lds_rows(w: Waves, addr: int, offsets: np.ndarray, parts: int, ndw: int, write: bool, data: np.ndarray, dst: int,
+             race: bool, lanes_per_pass: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """lnbench_lds_rows on batch `w` (native.c says what it does): (its code, the finding's index, the race checker's
+    info, the bank model's (clocks, active passes))."""
+    found, info, banks = np.zeros(1, np.int64), np.zeros(6, np.int64), np.zeros(2, np.int64)
+    written = None if w.lds_written is None else w.lds_written.view(np.uint8)
+    code = lib().lnbench_lds_rows(w.R_address, w.row_len, w.n, addr, _ptr(offsets), parts, ndw, int(write),
+                                  _ptr(data), dst, _ptr(w.group), _ptr(w.epoch), _ptr(w.wave_id), _ptr(w.lds),
+                                  w.lds.shape[0], w.lds.shape[1], _ptr(w.lds_wkey), _ptr(w.lds_rkey), int(race),
+                                  _opt(written), lanes_per_pass, _ptr(found), _ptr(info), _ptr(banks))
+    if code == -2:
+        raise MemoryError("the emulator's LDS checks could not allocate their scratch")
+    return int(code), int(found[0]), info, banks

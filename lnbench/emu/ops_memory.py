@@ -17,9 +17,10 @@ from lnbench.emu import native
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.lds_banks import bank_cycles
 from lnbench.emu.registry import op
-from lnbench.emu.state import Step
+from lnbench.emu.state import Step, Waves
 
 if TYPE_CHECKING:
+    from lnbench.emu.machine import LaunchProfile
     from lnbench.emu.memory import Memory
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64
@@ -443,45 +444,59 @@ def _race_check_and_mark(st: Step, wave_rows: np.ndarray, groups: np.ndarray, ad
     found, info = native.lds_race(w.lds_wkey, w.lds_rkey, w.lds, addrs, groups, wave_rows, w.epoch, w.wave_id, ndw,
                                   None if not write else values)
     if found >= 0:
-        i, j = divmod(found, addrs.shape[1] * ndw)
-        dword = int(addrs[i, j // ndw]) // 4 + j % ndw
-        who = int(w.wave_id[wave_rows[i]])
-        kind, other = int(info[0]), int(info[1]) & SEVERAL_READERS
-        if kind == 1:
-            raise EmulatorFault(f"LDS race: {_wave_name(w, who)} reads LDS dword {dword} written "
-                                f"by {_wave_name(w, other)} with no s_barrier between them")
-        new, held = int(info[3]), int(info[4])
-        if kind == 2:
-            other_name = "several waves" if other == SEVERAL_READERS else _wave_name(w, other)
-            raise EmulatorFault(f"LDS race: {_wave_name(w, who)} writes LDS dword {dword} (value "
-                                f"0x{new:08x}, was 0x{held:08x}) that {other_name} "
-                                f"{'wrote' if info[2] else 'read'} with no s_barrier between them")
-        a, b = sorted((who, other))
-        va, vb = (new, held) if a == who else (held, new)
-        raise EmulatorFault(f"LDS race: {_wave_name(w, a)} and {_wave_name(w, b)} write different values "
-                            f"(0x{va:08x}, 0x{vb:08x}) to LDS dword {dword} in one step with no s_barrier "
-                            f"between them")
+        raise lds_race_fault(w, found, info, addrs, wave_rows, ndw)
+    count_benign(st.profile, info)
+
+
+def count_benign(profile: LaunchProfile, info: np.ndarray) -> None:
+    """Add the race checker's benign writes (info[5]) to the profile."""
     if info[5]:
-        st.profile.lds_benign_writes = getattr(st.profile, "lds_benign_writes", 0) + int(info[5])
+        profile.lds_benign_writes = getattr(profile, "lds_benign_writes", 0) + int(info[5])
+
+
+def lds_race_fault(w: Waves, found: int, info: np.ndarray, addrs: np.ndarray, wave_rows: np.ndarray,
+                   ndw: int) -> EmulatorFault:
+    """The fault of the race checker's finding `found` (i * parts * ndw + j; info as native.lds_race gives it)."""
+    i, j = divmod(found, addrs.shape[1] * ndw)
+    dword = int(addrs[i, j // ndw]) // 4 + j % ndw
+    who = int(w.wave_id[wave_rows[i]])
+    kind, other = int(info[0]), int(info[1]) & SEVERAL_READERS
+    if kind == 1:
+        return EmulatorFault(f"LDS race: {_wave_name(w, who)} reads LDS dword {dword} written "
+                             f"by {_wave_name(w, other)} with no s_barrier between them")
+    new, held = int(info[3]), int(info[4])
+    if kind == 2:
+        other_name = "several waves" if other == SEVERAL_READERS else _wave_name(w, other)
+        return EmulatorFault(f"LDS race: {_wave_name(w, who)} writes LDS dword {dword} (value "
+                             f"0x{new:08x}, was 0x{held:08x}) that {other_name} "
+                             f"{'wrote' if info[2] else 'read'} with no s_barrier between them")
+    a, b = sorted((who, other))
+    va, vb = (new, held) if a == who else (held, new)
+    return EmulatorFault(f"LDS race: {_wave_name(w, a)} and {_wave_name(w, b)} write different values "
+                         f"(0x{va:08x}, 0x{vb:08x}) to LDS dword {dword} in one step with no s_barrier "
+                         f"between them")
+
+
+def lds_shape(name: str, f: dict[str, int]) -> tuple[list[int], int]:
+    """(the byte offset of each part, dwords per part) of an LDS read or write.
+
+    ds_read/ds_write_bN: one part of N/32 dwords at ADDR + the 16-bit offset; ds_read2/ds_write2_b32: two
+    one-dword parts at ADDR + 4*offset0 and ADDR + 4*offset1 (b64: two-dword parts at ADDR + 8*offset).
+    """
+    if "2_" in name or "2st64_" in name:
+        count = 2 if name.endswith("b64") else 1             # offsets count in units of the element size
+        unit = 4 * count * (64 if "st64" in name else 1)     # ...times 64 for the st64 forms
+        return [unit * f["offset0"], unit * f["offset1"]], count
+    return [f["offset0"] | (f["offset1"] << 8)], {**_DS_WRITES, **_DS_READS}[name]
 
 
 def _lds_parts(st: Step, write: bool
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray | None]:
     """(rows, lanes, groups, byte addresses (n, parts), dwords per part, a write's data (n, parts, dwords)) of a
-    checked LDS access.
-
-    ds_read/ds_write_bN: one part of N/32 dwords at ADDR + the 16-bit offset; ds_read2/ds_write2_b32: two
-    one-dword parts at ADDR + 4*offset0 and ADDR + 4*offset1 (b64: two-dword parts at ADDR + 8*offset).
-    """
+    checked LDS access (lds_shape)."""
     f = st.ins.f
     rows, lanes = _active(st)
-    if "2_" in st.ins.name or "2st64_" in st.ins.name:
-        count = 2 if st.ins.name.endswith("b64") else 1      # offsets count in units of the element size
-        unit = 4 * count * (64 if "st64" in st.ins.name else 1)   # ...times 64 for the st64 forms
-        offsets = [unit * f["offset0"], unit * f["offset1"]]
-    else:
-        offsets = [f["offset0"] | (f["offset1"] << 8)]
-        count = (_DS_WRITES if write else _DS_READS)[st.ins.name]
+    offsets, count = lds_shape(st.ins.name, f)
     wave_rows, groups, addrs = _lds_targets(st, rows, lanes, offsets, count)
     data = None
     if write:                                  # (n, parts, count): what each part stores
@@ -501,10 +516,15 @@ def _lds_initcheck(st: Step, groups: np.ndarray, addrs: np.ndarray, nbytes: int,
     assert st.w.lds_written is not None        # the caller checks it
     first = native.lds_written(st.w.lds_written.view(np.uint8), addrs, groups, nbytes, write)
     if first >= 0:
-        at, byte = divmod(first, nbytes)
-        i, part = divmod(at, addrs.shape[1])
-        raise EmulatorFault(f"uninitialized read: LDS byte {int(addrs[i, part]) + byte} (lane {int(lanes[i])}) is read "
-                            f"before any wave of its workgroup wrote it")
+        raise lds_uninitialized_fault(first, addrs, lanes, nbytes)
+
+
+def lds_uninitialized_fault(first: int, addrs: np.ndarray, lanes: np.ndarray, nbytes: int) -> EmulatorFault:
+    """initcheck's fault for the first unwritten byte `first` ((i * parts + p) * nbytes + byte) of a read."""
+    at, byte = divmod(first, nbytes)
+    i, part = divmod(at, addrs.shape[1])
+    return EmulatorFault(f"uninitialized read: LDS byte {int(addrs[i, part]) + byte} (lane {int(lanes[i])}) is read "
+                         f"before any wave of its workgroup wrote it")
 
 
 @op(*_DS_READS, "ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64", cls="lds",

@@ -78,6 +78,7 @@ class Waves:
         self.V = self.R.transpose(1, 0, 2)
         #: the register file's address and row length for the native helper (fastpath.py), and a scratch of two rows
         self.R_address, self.row_len = self.R.ctypes.data, n_waves * WAVE
+        self.S_address = self.S.ctypes.data
         self.row_scratch = np.empty((2, n_waves * WAVE), np.float32)
         self.row_scratch_address = self.row_scratch.ctypes.data
         #: the row of V that holds a0 (accum_offset); at the end of the file (no AGPRs) unless given
