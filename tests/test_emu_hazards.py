@@ -125,3 +125,55 @@ def test_checker_off_lets_the_same_code_run():
     w, profile = run_code(code, lds_bytes=256, vgpr={0: np.arange(64) * 4}, checks=("memory", "lds"))
     assert profile.checks == ("memory", "lds")
     assert (w.V[0, 5] == np.arange(64) * 8).all()
+
+
+def test_every_wave_bookkeeping_in_c_matches_the_numpy_path():
+    """A step of every wave runs the checker's bookkeeping in the native helper, any other step in numpy: the same
+    random run of issues, waits and register uses, driven once with slice(None) and once with the waves' indices,
+    leaves the same state after every step and faults at the same step with the same message."""
+    from lnbench.emu.decode import Instr
+    from lnbench.emu.hazards import LDS, SMEM, VM, Access, WaitcntChecker, _bits
+
+    rng = np.random.default_rng(0)
+    waves, vgprs = 5, 24
+    every, listed = WaitcntChecker(waves, vgprs, "k"), WaitcntChecker(waves, vgprs, "k")
+    names = {VM: "buffer_load_dword", LDS: "ds_read_b32", SMEM: "s_load_dword"}
+    messages: list[str] = []
+    for step in range(400):
+        pc = 4 * step
+        roll = rng.random()
+        if roll < 0.35:                                   # a load of some kind into 1-3 registers
+            kind = int(rng.integers(0, 3))
+            loads = np.unique(rng.integers(128, 128 + vgprs, int(rng.integers(1, 4)))).astype(np.int64)
+            acc = Access(np.zeros(0, np.int64), np.zeros(0, np.int64), kind, loads, bool(rng.random() < 0.2),
+                         load_bits=_bits([int(r) for r in loads]), always=True)
+            ins = Instr(pc, 8, names[kind], "MUBUF", {}, {})
+        elif roll < 0.6:                                  # a wait
+            simm = int(rng.choice([0xC07F, vmcnt(int(rng.integers(0, 4))), lgkmcnt(int(rng.integers(0, 3)))]))
+            acc = Access(np.zeros(0, np.int64), np.zeros(0, np.int64), always=True)
+            ins = Instr(pc, 4, "s_waitcnt", "SOPP", {"simm16": simm}, {})
+        else:                                             # an ALU op reading and writing registers
+            reads = np.unique(rng.integers(128, 128 + vgprs, 2)).astype(np.int64)
+            writes = np.unique(rng.integers(128, 128 + vgprs, 1)).astype(np.int64)
+            acc = Access(reads, writes, read_bits=_bits([int(r) for r in reads]),
+                         write_bits=_bits([int(r) for r in writes]))
+            ins = Instr(pc, 4, "v_add_u32", "VOP2", {}, {})
+        got = []
+        for checker, sel in ((every, slice(None)), (listed, np.arange(waves))):
+            try:
+                checker.check(ins, acc, sel)
+                got.append("")
+            except WaitcntFault as exc:
+                got.append(str(exc))
+        assert got[0] == got[1], step
+        if got[0]:
+            messages.append(got[0])
+            every.done[:] = every.issued                 # as if waited: go on from a clean state
+            listed.done[:] = listed.issued
+            every.live = listed.live = False
+            every.maybe[:] = listed.maybe[:] = False
+            every.maybe_bits = listed.maybe_bits = 0
+        for name in ("issued", "done", "score", "kind", "pc", "maybe", "newest", "lds_store", "lds_store_pc"):
+            np.testing.assert_array_equal(getattr(every, name), getattr(listed, name), err_msg=f"{name} at {step}")
+        assert (every.live, every.maybe_bits) == (listed.live, listed.maybe_bits), step
+    assert len(messages) > 5                              # the run did find hazards (and went on past them)

@@ -28,7 +28,7 @@ from lnbench.emu.fastpath_lds import plan_lds
 from lnbench.emu.registry import NEUTRAL
 from lnbench.emu.semantics import form_of
 from lnbench.emu.ops_crosslane import swizzle_source_lanes
-from lnbench.emu.state import WAVE, Waves, inline_const32
+from lnbench.emu.state import Waves, inline_const32
 
 if TYPE_CHECKING:
     from lnbench.emu.machine import LaunchProfile
@@ -274,27 +274,26 @@ def _plan_fma(ins: Instr) -> Plan | None:
 
 
 def _plan_swizzle(ins: Instr) -> Plan | None:
-    """ds_swizzle_b32 (ops_crosslane): every lane active, each reads its pattern's source lane of the ADDR register."""
+    """ds_swizzle_b32 (ops_crosslane): every lane active, each reads its pattern's source lane of the ADDR register (in
+    the native helper)."""
     a, d = ins.f.get("addr", -1), _dest(ins)
     if not 256 <= a < AGPR or d is None or not _neutral(ins):
         return None
-    source = swizzle_source_lanes(ins.f["offset0"] | (ins.f["offset1"] << 8))
+    source = np.ascontiguousarray(swizzle_source_lanes(ins.f["offset0"] | (ins.f["offset1"] << 8)), np.int64)
     r = a - 256
-    return (lambda w, _profile: _write(w.R, d, w.R[r][:, source])), max(r, d)
+    return (lambda w, _profile: native.swizzle_rows(w, r, d, source)), max(r, d)
 
 
 def _plan_bpermute(ins: Instr) -> Plan | None:
-    """ds_bpermute_b32 (ops_crosslane): every lane active, each reads DATA0 of lane (ADDR + offset) / 4 mod 64."""
+    """ds_bpermute_b32 (ops_crosslane): every lane active, each reads DATA0 of lane (ADDR + offset) / 4 mod 64 (in the
+    native helper)."""
     a, data, d = ins.f.get("addr", -1), ins.f.get("data0", -1), _dest(ins)
     if not (256 <= a < AGPR and 256 <= data < AGPR) or d is None or not _neutral(ins):
         return None
     offset = ins.f["offset0"] | (ins.f["offset1"] << 8)
     ra, rd = a - 256, data - 256
 
-    def run(w: Waves, _profile: LaunchProfile) -> None:
-        source = ((w.R[ra].astype(np.int64) + offset) // 4) % WAVE
-        _write(w.R, d, np.take_along_axis(w.R[rd], source, axis=1))
-    return run, max(ra, rd, d)
+    return (lambda w, _profile: native.bpermute_rows(w, ra, rd, d, offset)), max(ra, rd, d)
 
 
 #: the float ops planned, and the modifier fields their plans apply (fsrc's abs and neg)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lnbench.emu import native
 from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 
@@ -198,6 +199,10 @@ class WaitcntChecker:
         self.maybe = np.zeros(regs, bool)
         self.maybe_bits = 0                                  # the same as a bit mask
         self.newest = np.zeros((regs, 3), np.int64)          # per register, kind: the highest issue number of any wave
+        #: a step of every wave (the usual one) runs the bookkeeping in the native helper, on these arrays in place
+        self._lib = native.lib()
+        self._at = tuple(native.address(a) for a in (self.issued, self.done, self.score, self.kind, self.pc,
+                                                     self.maybe, self.newest, self.lds_store, self.lds_store_pc))
 
     # ------------------------------------------------------------ per instruction
     def check(self, ins: Instr, acc: Access, sel: slice | np.ndarray) -> None:
@@ -229,6 +234,13 @@ class WaitcntChecker:
 
     def _check_regs(self, ins: Instr, regs: np.ndarray, sel: slice | np.ndarray, verb: str,
                     same_kind_ok: int = -1) -> None:
+        if isinstance(sel, slice) and sel == slice(None):   # every wave: the test in C, numpy only for the report
+            _, done_at, score_at, kind_at, _, maybe_at, *_ = self._at
+            if not self._lib.lnbench_wc_pending(self.score.shape[0], self.score.shape[1], score_at, kind_at, done_at,
+                                                maybe_at,
+                                                native.address(regs), regs.size,
+                                                same_kind_ok if same_kind_ok in IN_ORDER else -1):
+                return
         regs = regs[self.maybe[regs]]                      # only registers some wave may still wait for
         bad, score, kind = self._pending(regs, sel)
         if same_kind_ok in IN_ORDER:
@@ -265,8 +277,15 @@ class WaitcntChecker:
 
     def _issue(self, ins: Instr, acc: Access, sel: slice | np.ndarray) -> None:
         k = acc.kind
-        self.issued[sel, k] += 1
         self.op_name[ins.pc] = ins.name
+        if isinstance(sel, slice) and sel == slice(None):   # every wave: the same updates in C
+            issued_at, _, *rest_at = self._at                  # (no done counts: an issue does not change them)
+            self._lib.lnbench_wc_issue(self.score.shape[0], self.score.shape[1], issued_at, *rest_at,
+                                       native.address(acc.loads), acc.loads.size, k, ins.pc, int(acc.lds_store))
+            self.maybe_bits |= acc.load_bits
+            self.live = True
+            return
+        self.issued[sel, k] += 1
         if acc.loads.size:
             n = self.issued[sel, k][:, None]
             if isinstance(sel, slice):                       # every wave of the batch: column writes
@@ -288,6 +307,14 @@ class WaitcntChecker:
 
     def _wait(self, ins: Instr, sel: slice | np.ndarray) -> None:
         vm, _exp, lgkm = waitcnt_fields(ins.f.get("simm16", 0))
+        if isinstance(sel, slice) and sel == slice(None):   # every wave: the same updates in C
+            issued_at, done_at, _, _, _, maybe_at, newest_at, *_ = self._at
+            got = self._lib.lnbench_wc_wait(self.score.shape[0], self.score.shape[1], issued_at, done_at, vm, lgkm,
+                                            maybe_at, newest_at, int(self.maybe_bits != 0))
+            self.live = bool(got & 1)
+            if got & 2:
+                self.maybe_bits = _mask(self.maybe)
+            return
         done = self.done[sel]
         issued = self.issued[sel]
         done[:, VM] = np.maximum(done[:, VM], issued[:, VM] - vm)

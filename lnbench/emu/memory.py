@@ -154,6 +154,28 @@ def _release(a: np.ndarray) -> None:
         _POOL.setdefault(a.size, []).append(a)
 
 
+#: touched-byte maps no launch uses now, by length (at most _MAPS_BYTES in all): like the race shadows, a fresh map of
+#: a large buffer for every launch cost more in page faults than the launch's accesses to it
+_MAPS: dict[int, list[np.ndarray]] = {}
+_MAPS_BYTES = 1 << 29
+
+
+def _fresh_map(length: int) -> np.ndarray:
+    """A bool map of `length` bytes, every one False."""
+    free = _MAPS.get(length)
+    if free:
+        a = free.pop()
+        a.fill(False)
+        return a
+    return np.zeros(length, bool)
+
+
+def _release_map(a: np.ndarray) -> None:
+    held = sum(x.nbytes for arrays in _MAPS.values() for x in arrays)
+    if held + a.nbytes <= _MAPS_BYTES:
+        _MAPS.setdefault(a.size, []).append(a)
+
+
 @dataclass
 class BufferTraffic:
     """Global memory one launch moved to and from one buffer (bytes)."""
@@ -184,7 +206,7 @@ class Footprint:
         touched = self._maps.get(key)
         if touched is None:
             self._regions[id(region)] = region
-            touched = self._maps[key] = np.zeros(region.size, bool)
+            touched = self._maps[key] = _fresh_map(region.size)
         native.mark(touched, offs, nbytes)
         self._moved[key] = self._moved.get(key, 0) + offs.size * nbytes
 
@@ -196,7 +218,7 @@ class Footprint:
         if touched is not None:
             return touched, False
         self._regions[id(region)] = region
-        touched = self._maps[key] = np.zeros(region.size, bool)
+        touched = self._maps[key] = _fresh_map(region.size)
         return touched, True
 
     def count(self, region: Region, load: bool, moved: int) -> None:
@@ -204,9 +226,15 @@ class Footprint:
         self._moved[key] = self._moved.get(key, 0) + moved
 
     def forget(self, region: Region, load: bool) -> None:
-        del self._maps[(id(region), load)]
+        _release_map(self._maps.pop((id(region), load)))
         if (id(region), not load) not in self._maps:
             del self._regions[id(region)]
+
+    def release(self) -> None:
+        """Give the maps back to the pool (the record is taken)."""
+        for touched in self._maps.values():
+            _release_map(touched)
+        self._maps = {}
 
     def result(self) -> dict[str, BufferTraffic]:
         """Per buffer name (buffers sharing a name are summed), in first-touch order."""
@@ -272,7 +300,11 @@ class Memory:
     def take_footprint(self) -> dict[str, BufferTraffic]:
         """What was recorded since start_footprint(), per buffer name; stops recording."""
         footprint, self.footprint = self.footprint, None
-        return footprint.result() if footprint is not None else {}
+        if footprint is None:
+            return {}
+        traffic = footprint.result()
+        footprint.release()
+        return traffic
 
     # ------------------------------------------------------------ the allocation map
     def add(self, base: int, size: int, name: str, data: np.ndarray | None = None) -> Region:

@@ -749,3 +749,100 @@ int64_t lnbench_lds_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t 
             }
     return lnbench_lds_banks(wave, lane, addrs, n, parts, ndw, n_waves, lanes_per_pass, out);
 }
+
+/* Cross-lane moves of every wave of a batch (fastpath.py), rows of R (row_len lanes, 64 a wave): ds_swizzle_b32 reads
+ * lane source[l] of its wave's src row into lane l of dst; ds_bpermute_b32 reads lane ((addr + offset) / 4) % 64 of its
+ * wave's data row. Each wave's result is made whole before it is written (dst may be a source). */
+void lnbench_swizzle_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t src, int64_t dst,
+                          const int64_t *source) {
+    const uint32_t *in = R + src * row_len;
+    uint32_t *out = R + dst * row_len, wave[64];
+    for (int64_t w = 0; w < n_waves; w++) {
+        for (int64_t l = 0; l < 64; l++) wave[l] = in[w * 64 + source[l]];
+        memcpy(out + w * 64, wave, sizeof wave);
+    }
+}
+
+void lnbench_bpermute_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t addr, int64_t data, int64_t dst,
+                           int64_t offset) {
+    const uint32_t *a = R + addr * row_len, *d = R + data * row_len;
+    uint32_t *out = R + dst * row_len, wave[64];
+    for (int64_t w = 0; w < n_waves; w++) {
+        for (int64_t l = 0; l < 64; l++) wave[l] = d[w * 64 + (((int64_t)a[w * 64 + l] + offset) / 4) % 64];
+        memcpy(out + w * 64, wave, sizeof wave);
+    }
+}
+
+/* The wait-count checker's bookkeeping for a step of every wave of the batch (hazards.py says what each does; these
+ * are its numpy steps for that case, in C). issued, done: (n, 3) per kind; score, pc: (n, regs), kind: (n, regs) int8;
+ * maybe: regs flags; newest: (regs, 3). */
+
+/* An issued memory operation of kind k loading registers loads[0..nloads) (lds_store: an LDS store). */
+void lnbench_wc_issue(int64_t n, int64_t regs, int64_t *issued, int64_t *score, int8_t *kind, int64_t *pc,
+                      uint8_t *maybe, int64_t *newest, int64_t *lds_store, int64_t *lds_store_pc, const int64_t *loads,
+                      int64_t nloads, int64_t k, int64_t ins_pc, int is_lds_store) {
+    int64_t top = INT64_MIN;
+    for (int64_t w = 0; w < n; w++) {
+        const int64_t number = ++issued[w * 3 + k];
+        top = number > top ? number : top;
+        for (int64_t j = 0; j < nloads; j++) {
+            const int64_t r = loads[j];
+            score[w * regs + r] = number;
+            kind[w * regs + r] = (int8_t)k;
+            pc[w * regs + r] = ins_pc;
+        }
+        if (is_lds_store) {
+            lds_store[w] = issued[w * 3 + 1];
+            lds_store_pc[w] = ins_pc;
+        }
+    }
+    if (nloads)
+        for (int64_t j = 0; j < nloads; j++) {
+            const int64_t r = loads[j];
+            maybe[r] = 1;
+            if (top > newest[r * 3 + k]) newest[r * 3 + k] = top;
+        }
+}
+
+/* s_waitcnt vmcnt(vm) lgkmcnt(lgkm): returns bit 0 when some operation of some wave is still outstanding, bit 1 when
+ * `maybe` changed (narrowed while some register may be pending: any_maybe). */
+int64_t lnbench_wc_wait(int64_t n, int64_t regs, const int64_t *issued, int64_t *done, int64_t vm, int64_t lgkm,
+                        uint8_t *maybe, const int64_t *newest, int any_maybe) {
+    int live = 0;
+    int64_t low[3] = {INT64_MAX, INT64_MAX, INT64_MAX};
+    for (int64_t w = 0; w < n; w++) {
+        int64_t *d = done + w * 3;
+        const int64_t *s = issued + w * 3;
+        if (s[0] - vm > d[0]) d[0] = s[0] - vm;
+        if (s[1] - lgkm > d[1]) d[1] = s[1] - lgkm;
+        if (lgkm == 0) d[2] = s[2];
+        for (int q = 0; q < 3; q++) {
+            live |= s[q] > d[q];
+            if (d[q] < low[q]) low[q] = d[q];
+        }
+    }
+    if (!any_maybe) return live;
+    int changed = 0;
+    for (int64_t r = 0; r < regs; r++) {
+        const uint8_t keep = live && (newest[r * 3] > low[0] || newest[r * 3 + 1] > low[1] || newest[r * 3 + 2] > low[2]);
+        const uint8_t now = maybe[r] && keep;
+        changed |= now != maybe[r];
+        maybe[r] = now;
+    }
+    return live | (changed << 1);
+}
+
+/* Some wave uses one of the registers regs_used[0..m) (those `maybe` flags) while an operation not known complete
+ * will still write it (same_kind: a load of that in-order kind, which lands after it, is no hazard; -1 none).
+ * Returns 1 when so (the caller reports it), else 0. */
+int64_t lnbench_wc_pending(int64_t n, int64_t regs, const int64_t *score, const int8_t *kind, const int64_t *done,
+                           const uint8_t *maybe, const int64_t *regs_used, int64_t m, int64_t same_kind) {
+    for (int64_t w = 0; w < n; w++)
+        for (int64_t j = 0; j < m; j++) {
+            const int64_t r = regs_used[j];
+            if (!maybe[r]) continue;
+            const int64_t k = kind[w * regs + r];
+            if (score[w * regs + r] > done[w * 3 + k] && k != same_kind) return 1;
+        }
+    return 0;
+}

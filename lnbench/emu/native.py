@@ -48,6 +48,11 @@ _SIGNATURES: dict[str, tuple[type | None, tuple]] = {
     "lnbench_lds_written": (_I64, (_P, _I64, _P, _P, _I64, _I64, _I64, _INT)),
     "lnbench_lds_rows": (_I64, (_P, _I64, _I64, _I64, _P, _I64, _I64, _INT, _P, _I64, _P, _P, _P, _P, _I64, _I64, _P,
                                 _P, _INT, _P, _I64, _P, _P, _P)),
+    "lnbench_swizzle_rows": (None, (_P, _I64, _I64, _I64, _I64, _P)),
+    "lnbench_bpermute_rows": (None, (_P, _I64, _I64, _I64, _I64, _I64, _I64)),
+    "lnbench_wc_issue": (None, (_I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _INT)),
+    "lnbench_wc_wait": (_I64, (_I64, _I64, _P, _P, _I64, _I64, _P, _P, _INT)),
+    "lnbench_wc_pending": (_I64, (_I64, _I64, _P, _P, _P, _P, _P, _I64, _I64)),
     "lnbench_buf_addrs": (_I64, (_P, _I64, _P, _I64, _I64, _I64, _I64, _I64, _P, _P)),
     "lnbench_buf_load": (_I64, (_P, _I64, _P, _I64, _P, _P, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64, _INT)),
     "lnbench_buf_store": (_I64, (_P, _I64, _P, _I64, _P, _P, _INT, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64,
@@ -298,3 +303,18 @@ def lds_rows(w: Waves, addr: int, offsets: np.ndarray, parts: int, ndw: int, wri
     if code == -2:
         raise MemoryError("the emulator's LDS checks could not allocate their scratch")
     return int(code), int(found[0]), info, banks
+
+
+def swizzle_rows(w: Waves, src: int, dst: int, source: np.ndarray) -> None:
+    """Row dst of every wave = row src at the lanes `source` (64 int64) of the same wave."""
+    lib().lnbench_swizzle_rows(w.R_address, w.row_len, w.n, src, dst, _ptr(source))
+
+
+def bpermute_rows(w: Waves, addr: int, data: int, dst: int, offset: int) -> None:
+    """Row dst of every wave = row data at lane ((row addr + offset) / 4) % 64 of the same wave."""
+    lib().lnbench_bpermute_rows(w.R_address, w.row_len, w.n, addr, data, dst, offset)
+
+
+def address(a: np.ndarray) -> int:
+    """The address of a C-contiguous array's first byte, for a caller that keeps the array and its address."""
+    return _ptr(a)
