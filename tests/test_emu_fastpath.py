@@ -516,3 +516,29 @@ def test_lds_plan_leaves_accesses_outside_the_allocation_to_the_handler():
     _lds_same(before, _lds_state(w, profile))
     with pytest.raises(Exception, match="outside the workgroup's 4096-byte LDS allocation"):
         ins.run(Step(w, slice(None), ins, WAVES, profile))
+
+
+@pytest.mark.parametrize("name", list(BUFFER_CASES) + list(LDS_CASES))
+def test_known_operands_are_what_the_handler_records(name):
+    """A planned memory instruction's first execution may skip the recording step: its record must be the one the
+    recording step makes."""
+    from lnbench.emu.fastpath import known_operands
+    from lnbench.emu.state import RecordingStep
+
+    ins = _decoded({**BUFFER_CASES, **LDS_CASES}[name])
+    if name in BUFFER_CASES:
+        w, memory, _ = _buffer_batch(5)
+    else:
+        w, memory = _lds_batch(11), Memory()
+        w.lds_written = None                                  # (a read of bytes nobody wrote is no fault here)
+    step = RecordingStep(w, slice(None), ins, WAVES, LaunchProfile(memory=memory))
+    ins.run(step)
+    assert known_operands(ins) == (step.reads, step.writes)
+
+
+def test_unplanned_instructions_record_their_operands():
+    from lnbench.emu.fastpath import known_operands
+
+    assert known_operands(_decoded(I.buffer_load_dword(vdata=v[4], vaddr=v[0:1], srsrc=s[0:3], soffset=s[8],
+                                                       idxen=1, offen=1))) is None
+    assert known_operands(_decoded(CASES["v_fma_f32"])) is None

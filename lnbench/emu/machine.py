@@ -22,6 +22,7 @@ from lnbench.emu.checks import CHECKS
 from lnbench.emu.codeobject import CodeObject, Kernel, read_code_object
 from lnbench.emu.decode import Program
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.fastpath import known_operands
 from lnbench.emu.fastpath import plan as plan_fast
 from lnbench.emu.hazards import Access, WaitcntChecker, access_of
 from lnbench.emu.memory import BufferTraffic, Memory
@@ -274,6 +275,9 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
             ins = prog.at(pc)
             assert ins.run is not None       # Program.at binds every instruction it returns
             acc = accesses.get(pc)
+            if acc is None and (known := known_operands(ins)) is not None:   # first execution, its record known
+                acc = accesses[pc] = access_of(ins, *known, w.acc_base)
+                ins.fast = plan_fast(ins)
             fast = ins.fast
             if fast is not None and k == n and fast[1] < rows and w.all_lanes_active() \
                     and fast[0](w, profile) is not False:   # every wave, every lane: on whole rows (fastpath.py)
