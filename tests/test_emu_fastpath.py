@@ -542,3 +542,17 @@ def test_unplanned_instructions_record_their_operands():
     assert known_operands(_decoded(I.buffer_load_dword(vdata=v[4], vaddr=v[0:1], srsrc=s[0:3], soffset=s[8],
                                                        idxen=1, offen=1))) is None
     assert known_operands(_decoded(CASES["v_fma_f32"])) is None
+
+
+@pytest.mark.parametrize("name", ["ds_read_b32", "ds_read_b64", "ds_read_b128", "ds_read2_b32", "ds_write2_b64"])
+def test_lds_plan_counts_the_same_bank_clocks_for_consecutive_lanes(name):
+    """Lanes on consecutive addresses (one dword a bank in each pass: the bank model's quick case) and on a stride that
+    puts lanes of a pass in one bank: the same clocks either way."""
+    width = {"b32": 4, "b64": 8, "b128": 16}[name.rsplit("_", 1)[1]]
+    for stride in (width, 128):
+        def prepare(w, stride=stride):
+            w.R[0] = np.array([0, 1024, 0])[:, None] + (np.arange(64) * stride) % 1024
+        write = LDS_CASES[name.replace("read", "write")]
+        states, messages = _lds_both([write, LDS_CASES[name]] if name.startswith("ds_read") else [write], prepare)
+        assert messages == ["", ""]
+        _lds_same(*states)

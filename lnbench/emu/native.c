@@ -484,10 +484,17 @@ static inline __attribute__((always_inline)) int64_t lds_race(int64_t *wkey, int
     int64_t *key = scratch(0, (size_t)(n * m) * sizeof(int64_t) + 1);    /* flat key index of each entry */
     int64_t *own = scratch(2, (size_t)n * sizeof(int64_t) + 1);           /* the key of each access's wave */
     if (!key || !own) return -2;
+    int distinct = 1;                    /* keys rising in access order: no dword twice, updates may go in place */
+    int64_t last = -1;
     for (int64_t i = 0; i < n; i++) {
         own[i] = (epoch[wave[i]] << 32) | wave_id[wave[i]];
         for (int64_t p = 0; p < parts; p++)
-            for (int64_t q = 0; q < ndw; q++) key[i * m + p * ndw + q] = groups[i] * n_dw + addrs[i * parts + p] / 4 + q;
+            for (int64_t q = 0; q < ndw; q++) {
+                const int64_t k = groups[i] * n_dw + addrs[i * parts + p] / 4 + q;
+                key[i * m + p * ndw + q] = k;
+                distinct &= k > last;
+                last = k;
+            }
     }
     int64_t found = -1;
     if (!values) {                                                   /* a read */
@@ -498,7 +505,15 @@ static inline __attribute__((always_inline)) int64_t lds_race(int64_t *wkey, int
                 if (lw >= lo && lw != mine) { found = i * m + j; info[0] = 1; info[1] = lw; break; }
             }
         }
-        if (found < 0) {
+        if (found < 0 && distinct) {     /* each dword's state read just before its one update */
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t mine = own[i], lo = mine & ~(int64_t)0xFFFFFFFF;   /* wave ids < 2^32 */
+                for (int64_t j = 0; j < m; j++) {
+                    const int64_t prev = rkey[key[i * m + j]];
+                    rkey[key[i * m + j]] = (prev >= lo && prev != mine) ? (lo | LDS_SEVERAL_READERS) : mine;
+                }
+            }
+        } else if (found < 0) {
             int64_t *next = scratch(1, (size_t)(n * m) * sizeof(int64_t) + 1);
             if (!next) return -2;
             for (int64_t i = 0; i < n; i++) {
@@ -536,7 +551,7 @@ static inline __attribute__((always_inline)) int64_t lds_race(int64_t *wkey, int
         for (int64_t j = 0; j < m; j++) wkey[key[i * m + j]] = mine;
     }
     int64_t dups = 0;                                                /* two waves of this step on one dword */
-    for (int64_t i = 0; i < n && !dups; i++) {
+    for (int64_t i = 0; i < n && !dups && !distinct; i++) {
         const int64_t mine = own[i];
         for (int64_t j = 0; j < m; j++) if (wkey[key[i * m + j]] != mine) { dups = 1; break; }
     }
@@ -685,6 +700,60 @@ int64_t lnbench_lds_written(uint8_t *written, int64_t lds_bytes, const int64_t *
     return lds_written(written, lds_bytes, addrs, groups, n, parts, nbytes, write);
 }
 
+/* lds_banks for every lane of n_waves waves, access i = lane i % 64 of wave i / 64 (lnbench_lds_rows): the same
+ * clocks and passes. A pass whose dwords fall in distinct banks (the usual pattern: one dword a bank) costs one clock;
+ * only a pass where two of its dwords share a bank counts the distinct dwords per bank (lds_banks' way). */
+static inline __attribute__((always_inline)) int64_t lds_banks_full(const int64_t *addrs, int64_t n_waves,
+        const int64_t parts, const int64_t count, const int64_t lanes_per_pass, int64_t *out) {
+    const int64_t per_lane = parts * count, depth_max = lanes_per_pass * per_lane;
+    int64_t *seen = scratch(1, (size_t)(32 * depth_max) * sizeof(int64_t) + 1);
+    if (!seen) return -2;
+    int64_t busy = 0, active = 0;
+    for (int64_t w = 0; w < n_waves; w++)
+        for (int64_t first = 0; first < 64; first += lanes_per_pass) {
+            const int64_t *a = addrs + (w * 64 + first) * parts;
+            uint32_t banks = 0;
+            int shared = 0;
+            for (int64_t l = 0; l < lanes_per_pass; l++)
+                for (int64_t p = 0; p < parts; p++)
+                    for (int64_t q = 0; q < count; q++) {
+                        const uint32_t bit = 1u << ((a[l * parts + p] / 4 + q) & 31);
+                        shared |= (banks & bit) != 0;
+                        banks |= bit;
+                    }
+            int64_t degree = 1;
+            if (shared) {                  /* lds_banks' count: the most distinct dwords one bank holds */
+                int64_t depth[32] = {0};
+                degree = 0;
+                for (int64_t l = 0; l < lanes_per_pass; l++)
+                    for (int64_t p = 0; p < parts; p++)
+                        for (int64_t q = 0; q < count; q++) {
+                            const int64_t d = a[l * parts + p] / 4 + q, bank = d & 31;
+                            int64_t *list = seen + bank * depth_max, c = 0;
+                            while (c < depth[bank] && list[c] != d) c++;
+                            if (c == depth[bank]) {
+                                list[depth[bank]++] = d;
+                                if (depth[bank] > degree) degree = depth[bank];
+                            }
+                        }
+            }
+            busy += degree;
+            active += degree > 0;
+        }
+    out[0] = busy;
+    out[1] = active;
+    return 0;
+}
+
+static int64_t banks_full(const int64_t *addrs, int64_t n_waves, int64_t parts, int64_t count,
+                          int64_t lanes_per_pass, int64_t *out) {
+    if (parts == 1 && count == 1 && lanes_per_pass == 32) return lds_banks_full(addrs, n_waves, 1, 1, 32, out);
+    if (parts == 2 && count == 1 && lanes_per_pass == 16) return lds_banks_full(addrs, n_waves, 2, 1, 16, out);
+    if (parts == 1 && count == 2 && lanes_per_pass == 16) return lds_banks_full(addrs, n_waves, 1, 2, 16, out);
+    if (parts == 1 && count == 4 && lanes_per_pass == 8) return lds_banks_full(addrs, n_waves, 1, 4, 8, out);
+    return lds_banks_full(addrs, n_waves, parts, count, lanes_per_pass, out);
+}
+
 /* A ds_read/ds_write of every lane of every wave of a batch (fastpath_lds.py), in one call: what ops_memory's handler
  * does with the helpers above, in its order. Lane i (wave i / 64) addresses `parts` parts of `ndw` dwords from byte
  * R[addr_row][i] + offset[p] of its workgroup's LDS (group[wave]); a write stores rows data[p] .. data[p] + ndw - 1, a
@@ -700,10 +769,9 @@ int64_t lnbench_lds_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t 
     const int64_t n = n_waves * 64, m = parts * ndw, n_dw = (lds_bytes + 3) / 4;
     int64_t *addrs = scratch(5, (size_t)(n * parts) * sizeof(int64_t) + 1);
     int64_t *groups = scratch(6, (size_t)n * sizeof(int64_t) + 1);
-    int64_t *wave = scratch(7, (size_t)(3 * n) * sizeof(int64_t) + 1);     /* wave, then the lane, of each access */
+    int64_t *wave = scratch(7, (size_t)n * sizeof(int64_t) + 1);           /* the wave of each access */
     uint32_t *values = write ? scratch(8, (size_t)(n * m) * sizeof(uint32_t) + 1) : NULL;
     if (!addrs || !groups || !wave || (write && !values)) return -2;
-    int64_t *lane = wave + n;
     const uint32_t *base = R + addr_row * row_len;
     int inside = 1;
     for (int64_t i = 0; i < n; i++) {
@@ -713,7 +781,6 @@ int64_t lnbench_lds_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t 
             inside &= (a >= 0) & (a + 4 * ndw <= lds_bytes);
         }
         wave[i] = i / 64;
-        lane[i] = i % 64;
         groups[i] = group[i / 64];
     }
     if (!inside) return 1;
@@ -747,7 +814,7 @@ int64_t lnbench_lds_rows(uint32_t *R, int64_t row_len, int64_t n_waves, int64_t 
                 uint32_t *row = R + (dst + p * ndw + q) * row_len;
                 for (int64_t i = 0; i < n; i++) memcpy(row + i, lds + groups[i] * lds_bytes + addrs[i * parts + p] + 4 * q, 4);
             }
-    return lnbench_lds_banks(wave, lane, addrs, n, parts, ndw, n_waves, lanes_per_pass, out);
+    return banks_full(addrs, n_waves, parts, ndw, lanes_per_pass, out);
 }
 
 /* Cross-lane moves of every wave of a batch (fastpath.py), rows of R (row_len lanes, 64 a wave): ds_swizzle_b32 reads
