@@ -17,7 +17,7 @@ stores, footprint and every checker finding are the same.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -95,17 +95,27 @@ def plan_buffer(ins: Instr, reader) -> Plan | None:
     return _store(r, vaddr, data, imm, (soffset[0], soff), count, size), top
 
 
-def _native_addresses(w: Waves, r: int, vaddr: int | None, imm: int, soffset: tuple[int, int], nbytes: int
-                      ) -> tuple[np.ndarray, np.ndarray] | bool:
-    """(every lane's address, (lowest, highest, their OR)) when every lane is in range; else True when every
-    descriptor is a raw buffer (the component path below), False when not (the handler). The arrays are the batch's
-    own, reused by the next step."""
+class _Lanes(NamedTuple):
+    """lnbench_buf_addrs' answer: its code (native.c), every lane's address, whether all its components are in range,
+    (lowest, highest, OR, count) of those lanes. The arrays are the batch's own, reused by the next step."""
+
+    code: int
+    addr: np.ndarray
+    valid: np.ndarray
+    span: np.ndarray
+
+
+ALL_IN, WHOLE_RAW, WHOLE_STRIDED, SOME_RAW = 2, 3, 4, 1        # lnbench_buf_addrs' codes (else: the handler)
+
+
+def _native_lanes(w: Waves, r: int, vaddr: int | None, imm: int, soffset: tuple[int, int], count: int, size: int
+                  ) -> _Lanes:
     scratch = getattr(w, "_buffer_scratch", None)
     if scratch is None:
-        scratch = w._buffer_scratch = (np.empty(w.n * 64, I64), np.empty(3, I64))  # type: ignore[attr-defined]
+        scratch = w._buffer_scratch = (np.empty(w.n * 64, I64), np.empty(w.n * 64, np.uint8),  # type: ignore[attr-defined]
+                                       np.empty(4, I64))
     voff = None if vaddr is None else w.R_address + vaddr * w.row_len * 4
-    code = native.buf_addrs(w, voff, r, soffset, imm, nbytes, *scratch)
-    return scratch if code == 2 else code == 1
+    return _Lanes(native.buf_addrs(w, voff, r, soffset, imm, count * size, size, *scratch), *scratch)
 
 
 def _begin(w: Waves, profile: LaunchProfile, r: int, vaddr: int | None, imm: int, soffset: Operand
@@ -126,14 +136,19 @@ def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffsets: t
     soffset, soff = soffsets
 
     def run(w: Waves, profile: LaunchProfile) -> bool:
-        lanes = _native_addresses(w, r, vaddr, imm, soff, count * size)
-        if lanes is False:
+        lanes = _native_lanes(w, r, vaddr, imm, soff, count, size)
+        if lanes.code not in (ALL_IN, WHOLE_RAW, WHOLE_STRIDED, SOME_RAW):
             return False
         memory = profile.memory
         assert memory is not None
-        if lanes is not True and memory.load_rows(*lanes, native.RegisterRows(w.R_address, w.row_len, data, count,
-                                                                               size, sign), w.global_group):
+        rows = native.RegisterRows(w.R_address, w.row_len, data, count, size, sign)
+        if lanes.code == ALL_IN and memory.load_rows(lanes.addr, lanes.span, rows, w.global_group):
             return True
+        if lanes.code in (WHOLE_RAW, WHOLE_STRIDED) and memory.load_lanes(lanes.addr, lanes.valid, lanes.span, rows,
+                                                                          w.global_group):
+            return True
+        if lanes.code == WHOLE_STRIDED:
+            return False                               # (the numpy path below takes raw buffers only)
         begun = _begin(w, profile, r, vaddr, imm, soffset)
         if begun is None:
             return False
@@ -160,13 +175,14 @@ def _store(r: int, vaddr: int | None, data: int, imm: int, soffsets: tuple[Opera
     soffset, soff = soffsets
 
     def run(w: Waves, profile: LaunchProfile) -> bool:
-        lanes = _native_addresses(w, r, vaddr, imm, soff, count * size)
-        if lanes is False:
+        lanes = _native_lanes(w, r, vaddr, imm, soff, count, size)
+        if lanes.code not in (ALL_IN, WHOLE_RAW, SOME_RAW):
             return False
         memory = profile.memory
         assert memory is not None
-        if lanes is not True and memory.store_rows(*lanes, native.RegisterRows(w.R_address, w.row_len, data, count,
-                                                                                size), w.global_group):
+        if lanes.code == ALL_IN and memory.store_rows(lanes.addr, lanes.span,
+                                                      native.RegisterRows(w.R_address, w.row_len, data, count, size),
+                                                      w.global_group):
             return True
         begun = _begin(w, profile, r, vaddr, imm, soffset)
         if begun is None:

@@ -459,7 +459,7 @@ class Memory:
         nothing, where the accesses are not all in one buffer or some check has a finding: the general path then runs
         (and reports the finding)."""
         nbytes = rows.components * rows.size
-        reg = self._one_region(span, nbytes)
+        reg = self._one_region(int(span[0]), int(span[1]), nbytes)
         race = self._race_entries(reg, nbytes, span) if reg is not None and self.race else None
         if reg is None or (self.race and race is None):
             return False
@@ -482,7 +482,7 @@ class Memory:
                    ) -> bool:
         """A raw buffer store of every lane of a batch from register rows: load_rows' counterpart for store()."""
         nbytes = rows.components * rows.size
-        reg = self._one_region(span, nbytes)
+        reg = self._one_region(int(span[0]), int(span[1]), nbytes)
         race = self._race_entries(reg, nbytes, span) if reg is not None and self.race else None
         if reg is None or (self.race and race is None) or not reg.data.flags.writeable:
             return False
@@ -507,9 +507,40 @@ class Memory:
         self._count_moved(reg, False, addr.size * nbytes)
         return True
 
-    def _one_region(self, span: np.ndarray, nbytes: int) -> Region | None:
-        """The buffer holding every access from span's lowest to its highest address, as _resolve finds it."""
+    def load_lanes(self, addr: np.ndarray, valid: np.ndarray, span: np.ndarray, rows: native.RegisterRows,
+                   wave_group: np.ndarray) -> bool:
+        """A raw buffer load of every lane of a batch whose lanes have all their components in range or none (valid),
+        as the handler's component loop does it (native.c, lnbench_buf_load_lanes): one load of `rows.size` bytes per
+        component by the valid lanes, the others' registers 0. False, having changed nothing, where a component's
+        accesses are not in the one buffer load() would find for them or some check has a finding."""
+        size, count, valid_lanes = rows.size, rows.components, int(span[3])
+        if not valid_lanes:                                  # every lane out of range: zeros, no access
+            native.buf_load_lanes(None, 0, addr, valid, None, None, None, 0, wave_group, None, rows)
+            return True
         lo, hi = int(span[0]), int(span[1])
+        reg = self._one_region(lo, hi, size)
+        if reg is None or any(self._one_region(lo + j * size, hi + j * size, size) is not reg for j in range(1, count)):
+            return False
+        race = self._race_entries(reg, size, span) if self.race else None
+        if self.race and race is None:
+            return False
+        shadow, shift = race if race is not None else (None, 0)
+        footprint = self.footprint
+        touched, fresh = footprint.touched(reg, True) if footprint is not None else (None, False)
+        found = native.buf_load_lanes(reg.data, reg.base, addr, valid, reg.written if self.initcheck else None,
+                                      shadow.modifier if shadow is not None and shadow.modified else None,
+                                      shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
+        if found:
+            if fresh:
+                footprint.forget(reg, True)  # type: ignore[union-attr]
+            return False
+        if shadow is not None:
+            shadow.read = True
+        self._count_moved(reg, True, valid_lanes * size * count)
+        return True
+
+    def _one_region(self, lo: int, hi: int, nbytes: int) -> Region | None:
+        """The buffer holding every access of `nbytes` from `lo` to `hi`, as _resolve finds it."""
         r = self._containing(lo, nbytes)
         return r if r is not None and hi + nbytes <= r.end else None
 

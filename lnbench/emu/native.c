@@ -203,37 +203,47 @@ int64_t lnbench_race_note(int32_t *shadow, const int64_t *offs, int64_t n, int64
  * shadow's update, as memory.py finds it. */
 
 /* The lanes of an access without an index register through the descriptors at s[r:r+4] of every wave (S: n_waves
- * rows of 128 SGPRs): addr[i] = base + offset of each lane, soffset from SGPR soff_sgpr (-1: the constant
- * soff_const), out[0], out[1]: the lowest and highest address, out[2]: their bits OR-ed. Returns 2 when every lane is
- * in range (a raw buffer: its `nbytes` inside num_records; one with a stride: index 0 below num_records), else 1, or 0
- * when some descriptor has a stride (the handler then runs the step). */
+ * rows of 128 SGPRs): addr[i] = base + offset of each lane, soffset from SGPR soff_sgpr (-1: the constant soff_const);
+ * a lane is in range as the handler tests it (a raw buffer: the bytes of a component inside num_records; one with a
+ * stride: index 0 below num_records, every component). valid[i]: lane i's `nbytes` (all `nbytes / size` components)
+ * in range. out[0], out[1]: the lowest and highest address of a valid lane, out[2]: their bits OR-ed, out[3]: how many
+ * lanes are valid. Returns 2 when every lane is valid; 3 (every descriptor raw) or 4 (some with a stride) when every
+ * lane has all its components in range or none; else 1 (every descriptor raw) or 0. */
 int64_t lnbench_buf_addrs(const uint32_t *voff, int64_t n_waves, const uint32_t *S, int64_t r, int64_t soff_sgpr,
-                          int64_t soff_const, int64_t imm, int64_t nbytes, int64_t *addr, int64_t *out) {
-    int inside = 1, strided = 0;
-    int64_t lo = INT64_MAX, hi = INT64_MIN, bits = 0;
+                          int64_t soff_const, int64_t imm, int64_t nbytes, int64_t size, int64_t *addr, uint8_t *valid,
+                          int64_t *out) {
+    int inside = 1, strided = 0, whole = 1;
+    int64_t lo = INT64_MAX, hi = INT64_MIN, bits = 0, count = 0;
     for (int64_t w = 0; w < n_waves; w++) {
         const uint32_t *d = S + w * 128 + r;
         const int64_t base = (int64_t)d[0] | ((int64_t)(d[1] & 0xFFFF) << 32);
         const int64_t off0 = imm + (soff_sgpr >= 0 ? (int64_t)S[w * 128 + soff_sgpr] : soff_const);
-        const int64_t limit = (int64_t)d[2] - nbytes - off0, start = base + off0;
-        if (d[1] & 0x3FFF0000u) {          /* a stride: in range while the index (0) is below num_records */
-            strided = 1;
-            inside &= d[2] > 0;
-        }
-        const int64_t top = (d[1] & 0x3FFF0000u) ? INT64_MAX : limit;
+        const int64_t start = base + off0;
+        const int with_stride = (d[1] & 0x3FFF0000u) != 0;
+        strided |= with_stride;
+        /* the highest offset register value with every component in range, and with none (component 0 out) */
+        const int64_t all_in = with_stride ? (d[2] > 0 ? INT64_MAX : -1) : (int64_t)d[2] - nbytes - off0;
+        const int64_t none_above = with_stride ? (d[2] > 0 ? INT64_MAX : -1) : (int64_t)d[2] - size - off0;
         for (int64_t l = 0; l < 64; l++) {
             const int64_t i = w * 64 + l, v = voff ? (int64_t)voff[i] : 0, a = start + v;
-            inside &= v <= top;
+            const int in = v <= all_in;
+            inside &= in;
+            whole &= in | (v > none_above);
+            valid[i] = (uint8_t)in;
             addr[i] = a;
-            lo = a < lo ? a : lo;
-            hi = a > hi ? a : hi;
-            bits |= a;
+            if (in) {
+                lo = a < lo ? a : lo;
+                hi = a > hi ? a : hi;
+                bits |= a;
+                count++;
+            }
         }
     }
     out[0] = lo;
     out[1] = hi;
     out[2] = bits;
-    return inside ? 2 : strided ? 0 : 1;
+    out[3] = count;
+    return inside ? 2 : whole ? (strided ? 4 : 3) : strided ? 0 : 1;
 }
 
 /* addr -> byte offsets into the buffer (in place); g[i]: lane i's workgroup; unit[i]: its first race-shadow entry */
@@ -306,6 +316,55 @@ int64_t lnbench_buf_load(const uint8_t *data, int64_t rbase, int64_t *addr, int6
     }
     return BUF_LOAD(count, size, shift);
 #undef BUF_LOAD
+}
+
+/* A load whose lanes have every component in range or none (valid, from lnbench_buf_addrs), as the handler's
+ * component loop does it: component by component (each a load of `size` bytes by the valid lanes, in lane order:
+ * initcheck, the race test, the readers' note, the data, the touched map), the other lanes' registers 0. Every
+ * component's tests run before anything changes (a load changes nothing they read): 1 for a finding, nothing changed.
+ * data may be NULL when no lane is valid. */
+int64_t lnbench_buf_load_lanes(const uint8_t *data, int64_t rbase, const int64_t *addr, const uint8_t *valid,
+                               int64_t n, const uint8_t *written, const int32_t *modifier, int32_t *reader, int shift,
+                               const int64_t *wave_group, uint8_t *touched, uint32_t *R, int64_t row_len, int64_t dst,
+                               int64_t count, int64_t size, int sign) {
+    int64_t *offs = scratch(5, (size_t)n * sizeof(int64_t) + 1), *at = scratch(6, (size_t)n * sizeof(int64_t) + 1);
+    int64_t *unit = scratch(8, (size_t)n * sizeof(int64_t) + 1), *lane = scratch(4, (size_t)n * sizeof(int64_t) + 1);
+    int32_t *g = scratch(3, (size_t)n * sizeof(int32_t) + 1);
+    if (!offs || !at || !unit || !lane || !g) return -2;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (valid[i]) {
+            offs[m] = addr[i] - rbase;
+            g[m] = (int32_t)wave_group[i / 64];
+            lane[m++] = i;
+        }
+    const int64_t per = size >> shift;
+    for (int64_t j = 0; j < count; j++) {
+        for (int64_t k = 0; k < m; k++) {
+            at[k] = offs[k] + j * size;
+            unit[k] = at[k] >> shift;
+        }
+        if (written && first_unset(written, at, m, size) >= 0) return 1;
+        if (reader && modifier && race_modified(modifier, unit, m, g, 0, per) >= 0) return 1;
+    }
+    for (int64_t j = 0; j < count; j++) {
+        uint32_t *out = R + (dst + j) * row_len;
+        for (int64_t k = 0; k < m; k++) {
+            at[k] = offs[k] + j * size;
+            unit[k] = at[k] >> shift;
+        }
+        if (reader && race_note(reader, unit, m, g, 0, per) == -2) return -2;
+        if (size == 4)
+            for (int64_t k = 0; k < m; k++) memcpy(out + lane[k], data + at[k], 4);
+        else
+            for (int64_t k = 0; k < m; k++) out[lane[k]] = widened(data + at[k], size, sign);
+        if (touched)
+            for (int64_t k = 0; k < m; k++) set_access(touched + at[k], size);
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!valid[i])
+            for (int64_t j = 0; j < count; j++) R[(dst + j) * row_len + i] = 0;
+    return 0;
 }
 
 /* A store of `count` components of `size` bytes (the low bytes of each register) from register rows src, src+1, ...

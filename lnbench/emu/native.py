@@ -53,7 +53,9 @@ _SIGNATURES: dict[str, tuple[type | None, tuple]] = {
     "lnbench_wc_issue": (None, (_I64, _I64, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _INT)),
     "lnbench_wc_wait": (_I64, (_I64, _I64, _P, _P, _I64, _I64, _P, _P, _INT)),
     "lnbench_wc_pending": (_I64, (_I64, _I64, _P, _P, _P, _P, _P, _I64, _I64)),
-    "lnbench_buf_addrs": (_I64, (_P, _I64, _P, _I64, _I64, _I64, _I64, _I64, _P, _P)),
+    "lnbench_buf_addrs": (_I64, (_P, _I64, _P, _I64, _I64, _I64, _I64, _I64, _I64, _P, _P, _P)),
+    "lnbench_buf_load_lanes": (_I64, (_P, _I64, _P, _P, _I64, _P, _P, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64,
+                                      _INT)),
     "lnbench_buf_load": (_I64, (_P, _I64, _P, _I64, _P, _P, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64, _INT)),
     "lnbench_buf_store": (_I64, (_P, _I64, _P, _I64, _P, _P, _INT, _P, _INT, _P, _P, _P, _I64, _I64, _I64, _I64,
                                  _P)),
@@ -237,14 +239,14 @@ def lds_written(written: np.ndarray, addrs: np.ndarray, groups: np.ndarray, nbyt
                                          addrs.shape[1], nbytes, int(write)))
 
 
-def buf_addrs(w: Waves, voff: int | None, r: int, soffset: tuple[int, int], imm: int, nbytes: int,
-              addr: np.ndarray, out: np.ndarray) -> int:
-    """lnbench_buf_addrs on batch `w`: 0 when some descriptor at s[r:r+4] is not a raw buffer; else every lane's address
-    into `addr` (int64, 64 per wave) and out = (lowest, highest, bits OR-ed), 2 when every lane's `nbytes` lie inside
-    num_records, 1 when not. voff: the address of the offset register's row (None: offset 0); soffset: (SGPR or -1,
-    the constant where -1)."""
-    return int(lib().lnbench_buf_addrs(voff, w.n, w.S_address, r, soffset[0], soffset[1], imm, nbytes, _ptr(addr),
-                                       _ptr(out)))
+def buf_addrs(w: Waves, voff: int | None, r: int, soffset: tuple[int, int], imm: int, nbytes: int, size: int,
+              addr: np.ndarray, valid: np.ndarray, out: np.ndarray) -> int:
+    """lnbench_buf_addrs on batch `w` (native.c says what it computes and returns): every lane's address into `addr`
+    (int64, 64 per wave), whether all its components are in range into `valid` (uint8), out = (lowest, highest, bits
+    OR-ed, count) of those lanes. voff: the address of the offset register's row (None: offset 0); soffset: (SGPR or
+    -1, the constant where -1); size: a component's bytes."""
+    return int(lib().lnbench_buf_addrs(voff, w.n, w.S_address, r, soffset[0], soffset[1], imm, nbytes, size,
+                                       _ptr(addr), _ptr(valid), _ptr(out)))
 
 
 class RegisterRows(NamedTuple):
@@ -318,3 +320,17 @@ def bpermute_rows(w: Waves, addr: int, data: int, dst: int, offset: int) -> None
 def address(a: np.ndarray) -> int:
     """The address of a C-contiguous array's first byte, for a caller that keeps the array and its address."""
     return _ptr(a)
+
+
+def buf_load_lanes(data: np.ndarray | None, base: int, addr: np.ndarray, valid: np.ndarray,
+                   written: np.ndarray | None, modifier: np.ndarray | None, reader: np.ndarray | None, shift: int,
+                   wave_group: np.ndarray, touched: np.ndarray | None, rows: RegisterRows) -> bool:
+    """lnbench_buf_load_lanes: a load whose lanes have all components in range or none; True when it found something
+    (and changed nothing)."""
+    found = lib().lnbench_buf_load_lanes(_opt(data), base, _ptr(addr), _ptr(valid), addr.size, _opt(written),
+                                         _opt(modifier), _opt(reader), shift, _ptr(wave_group), _opt(touched),
+                                         rows.address, rows.row_len, rows.first, rows.components, rows.size,
+                                         int(rows.sign))
+    if found == -2:
+        raise MemoryError("the emulator's race checker could not allocate its scratch")
+    return bool(found)
