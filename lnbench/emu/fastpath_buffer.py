@@ -144,8 +144,8 @@ def _load(name: str, r: int, vaddr: int | None, data: int, imm: int, soffsets: t
         rows = native.RegisterRows(w.R_address, w.row_len, data, count, size, sign)
         if lanes.code == ALL_IN and memory.load_rows(lanes.addr, lanes.span, rows, w.global_group):
             return True
-        if lanes.code in (WHOLE_RAW, WHOLE_STRIDED) and memory.load_lanes(lanes.addr, lanes.valid, lanes.span, rows,
-                                                                          w.global_group):
+        if lanes.code in (WHOLE_RAW, WHOLE_STRIDED) and memory.load_rows(lanes.addr, lanes.span, rows, w.global_group,
+                                                                         lanes.valid):
             return True
         if lanes.code == WHOLE_STRIDED:
             return False                               # (the numpy path below takes raw buffers only)

@@ -75,7 +75,7 @@ class RaceShadow:
     While every access to the buffer covers whole aligned dwords the four bytes of a dword always hold one state, so
     the shadow keeps one entry per dword (a quarter of the memory and of the native helper's work); the first access
     that covers part of a dword spreads it to one entry per byte. The arrays come from a pool kept between launches
-    (`_POOL`): a fresh np.full of a large buffer's shadow costs more in page faults than the launch's checks."""
+    (`_SHADOWS`): a fresh np.full of a large buffer's shadow costs more in page faults than the launch's checks."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -88,7 +88,7 @@ class RaceShadow:
     def _array(self, name: str) -> np.ndarray:
         a = self._arrays.get(name)
         if a is None:
-            a = self._arrays[name] = _pooled(self.size // self.granule)
+            a = self._arrays[name] = _SHADOWS.take(self.size // self.granule)
         return a
 
     @property
@@ -123,57 +123,41 @@ class RaceShadow:
         """One entry per byte from now on (each dword's state copied to its four bytes)."""
         for name, a in list(self._arrays.items()):
             self._arrays[name] = np.repeat(a, 4)
-            _release(a)
+            _SHADOWS.give(a)
         self.granule = 1
 
     def release(self) -> None:
         """Give the arrays back to the pool (the launch is over)."""
         for a in self._arrays.values():
-            _release(a)
+            _SHADOWS.give(a)
         self._arrays = {}
 
 
-#: race shadow arrays no launch uses now, by length (at most _POOL_BYTES in all: the largest buffers' shadows)
-_POOL: dict[int, list[np.ndarray]] = {}
-_POOL_BYTES = 1 << 30
+class ArrayPool:
+    """Arrays no launch uses now, by length, at most `max_bytes` in all, handed out again filled with `fill`: a fresh
+    array for a large buffer in every launch costs more in page faults than the launch's accesses to it."""
+
+    def __init__(self, max_bytes: int, dtype: type, fill: int | bool) -> None:
+        self.max_bytes, self.dtype, self.fill = max_bytes, dtype, fill
+        self._free: dict[int, list[np.ndarray]] = {}
+
+    def take(self, length: int) -> np.ndarray:
+        free = self._free.get(length)
+        if free:
+            a = free.pop()
+            a.fill(self.fill)
+            return a
+        return np.full(length, self.fill, self.dtype)
+
+    def give(self, a: np.ndarray) -> None:
+        held = sum(x.nbytes for arrays in self._free.values() for x in arrays)
+        if held + a.nbytes <= self.max_bytes:
+            self._free.setdefault(a.size, []).append(a)
 
 
-def _pooled(length: int) -> np.ndarray:
-    """An int32 array of `length` entries, every one NONE."""
-    free = _POOL.get(length)
-    if free:
-        a = free.pop()
-        a.fill(NONE)
-        return a
-    return np.full(length, NONE, np.int32)
-
-
-def _release(a: np.ndarray) -> None:
-    held = sum(x.nbytes for arrays in _POOL.values() for x in arrays)
-    if held + a.nbytes <= _POOL_BYTES:
-        _POOL.setdefault(a.size, []).append(a)
-
-
-#: touched-byte maps no launch uses now, by length (at most _MAPS_BYTES in all): like the race shadows, a fresh map of
-#: a large buffer for every launch cost more in page faults than the launch's accesses to it
-_MAPS: dict[int, list[np.ndarray]] = {}
-_MAPS_BYTES = 1 << 29
-
-
-def _fresh_map(length: int) -> np.ndarray:
-    """A bool map of `length` bytes, every one False."""
-    free = _MAPS.get(length)
-    if free:
-        a = free.pop()
-        a.fill(False)
-        return a
-    return np.zeros(length, bool)
-
-
-def _release_map(a: np.ndarray) -> None:
-    held = sum(x.nbytes for arrays in _MAPS.values() for x in arrays)
-    if held + a.nbytes <= _MAPS_BYTES:
-        _MAPS.setdefault(a.size, []).append(a)
+#: the race shadows' arrays (int32 entries, NONE) and the footprint's touched-byte maps
+_SHADOWS = ArrayPool(1 << 30, np.int32, NONE)
+_MAPS = ArrayPool(1 << 29, np.bool_, False)
 
 
 @dataclass
@@ -206,7 +190,7 @@ class Footprint:
         touched = self._maps.get(key)
         if touched is None:
             self._regions[id(region)] = region
-            touched = self._maps[key] = _fresh_map(region.size)
+            touched = self._maps[key] = _MAPS.take(region.size)
         native.mark(touched, offs, nbytes)
         self._moved[key] = self._moved.get(key, 0) + offs.size * nbytes
 
@@ -218,7 +202,7 @@ class Footprint:
         if touched is not None:
             return touched, False
         self._regions[id(region)] = region
-        touched = self._maps[key] = _fresh_map(region.size)
+        touched = self._maps[key] = _MAPS.take(region.size)
         return touched, True
 
     def count(self, region: Region, load: bool, moved: int) -> None:
@@ -226,14 +210,14 @@ class Footprint:
         self._moved[key] = self._moved.get(key, 0) + moved
 
     def forget(self, region: Region, load: bool) -> None:
-        _release_map(self._maps.pop((id(region), load)))
+        _MAPS.give(self._maps.pop((id(region), load)))
         if (id(region), not load) not in self._maps:
             del self._regions[id(region)]
 
     def release(self) -> None:
         """Give the maps back to the pool (the record is taken)."""
         for touched in self._maps.values():
-            _release_map(touched)
+            _MAPS.give(touched)
         self._maps = {}
 
     def result(self) -> dict[str, BufferTraffic]:
@@ -453,29 +437,42 @@ class Memory:
         self.bytes_stored += 4 * addrs.size
 
     # ------------------------------------------------------------ whole-batch raw buffer accesses
-    def load_rows(self, addr: np.ndarray, span: np.ndarray, rows: native.RegisterRows, wave_group: np.ndarray) -> bool:
+    def load_rows(self, addr: np.ndarray, span: np.ndarray, rows: native.RegisterRows, wave_group: np.ndarray,
+                  valid: np.ndarray | None = None) -> bool:
         """A raw buffer load of every lane of a batch into register rows (fastpath_buffer.py), as load() and the
-        handler do it: addr, span from native.buf_addrs; wave_group: the workgroup of each wave. False, having changed
-        nothing, where the accesses are not all in one buffer or some check has a finding: the general path then runs
-        (and reports the finding)."""
-        nbytes = rows.components * rows.size
-        reg = self._one_region(int(span[0]), int(span[1]), nbytes)
-        race = self._race_entries(reg, nbytes, span) if reg is not None and self.race else None
+        handler do it: addr, span from native.buf_addrs; wave_group: the workgroup of each wave. `valid`: lanes with
+        every component in range or none (the others' registers 0), loaded as the handler's component loop does it, a
+        load of `rows.size` bytes per component. False, having changed nothing, where the accesses are not in the one
+        buffer load() would find for them or some check has a finding: the general path then runs (and reports it)."""
+        size, count = rows.size, rows.components
+        lanes = addr.size if valid is None else int(span[3])
+        if not lanes:                                       # every lane out of range: zeros, no access
+            native.buf_load_lanes(None, 0, addr, valid, None, None, None, 0, wave_group, None, rows)
+            return True
+        lo, hi = int(span[0]), int(span[1])
+        unit = count * size if valid is None else size     # the bytes of one access
+        reg = self._one_region(lo, hi, unit)
+        if valid is not None and any(self._one_region(lo + j * size, hi + j * size, size) is not reg
+                                     for j in range(1, count)):
+            return False
+        race = self._race_entries(reg, unit, span) if reg is not None and self.race else None
         if reg is None or (self.race and race is None):
             return False
         shadow, shift = race if race is not None else (None, 0)
         footprint = self.footprint
         touched, fresh = footprint.touched(reg, True) if footprint is not None else (None, False)
-        found = native.buf_load(reg.data, reg.base, addr, reg.written if self.initcheck else None,
-                                shadow.modifier if shadow is not None and shadow.modified else None,
-                                shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
+        checks = (reg.written if self.initcheck else None,
+                  shadow.modifier if shadow is not None and shadow.modified else None,
+                  shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
+        found = native.buf_load(reg.data, reg.base, addr, *checks) if valid is None else \
+            native.buf_load_lanes(reg.data, reg.base, addr, valid, *checks)
         if found:
             if fresh:
                 footprint.forget(reg, True)  # type: ignore[union-attr]
             return False
         if shadow is not None:
             shadow.read = True
-        self._count_moved(reg, True, addr.size * nbytes)
+        self._count_moved(reg, True, lanes * count * size)
         return True
 
     def store_rows(self, addr: np.ndarray, span: np.ndarray, rows: native.RegisterRows, wave_group: np.ndarray
@@ -505,38 +502,6 @@ class Memory:
             self._store_clash(reg, shadow, addr, nbytes, np.repeat(wave_group, 64).astype(np.int32), first,
                               "buffer store")
         self._count_moved(reg, False, addr.size * nbytes)
-        return True
-
-    def load_lanes(self, addr: np.ndarray, valid: np.ndarray, span: np.ndarray, rows: native.RegisterRows,
-                   wave_group: np.ndarray) -> bool:
-        """A raw buffer load of every lane of a batch whose lanes have all their components in range or none (valid),
-        as the handler's component loop does it (native.c, lnbench_buf_load_lanes): one load of `rows.size` bytes per
-        component by the valid lanes, the others' registers 0. False, having changed nothing, where a component's
-        accesses are not in the one buffer load() would find for them or some check has a finding."""
-        size, count, valid_lanes = rows.size, rows.components, int(span[3])
-        if not valid_lanes:                                  # every lane out of range: zeros, no access
-            native.buf_load_lanes(None, 0, addr, valid, None, None, None, 0, wave_group, None, rows)
-            return True
-        lo, hi = int(span[0]), int(span[1])
-        reg = self._one_region(lo, hi, size)
-        if reg is None or any(self._one_region(lo + j * size, hi + j * size, size) is not reg for j in range(1, count)):
-            return False
-        race = self._race_entries(reg, size, span) if self.race else None
-        if self.race and race is None:
-            return False
-        shadow, shift = race if race is not None else (None, 0)
-        footprint = self.footprint
-        touched, fresh = footprint.touched(reg, True) if footprint is not None else (None, False)
-        found = native.buf_load_lanes(reg.data, reg.base, addr, valid, reg.written if self.initcheck else None,
-                                      shadow.modifier if shadow is not None and shadow.modified else None,
-                                      shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
-        if found:
-            if fresh:
-                footprint.forget(reg, True)  # type: ignore[union-attr]
-            return False
-        if shadow is not None:
-            shadow.read = True
-        self._count_moved(reg, True, valid_lanes * size * count)
         return True
 
     def _one_region(self, lo: int, hi: int, nbytes: int) -> Region | None:

@@ -657,6 +657,18 @@ int64_t lnbench_lds_race(int64_t *wkey, int64_t *rkey, uint8_t *lds, int64_t n_g
 #undef LDS_RACE
 }
 
+/* One dword of a pass in the bank model: added to its bank's list of distinct dwords (seen: 32 lists of depth_max,
+ * depth: their lengths) unless there already; *degree: the longest list. */
+static inline void bank_note(int64_t *seen, int64_t *depth, int64_t depth_max, int64_t d, int64_t *degree) {
+    const int64_t bank = d & 31;
+    int64_t *list = seen + bank * depth_max, c = 0;
+    while (c < depth[bank] && list[c] != d) c++;
+    if (c == depth[bank]) {
+        list[depth[bank]++] = d;
+        if (depth[bank] > *degree) *degree = depth[bank];
+    }
+}
+
 /* The LDS bank model of one ds_read/ds_write over the k waves of a step (lds_banks.py states it): access i is lane
  * lanes[i] of step row rows[i], `parts` parts of `count` dwords from byte address addrs[i*parts+p]. Per wave and pass
  * of lanes_per_pass lanes: the most distinct dwords one bank holds. out[0]: clocks, out[1]: passes with an active
@@ -679,17 +691,8 @@ static inline __attribute__((always_inline)) int64_t lds_banks(const int64_t *ro
         for (int64_t first = 0; first < 64; first += lanes_per_pass) {
             int64_t depth[32] = {0}, degree = 0;
             const int64_t *pass = pattern + r * width + first * per_lane;
-            for (int64_t e = 0; e < lanes_per_pass * per_lane; e++) {
-                const int64_t d = pass[e];
-                if (d < 0) continue;
-                const int64_t bank = d & 31;
-                int64_t *list = seen + bank * depth_max, c = 0;
-                while (c < depth[bank] && list[c] != d) c++;
-                if (c == depth[bank]) {
-                    list[depth[bank]++] = d;
-                    if (depth[bank] > degree) degree = depth[bank];
-                }
-            }
+            for (int64_t e = 0; e < lanes_per_pass * per_lane; e++)
+                if (pass[e] >= 0) bank_note(seen, depth, depth_max, pass[e], &degree);
             busy += degree;
             active += degree > 0;
         }
@@ -786,15 +789,8 @@ static inline __attribute__((always_inline)) int64_t lds_banks_full(const int64_
                 degree = 0;
                 for (int64_t l = 0; l < lanes_per_pass; l++)
                     for (int64_t p = 0; p < parts; p++)
-                        for (int64_t q = 0; q < count; q++) {
-                            const int64_t d = a[l * parts + p] / 4 + q, bank = d & 31;
-                            int64_t *list = seen + bank * depth_max, c = 0;
-                            while (c < depth[bank] && list[c] != d) c++;
-                            if (c == depth[bank]) {
-                                list[depth[bank]++] = d;
-                                if (depth[bank] > degree) degree = depth[bank];
-                            }
-                        }
+                        for (int64_t q = 0; q < count; q++) bank_note(seen, depth, depth_max, a[l * parts + p] / 4 + q,
+                                                                      &degree);
             }
             busy += degree;
             active += degree > 0;

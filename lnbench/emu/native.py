@@ -322,12 +322,12 @@ def address(a: np.ndarray) -> int:
     return _ptr(a)
 
 
-def buf_load_lanes(data: np.ndarray | None, base: int, addr: np.ndarray, valid: np.ndarray,
+def buf_load_lanes(data: np.ndarray | None, base: int, addr: np.ndarray, valid: np.ndarray | None,
                    written: np.ndarray | None, modifier: np.ndarray | None, reader: np.ndarray | None, shift: int,
                    wave_group: np.ndarray, touched: np.ndarray | None, rows: RegisterRows) -> bool:
     """lnbench_buf_load_lanes: a load whose lanes have all components in range or none; True when it found something
     (and changed nothing)."""
-    found = lib().lnbench_buf_load_lanes(_opt(data), base, _ptr(addr), _ptr(valid), addr.size, _opt(written),
+    found = lib().lnbench_buf_load_lanes(_opt(data), base, _ptr(addr), _opt(valid), addr.size, _opt(written),
                                          _opt(modifier), _opt(reader), shift, _ptr(wave_group), _opt(touched),
                                          rows.address, rows.row_len, rows.first, rows.components, rows.size,
                                          int(rows.sign))
