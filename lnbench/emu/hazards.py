@@ -177,6 +177,11 @@ def reg_name(r: int, acc_base: int | None = None) -> str:
     return {106: "vcc_lo", 107: "vcc_hi", 124: "m0", 126: "exec_lo", 127: "exec_hi"}.get(r, f"s{r}")
 
 
+def _every_wave(sel: slice | np.ndarray) -> bool:
+    """The step holds every wave of the batch (the scheduler's slice(None)): the bookkeeping runs in C."""
+    return isinstance(sel, slice) and sel == slice(None)
+
+
 class WaitcntChecker:
     """Outstanding memory operations of every wave of one batch (see the module docstring)."""
 
@@ -234,7 +239,7 @@ class WaitcntChecker:
 
     def _check_regs(self, ins: Instr, regs: np.ndarray, sel: slice | np.ndarray, verb: str,
                     same_kind_ok: int = -1) -> None:
-        if isinstance(sel, slice) and sel == slice(None):   # every wave: the test in C, numpy only for the report
+        if _every_wave(sel):   # every wave: the test in C, numpy only for the report
             _, done_at, score_at, kind_at, _, maybe_at, *_ = self._at
             if not self._lib.lnbench_wc_pending(self.score.shape[0], self.score.shape[1], score_at, kind_at, done_at,
                                                 maybe_at,
@@ -278,7 +283,7 @@ class WaitcntChecker:
     def _issue(self, ins: Instr, acc: Access, sel: slice | np.ndarray) -> None:
         k = acc.kind
         self.op_name[ins.pc] = ins.name
-        if isinstance(sel, slice) and sel == slice(None):   # every wave: the same updates in C
+        if _every_wave(sel):   # every wave: the same updates in C
             issued_at, _, *rest_at = self._at                  # (no done counts: an issue does not change them)
             self._lib.lnbench_wc_issue(self.score.shape[0], self.score.shape[1], issued_at, *rest_at,
                                        native.address(acc.loads), acc.loads.size, k, ins.pc, int(acc.lds_store))
@@ -307,7 +312,7 @@ class WaitcntChecker:
 
     def _wait(self, ins: Instr, sel: slice | np.ndarray) -> None:
         vm, _exp, lgkm = waitcnt_fields(ins.f.get("simm16", 0))
-        if isinstance(sel, slice) and sel == slice(None):   # every wave: the same updates in C
+        if _every_wave(sel):   # every wave: the same updates in C
             issued_at, done_at, _, _, _, maybe_at, newest_at, *_ = self._at
             got = self._lib.lnbench_wc_wait(self.score.shape[0], self.score.shape[1], issued_at, done_at, vm, lgkm,
                                             maybe_at, newest_at, int(self.maybe_bits != 0))
