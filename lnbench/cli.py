@@ -104,11 +104,15 @@ class OneLineUsageErrors(click.Group):
         if name not in COMMANDS:
             return None
         module, attribute, _ = COMMANDS[name]
-        if name == "verify" and COMMAND_LINE and ctx.resilient_parsing is False:
-            from lnbench.verify.prestart import prestart
+        early = name == "verify" and COMMAND_LINE and ctx.resilient_parsing is False
+        if early:
+            from lnbench.verify import prestart
 
-            prestart(sys.argv[sys.argv.index("verify") + 1:] if "verify" in sys.argv else [])
-        return getattr(importlib.import_module(module), attribute)
+            prestart.prestart(sys.argv[sys.argv.index("verify") + 1:] if "verify" in sys.argv else [])
+        command = getattr(importlib.import_module(module), attribute)
+        if early:
+            prestart.fork_workers()         # imported, and no torch operation has run yet
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list from COMMANDS, without importing every command's module."""

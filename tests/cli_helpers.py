@@ -5,10 +5,15 @@ timing options of a tiny perf / abi-compare run (tests/commands_under_test.py ho
     ONE_THREAD                               env for CliRunner.invoke / subprocess: torch on one thread
     timing(runs=3, ...)                      -R --warmup-s --min-warmup-calls --target-run-s --min-iters --max-iters
     ABI_TIMING                               timing() of the abi-compare tests: 3 warm-up calls, 5-40 calls of ~2 ms
+    verify_workers(tmp)                      pids of live verify workers of runs whose TMPDIR is `tmp`
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
+
+from lnbench.measure.pool import WORKER_NAME
 
 #: torch on one intra-op thread: CPU runs in tests stay small and do not fight the other test worker for cores
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
@@ -42,3 +47,23 @@ def timing(runs: int = 3, *, warmup_s: float = 0, min_warmup_calls: int = 2, tar
 
 #: abi-compare's tiny runs: 3 warm-up calls (the Pointer path's first calls settle), 5 to 40 calls of about 2 ms
 ABI_TIMING = timing(min_warmup_calls=3, target_run_s=0.002, min_iters=5, max_iters=40)
+
+
+def verify_workers(tmp: Path) -> list[int]:
+    """Pids of the live verify workers (fresh interpreters running lnbench.verify.parallel, or forks of the
+    parent, which Linux names WORKER_NAME) of runs whose TMPDIR is `tmp`: other lnbench runs on the same machine
+    are not a test's business. The parent's own process, named lnbench or python, is not one of them."""
+    mark = f"TMPDIR={tmp}".encode()
+    pids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            name = Path(f"/proc/{entry}/comm").read_bytes().strip()
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        worker = b"lnbench.verify.parallel" in cmd or name == WORKER_NAME
+        if worker and mark in environ.split(b"\0") and state not in ("Z", "X"):
+            pids.append(int(entry))
+    return pids

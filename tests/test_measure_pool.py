@@ -151,3 +151,92 @@ def test_leaving_the_pool_stops_every_worker_it_holds(tmp_path):
     for worker in workers:
         with pytest.raises(ProcessLookupError):
             os.kill(worker.proc.pid, 0)
+
+
+# ---------------------------------------------------------------- forked workers (verify's first ones)
+
+def _forked_main(args: list[str]) -> None:
+    """A forked stand-in worker: echoes each stdin line, upper-cased, on its answer pipe (its last argument) until
+    stdin ends; the line `exit N` exits with N, `raise` raises, `hang` sleeps until killed."""
+    import time
+
+    with os.fdopen(int(args[-1]), "w") as answers:
+        for line in sys.stdin:
+            word = line.strip()
+            if word.startswith("exit"):
+                raise SystemExit(int(word.split()[1]))
+            if word == "raise":
+                raise ValueError("stand-in failure")
+            if word == "hang":
+                time.sleep(600)
+            answers.write(f"{args[0]} {word.upper()} parent={os.environ['LNBENCH_PARENT_PID']}\n")
+            answers.flush()
+
+
+def _read_all(fd: int) -> str:
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read().decode()
+
+
+@linux
+def test_a_forked_worker_answers_until_its_stdin_ends_and_exits_0(tmp_path):
+    """Two forks, the second made after the first: the first still sees the end of its stdin when the parent closes
+    it (the second does not hold its write end), each in a session of its own, named for `ps`."""
+    from lnbench.measure.pool import WORKER_NAME, Worker, fork
+
+    first_err, second_err = (open(tmp_path / f"err{i}", "w+b") for i in (1, 2))
+    proc1, fd1 = fork(_forked_main, ["one"], first_err)
+    first = Worker(0, proc1, first_err, fd1)
+    proc2, fd2 = fork(_forked_main, ["two"], second_err, first.own_fds())
+    second = Worker(1, proc2, second_err, fd2)
+    first.send("a")
+    second.send("c")
+    answers1, answers2 = os.fdopen(fd1, "rb"), os.fdopen(fd2, "rb")
+    assert answers1.readline() == f"one A parent={os.getpid()}\n".encode()   # (both have set themselves up)
+    assert answers2.readline() == f"two C parent={os.getpid()}\n".encode()
+    for proc in (proc1, proc2):
+        assert open(f"/proc/{proc.pid}/comm", "rb").read().strip() == WORKER_NAME
+        assert os.getsid(proc.pid) == proc.pid
+    first.send("b", last=True)
+    assert answers1.read() == f"one B parent={os.getpid()}\n".encode()
+    assert proc1.wait() == 0 and proc1.poll() == 0
+    assert proc2.poll() is None                      # still waiting on its own stdin
+    second.close_stdin()
+    assert answers2.read() == b"" and proc2.wait() == 0
+    answers1.close()
+    answers2.close()
+    first_err.close()
+    second_err.close()
+
+
+@linux
+@pytest.mark.parametrize("line, code, tail", [("exit 3", 3, ""), ("raise", 1, "ValueError: stand-in failure")])
+def test_a_forked_worker_exits_with_its_status_and_leaves_its_error(tmp_path, line, code, tail):
+    from lnbench.measure.pool import Worker, fork
+
+    err = open(tmp_path / "err", "w+b")
+    proc, fd = fork(_forked_main, ["w"], err)
+    worker = Worker(0, proc, err, fd)
+    worker.send(line)
+    assert _read_all(fd) == "" and proc.wait() == code and worker.exit_code == code
+    assert worker.last_line() == tail
+    worker.fd = None
+    worker.stop()
+
+
+@linux
+def test_a_killed_forked_worker_reports_the_signal_and_wait_times_out_before(tmp_path):
+    import subprocess
+
+    from lnbench.measure.pool import Worker, fork
+
+    err = open(tmp_path / "err", "w+b")
+    proc, fd = fork(_forked_main, ["w"], err)
+    worker = Worker(0, proc, err, fd)
+    worker.send("hang")
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0.05)
+    assert worker.exited() is False
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL and worker.exited()
+    worker.stop()

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import verify_workers
 from lnbench.run import processes
 from lnbench.cli import main
 from lnbench.run.device import emulator_status
@@ -89,20 +90,8 @@ def _alive(pid: int) -> bool:
 
 
 def _verify_workers(tmp_path: Path) -> list[int]:
-    """Pids of running `lnbench.verify.parallel` worker processes started by this test (their TMPDIR is under
-    tmp_path): other lnbench runs on the same machine are not this test's business."""
-    mark = f"TMPDIR={tmp_path / 'tmp'}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                environ = Path(f"/proc/{entry}/environ").read_bytes()
-            except OSError:
-                continue
-            if b"lnbench.verify.parallel" in cmd and mark in environ.split(b"\0") and _alive(int(entry)):
-                pids.append(int(entry))
-    return pids
+    """This test's verify workers (their TMPDIR is under tmp_path)."""
+    return verify_workers(tmp_path / "tmp")
 
 
 def _finish(proc: subprocess.Popen, timeout_s: float) -> tuple[int, str, float]:

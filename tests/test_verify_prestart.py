@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import verify_workers
 from lnbench.run.device import emulator_status
 from lnbench.verify import prestart
 
@@ -56,19 +57,8 @@ def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 def _workers_of(tmp_path: Path) -> list[int]:
-    """Live `lnbench.verify.parallel` processes whose TMPDIR is this test's."""
-    mark = f"TMPDIR={tmp_path / 'tmp'}".encode()
-    pids = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"lnbench.verify.parallel" in cmd and mark in environ.split(b"\0") and state not in ("Z", "X"):
-            pids.append(int(entry))
-    return pids
+    """This test's verify workers (their TMPDIR is this test's)."""
+    return verify_workers(tmp_path / "tmp")
 
 
 @linux

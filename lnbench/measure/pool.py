@@ -11,29 +11,40 @@ behind is read in one way: `stderr_tail` and its last line, with the exit status
 signal). A worker calls `worker_setup()` first: it dies with its parent (processes.die_with_parent) and runs
 on the CPUs of its GPU (processes.pin_to_gpu_cpus).
 
+A worker is a fresh interpreter (`spawn`), or a fork of the parent once the parent has imported what the worker
+needs (`fork`: verify's first workers, lnbench.verify.prestart), which skips the worker's own imports of torch,
+FlyDSL and the emulator (~2 s of CPU each).
+
 Two ways of handing out work are built on it, and the commands pass in what differs (modules, specs, units,
 callbacks): lnbench.measure.workers (one spec per worker, start-up side by side, timed turns one at a time,
 results in files: perf, abi-compare) and lnbench.measure.units (a queue of units dealt to workers as they come
 free, answers on a pipe: verify --jobs).
 
-Standard library only: lnbench.verify.prestart starts workers with it before the command line imports torch.
+Standard library only: lnbench.verify.prestart imports it before the command line imports torch.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping
+from typing import IO, Callable, Iterable, Mapping
 
-from lnbench.run.processes import child_environment, die_with_parent, kill_group, pin_to_gpu_cpus
+from lnbench.run.processes import (PARENT_PID_VAR, ChildProcess, child_environment, die_with_parent, kill_group,
+                                   pin_to_gpu_cpus)
 
 #: characters of a worker's stderr kept when it fails (its last line names the failure)
 TAIL_CHARS = 2000
+#: the name Linux gives a forked worker (`ps`, `top`, /proc/PID/comm; at most 15 bytes): its command line is its
+#: parent's
+WORKER_NAME = b"lnbench-worker"
 #: set (to anything) to keep the workers' folders (spec, result, stderr files) for debugging
 KEEP_VAR = "LNBENCH_KEEP_WORKER_DIRS"
 
@@ -73,7 +84,7 @@ class Worker:
     and the read end of its answer pipe (None when it answers in files)."""
 
     number: int
-    proc: subprocess.Popen | None
+    proc: ChildProcess | None
     stderr: Path | IO[bytes] | None
     fd: int | None = None
     start_error: str = ""
@@ -105,6 +116,15 @@ class Worker:
                 stdin.close()
         except (AttributeError, OSError, ValueError):
             pass
+
+    def own_fds(self) -> list[int]:
+        """This process's ends of the worker's pipes and its unnamed stderr file (what a fork must not keep)."""
+        fds = [] if self.fd is None else [self.fd]
+        if self.proc is not None and self.proc.stdin is not None:
+            fds.append(self.proc.stdin.fileno())
+        if self.stderr is not None and not isinstance(self.stderr, Path):
+            fds.append(self.stderr.fileno())
+        return fds
 
     def close_stdin(self) -> None:
         stdin = self.proc.stdin if self.proc is not None else None
@@ -150,6 +170,111 @@ def spawn(module: str, args: list[str], env: Mapping[str, str | None] | None, st
         for fd in pass_fds:                     # the answer pipe's write end: the child's now
             os.close(fd)
     return proc, read_fd
+
+
+class ForkedProcess:
+    """A worker forked from this process (`fork`), with what the pools use of subprocess.Popen: pid, stdin,
+    poll, wait and returncode (negative: killed by that signal)."""
+
+    def __init__(self, pid: int, stdin: IO[bytes]) -> None:
+        self.pid = pid
+        self.stdin: IO[bytes] | None = stdin
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:        # collected elsewhere: its status is lost
+                self.returncode = -int(signal.SIGKILL)
+            else:
+                if done:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None and self.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        deadline = time.monotonic() + (timeout or 0.0)
+        while self.poll() is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+
+def fork(main: Callable[[list[str]], None], args: list[str], stderr: IO[bytes],
+         close: Iterable[int] = ()) -> tuple[ForkedProcess, int]:
+    """Fork a worker that runs main(ARGS + [its answer pipe's write end]) with stdin a pipe from this process,
+    stdout and stderr to `stderr`, in a session of its own, and exits when main returns (os._exit: no atexit
+    handler of this process runs twice). `close`: this process's ends of earlier workers' pipes, which the new
+    one must not hold (a worker sees the end of its stdin only when no process holds its write end).
+
+    Only fork a process that has run no torch operation yet (libgomp's threads do not survive a fork; OpenBLAS's
+    stop and restart around one). Returns (process, the answer pipe's read end)."""
+    read_fd, write_fd = os.pipe()
+    in_read, in_write = os.pipe()
+    for stream in (sys.stdout, sys.stderr):     # nothing buffered here may be written twice
+        with contextlib.suppress(Exception):
+            stream.flush()
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+    except BaseException:
+        for fd in (read_fd, write_fd, in_read, in_write):
+            os.close(fd)
+        raise
+    if pid == 0:
+        _forked_child(main, [*args, str(write_fd)], parent, in_read, stderr.fileno(),
+                      {*close, read_fd, in_write})
+    os.close(write_fd)
+    os.close(in_read)
+    return ForkedProcess(pid, os.fdopen(in_write, "wb")), read_fd
+
+
+def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: int, stdin_fd: int, stderr_fd: int,
+                  close: set[int]) -> None:
+    """The forked worker: the set-up a fresh interpreter would have (its own session and streams, Python's
+    default signal handlers, $LNBENCH_PARENT_PID), then main(args); never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(stdin_fd, 0)
+        os.dup2(stderr_fd, 1)
+        os.dup2(stderr_fd, 2)
+        for fd in close | {stdin_fd, stderr_fd}:
+            if fd > 2:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for name in ("SIGTERM", "SIGHUP"):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        os.environ[PARENT_PID_VAR] = str(parent)
+        _name_process(WORKER_NAME)
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:       # noqa: BLE001 - its last line reaches the parent (Worker.last_line)
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _name_process(name: bytes) -> None:
+    """The name `ps` and `top` show for this process (Linux: prctl PR_SET_NAME, at most 15 bytes)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
 
 
 class Pool:

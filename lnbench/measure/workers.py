@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, Union
 
 from lnbench.measure.pool import Pool, Worker, last_line, stderr_tail, worker_setup
-from lnbench.run.processes import Stopped
+from lnbench.run.processes import ChildProcess, Stopped
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
 _POLL_S = 0.05
@@ -224,7 +223,7 @@ class _Live:
         return self.worker.number
 
     @property
-    def proc(self) -> subprocess.Popen | None:
+    def proc(self) -> ChildProcess | None:
         return self.worker.proc
 
     def exited(self) -> bool:

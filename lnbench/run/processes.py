@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import IO, Iterator, Mapping, Protocol
 
 
 def command_line(argv: list[str] | None = None) -> str:
@@ -127,7 +127,21 @@ def terminate_on_signals() -> Iterator[None]:
 TERM_GRACE_S = 3.0
 
 
-def kill_group(proc: subprocess.Popen) -> None:
+class ChildProcess(Protocol):
+    """What the pools use of a worker process: a subprocess.Popen, or lnbench.measure.pool.ForkedProcess."""
+
+    pid: int
+    stdin: IO[bytes] | None
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def kill_group(proc: ChildProcess) -> None:
     """SIGTERM a worker's own process group (it is a session leader), then SIGKILL after a grace period."""
     for sig, wait in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 10.0)):
         try:

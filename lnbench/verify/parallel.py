@@ -36,12 +36,6 @@ from lnbench.verify import prestart
 from lnbench.verify.affinity import AffinityQueue
 from lnbench.verify.cases import Case
 
-#: what a worker started by lnbench.verify.prestart imports while it waits for its spec (the emulated device's
-#: path: FlyDSL, the emulator), so that those imports too overlap the parent's
-_EARLY_IMPORTS = ("lnbench.verify.runner", "lnbench.backends.flydsl_backend", "lnbench.flydsl.launch",
-                  "lnbench.emu.machine", "flydsl.compiler")
-
-
 @dataclass(frozen=True)
 class VerifySpec:
     """Everything a worker needs to run any unit."""
@@ -133,19 +127,12 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                 0.0)
 
 
-def _worker_main(argv: list[str]) -> None:
+def worker_main(argv: list[str]) -> None:
     """Worker side: activate the device, then run each unit named on stdin and answer on the pipe
-    (lnbench.measure.units.serve). SPEC `-` (lnbench.verify.prestart): import first, then read the spec's path
-    from stdin."""
+    (lnbench.measure.units.serve). SPEC `-` (a fork of lnbench.verify.prestart): read the spec's path and the
+    environment from stdin."""
     worker_setup()
     if argv[0] == "-":
-        import importlib
-
-        for module in _EARLY_IMPORTS:
-            try:
-                importlib.import_module(module)
-            except ImportError:          # (a missing FlyDSL is reported where the run needs it)
-                pass
         spec_path = sys.stdin.readline().strip()
         if not spec_path:                # stopped before a run adopted it
             return
@@ -179,7 +166,7 @@ def _worker_main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    _worker_main(sys.argv[1:])
+    worker_main(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)     # every answer is written: skip the interpreter's teardown (torch, MLIR: ~1 s the parent waits)

@@ -1,14 +1,17 @@
-"""`verify` workers started before the command's own imports: their imports (torch, FlyDSL, the emulator:
-~1.5 s each) overlap the parent's (torch: ~1.5 s) instead of following them.
+"""`verify` workers made as early as they can be, by forking the parent once it has imported what they need: a
+fork shares those imports (torch, FlyDSL, the emulator: ~2 s of CPU each) instead of doing them again.
 
-The command line calls `prestart(argv)` before it imports the verify command (stdlib only here). It starts
-workers only where the run will most likely hand cases to workers: the emulated device (installed; no --device
-other than emu, no GPU device node), no --jobs 1, --devices or --self-test. A worker started here imports, then
-waits for the spec's path and the environment a worker started now would get (what the parent set since:
---emu-checks, kernel sources) on stdin (lnbench.verify.parallel). They start like every worker
-(lnbench.measure.pool.spawn); run_units adopts them into its pool with `take`; any not adopted are stopped
+The command line calls `prestart(argv)` before it imports the verify command (stdlib only here), and
+`fork_workers()` right after: no torch operation has run yet, so no OpenMP thread exists to be lost in a fork.
+They act only where the run will most likely hand cases to workers: the emulated device (installed; no --device
+other than emu, no GPU device node), no --jobs 1, --devices or --self-test. `prestart` then sets
+OMP_WAIT_POLICY=PASSIVE (unless set) before torch is imported, as every worker runs (WORKER_ENV): libgomp reads
+it when it loads, so the forks must inherit it. A forked worker waits for the spec's path and the environment a
+worker started now would get (what the parent set since: --emu-checks, kernel sources) on stdin
+(lnbench.verify.parallel). run_units adopts them into its pool with `take`; any not adopted are stopped
 (`discard`: when the run needs none, when it needs fewer, at exit), and each dies with the parent
-(processes.die_with_parent). Their stderr goes to unnamed files: nothing is left behind.
+(processes.die_with_parent). Workers started later (more than MAX_EARLY, or in place of one that died) are
+fresh interpreters (lnbench.measure.pool.spawn). Their stderr goes to unnamed files: nothing is left behind.
 """
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ import atexit
 import importlib.util
 import os
 import platform
+import sys
 import tempfile
 
-from lnbench.measure.pool import Worker, spawn
+from lnbench.measure.pool import Worker, fork
 
 #: OpenMP threads that sleep when idle instead of spinning: torch's threads in one worker would otherwise burn
 #: the core another worker's emulation needs (the main job: ~30 s less CPU on 2 cores); values are unchanged.
@@ -26,13 +30,18 @@ from lnbench.measure.pool import Worker, spawn
 WORKER_ENV = {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
 #: device nodes of a GPU torch may see: with one, verify's default device is that GPU (no workers)
 _GPU_NODES = ("/dev/kfd", "/dev/nvidia0")
-#: at most this many early workers (each imports torch, FlyDSL and the emulator): on a many-core machine a small
-#: run would otherwise start, and then stop, one per core; the run starts any further ones itself
+#: at most this many early workers: on a many-core machine a small run would otherwise start, and then stop, one
+#: per core; the run starts any further ones itself
 MAX_EARLY = 8
+#: what the parent imports before it forks (the emulated device's path: FlyDSL, the emulator), which a worker
+#: would otherwise import itself
+EARLY_IMPORTS = ("lnbench.verify.runner", "lnbench.backends.flydsl_backend", "lnbench.flydsl.launch",
+                 "lnbench.emu.machine", "flydsl.compiler")
 
 
 _pool: list[Worker] = []
 _started = False
+_to_fork = 0
 
 
 def _wanted(argv: list[str]) -> int:
@@ -78,17 +87,39 @@ def _value(argv: list[str], long: str, short: str | None) -> str | None:
 
 
 def prestart(argv: list[str]) -> None:
-    """Start the workers `verify ARGV` will most likely use (none where it likely runs in one process)."""
-    global _started
-    count = 0 if _started else _wanted(argv)
+    """Before torch is imported: note how many workers `verify ARGV` will most likely use (none where it likely
+    runs in one process), and give this process the OpenMP setting they run with."""
+    global _started, _to_fork
+    if _started:
+        return
     _started = True
+    if "torch" in sys.modules and WORKER_ENV:   # libgomp has read its setting: forks would spin (the run spawns)
+        return
+    _to_fork = _wanted(argv)
+    if _to_fork:
+        os.environ.update(WORKER_ENV)
+
+
+def fork_workers() -> None:
+    """After the verify command's imports: import the workers' modules and fork the workers `prestart` noted."""
+    global _to_fork
+    count, _to_fork = _to_fork, 0
     if not count:
         return
+    import importlib
+
+    from lnbench.verify.parallel import worker_main
+
+    for module in EARLY_IMPORTS:
+        try:
+            importlib.import_module(module)
+        except ImportError:      # (a missing FlyDSL is reported where the run needs it)
+            pass
     atexit.register(discard)
     try:
         for _ in range(count):
             err = tempfile.TemporaryFile()        # unnamed: nothing is left behind, however the parent ends
-            proc, fd = spawn("lnbench.verify.parallel", ["-"], WORKER_ENV, err, answers=True)
+            proc, fd = fork(worker_main, ["-"], err, [fd for worker in _pool for fd in worker.own_fds()])
             _pool.append(Worker(len(_pool), proc, err, fd))
     except Exception:      # (no early workers: the run starts its own, and reports what stops them)
         discard()
