@@ -54,8 +54,10 @@ def _run(cmd: list[str], tree: Path | None, cold: bool = False) -> tuple[float, 
 
 
 def _cli(*args: str) -> list[str]:
-    """lnbench's CLI through the interpreter, so PYTHONPATH picks the tree (the console script would not)."""
-    return [sys.executable, "-c", "import sys; from lnbench.cli import main; sys.argv[0] = 'lnbench'; main()", *args]
+    """lnbench's CLI through the interpreter, so PYTHONPATH picks the tree (the console script would not). argv[0]
+    is `lnbench` before lnbench.cli is imported: it then runs as the command line does (lnbench.cli.COMMAND_LINE:
+    verify's early workers, the start-up signal handlers)."""
+    return [sys.executable, "-c", "import sys; sys.argv[0] = 'lnbench'; from lnbench.cli import main; main()", *args]
 
 
 def workloads(kernel_src: str, sweep: bool) -> dict[str, tuple[list[str], bool, str]]:

@@ -95,3 +95,26 @@ def test_many_cores_start_at_most_max_early_workers(monkeypatch):
     assert prestart._wanted([]) == prestart.MAX_EARLY == 8
     monkeypatch.setattr(prestart.os, "sched_getaffinity", lambda pid: {5})
     assert prestart._wanted([]) == 0                       # one core: the run goes in one process
+
+
+def test_no_fork_once_torch_is_imported_without_the_workers_openmp_setting(monkeypatch):
+    """libgomp reads OMP_WAIT_POLICY when it loads: a process that imported torch before prestart could set it
+    would fork workers whose idle threads spin, so it forks none (the run starts fresh workers itself)."""
+    import torch  # noqa: F401  (imported, as by whatever imported lnbench.verify before the command line did)
+
+    monkeypatch.setattr(prestart, "_GPU_NODES", ("/nonexistent/gpu",))
+    monkeypatch.setattr(prestart, "_emulator_installed", lambda: True)
+    monkeypatch.setattr(prestart, "WORKER_ENV", {"OMP_WAIT_POLICY": "PASSIVE"})
+    monkeypatch.setattr(prestart, "_started", False)
+    monkeypatch.setattr(prestart, "_to_fork", 0)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    prestart.prestart(["--jobs", "2"])
+    assert prestart._to_fork == 0 and "OMP_WAIT_POLICY" not in os.environ
+    prestart.fork_workers()
+    assert prestart.pids() == []
+    # with the setting already the user's (WORKER_ENV empty), the forks inherit it: they are made
+    monkeypatch.setattr(prestart, "WORKER_ENV", {})
+    monkeypatch.setattr(prestart, "_started", False)
+    prestart.prestart(["--jobs", "2"])
+    assert prestart._to_fork == 2
+    monkeypatch.setattr(prestart, "_to_fork", 0)        # (not forked here: a test process is no command line)
