@@ -259,7 +259,7 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
         main(args)
         code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
     except BaseException:       # noqa: BLE001 - its last line reaches the parent (Worker.last_line)
         traceback.print_exc()
     finally:
