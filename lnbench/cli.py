@@ -111,7 +111,9 @@ class OneLineUsageErrors(click.Group):
             prestart.prestart(sys.argv[sys.argv.index("verify") + 1:] if "verify" in sys.argv else [])
         command = getattr(importlib.import_module(module), attribute)
         if early:
-            prestart.fork_workers()         # imported, and no torch operation has run yet
+            from lnbench.verify.parallel import worker_main
+
+            prestart.fork_workers(worker_main)      # imported, and no torch operation has run yet
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -157,9 +157,7 @@ def test_leaving_the_pool_stops_every_worker_it_holds(tmp_path):
 
 def _forked_main(args: list[str]) -> None:
     """A forked stand-in worker: echoes each stdin line, upper-cased, on its answer pipe (its last argument) until
-    stdin ends; the line `exit N` exits with N, `raise` raises, `hang` sleeps until killed."""
-    import time
-
+    stdin ends; the line `exit N` exits with N, `raise` raises, `hang` waits for a signal (SIGKILL: the test's)."""
     with os.fdopen(int(args[-1]), "w") as answers:
         for line in sys.stdin:
             word = line.strip()
@@ -168,7 +166,7 @@ def _forked_main(args: list[str]) -> None:
             if word == "raise":
                 raise ValueError("stand-in failure")
             if word == "hang":
-                time.sleep(600)
+                signal.pause()
             answers.write(f"{args[0]} {word.upper()} parent={os.environ['LNBENCH_PARENT_PID']}\n")
             answers.flush()
 

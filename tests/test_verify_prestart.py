@@ -110,7 +110,7 @@ def test_no_fork_once_torch_is_imported_without_the_workers_openmp_setting(monke
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     prestart.prestart(["--jobs", "2"])
     assert prestart._to_fork == 0 and "OMP_WAIT_POLICY" not in os.environ
-    prestart.fork_workers()
+    prestart.fork_workers(lambda argv: None)
     assert prestart.pids() == []
     # with the setting already the user's (WORKER_ENV empty), the forks inherit it: they are made
     monkeypatch.setattr(prestart, "WORKER_ENV", {})

@@ -2,7 +2,7 @@
 fork shares those imports (torch, FlyDSL, the emulator: ~2 s of CPU each) instead of doing them again.
 
 The command line calls `prestart(argv)` before it imports the verify command (stdlib only here), and
-`fork_workers()` right after: no torch operation has run yet, so no OpenMP thread exists to be lost in a fork.
+`fork_workers(worker_main)` right after: no torch operation has run yet, so no OpenMP thread exists to be lost in a fork.
 They act only where the run will most likely hand cases to workers: the emulated device (installed; no --device
 other than emu, no GPU device node), no --jobs 1, --devices or --self-test. `prestart` then sets
 OMP_WAIT_POLICY=PASSIVE (unless set) before torch is imported, as every worker runs (WORKER_ENV): libgomp reads
@@ -16,11 +16,13 @@ fresh interpreters (lnbench.measure.pool.spawn). Their stderr goes to unnamed fi
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib.util
 import os
 import platform
 import sys
 import tempfile
+from typing import Callable
 
 from lnbench.measure.pool import Worker, fork
 
@@ -100,15 +102,14 @@ def prestart(argv: list[str]) -> None:
         os.environ.update(WORKER_ENV)
 
 
-def fork_workers() -> None:
-    """After the verify command's imports: import the workers' modules and fork the workers `prestart` noted."""
+def fork_workers(worker_main: Callable[[list[str]], None]) -> None:
+    """After the verify command's imports: import the workers' modules and fork the workers `prestart` noted,
+    each running worker_main (lnbench.verify.parallel's, given by the command line)."""
     global _to_fork
     count, _to_fork = _to_fork, 0
     if not count:
         return
     import importlib
-
-    from lnbench.verify.parallel import worker_main
 
     for module in EARLY_IMPORTS:
         try:
@@ -116,6 +117,7 @@ def fork_workers() -> None:
         except ImportError:      # (a missing FlyDSL is reported where the run needs it)
             pass
     atexit.register(discard)
+    gc.freeze()     # what the imports made: a fork's collections skip it (walking it would copy the shared pages)
     try:
         for _ in range(count):
             err = tempfile.TemporaryFile()        # unnamed: nothing is left behind, however the parent ends
@@ -123,11 +125,13 @@ def fork_workers() -> None:
             _pool.append(Worker(len(_pool), proc, err, fd))
     except Exception:      # (no early workers: the run starts its own, and reports what stops them)
         discard()
+    finally:
+        gc.unfreeze()
 
 
 def pids() -> list[int]:
     """The process ids of the started workers nothing adopted yet."""
-    return [worker.proc.pid for worker in _pool if worker.proc is not None]     # (spawn's: all started)
+    return [worker.proc.pid for worker in _pool if worker.proc is not None]     # (fork's: all started)
 
 
 def take() -> Worker | None:
