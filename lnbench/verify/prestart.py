@@ -2,8 +2,8 @@
 fork shares those imports (torch, FlyDSL, the emulator: ~2 s of CPU each) instead of doing them again.
 
 The command line calls `prestart(argv)` before it imports the verify command (stdlib only here), and
-`fork_workers(worker_main)` right after: no torch operation has run yet, so no OpenMP thread exists to be lost in a fork.
-They act only where the run will most likely hand cases to workers: the emulated device (installed; no --device
+`fork_workers(worker_main)` right after: no torch operation has run yet, so no OpenMP thread exists to be lost in
+a fork. They act only where the run will most likely hand cases to workers: the emulated device (installed; no --device
 other than emu, no GPU device node), no --jobs 1, --devices or --self-test. `prestart` then sets
 OMP_WAIT_POLICY=PASSIVE (unless set) before torch is imported, as every worker runs (WORKER_ENV): libgomp reads
 it when it loads, so the forks must inherit it. A forked worker waits for the spec's path and the environment a
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib
 import importlib.util
 import os
 import platform
@@ -109,8 +110,6 @@ def fork_workers(worker_main: Callable[[list[str]], None]) -> None:
     count, _to_fork = _to_fork, 0
     if not count:
         return
-    import importlib
-
     for module in EARLY_IMPORTS:
         try:
             importlib.import_module(module)
