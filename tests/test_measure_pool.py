@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +239,33 @@ def test_a_killed_forked_worker_reports_the_signal_and_wait_times_out_before(tmp
     os.kill(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL and worker.exited()
     worker.stop()
+
+
+@linux
+def test_a_fork_from_a_process_without_stdin_and_stdout_keeps_its_pipes(tmp_path):
+    """A parent whose stdin and stdout are closed gets new pipes at fds 0 and 1, which the fork's own stdin and
+    stdout would replace: the fork still answers on its pipe and exits 0."""
+    import subprocess
+
+    script = f"""
+import os, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from lnbench.measure.pool import Worker, fork
+from test_measure_pool import _forked_main
+err = open({str(tmp_path / "err")!r}, "w+b")
+os.close(0)
+os.close(1)          # the pipes fork makes come at fds 0 and 1 now
+proc, fd = fork(_forked_main, ["w"], err)
+worker = Worker(0, proc, err, fd)
+worker.send("x", last=True)
+with os.fdopen(fd, "rb") as answers:
+    got = answers.read().decode()
+code = proc.wait()
+with open({str(tmp_path / "out")!r}, "w") as out:
+    out.write(f"{{got!r}} {{code}}")
+"""
+    done = subprocess.run([sys.executable, "-c", script], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    answer, code = (tmp_path / "out").read_text().rsplit(" ", 1)
+    assert answer.startswith("'w X parent=") and code == "0"

@@ -25,6 +25,7 @@ Standard library only: lnbench.verify.prestart imports it before the command lin
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -214,8 +215,8 @@ def fork(main: Callable[[list[str]], None], args: list[str], stderr: IO[bytes],
 
     Only fork a process that has run no torch operation yet (libgomp's threads do not survive a fork; OpenBLAS's
     stop and restart around one). Returns (process, the answer pipe's read end)."""
-    read_fd, write_fd = os.pipe()
-    in_read, in_write = os.pipe()
+    read_fd, write_fd = (_above_stdio(fd) for fd in os.pipe())
+    in_read, in_write = (_above_stdio(fd) for fd in os.pipe())
     for stream in (sys.stdout, sys.stderr):     # nothing buffered here may be written twice
         with contextlib.suppress(Exception):
             stream.flush()
@@ -232,6 +233,16 @@ def fork(main: Callable[[list[str]], None], args: list[str], stderr: IO[bytes],
     os.close(write_fd)
     os.close(in_read)
     return ForkedProcess(pid, os.fdopen(in_write, "wb")), read_fd
+
+
+def _above_stdio(fd: int) -> int:
+    """`fd`, or a copy of it numbered 3 or more: a process whose stdin, stdout or stderr is closed gets new pipes
+    there, which the fork's own stdin, stdout and stderr would replace."""
+    if fd > 2:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
 
 
 def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: int, stdin_fd: int, stderr_fd: int,
