@@ -49,9 +49,9 @@ COMPILE_S = 0.1
 #: 0.1-0.3 s per kernel against 0.03-0.07 s cached, two to four kernels each (emu:gfx942, 8x64 and 64x1000 f32 in
 #: one process, 2-core machine at load 3.5)
 COLD_COMPILE_S = 0.4
-#: a run's fixed start left once the estimate is printed: the workers' imports (started early, beside the
-#: parent's: lnbench.verify.prestart), their first launch on the emulated device, the first fp64 reference (a
-#: worker's first unit took 0.6–1.0 s longer than its next ones at a slowdown of 1.5)
+#: a run's fixed start left once the estimate is printed: the workers' first launch on the emulated device and
+#: the first fp64 reference (the workers are forks of the parent, which has imported what they need:
+#: lnbench.verify.prestart; a worker's first unit took 0.6–1.0 s longer than its next ones at a slowdown of 1.5)
 STARTUP_S = 0.5
 #: the same on a GPU: the device's context and torch's first calls there (an NVIDIA H200: 4-5 s after the estimate
 #: line, the first unit 2.2 s of it, on a machine that has never run; December 2026)
