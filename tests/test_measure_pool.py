@@ -158,7 +158,8 @@ def test_leaving_the_pool_stops_every_worker_it_holds(tmp_path):
 
 def _forked_main(args: list[str]) -> None:
     """A forked stand-in worker: echoes each stdin line, upper-cased, on its answer pipe (its last argument) until
-    stdin ends; the line `exit N` exits with N, `raise` raises, `hang` waits for a signal (SIGKILL: the test's)."""
+    stdin ends; the line `exit N` exits with N, `raise` raises, `hang` waits for a signal (SIGKILL: the test's),
+    `signals` answers its handlers of SIGINT, SIGTERM and SIGHUP."""
     with os.fdopen(int(args[-1]), "w") as answers:
         for line in sys.stdin:
             word = line.strip()
@@ -168,6 +169,10 @@ def _forked_main(args: list[str]) -> None:
                 raise ValueError("stand-in failure")
             if word == "hang":
                 signal.pause()
+            if word == "signals":                       # how it handles SIGINT, SIGTERM, SIGHUP
+                names = {signal.SIG_DFL: "default", signal.SIG_IGN: "ignored"}
+                word = " ".join(names[handler] if handler in names else handler.__name__
+                                for handler in map(signal.getsignal, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)))
             answers.write(f"{args[0]} {word.upper()} parent={os.environ['LNBENCH_PARENT_PID']}\n")
             answers.flush()
 
@@ -269,3 +274,34 @@ with open({str(tmp_path / "out")!r}, "w") as out:
     assert done.returncode == 0, done.stderr.decode()
     answer, code = (tmp_path / "out").read_text().rsplit(" ", 1)
     assert answer.startswith("'w X parent=") and code == "0"
+
+
+@linux
+@pytest.mark.parametrize("hup", ["ignored", "handled"])
+def test_a_fork_has_python_s_signal_handlers_and_keeps_an_ignored_one_ignored(tmp_path, hup):
+    """The parent's own handlers (the command line's quiet exit, its stop handlers) are not the fork's: SIGINT raises
+    KeyboardInterrupt, SIGTERM and SIGHUP end it, as in a fresh interpreter, except a signal the parent ignores
+    (SIGHUP under nohup), which stays ignored, as it would across an exec."""
+    import subprocess
+
+    script = f"""
+import os, signal, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from lnbench.measure.pool import Worker, fork
+from test_measure_pool import _forked_main
+def quiet(signum, frame):
+    os._exit(99)
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, quiet)
+if {hup == "ignored"!r}:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+err = open({str(tmp_path / "err")!r}, "w+b")
+proc, fd = fork(_forked_main, ["w"], err)
+Worker(0, proc, err, fd).send("signals", last=True)
+with os.fdopen(fd, "rb") as answers:
+    sys.stdout.write(answers.read().decode())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    hup_handler = "IGNORED" if hup == "ignored" else "DEFAULT"
+    assert done.stdout.split(" parent=")[0] == f"w DEFAULT_INT_HANDLER DEFAULT {hup_handler}"

@@ -248,7 +248,7 @@ def _above_stdio(fd: int) -> int:
 def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: int, stdin_fd: int, stderr_fd: int,
                   close: set[int]) -> None:
     """The forked worker: the set-up a fresh interpreter would have (its own session and streams, Python's
-    default signal handlers, $LNBENCH_PARENT_PID), then main(args); never returns."""
+    default signal handlers where the signal is not ignored, $LNBENCH_PARENT_PID), then main(args); never returns."""
     code = 1
     try:
         os.setsid()
@@ -262,9 +262,10 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for name in ("SIGTERM", "SIGHUP"):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
+        for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL),
+                             (signal.SIGHUP, signal.SIG_DFL)):
+            if signal.getsignal(sig) != signal.SIG_IGN:     # one ignored stays ignored, as across an exec (nohup)
+                signal.signal(sig, default)
         os.environ[PARENT_PID_VAR] = str(parent)
         _name_process(WORKER_NAME)
         main(args)
