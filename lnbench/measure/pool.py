@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterable, Mapping
 
 from lnbench.run.processes import (PARENT_PID_VAR, ChildProcess, child_environment, die_with_parent, kill_group,
-                                   pin_to_gpu_cpus)
+                                   name_process, pin_to_gpu_cpus)
 
 #: characters of a worker's stderr kept when it fails (its last line names the failure)
 TAIL_CHARS = 2000
@@ -267,7 +267,7 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
             if signal.getsignal(sig) != signal.SIG_IGN:     # one ignored stays ignored, as across an exec (nohup)
                 signal.signal(sig, default)
         os.environ[PARENT_PID_VAR] = str(parent)
-        _name_process(WORKER_NAME)
+        name_process(WORKER_NAME)
         main(args)
         code = 0
     except SystemExit as exc:
@@ -279,14 +279,6 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
             with contextlib.suppress(Exception):
                 stream.flush()
         os._exit(code)
-
-
-def _name_process(name: bytes) -> None:
-    """The name `ps` and `top` show for this process (Linux: prctl PR_SET_NAME, at most 15 bytes)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
 
 
 class Pool:

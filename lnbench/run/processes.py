@@ -43,6 +43,7 @@ def command_line(argv: list[str] | None = None) -> str:
 #: the environment variable holding the pid of the process that started a worker (set by the parent)
 PARENT_PID_VAR = "LNBENCH_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
 #: the signal that asked this process to stop (None: none yet); set by the handlers of terminate_on_signals
@@ -185,19 +186,29 @@ def exit_quietly_on_signals() -> None:
                 signal.signal(sig, handler)
 
 
+def _prctl(option: int, arg: int | bytes) -> bool:
+    """Linux prctl(option, arg); False where it failed or is not available."""
+    try:
+        import ctypes
+
+        value = ctypes.c_char_p(arg) if isinstance(arg, bytes) else arg
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def name_process(name: bytes) -> None:
+    """The name `ps` and `top` show for this process (Linux: PR_SET_NAME, at most 15 bytes; elsewhere nothing)."""
+    _prctl(_PR_SET_NAME, name[:15])
+
+
 def die_with_parent() -> None:
     """Worker side (Linux): get SIGTERM when the parent dies; exit now if it already has. A no-op elsewhere,
     and in a process not started by lnbench.measure.pool (no $LNBENCH_PARENT_PID)."""
     expected = os.environ.get(PARENT_PID_VAR, "")
     if not expected.isdigit() or not sys.platform.startswith("linux"):
         return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
-            return
-    except (OSError, AttributeError):
+    if not _prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM)):
         return
     if os.getppid() != int(expected):   # it died before prctl took effect
         os._exit(128 + int(signal.SIGTERM))
