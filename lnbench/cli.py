@@ -12,6 +12,8 @@ from lnbench.run.processes import exit_quietly_on_signals
 COMMAND_LINE = __name__ == "__main__" or Path(sys.argv[0]).name == "lnbench"
 if COMMAND_LINE:
     exit_quietly_on_signals()                                       # a signal during the imports below: one line
+    gc.disable()     # until the command's imports are done (get_command): they make no garbage, yet their objects
+    #                  trigger full collections that walk all of them (~0.4 s of a verify's start, tests/test_cli_gc.py)
 
 from lnbench import fast_help  # noqa: E402
 
@@ -114,6 +116,9 @@ class OneLineUsageErrors(click.Group):
             from lnbench.verify.parallel import worker_main
 
             prestart.fork_workers(worker_main)      # imported, and no torch operation has run yet
+        if COMMAND_LINE and not gc.isenabled():
+            gc.freeze()     # what the imports made lives until the exit: the collections from here on skip it
+            gc.enable()
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -3,6 +3,7 @@ middle of a run loses no other result, for a queue of units (verify --jobs: lnbe
 spec per worker with timed turns (perf, abi-compare: lnbench.measure.workers). Tiny stand-in workers: no torch."""
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -159,7 +160,7 @@ def test_leaving_the_pool_stops_every_worker_it_holds(tmp_path):
 def _forked_main(args: list[str]) -> None:
     """A forked stand-in worker: echoes each stdin line, upper-cased, on its answer pipe (its last argument) until
     stdin ends; the line `exit N` exits with N, `raise` raises, `hang` waits for a signal (SIGKILL: the test's),
-    `signals` answers its handlers of SIGINT, SIGTERM and SIGHUP."""
+    `signals` answers its handlers of SIGINT, SIGTERM and SIGHUP, `gc` whether its garbage collector is on."""
     with os.fdopen(int(args[-1]), "w") as answers:
         for line in sys.stdin:
             word = line.strip()
@@ -173,6 +174,8 @@ def _forked_main(args: list[str]) -> None:
                 names = {signal.SIG_DFL: "default", signal.SIG_IGN: "ignored"}
                 word = " ".join(names[handler] if handler in names else handler.__name__
                                 for handler in map(signal.getsignal, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)))
+            if word == "gc":                            # whether its garbage collector runs
+                word = "on" if gc.isenabled() else "off"
             answers.write(f"{args[0]} {word.upper()} parent={os.environ['LNBENCH_PARENT_PID']}\n")
             answers.flush()
 
@@ -211,6 +214,23 @@ def test_a_forked_worker_answers_until_its_stdin_ends_and_exits_0(tmp_path):
     answers2.close()
     first_err.close()
     second_err.close()
+
+
+@linux
+def test_a_fork_of_a_parent_with_the_collector_off_runs_its_own(tmp_path):
+    """The command line forks while its imports have the garbage collector off (lnbench.cli): the worker turns
+    it on again, as a fresh interpreter has it."""
+    from lnbench.measure.pool import Worker, fork
+
+    err = open(tmp_path / "err", "w+b")
+    gc.disable()
+    try:
+        proc, fd = fork(_forked_main, ["w"], err)
+    finally:
+        gc.enable()
+    Worker(0, proc, err, fd).send("gc", last=True)
+    assert _read_all(fd) == f"w ON parent={os.getpid()}\n" and proc.wait() == 0
+    err.close()
 
 
 @linux

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import shutil
 import signal
@@ -268,6 +269,7 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
                 signal.signal(sig, default)
         os.environ[PARENT_PID_VAR] = str(parent)
         name_process(WORKER_NAME)
+        gc.enable()                  # (a parent still importing forks with the collector off: lnbench.cli)
         main(args)
         code = 0
     except SystemExit as exc:
