@@ -114,6 +114,37 @@ def test_a_compile_that_adds_a_kernel_to_the_disk_cache_is_cold(tmp_path, monkey
     assert (count, cold) == (2, 1) and seconds >= 0
 
 
+def test_a_launcher_s_compile_counts_only_its_own_folder_of_the_cache(tmp_path, monkeypatch):
+    """FlyDSL keeps a @flyc.jit launcher's kernels in the cache folder named after its function: guarded_compile
+    counts that folder alone (a kernel another launcher's folder gains meanwhile does not make it cold)."""
+    from lnbench.flydsl import compile_log
+    from lnbench.flydsl.guard import guarded_compile
+    from lnbench.flydsl.toolkit import FLYDSL_CACHE_VAR
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(FLYDSL_CACHE_VAR, str(cache))
+    monkeypatch.setattr(compile_log, "COMPILES", [])
+
+    def launch_rows() -> None:
+        """a launcher's Python function"""
+
+    class Launcher:                          # what @flyc.jit gives: the function as `func`
+        func = launch_rows
+
+    def compile_into(launcher: Launcher, own: str, other: str) -> None:
+        for folder, key in (("launch_rows", own), ("launch_other", other)):
+            (cache / folder).mkdir(parents=True, exist_ok=True)
+            if key:
+                (cache / folder / f"{key}.pkl").write_bytes(b"kernel")
+
+    assert compile_log.launcher_folder(Launcher()) == cache / "launch_rows"
+    assert compile_log.launcher_folder(object()) is None
+    guarded_compile(compile_into, Launcher(), "k1", "")
+    guarded_compile(compile_into, Launcher(), "k1", "x1")       # only the other launcher's folder gained one
+    guarded_compile(compile_into, Launcher(), "k2", "")
+    assert [cold for _, cold in compile_log.COMPILES] == [True, False, True]
+
+
 def test_kernels_compiled_before_are_cached_while_the_cache_keeps_its_files(tmp_path, monkeypatch):
     """The kernels a run compiled are warm for the next estimate while the cache holds at least as many files;
     an emptied cache, another FlyDSL or changed kernels (another identity) have none."""

@@ -39,6 +39,14 @@ def _default_dir(home: str) -> Path:
     return Path(home) / ".flydsl" / "cache" if _flydsl_default_cache_usable() else lnbench_cache_dir() / "flydsl"
 
 
+def launcher_folder(launcher: object) -> Path | None:
+    """The folder of FlyDSL's cache that holds `launcher`'s kernels (FlyDSL names it after the launcher's Python
+    function: a @flyc.jit object's `func`), or None when `launcher` is not one. A compile need only count the files
+    there: a walk of the whole cache costs milliseconds per thousand kernels, twice per compile."""
+    name = getattr(getattr(launcher, "func", None), "__name__", None)
+    return cache_dir() / name if isinstance(name, str) and name else None
+
+
 def cache_files(folder: Path | None = None) -> int:
     """The compiled kernels in the cache folder (its `.pkl` files, in the folders of each launcher)."""
     count = 0

@@ -37,13 +37,14 @@ def guarded_compile(fn: Callable[..., Any], *args: Any, env: dict[str, str] | No
             os.dup2(cap.fileno(), 1)           # FlyDSL's dump chatter goes to stdout
             os.dup2(cap.fileno(), 2)
             err: BaseException | None = None
-            files, start = compile_log.cache_files(), time.monotonic()    # cold: the compile adds a cached kernel
+            folder = compile_log.launcher_folder(args[0]) if args else None   # (None: the whole cache)
+            files, start = compile_log.cache_files(folder), time.monotonic()   # cold: the compile adds a cached kernel
             try:
                 result = fn(*args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - re-raised below with the captured text
                 err = exc
             finally:
-                compile_log.note(time.monotonic() - start, compile_log.cache_files() > files)
+                compile_log.note(time.monotonic() - start, compile_log.cache_files(folder) > files)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os.dup2(saved_out, 1)
