@@ -524,7 +524,7 @@ def test_lds_plan_leaves_accesses_outside_the_allocation_to_the_handler():
 def test_known_operands_are_what_the_handler_records(name):
     """A planned memory instruction's first execution may skip the recording step: its record must be the one the
     recording step makes."""
-    from lnbench.emu.fastpath import known_operands
+    from lnbench.emu.fastpath import known_operands, plan
     from lnbench.emu.state import RecordingStep
 
     ins = _decoded({**BUFFER_CASES, **LDS_CASES}[name])
@@ -535,15 +535,16 @@ def test_known_operands_are_what_the_handler_records(name):
         w.lds_written = None                                  # (a read of bytes nobody wrote is no fault here)
     step = RecordingStep(w, slice(None), ins, WAVES, LaunchProfile(memory=memory))
     ins.run(step)
-    assert known_operands(ins) == (step.reads, step.writes)
+    assert known_operands(ins, plan(ins)) == (step.reads, step.writes)
 
 
 def test_unplanned_instructions_record_their_operands():
-    from lnbench.emu.fastpath import known_operands
+    from lnbench.emu.fastpath import known_operands, plan
 
-    assert known_operands(_decoded(I.buffer_load_dword(vdata=v[4], vaddr=v[0:1], srsrc=s[0:3], soffset=s[8],
-                                                       idxen=1, offen=1))) is None
-    assert known_operands(_decoded(CASES["v_fma_f32"])) is None
+    unplanned = _decoded(I.buffer_load_dword(vdata=v[4], vaddr=v[0:1], srsrc=s[0:3], soffset=s[8], idxen=1, offen=1))
+    assert plan(unplanned) is None and known_operands(unplanned, plan(unplanned)) is None
+    fma = _decoded(CASES["v_fma_f32"])
+    assert plan(fma) is not None and known_operands(fma, plan(fma)) is None      # planned, but its record is noted
 
 
 @pytest.mark.parametrize("name", ["ds_read_b32", "ds_read_b64", "ds_read_b128", "ds_read2_b32", "ds_write2_b64"])

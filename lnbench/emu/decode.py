@@ -40,7 +40,7 @@ class Instr:
     run: Callable[..., Any] | None = field(default=None, repr=False)   # the bound handler
     #: s_barrier or s_endpgm: the scheduler releases barriers after it
     ends_group: bool = False
-    #: the whole-batch fast path (fastpath.plan), set after the first execution; None: the handler always
+    #: the whole-batch fast path (fastpath.plan), set at the first execution; None: the handler always
     fast: Any = field(default=None, repr=False)
 
     def __getitem__(self, key: str) -> int:

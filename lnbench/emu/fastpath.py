@@ -301,15 +301,18 @@ FLOATS = frozenset(vec.FLOAT_BINARY) | {"v_fma_f32"}
 FLOAT_SIGNS = frozenset({"neg", "abs"})
 
 
-def known_operands(ins: Instr) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
-    """The operands the handler of a planned buffer or LDS instruction notes on its first execution (RecordingStep:
-    (code, dwords) read, written), known from the encoding, or None (the first execution records them). Those
-    handlers read and write their data registers straight from the register file; the buffer ones read soffset as an
-    operand. With the record known, a first execution may take the plan: on a batch of thousands of waves the
-    handler costs milliseconds. tests/test_emu_fastpath.py checks it against the recording of every planned case."""
-    if ins.name.startswith("buffer_") and plan_buffer(ins, _reader) is not None:
+def known_operands(ins: Instr, fast: Plan | None) -> tuple[list[tuple[int, int]], list[tuple[int, int]]] | None:
+    """The operands the handler of a buffer or LDS instruction planned as `fast` (plan(ins)) notes on its first
+    execution (RecordingStep: (code, dwords) read, written), known from the encoding, or None (the first execution
+    records them). Those handlers read and write their data registers straight from the register file; the buffer
+    ones read soffset as an operand. With the record known, a first execution may take the plan: on a batch of
+    thousands of waves the handler costs milliseconds. tests/test_emu_fastpath.py checks it against the recording of
+    every planned case."""
+    if fast is None:
+        return None
+    if ins.name.startswith("buffer_"):
         return [(ins.f["soffset"], 1)], []
-    if ins.name.startswith(("ds_read", "ds_write")) and plan_lds(ins) is not None:
+    if ins.name.startswith(("ds_read", "ds_write")):
         return [], []
     return None
 

@@ -275,10 +275,11 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
             ins = prog.at(pc)
             assert ins.run is not None       # Program.at binds every instruction it returns
             acc = accesses.get(pc)
-            if acc is None and (known := known_operands(ins)) is not None:   # first execution, its record known
-                acc = accesses[pc] = access_of(ins, *known, w.acc_base)
+            if acc is None:                  # first execution here: the plan, once; the record too where it is known
                 ins.fast = plan_fast(ins)
-            fast = ins.fast
+                if (known := known_operands(ins, ins.fast)) is not None:
+                    acc = accesses[pc] = access_of(ins, *known, w.acc_base)
+            fast = ins.fast if acc is not None else None        # (unknown: the handler runs and notes it)
             if fast is not None and k == n and fast[1] < rows and w.all_lanes_active() \
                     and fast[0](w, profile) is not False:   # every wave, every lane: on whole rows (fastpath.py)
                 nxt = None
@@ -288,7 +289,6 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
                     rst = st = RecordingStep(w, sel, ins, k, profile)
                     ins.run(st)
                     acc = accesses[pc] = access_of(ins, rst.reads, rst.writes, w.acc_base)
-                    ins.fast = plan_fast(ins)
                 else:
                     st = Step(w, sel, ins, k, profile)
                     ins.run(st)
