@@ -455,12 +455,12 @@ class Memory:
         if valid is not None and any(self._one_region(lo + j * size, hi + j * size, size) is not reg
                                      for j in range(1, count)):
             return False
-        race = self._race_entries(reg, unit, span) if reg is not None and self.race else None
-        if reg is None or (self.race and race is None):
+        got = self._batch_checks(reg, unit, span, load=True)
+        if got is None:
             return False
-        shadow, shift = race if race is not None else (None, 0)
+        assert reg is not None                       # (_batch_checks: None without one buffer)
+        shadow, shift, touched, fresh = got
         footprint = self.footprint
-        touched, fresh = footprint.touched(reg, True) if footprint is not None else (None, False)
         checks = (reg.written if self.initcheck else None,
                   shadow.modifier if shadow is not None and shadow.modified else None,
                   shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
@@ -480,12 +480,12 @@ class Memory:
         """A raw buffer store of every lane of a batch from register rows: load_rows' counterpart for store()."""
         nbytes = rows.components * rows.size
         reg = self._one_region(int(span[0]), int(span[1]), nbytes)
-        race = self._race_entries(reg, nbytes, span) if reg is not None and self.race else None
-        if reg is None or (self.race and race is None) or not reg.data.flags.writeable:
+        got = self._batch_checks(reg, nbytes, span, load=False)
+        if got is None:
             return False
-        shadow, shift = race if race is not None else (None, 0)
+        assert reg is not None                       # (_batch_checks: None without one buffer)
+        shadow, shift, touched, fresh = got
         footprint = self.footprint
-        touched, fresh = footprint.touched(reg, False) if footprint is not None else (None, False)
         modified = shadow is not None and shadow.modified
         code, first = native.buf_store(reg.data, reg.base, addr, reg.written,
                                        shadow.modifier if shadow is not None else None, modified,
@@ -503,6 +503,21 @@ class Memory:
                               "buffer store")
         self._count_moved(reg, False, addr.size * nbytes)
         return True
+
+    def _batch_checks(self, reg: Region | None, nbytes: int, span: np.ndarray, load: bool
+                      ) -> tuple[RaceShadow | None, int, np.ndarray | None, bool] | None:
+        """What a whole-batch access of `nbytes` per lane to `reg` needs of the checkers (load_rows, store_rows): its
+        race shadow (None: the race checker is off) and the shadow's granule shift, the footprint's map of touched
+        bytes (None: no footprint) and whether that map is new. None where the access cannot be taken whole: no one
+        buffer holds it, the race checker cannot tell its granule, or it stores to a read-only buffer."""
+        if reg is None:
+            return None
+        race = self._race_entries(reg, nbytes, span) if self.race else None
+        if (self.race and race is None) or (not load and not reg.data.flags.writeable):
+            return None
+        shadow, shift = race if race is not None else (None, 0)
+        touched, fresh = self.footprint.touched(reg, load) if self.footprint is not None else (None, False)
+        return shadow, shift, touched, fresh
 
     def _one_region(self, lo: int, hi: int, nbytes: int) -> Region | None:
         """The buffer holding every access of `nbytes` from `lo` to `hi`, as _resolve finds it."""
