@@ -262,7 +262,7 @@ def test_a_killed_forked_worker_reports_the_signal_and_wait_times_out_before(tmp
         proc.wait(timeout=0.05)
     assert worker.exited() is False
     os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL and worker.exited()
+    assert proc.wait(timeout=120) == -signal.SIGKILL and worker.exited()   # (a wait with a time limit ends at the exit)
     worker.stop()
 
 

@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import gc
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -200,11 +201,26 @@ class ForkedProcess:
                 self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         deadline = time.monotonic() + (timeout or 0.0)
         while self.poll() is None:
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
-            time.sleep(0.01)
+            _until_exit(self.pid, left)
         assert self.returncode is not None
         return self.returncode
+
+
+def _until_exit(pid: int, seconds: float) -> None:
+    """Return when child `pid` has exited or after `seconds`, whichever is first: a wait on its pidfd (Linux 5.3+),
+    else a short sleep (the caller polls again)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        time.sleep(min(seconds, 0.01))
+        return
+    try:
+        select.select([fd], [], [], seconds)
+    finally:
+        os.close(fd)
 
 
 def fork(main: Callable[[list[str]], None], args: list[str], stderr: IO[bytes],
