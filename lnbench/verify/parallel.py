@@ -18,7 +18,6 @@ pool); a worker also dies with the parent when the parent is killed hard (proces
 from __future__ import annotations
 
 import gc
-import importlib
 import json
 import os
 import pickle
@@ -133,21 +132,13 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
 IMPORT_AHEAD = ("torch.fx.experimental.symbolic_shapes",)
 
 
-def _import_ahead() -> None:
-    for module in IMPORT_AHEAD:
-        try:
-            importlib.import_module(module)
-        except ImportError:      # (a torch without it imports nothing then either)
-            pass
-
-
 def worker_main(argv: list[str]) -> None:
     """Worker side: activate the device, then run each unit named on stdin and answer on the pipe
     (lnbench.measure.units.serve). SPEC `-` (a fork of lnbench.verify.prestart): read the spec's path and the
     environment from stdin."""
     worker_setup()
     if argv[0] == "-":
-        _import_ahead()
+        prestart.import_modules(IMPORT_AHEAD)
         spec_path = sys.stdin.readline().strip()
         if not spec_path:                # stopped before a run adopted it
             return

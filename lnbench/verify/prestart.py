@@ -110,13 +110,10 @@ def fork_workers(worker_main: Callable[[list[str]], None]) -> None:
     count, _to_fork = _to_fork, 0
     if not count:
         return
-    for module in EARLY_IMPORTS:
-        try:
-            importlib.import_module(module)
-        except ImportError:      # (a missing FlyDSL is reported where the run needs it)
-            pass
+    import_modules(EARLY_IMPORTS)          # (a missing FlyDSL is reported where the run needs it)
     atexit.register(discard)
-    gc.freeze()     # what the imports made: a fork's collections skip it (walking it would copy the shared pages)
+    gc.freeze()     # what the imports made: a fork's collections skip it (walking it would copy the shared pages);
+    #                 the command line keeps it frozen until its exit (lnbench.cli)
     try:
         for _ in range(count):
             err = tempfile.TemporaryFile()        # unnamed: nothing is left behind, however the parent ends
@@ -124,8 +121,15 @@ def fork_workers(worker_main: Callable[[list[str]], None]) -> None:
             _pool.append(Worker(len(_pool), proc, err, fd))
     except Exception:      # (no early workers: the run starts its own, and reports what stops them)
         discard()
-    finally:
-        gc.unfreeze()
+
+
+def import_modules(names: tuple[str, ...]) -> None:
+    """Import each module of `names` that can be imported (one that cannot is the business of whoever uses it)."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def pids() -> list[int]:
