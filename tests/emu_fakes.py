@@ -57,7 +57,7 @@ class FakeEmulator:
     def build_bwd_launchers(self, plan: Any, strategy: str, abi: str) -> tuple:
         return ("bwd", strategy, abi), (("reduce", strategy, abi) if strategy == "deterministic" else None)
 
-    def do_compile(self, launcher: tuple, args: list, arch: str) -> Callable[..., None]:
+    def do_compile(self, launcher: tuple, args: list, arch: str, identity: tuple | None = None) -> Callable[..., None]:
         self.compiled.append((launcher[0], arch))
         return lambda *call_args: self._run(launcher, call_args)
 

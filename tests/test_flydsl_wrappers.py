@@ -105,7 +105,7 @@ def counting_compile(monkeypatch):
     """Replace the real compile with a counter; builders still run (tracing happens at compile)."""
     calls = []
 
-    def fake(launcher, args, arch):
+    def fake(launcher, args, arch, identity=None):
         calls.append((launcher, len(args), arch))
         return lambda *a: None
 

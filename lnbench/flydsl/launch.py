@@ -110,20 +110,25 @@ def _flyc():
     return flyc, fx
 
 
-def _do_compile(launcher: Callable, args: list, arch: str) -> Any:
-    """flyc.compile under the compile env for `arch`, failing on any printed `error:`."""
+def _do_compile(launcher: Callable, args: list, arch: str, identity: tuple | None = None) -> Any:
+    """flyc.compile under the compile env for `arch`, failing on any printed `error:`. With `identity` (lnbench's
+    own launchers: what their build depends on), without FlyDSL's trace where an earlier process traced the same
+    (lnbench.flydsl.trace_reuse)."""
     from lnbench.flydsl.guard import guarded_compile
     flyc, _ = _flyc()
     env = compile_env(arch)
     env.pop("COMPILE_ONLY", None)       # on a GPU we want the callable back
-    return guarded_compile(flyc.compile, launcher, *args, env=env)
+    if identity is None:
+        return guarded_compile(flyc.compile, launcher, *args, env=env)
+    from lnbench.flydsl.trace_reuse import compile_reusing
+    return guarded_compile(compile_reusing, launcher, flyc.compile, identity, *args, env=env)
 
 
-def _cached(key: tuple, build: Callable[[], tuple[Callable, list]], arch: str) -> Any:
+def _cached(key: tuple, build: Callable[[], tuple[Callable, list]], arch: str, identity: tuple | None = None) -> Any:
     fn = _cache.get(key)
     if fn is None:
         launcher, args = build()
-        fn = _do_compile(launcher, args, arch)
+        fn = _do_compile(launcher, args, arch, identity)
         _cache[key] = fn
     return fn
 
@@ -237,7 +242,7 @@ def fwd_compiled(dev: Device, x: torch.Tensor, weight: torch.Tensor, bias: torch
     tensors = [x, weight, bias, y] + (stats if store_stats else [])
     fn = _cached(key, lambda: (build_fwd_launcher(plan, eps, store_stats, abi),
                                fwd_compile_args(plan, store_stats, abi, tensors if abi == "tensor" else None)),
-                 dev.arch)
+                 dev.arch, (*key, repr(plan)))
     return fn, plan
 
 
@@ -301,7 +306,7 @@ def bwd_compiled(plan: geometry.RowPlan, strategy: str, abi: str, dev: Device,
                  tensors: list | None, red_tensors: list | None) -> tuple[Any, Any]:
     key = ("bwd", plan.n, plan.dtype, False, 0.0, abi, strategy, plan.vec, dev.arch, dev.index)
     main = _cached(key, lambda: (build_bwd_launchers(plan, strategy, abi)[0],
-                                 bwd_compile_args(plan, abi, tensors)), dev.arch)
+                                 bwd_compile_args(plan, abi, tensors)), dev.arch, (*key, repr(plan)))
     red = None
     if strategy == "deterministic":
         def reduce_launcher() -> Callable:
@@ -311,7 +316,8 @@ def bwd_compiled(plan: geometry.RowPlan, strategy: str, abi: str, dev: Device,
 
         rkey = ("bwd-reduce", plan.n, plan.dtype, False, 0.0, abi, strategy, 0, dev.arch, dev.index)
         red = _cached(rkey, lambda: (reduce_launcher(),
-                                     reduce_compile_args(plan.n, plan.dtype, abi, red_tensors)), dev.arch)
+                                     reduce_compile_args(plan.n, plan.dtype, abi, red_tensors)), dev.arch,
+                    (*rkey, repr(plan)))
     return main, red
 
 
