@@ -171,3 +171,29 @@ def test_cases_that_cannot_execute_are_never_pass(tol):
     rows = verify_rows(MissingBackend(), cases, CPU, tol)
     assert all(r["status"] == "not run" and r["detail"] == "not installed" for r in rows)
     assert not failed(rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_backward_with_gives_the_gradients_of_y_backward(dtype):
+    """runner.backward_with's sum(y·dy) form hands y the gradient 1·dy: every gradient bitwise that of y.backward(dy)."""
+    from lnbench.verify.runner import backward_with
+
+    gen = torch.Generator().manual_seed(11)
+    x0 = (torch.randn(2, 5, 96, generator=gen) * 3 + 1).to(dtype)
+    w0, b0 = (torch.rand(96, generator=gen) + 0.5).to(dtype), torch.randn(96, generator=gen).to(dtype)
+    dy = torch.randn(2, 5, 96, generator=gen).to(dtype)
+    grads = []
+    for run in (lambda y: y.backward(dy), lambda y: backward_with(y, dy)):
+        x, w, b = (t.clone().requires_grad_(True) for t in (x0, w0, b0))
+        run(torch.nn.functional.layer_norm(x, (96,), w, b, 1e-5))
+        grads.append((x.grad, w.grad, b.grad))
+    for want, got in zip(*grads):
+        assert want is not None and got is not None and torch.equal(want, got)
+
+
+def test_backward_with_a_gradient_torch_would_refuse_raises_torchs_error():
+    from lnbench.verify.runner import backward_with
+
+    x = torch.randn(3, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="[Mm]ismatch in shape"):
+        backward_with(x * 2, torch.randn(3, 1, 8))

@@ -127,18 +127,12 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
                 0.0)
 
 
-#: what a worker's first unit imports lazily: torch's autograd imports its symbolic-shape helpers (and sympy, ~0.3 s)
-#: on the first backward given a gradient. A fork imports them while the parent still builds the run's spec.
-IMPORT_AHEAD = ("torch.fx.experimental.symbolic_shapes",)
-
-
 def worker_main(argv: list[str]) -> None:
     """Worker side: activate the device, then run each unit named on stdin and answer on the pipe
     (lnbench.measure.units.serve). SPEC `-` (a fork of lnbench.verify.prestart): read the spec's path and the
     environment from stdin."""
     worker_setup()
     if argv[0] == "-":
-        prestart.import_modules(IMPORT_AHEAD)
         spec_path = sys.stdin.readline().strip()
         if not spec_path:                # stopped before a run adopted it
             return

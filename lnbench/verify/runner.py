@@ -68,6 +68,18 @@ def run_2d(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     return Outputs(tensors, problems, repeat)
 
 
+def backward_with(y: torch.Tensor, dy: torch.Tensor) -> None:
+    """y.backward(dy), without the import it costs: torch's autograd checks a given gradient's shape through its
+    symbolic-shape helpers, importing sympy (~0.3 s of CPU in every verify worker). The gradient of sum(y·dy) reaches
+    y as 1·dy, the same values (exactly: a product with one), so where dy is a gradient torch would take as given
+    (same shape, dtype and device) the sum's backward is y.backward(dy); anything else goes to y.backward(dy) and
+    its error."""
+    if y.shape == dy.shape and y.dtype == dy.dtype and y.device == dy.device:
+        (y * dy).sum().backward()
+    else:
+        y.backward(dy)
+
+
 def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     """The backend's public autograd path on N-D input: y, then dx, dγ, dβ from y.backward(dy)."""
     missing = getattr(backend, "missing_backward", "")
@@ -80,7 +92,7 @@ def run_autograd(backend: Backend, inp: Inputs, eps: float) -> Outputs:
     b = inp.bias.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         y = backend.layernorm(x, w, b, eps)
-        y.backward(inp.dy)
+        backward_with(y, inp.dy)
     problems: dict[str, str] = {}
     if tuple(y.shape) != tuple(inp.x.shape):
         problems["y"] = f"y has shape {tuple(y.shape)}, must be {tuple(inp.x.shape)}"
