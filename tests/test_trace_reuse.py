@@ -11,7 +11,7 @@ pytest.importorskip("flydsl")
 
 from flydsl.compiler import jit_function  # noqa: E402
 
-from lnbench.flydsl import launch, trace_reuse  # noqa: E402
+from lnbench.flydsl import compile_log, launch, trace_reuse  # noqa: E402
 from lnbench.flydsl.toolkit import compile_env  # noqa: E402
 
 pytestmark = pytest.mark.rocm
@@ -67,8 +67,10 @@ def test_a_second_process_loads_the_traced_kernels_without_a_trace(kernel_device
 
     launch._cache.clear()                                      # a new process: nothing compiled in memory
     traces.clear()
+    noted = len(compile_log.COMPILES)
     again, codes_again = _run(kernel_device, abi)
     assert traces == []
+    assert [cold for _, cold in compile_log.COMPILES[noted:]] == [False] * 3     # three warm compiles for estimates
     assert codes_again == codes and all(codes)                 # the very code objects the trace made
     for a, b in zip(first, again):
         assert torch.equal(a, b)
@@ -134,7 +136,7 @@ def test_the_key_names_the_build_and_the_argument_types(monkeypatch, own_index):
 def test_kernel_sources_always_trace(own_index, monkeypatch):
     """A user's kernel source compiles without an identity: trace_reuse is never asked."""
     asked: list[object] = []
-    monkeypatch.setattr(trace_reuse, "compile_reusing", lambda *a: asked.append(a))
+    monkeypatch.setattr(trace_reuse, "lookup", lambda *a: asked.append(a))
     monkeypatch.setattr(launch, "_flyc", lambda: (type("F", (), {"compile": staticmethod(lambda *a: "traced")}), None))
     assert launch._do_compile(lambda: None, [], "gfx942") == "traced"
     assert asked == []

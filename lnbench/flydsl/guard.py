@@ -6,13 +6,14 @@ and whether FlyDSL's disk cache had the kernel (lnbench.flydsl.compile_log).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from lnbench.flydsl import compile_log
 
@@ -24,12 +25,26 @@ class FlyDSLCompileError(RuntimeError):
     """A FlyDSL compile raised, or printed an `error:` line on stderr."""
 
 
-def guarded_compile(fn: Callable[..., Any], *args: Any, env: dict[str, str] | None = None, **kwargs: Any) -> Any:
-    """Call fn(*args) (normally flyc.compile) with fds 1 and 2 redirected to a temp file and `env` set;
-    raise FlyDSLCompileError when it raises or when the captured output has an `error:` line."""
+@contextlib.contextmanager
+def compile_environment(env: dict[str, str] | None) -> Iterator[None]:
+    """`env` set in os.environ (under the process-wide lock) while the block runs, the earlier values back after."""
     with _LOCK:
         old_env = {k: os.environ.get(k) for k in (env or {})}
         os.environ.update(env or {})
+        try:
+            yield
+        finally:
+            for key, val in old_env.items():
+                if val is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = val
+
+
+def guarded_compile(fn: Callable[..., Any], *args: Any, env: dict[str, str] | None = None, **kwargs: Any) -> Any:
+    """Call fn(*args) (normally flyc.compile) with fds 1 and 2 redirected to a temp file and `env` set;
+    raise FlyDSLCompileError when it raises or when the captured output has an `error:` line."""
+    with compile_environment(env):
         sys.stdout.flush()
         sys.stderr.flush()
         saved_out, saved = os.dup(1), os.dup(2)
@@ -51,11 +66,6 @@ def guarded_compile(fn: Callable[..., Any], *args: Any, env: dict[str, str] | No
                 os.dup2(saved, 2)
                 os.close(saved_out)
                 os.close(saved)
-                for key, val in old_env.items():
-                    if val is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = val
             cap.seek(0)
             text = cap.read().decode(errors="replace")
     if err is not None:

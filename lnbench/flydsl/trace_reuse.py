@@ -4,12 +4,12 @@ FlyDSL traces a `@flyc.jit` launcher on every compile, also when its disk cache 
 IR is that cache's key. For lnbench's own launchers (lnbench.flydsl.launch: forward, backward, reduce) everything a
 trace reads is known before it runs: lnbench's sources, FlyDSL itself (its own key of its sources, native libraries
 and toolkit), the compile environment, the launcher's build key and the compile arguments' types, shapes and
-alignments. `compile_reusing` hashes those into a trace key; an index file under lnbench's cache
+alignments. `lookup` hashes those into a trace key; an index file under lnbench's cache
 (`<lnbench cache>/flydsl-traces/<key>.json`) names the FlyDSL disk-cache entry the trace with that key produced, and
 the compiled function is built from that entry as flyc.compile builds it after its trace: the same artifact, the same
 call ABI, FlyDSL's own launch path (CompiledFunction -> execution engine -> hipModuleLaunchKernel). Any miss — no
 index, the entry gone from FlyDSL's cache, a compile that would execute (live device buffers), an artifact FlyDSL
-keeps in-process only, FlyDSL internals that moved — takes the traced way, which then writes the index.
+keeps in-process only, FlyDSL internals that moved — takes the traced way, after which `remember` writes the index.
 
 Kernel sources users pass (`--kernel-src`) always trace: what they import is theirs.
 """
@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lnbench.machine.cache_dirs import lnbench_cache_dir
 
@@ -130,7 +130,7 @@ def _load(launcher: Any, args: tuple, disk_key: str) -> Any:
 
 
 def _remember(launcher: Any, key: str) -> None:
-    """After a traced compile: name its FlyDSL disk-cache entry under `key` (written whole, then renamed)."""
+    """Name the FlyDSL disk-cache entry of the launcher's last compile under `key` (written whole, then renamed)."""
     from flydsl.compiler import jit_function as jfm
 
     jf, _ = jfm._unwrap_jit_function(launcher)
@@ -151,23 +151,23 @@ def _remember(launcher: Any, key: str) -> None:
         pass                            # an index that cannot be written only costs the next run a trace
 
 
-def compile_reusing(launcher: Any, compile_fn: Callable[..., Any], identity: tuple, *args: Any) -> Any:
-    """compile_fn(launcher, *args) (flyc.compile), or the same compiled function without a trace when an earlier
-    process traced this launcher with the same trace key (module docstring). `identity` names the launcher's build
-    (lnbench.flydsl.launch's cache key and row plan)."""
+def lookup(launcher: Any, identity: tuple, args: tuple) -> tuple[str | None, Any]:
+    """(the trace key of `launcher` on `args`, FlyDSL's compiled function loaded without a trace or None where no
+    earlier process traced that key). Call under the compile environment: FlyDSL's key reads it. `identity` names
+    the launcher's build (lnbench.flydsl.launch's cache key and row plan)."""
     key = trace_key(launcher, identity, args)
-    if key is not None:
-        try:
-            entry = json.loads(_index_file(key).read_text())
-            compiled = _load(launcher, args, str(entry["disk_key"]))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            compiled = None
-        if compiled is not None:
-            return compiled
-    compiled = compile_fn(launcher, *args)
-    if key is not None and compiled is not None:
-        try:
-            _remember(launcher, key)
-        except (AttributeError, TypeError):
-            pass
-    return compiled
+    if key is None:
+        return None, None
+    try:
+        entry = json.loads(_index_file(key).read_text())
+        return key, _load(launcher, args, str(entry["disk_key"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return key, None
+
+
+def remember(launcher: Any, key: str) -> None:
+    """After flyc.compile traced `launcher` (under the same compile environment): index its artifact under `key`."""
+    try:
+        _remember(launcher, key)
+    except (AttributeError, TypeError):
+        pass
