@@ -25,6 +25,10 @@ _AGPR_ALWAYS = frozenset({"OPR_ACCVGPR", "OPR_SRC_ACCVGPR"})
 _AGPR_WITH_ACC = frozenset({"OPR_VGPR_OR_ACCVGPR", "OPR_SRC_VGPR_OR_ACCVGPR", "OPR_SRC_VGPR_OR_ACCVGPR_OR_CONST"})
 
 
+#: Instr.fast before the scheduler planned the instruction
+UNPLANNED: Any = object()
+
+
 @dataclass
 class Instr:
     """One decoded instruction. Register operands are their operand codes: SGPRs and constants below 256,
@@ -40,8 +44,9 @@ class Instr:
     run: Callable[..., Any] | None = field(default=None, repr=False)   # the bound handler
     #: s_barrier or s_endpgm: the scheduler releases barriers after it
     ends_group: bool = False
-    #: the whole-batch fast path (fastpath.plan), set at the first execution; None: the handler always
-    fast: Any = field(default=None, repr=False)
+    #: the whole-batch fast path (fastpath.plan), set at the first execution (UNPLANNED before); None: the handler
+    #: always
+    fast: Any = field(default=UNPLANNED, repr=False)
 
     def __getitem__(self, key: str) -> int:
         return self.f[key]

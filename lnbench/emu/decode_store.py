@@ -41,25 +41,38 @@ def path_for(code: bytes) -> Path:
 
 def load(code: bytes) -> dict[int, Entry]:
     """The instructions an earlier process decoded from `code`, by PC; empty when there is no readable file."""
-    import msgpack
-
     try:
-        rows = msgpack.unpackb(path_for(code).read_bytes(), strict_map_key=False)
         return {int(pc): (int(size), str(name), str(fmt), dict(fields), dict(widths), literal)
-                for pc, size, name, fmt, fields, widths, literal in rows}
-    except (OSError, ValueError, TypeError, msgpack.UnpackException):
+                for pc, size, name, fmt, fields, widths, literal in read_rows(path_for(code))}
+    except (ValueError, TypeError):
         return {}
 
 
 def save(code: bytes, entries: dict[int, Entry]) -> None:
     """Write `entries` as the file of `code` (atomically; a folder that cannot be written is left alone)."""
+    write_rows(path_for(code), [[pc, *entry] for pc, entry in sorted(entries.items())])
+
+
+def read_rows(path: Path) -> list:
+    """The msgpack list in `path`; empty when the file is missing or not one."""
     import msgpack
 
-    out = path_for(code)
+    try:
+        rows = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
+    except (OSError, ValueError, TypeError, msgpack.UnpackException):
+        return []
+    return rows if isinstance(rows, list) else []
+
+
+def write_rows(out: Path, rows: list) -> None:
+    """`rows` as msgpack in `out`, written whole under a temporary name and renamed into place (parallel writers
+    leave one complete file); a folder that cannot be written is left alone."""
+    import msgpack
+
     tmp = out.parent / f"{out.name}.tmp{os.getpid()}.{threading.get_ident()}"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(msgpack.packb([[pc, *entry] for pc, entry in sorted(entries.items())]))
+        tmp.write_bytes(msgpack.packb(rows))
         os.replace(tmp, out)
     except OSError:
         try:

@@ -144,10 +144,17 @@ def access_of(ins: Instr, recorded_reads: list[tuple[int, int]], recorded_writes
         direct, loads = _memory_regs(ins, kind, acc_base)
         reads += direct
         writes = [r for r in writes if r not in loads]        # the handler's immediate write is the late one
+    return make_access(reads, writes, kind, loads, ins.name.startswith("ds_write"),
+                       kind >= 0 or ins.name in ("s_waitcnt", "s_barrier"))
+
+
+def make_access(reads: list[int], writes: list[int], kind: int, loads: list[int], lds_store: bool,
+                always: bool) -> Access:
+    """An Access of these unified register indices (each set sorted, its bit mask made here)."""
     arr = lambda xs: np.asarray(sorted(set(xs)), np.int64)    # noqa: E731
     bits = _bits(reads), _bits(writes), _bits(loads)
-    return Access(arr(reads), arr(writes), kind, arr(loads), ins.name.startswith("ds_write"), *bits,
-                  always=kind >= 0 or ins.name in ("s_waitcnt", "s_barrier"), use_bits=bits[0] | bits[1] | bits[2])
+    return Access(arr(reads), arr(writes), kind, arr(loads), lds_store, *bits, always=always,
+                  use_bits=bits[0] | bits[1] | bits[2])
 
 
 def _mask(flags: np.ndarray) -> int:

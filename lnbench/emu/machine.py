@@ -20,8 +20,9 @@ import numpy as np
 
 from lnbench.emu.checks import CHECKS
 from lnbench.emu.codeobject import CodeObject, Kernel, read_code_object
-from lnbench.emu.decode import Program
+from lnbench.emu.decode import UNPLANNED, Program
 from lnbench.emu.errors import EmulatorFault
+from lnbench.emu.access_store import Accesses
 from lnbench.emu.fastpath import known_operands
 from lnbench.emu.fastpath import plan as plan_fast
 from lnbench.emu.hazards import Access, WaitcntChecker, access_of
@@ -80,16 +81,23 @@ def _parse(code_object: bytes) -> CodeObject:
     return read_code_object(code_object)
 
 
-_programs: dict[tuple[str, str], tuple[Program, dict[int, Access]]] = {}
+_programs: dict[tuple[str, str], tuple[Program, Accesses]] = {}
 
 
-def program_for(code_object: bytes, kernel: Kernel) -> tuple[Program, dict[int, Access]]:
-    """The kernel's decoded program and its per-PC register accesses, cached per code object hash and kernel."""
+def program_for(code_object: bytes, kernel: Kernel) -> tuple[Program, Accesses]:
+    """The kernel's decoded program and its per-PC register accesses (with those earlier processes stored), cached
+    per code object hash and kernel."""
     key = (hashlib.sha1(code_object).hexdigest(), kernel.name)
     entry = _programs.get(key)
     if entry is None:
-        entry = _programs[key] = (Program(kernel.code, kernel.name, bind, stored=True), {})
+        entry = _programs[key] = (Program(kernel.code, kernel.name, bind, stored=True),
+                                  Accesses(kernel.code, _acc_base(kernel)))
     return entry
+
+
+def _acc_base(kernel: Kernel) -> int | None:
+    """The register-file row of a0 (the descriptor's accum_offset) where the kernel uses AGPRs, else None."""
+    return kernel.descriptor.accum_offset if int(kernel.metadata.get(".agpr_count", 0)) else None
 
 
 def _initial_state(kernel: Kernel, arch: str, groups: list[tuple[int, int, int]], block: tuple[int, int, int],
@@ -100,7 +108,7 @@ def _initial_state(kernel: Kernel, arch: str, groups: list[tuple[int, int, int]]
     nv = int(kernel.metadata.get(".vgpr_count", 0)) or 256
     agprs = int(kernel.metadata.get(".agpr_count", 0))
     nv = max(nv, d.accum_offset + agprs if agprs else 0)
-    w = Waves(n, nv, len(groups), lds_bytes, d.private_segment_size, arch, acc_base=d.accum_offset if agprs else None)
+    w = Waves(n, nv, len(groups), lds_bytes, d.private_segment_size, arch, acc_base=_acc_base(kernel))
     threads = block[0] * block[1] * block[2]
     # user SGPRs, in descriptor order
     flags = d.user_sgpr_flags
@@ -206,6 +214,7 @@ def run_kernel(code_object: bytes, kernel_name: str, grid: tuple[int, int, int],
         profile.buffers = memory.take_footprint()
         memory.stop_checks()
         prog.keep()
+        accesses.keep()
     profile.global_bytes_loaded = memory.bytes_loaded - loaded0
     profile.global_bytes_stored = memory.bytes_stored - stored0
     return profile
@@ -275,11 +284,13 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
             ins = prog.at(pc)
             assert ins.run is not None       # Program.at binds every instruction it returns
             acc = accesses.get(pc)
-            if acc is None:                  # first execution here: the plan, once; the record too where it is known
-                ins.fast = plan_fast(ins)
-                if (known := known_operands(ins, ins.fast)) is not None:
+            fast = ins.fast
+            if fast is UNPLANNED:            # first execution in this process: the plan, once; the record too where
+                fast = ins.fast = plan_fast(ins)   # it is known (or an earlier process stored it: access_store)
+                if acc is None and (known := known_operands(ins, fast)) is not None:
                     acc = accesses[pc] = access_of(ins, *known, w.acc_base)
-            fast = ins.fast if acc is not None else None        # (unknown: the handler runs and notes it)
+            if acc is None:                  # (unknown: the handler runs and notes it)
+                fast = None
             if fast is not None and k == n and fast[1] < rows and w.all_lanes_active() \
                     and fast[0](w, profile) is not False:   # every wave, every lane: on whole rows (fastpath.py)
                 nxt = None
