@@ -9,7 +9,7 @@ order round by round (before, after; then after, before), and prints a Markdown 
 each side and the factor. Workloads: `scripts/emu_speed.py` (bf16 64x4096 on emu:gfx942, one core: `taskset -c 0`)
 for lnbench's and FlyDSL's forward and backward with all checks and with none (CPU time per call ->
 wave-instructions/s); the main job `lnbench verify --dtype bf16 --quiet --no-csv`, warm and cold (cold: an empty
-FlyDSL compile cache and no stored decoded kernels); `verify --device emu --backend flydsl --dtype bf16 --shapes
+FlyDSL compile cache, no stored decoded kernels, access records or trace index); `verify --device emu --backend flydsl --dtype bf16 --shapes
 4096x4096`; with --sweep, `perf --device emu:gfx950 --backend flydsl --shape-set sweep --op fwd,bwd --dtype bf16`
 once per side (minutes). Wall times: time.monotonic around each child process.
 """
@@ -38,7 +38,10 @@ def _env(tree: Path | None, cold: bool) -> dict[str, str]:
     if cold:
         env["FLYDSL_RUNTIME_CACHE_DIR"] = tempfile.mkdtemp(prefix="emu-ab-flydsl-")
         from lnbench.emu.hip import emu_dir
-        shutil.rmtree(emu_dir() / "decoded", ignore_errors=True)
+        from lnbench.machine.cache_dirs import lnbench_cache_dir
+        # everything a warm run reuses: decoded kernels, register-access records, the trace index
+        for stored in (emu_dir() / "decoded", emu_dir() / "access", lnbench_cache_dir() / "flydsl-traces"):
+            shutil.rmtree(stored, ignore_errors=True)
     return env
 
 
