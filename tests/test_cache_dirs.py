@@ -79,3 +79,16 @@ def test_verify_executes_with_an_unwritable_home(built_emu_dir, unwritable_home,
     statuses = load_result(written).rows["status"]
     assert len(statuses) and set(statuses) == {"PASS"}, out.stdout
     assert (unwritable_home / f"lnbench-cache-{os.getuid()}" / "toolkit").is_dir()
+
+
+def test_a_cache_file_is_written_whole_and_an_unwritable_one_leaves_nothing(tmp_path):
+    from lnbench.machine.cache_dirs import write_cache_file
+
+    target = tmp_path / "a" / "b.bin"
+    write_cache_file(target, b"first")
+    write_cache_file(target, b"second")
+    assert target.read_bytes() == b"second" and sorted(p.name for p in target.parent.iterdir()) == ["b.bin"]
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    write_cache_file(blocker / "c.bin", b"x")                 # its folder cannot be made: no error, nothing left
+    assert blocker.read_text() == "not a folder" and sorted(p.name for p in tmp_path.iterdir()) == ["a", "file"]

@@ -16,14 +16,12 @@ from pathlib import Path
 
 from lnbench.emu.decode_store import read_rows, write_rows
 from lnbench.emu.hazards import Access, make_access
+from lnbench.run.checkout import content_hash
 
 
 @functools.lru_cache(maxsize=1)
 def _emulator_hash() -> str:
-    digest = hashlib.sha256()
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.name.encode() + source.read_bytes())
-    return digest.hexdigest()[:16]
+    return content_hash(Path(__file__).parent).removeprefix("content:")
 
 
 def path_for(code: bytes, acc_base: int | None) -> Path:

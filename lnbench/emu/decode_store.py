@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-import os
-import threading
 from pathlib import Path
+
+from lnbench.machine.cache_dirs import write_cache_file
 
 #: what decode.decoded_fields gives for one instruction: (size, name, format, fields, widths, literal)
 Entry = tuple[int, str, str, dict[str, int], dict[str, int], "int | None"]
@@ -65,17 +65,7 @@ def read_rows(path: Path) -> list:
 
 
 def write_rows(out: Path, rows: list) -> None:
-    """`rows` as msgpack in `out`, written whole under a temporary name and renamed into place (parallel writers
-    leave one complete file); a folder that cannot be written is left alone."""
+    """`rows` as msgpack in `out` (machine.cache_dirs.write_cache_file: whole, renamed into place)."""
     import msgpack
 
-    tmp = out.parent / f"{out.name}.tmp{os.getpid()}.{threading.get_ident()}"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(msgpack.packb(rows))
-        os.replace(tmp, out)
-    except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+    write_cache_file(out, msgpack.packb(rows))

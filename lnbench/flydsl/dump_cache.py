@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from lnbench.machine.cache_dirs import lnbench_cache_dir
+from lnbench.machine.cache_dirs import lnbench_cache_dir, write_cache_file
 from lnbench.run.checkout import content_hash
 
 #: bump when the stored form changes
@@ -66,10 +66,7 @@ def cached_dump(variant: tuple, compile_variant: Callable[[], Dump]) -> Dump:
         pass
     dump = compile_variant()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(dump), encoding="utf-8")
-        os.replace(partial, path)
-    except (OSError, TypeError, ValueError):
+        write_cache_file(path, json.dumps(dump).encode())
+    except (TypeError, ValueError):     # not JSON: this process's alone
         pass
     return dump

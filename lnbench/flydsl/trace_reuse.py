@@ -22,7 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lnbench.machine.cache_dirs import lnbench_cache_dir
+from lnbench.machine.cache_dirs import lnbench_cache_dir, write_cache_file
+from lnbench.run.checkout import content_hash
 
 #: the index's layout; a change makes every old entry a miss
 SCHEMA = 1
@@ -38,11 +39,7 @@ def index_dir() -> Path:
 def sources_digest() -> str:
     """lnbench's package: its path (traced IR carries source locations) and every module's bytes."""
     package = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(str(package).encode())
-    for source in sorted(package.rglob("*.py")):
-        digest.update(str(source.relative_to(package)).encode())
-        digest.update(source.read_bytes())
-    return digest.hexdigest()
+    return f"{package} {content_hash(package)}"
 
 
 def _signature(value: Any) -> Any:
@@ -56,6 +53,16 @@ def _signature(value: Any) -> Any:
         return [type(value).__qualname__, repr(value)]
 
 
+def _bind(jf: Any, args: tuple) -> Any:
+    """`args` bound to the jitted function's signature, defaults applied, runtime values resolved to FlyDSL's
+    argument objects (as its compile does before a trace)."""
+    jf._ensure_sig()
+    bound = jf._sig.bind(*args)
+    bound.apply_defaults()
+    jf._resolve_arguments(bound.arguments)
+    return bound
+
+
 def trace_key(launcher: Any, identity: tuple, args: tuple) -> str | None:
     """The hash of everything a trace of `launcher` on `args` reads (None: FlyDSL's internals are not the ones
     this was written against)."""
@@ -66,10 +73,7 @@ def trace_key(launcher: Any, identity: tuple, args: tuple) -> str | None:
         jf, _ = jfm._unwrap_jit_function(launcher)
         if jf is None:
             return None
-        jf._ensure_sig()
-        bound = jf._sig.bind(*args)
-        bound.apply_defaults()
-        jf._resolve_arguments(bound.arguments)
+        bound = _bind(jf, args)
         backend = get_backend()
         target = backend.target
         parts = {
@@ -106,15 +110,13 @@ def _load(launcher: Any, args: tuple, disk_key: str) -> Any:
     jf._ensure_sig()
     if jf._has_self_param:
         return None
-    bound = jf._sig.bind(*args)
-    bound.apply_defaults()
     backend = get_backend()
     jf._backend_target = backend.target
     jf._ensure_cache_manager()
     manager = jf.cache_manager
     if manager is None:
         return None
-    jf._resolve_arguments(bound.arguments)
+    bound = _bind(jf, args)
     values = tuple(bound.arguments.values())
     live = any(jfm._has_live_device_argument(v) for v in values)
     if not any(jfm._is_compile_placeholder(v, allow_null_pointers=live) for v in values):
@@ -141,14 +143,8 @@ def _remember(launcher: Any, key: str) -> None:
     disk_key = jfm._disk_cache_key(last[0])
     if not manager._cache_file(disk_key).exists():        # in-process only (FlyDSL kept it off the disk)
         return
-    target = _index_file(key)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps({"disk_key": disk_key, "launcher": jf.func.__name__}))
-        os.replace(partial, target)
-    except OSError:
-        pass                            # an index that cannot be written only costs the next run a trace
+    # an index that cannot be written only costs the next run a trace
+    write_cache_file(_index_file(key), json.dumps({"disk_key": disk_key, "launcher": jf.func.__name__}).encode())
 
 
 def lookup(launcher: Any, identity: tuple, args: tuple) -> tuple[str | None, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 
@@ -52,3 +53,18 @@ def _can_make(folder: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def write_cache_file(path: Path, data: bytes) -> None:
+    """`data` as the file `path` of a cache: written whole under a temporary name and renamed into place (parallel
+    writers leave one complete file); where it cannot be written nothing is left, and the next run builds it again."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}.{threading.get_ident()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
