@@ -284,3 +284,36 @@ def test_a_store_that_fails_while_recording_keeps_the_files_and_records_nothing(
                     f"be made) (the run is not recorded; its result files are written)"), last
     assert len(load_result(csv_path).rows) > 0
     assert counts(url) == (0, 0, 0)
+
+
+def test_a_store_at_0003_gains_the_estimate_columns_and_a_run_keeps_its_estimate(store_url: str) -> None:
+    """Issue 57: migration 0004 adds estimate_s, estimate_range and actual_s to runs (a run recorded before has
+    none); a result whose run record carries them is recorded with them, one without them with NULLs."""
+    old = open_store(store_url, migrate_to="0003")
+    with old.engine.begin() as conn:
+        assert "estimate_s" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}
+        conn.exec_driver_sql(
+            "INSERT INTO runs (run_key, kind, schema_version, \"commit\", dirty, branch, timestamp, machine, device, "
+            "protocol, protocol_hash, lnbench_version, command_line, complete, parts, load_flag) VALUES ('k', "
+            "'perf', '1.0', 'abc', false, 'main', '2025-01-01', 'm', 'cpu', '{}', 'p', '0.1.0', 'lnbench perf', "
+            "true, '[]', '')")
+    old.close()
+    store = open_store(store_url)
+    result = load_result(DATA / "verify.json")
+    record(store, result.kind, result.version, result.run.with_(estimate_s=12.5, estimate_range="",
+                                                                 actual_s=11.25), result.rows)
+    ranged = load_result(DATA / "perf.json")
+    record(store, ranged.kind, ranged.version, ranged.run.with_(estimate_s=40.0, estimate_range="20 s – 2 min",
+                                                                 actual_s=48.5), ranged.rows)
+    with store.engine.connect() as conn:
+        got = conn.execute(sa.select(S.runs.c.kind, S.runs.c.estimate_s, S.runs.c.estimate_range, S.runs.c.actual_s)
+                           .order_by(S.runs.c.id)).all()
+    from lnbench.history.estimates import estimate_rows
+
+    judged = {row["kind"]: row for row in estimate_rows(store)}         # the run recorded before has none
+    store.close()
+    assert [tuple(row) for row in got] == [("perf", None, None, None), ("verify", 12.5, "", 11.25),
+                                           ("perf", 40.0, "20 s – 2 min", 48.5)]
+    assert {k: (v["runs"], v["points"], v["within"], v["ranges"], v["inside"]) for k, v in judged.items()} == {
+        "perf": (1, 0, 0, 1, 1), "verify": (1, 1, 1, 0, 0)}
+    assert judged["verify"]["median"] == pytest.approx(12.5 / 11.25)

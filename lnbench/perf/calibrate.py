@@ -27,7 +27,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from lnbench.run import calibration
+from lnbench.run import calibration, upfront
 from lnbench.run.calibration import device_key
 from lnbench.run.device import Device
 from lnbench.run.eta import busy_threads, finish_times, slowdown
@@ -184,16 +184,20 @@ def modelled_estimate(cases: list[Any], jobs: int, device: Device, eps: float
     cal, others = calibration.load(), busy_threads()
     warm = cal.warm(compile_log.cache_identity(), compile_log.cache_files())
     shapes = [(c.op, c.m, c.n) for c in cases]
-    estimate = ModelledEstimate(shapes, jobs, others, costs=modelled_costs_here(device, cal, others),
-                                cold=[modelled_key(c, device.arch, eps) not in warm for c in cases])
-    return estimate, ModelledRecord(estimate, cases, jobs, device, eps)
+    cold = [modelled_key(c, device.arch, eps) not in warm for c in cases]
+    estimate = ModelledEstimate(shapes, jobs, others, costs=modelled_costs_here(device, cal, others), cold=cold)
+    ahead = perf_upfront(cases, device, estimate.wall_s, "perf-emu", any(cold))
+    estimate.running.set_prior(ahead.ratio)
+    return estimate, ModelledRecord(estimate, cases, jobs, device, eps, ahead)
 
 
 class ModelledRecord:
     """What a `perf --device emu` run measures per case (`case`), recorded at its end (`finish`)."""
 
-    def __init__(self, estimate: ModelledEstimate, cases: list[Any], jobs: int, device: Device, eps: float) -> None:
+    def __init__(self, estimate: ModelledEstimate, cases: list[Any], jobs: int, device: Device, eps: float,
+                 ahead: upfront.Upfront | None = None) -> None:
         self.estimate, self.cases, self.jobs, self.device, self.eps = estimate, cases, jobs, device, eps
+        self.upfront = ahead
         self.measured: list[tuple[float, float, int, int] | None] = [None] * len(cases)
 
     def case(self, index: int, measured: tuple[float, float, int, int] | None) -> None:
@@ -208,5 +212,17 @@ class ModelledRecord:
         shapes = [(c.op, c.m, c.n) for c in self.cases]
         keys = [modelled_key(c, self.device.arch, self.eps) for c, got in zip(self.cases, self.measured) if got]
         compiled = {compile_log.cache_identity(): {"files": compile_log.cache_files(), "keys": keys}} if keys else {}
+        if self.upfront is not None and all(got is not None for got in self.measured):   # a whole run
+            upfront.record_run(self.upfront, wall)
         return calibration.record(modelled_observations(self.estimate, shapes, self.jobs, self.measured,
                                                         self.device, wall), compiled)
+
+
+def perf_upfront(plan_cases: list[PerfCase], device: Device, model_s: float, command: str = "perf",
+                 flydsl_cold: bool = False) -> upfront.Upfront:
+    """A perf run's up-front estimate (lnbench.run.upfront) from its cases that run and its model's `model_s`."""
+    runs = [c for c in plan_cases if not getattr(c, "skip", "")] or plan_cases
+    backends = [c.backend for c in runs]
+    key = upfront.run_key(command, backends, device_key(device), upfront.size_class(c.m * c.n for c in runs))
+    pending = upfront.pending_compiles(backends, device.is_gpu, device.emulated, flydsl_cold)
+    return upfront.estimate(key, model_s, pending)

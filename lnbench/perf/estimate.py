@@ -148,14 +148,22 @@ class PerfEstimate:
                        for order in group] for group in orders]
         self.done = {(g, w): 0 for g, group in enumerate(orders) for w in range(len(group))}
         self.wall_s = self.startup + max((sum(map(sum, group)) for group in self.costs), default=0.0)
-        self.running = RunningEstimate(self.wall_s)
+        self.running = RunningEstimate(self.wall_s, in_flight_s=self.startup + self._next(0))
+
+    def _next(self, group: int) -> float:
+        """Modelled seconds of the case group `group` times now: its first worker with a case left, that case."""
+        for w, costs in enumerate(self.costs[group] if group < len(self.costs) else []):
+            if self.done[(group, w)] < len(costs):
+                return costs[self.done[(group, w)]]
+        return 0.0
 
     def update(self, group: int, worker: int, done: int) -> None:
         """Worker `worker` of group `group` has reported `done` units (its cases, then again in a kernel pass)."""
         self.done[(group, worker)] = done
-        finished = max((sum(sum(costs[:self.done[(g, w)]]) for w, costs in enumerate(grp))
-                        for g, grp in enumerate(self.costs)), default=0.0)
-        self.running.done(self.startup + finished)
+        finished = [sum(sum(costs[:self.done[(g, w)]]) for w, costs in enumerate(grp))
+                    for g, grp in enumerate(self.costs)]
+        longest = max(range(len(finished)), key=finished.__getitem__, default=0)
+        self.running.done(self.startup + max(finished, default=0.0), self._next(longest))
 
     def remaining_s(self) -> float:
         return self.running.remaining_s()
@@ -213,11 +221,18 @@ class ModelledEstimate:
                                     for i, case in enumerate(cases)], jobs)
         self.startup = costs.startup_s[how_modelled(jobs)]
         self.wall_s = (self.startup + max(self.finish, default=0.0)) * self.scale
-        self.running = RunningEstimate(self.wall_s)
+        self.running = RunningEstimate(self.wall_s, in_flight_s=(self.startup + self._next(0)) * self.scale)
+
+    def _next(self, done: int) -> float:
+        """Modelled seconds from the last reported case's finish to the next one's."""
+        if done >= len(self.finish):
+            return 0.0
+        return self.finish[done] - max(self.finish[:done], default=0.0)
 
     def update(self, done: int) -> None:
         """The first `done` cases are reported (the pool answers in case order)."""
-        self.running.done((self.startup + max(self.finish[:done], default=0.0)) * self.scale)
+        self.running.done((self.startup + max(self.finish[:done], default=0.0)) * self.scale,
+                          max(0.0, self._next(done)) * self.scale)
 
     def remaining_s(self) -> float:
         return self.running.remaining_s()

@@ -235,7 +235,8 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
     from rich.markup import escape
 
     from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
-    from lnbench.run.eta import announce
+    from lnbench.run.eta import cores
+    from lnbench.run.upfront import keep
     from lnbench.perf.calibrate import modelled_estimate
     from lnbench.perf.modelled_tables import print_profile
     from lnbench.run.progress import CommandProgress
@@ -244,10 +245,12 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
     started = time.monotonic()
     csv_path, json_path, md_path = plan.outputs
     estimate, record = modelled_estimate(plan.cases, plan.jobs, plan.dev, plan.eps)
-    if not quiet:
-        err_console.print(escape(announce(estimate.wall_s, f"{len(plan.cases)} cases, {plan.jobs} "
-                                                           f"job{'s' if plan.jobs > 1 else ''}", estimate.others)),
-                          soft_wrap=True, highlight=False)
+    ahead = record.upfront
+    if not quiet and ahead is not None:
+        err_console.print(escape(ahead.line(f"{len(plan.cases)} cases, {plan.jobs} job{'s' if plan.jobs > 1 else ''}",
+                                            estimate.others, cores())), soft_wrap=True, highlight=False)
+    if ahead is not None:
+        keep(plan.run, ahead.fields())
     with ResultSink(csv_path, json_path, plan.run, len(plan.cases), "cases") as sink:
         with CommandProgress(err_console, "profiling", len(plan.cases), quiet, estimate.remaining_s) as progress:
             def on_case(index: int, case: ModelCase, rows: list[ProfileRow], measured: Any) -> None:
@@ -257,6 +260,8 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
                 progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
             rows = run_cases(plan, on_case)
         finish(plan, started)
+        if ahead is not None:
+            keep(plan.run, ahead.fields(estimate.running.clock() - estimate.running.start))
         print_profile(rows, plan.dev.arch, quiet)
         sink.finish(rows, plan.run, md_path=md_path,
                     summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")

@@ -10,12 +10,13 @@ from rich.markup import escape
 
 from lnbench.cli_common import err_console
 from lnbench.measure.workers import WorkerResult, run_workers
-from lnbench.perf.calibrate import costs_here
+from lnbench.perf.calibrate import costs_here, perf_upfront
 from lnbench.perf.estimate import PerfEstimate
 from lnbench.perf.plan import PerfPlan
 from lnbench.perf.spread import Group, group_spec, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
-from lnbench.run.eta import announce, busy_threads
+from lnbench.run.eta import busy_threads, cores
+from lnbench.run.upfront import keep, record_run
 from lnbench.run.progress import CommandProgress
 
 WORKER_MODULE = "lnbench.perf.worker_main"
@@ -42,10 +43,13 @@ def time_groups(plan: PerfPlan, peak_gbps: float | None, quiet: bool,
     bandwidth = peak_gbps if kind == "cuda" else None
     estimate = PerfEstimate([g.orders for g in groups], protocol, kind, bandwidth, plan.kernel_pass, others,
                             costs=costs_here(plan.dev, others, bandwidth))
+    ahead = perf_upfront([c for g in groups for c in g.cases], plan.dev, estimate.wall_s)
+    estimate.running.set_prior(ahead.ratio)
+    keep(plan.run, ahead.fields())
     if not quiet:
         workers = sum(len(g.orders) for g in groups)
-        err_console.print(escape(announce(estimate.wall_s, f"{workers} worker{'s' if workers > 1 else ''}, "
-                                                           f"{sum(len(g.cases) for g in groups)} cases", estimate.others)),
+        err_console.print(escape(ahead.line(f"{workers} worker{'s' if workers > 1 else ''}, "
+                                            f"{sum(len(g.cases) for g in groups)} cases", estimate.others, cores())),
                           soft_wrap=True, highlight=False)
     with CommandProgress(err_console, "timing", total, quiet, estimate.remaining_s) as progress:
 
@@ -74,4 +78,8 @@ def time_groups(plan: PerfPlan, peak_gbps: float | None, quiet: bool,
                                on_progress=on_progress, on_done=on_done, phases=phases, stop=stop)
 
         run_groups(groups, run_group)
+    actual = estimate.running.clock() - estimate.running.start
+    keep(plan.run, ahead.fields(actual))                  # the rest (aggregate, files) takes a moment more
+    if all(r.ok for g in groups for r in g.results) and not any(g.error for g in groups):
+        record_run(ahead, actual)
     return estimate

@@ -20,9 +20,15 @@ cache (CACHE: lnbench.flydsl.compile_log.cache_identity), trusted while that cac
 $LNBENCH_CALIBRATION names another file, or `off` (first guesses only, nothing written). A missing, unreadable or
 corrupt file reads as an empty one (a corrupt one is replaced at the next record), and one that cannot be written
 is left as it is: calibration never stops or fails a run.
+
+A record reads, merges and writes the file under an exclusive lock (fcntl.flock on `.calibration.json.lock` beside
+it, waited for up to LOCK_WAIT_S), and writes it whole under a temporary name renamed into place: two runs that end
+at once both keep their observations, and a reader never sees half a file.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import math
@@ -30,9 +36,10 @@ import os
 import platform
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 FORMAT, VERSION = "lnbench-calibration", 1
 FILE = "calibration.json"
@@ -46,6 +53,8 @@ SPREAD = 4.0
 #: an observation this many times off the fit's typical ratio is left out of its level (a start-up in a unit: a
 #: first verify unit on the H200 took 600× its kind; a cold perf case 8× what its sets say is a real cost)
 OUTLIER = 20.0
+#: how long a record waits for another run's record to finish before it gives up (nothing is written then)
+LOCK_WAIT_S = 10.0
 
 
 def default_path() -> Path | None:
@@ -183,26 +192,57 @@ def record(series: dict[str, list[dict[str, Any]]], compiled: dict[str, dict[str
     "keys"}) to this machine's entry, keeping the newest KEEP of each series; written atomically. False when the
     file could not be written (nothing else happens: calibration never fails a run)."""
     path = path or default_path()
-    if path is None:
+    if path is None or (path.exists() and not path.is_file()):         # a folder: nothing to lock beside it
         return False
+    try:
+        with locked(path):
+            return _merge_and_write(path, series, compiled or {}, machine or machine_id())
+    except OSError:                     # no lock to be had (a read-only folder): nothing is written
+        return False
+
+
+@contextlib.contextmanager
+def locked(path: Path, wait_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """An exclusive flock on `.NAME.lock` beside `path` while the block runs: one read-merge-write at a time across
+    processes. OSError when the lock cannot be made, or is still held by another after `wait_s` (LOCK_WAIT_S)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a+b") as lock:
+        deadline = clock() + (LOCK_WAIT_S if wait_s is None else wait_s)
+        while True:
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if clock() >= deadline:
+                    raise
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _merge_and_write(path: Path, series: dict[str, list[dict[str, Any]]], compiled: dict[str, dict[str, Any]],
+                     machine: str) -> bool:
+    """The file re-read, `series` and `compiled` merged into `machine`'s entry, written whole (under the lock)."""
     from lnbench.run.checkout import timestamp
 
     try:
         data = _read(path) or {"format": FORMAT, "version": VERSION, "machines": {}}
-        entry = data["machines"].get(machine or machine_id())
+        entry = data["machines"].get(machine)
         entry = entry if isinstance(entry, dict) else {}
         old = _dict(entry.get("series"))
         merged = {name: _clean(values) for name, values in old.items()}
         for name, new in series.items():
             merged[name] = (merged.get(name, []) + _clean(new))[-KEEP:]
         caches = _dict(entry.get("compiled"))
-        for cache, seen in (compiled or {}).items():
+        for cache, seen in compiled.items():
             before = _dict(caches.get(cache))
             files, known = before.get("files"), before.get("keys")
             emptied = not (isinstance(known, list) and _number(files) and seen["files"] >= files)
             kept = [] if emptied or not isinstance(known, list) else [key for key in known if isinstance(key, str)]
             caches[cache] = {"files": seen["files"], "keys": sorted(set(kept) | set(seen["keys"]))[-KEEP_KEYS:]}
-        data["machines"][machine or machine_id()] = {"updated": timestamp(), "series": merged, "compiled": caches}
+        data["machines"][machine] = {"updated": timestamp(), "series": merged, "compiled": caches}
     except Exception:  # noqa: BLE001 - observations it cannot merge are dropped; the run goes on
         return False
     return _write(path, data)

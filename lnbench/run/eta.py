@@ -14,6 +14,14 @@ PRIOR_SHARE of the run had already gone exactly as modelled:
 
 So a first unit that costs 50× its model (a first call's set-up) moves the ratio by little, and after the first
 tenth of the work no single unit can move it far: the estimate drifts to the observed rate instead of jumping.
+The prior's weight falls as the work is done and is gone at PRIOR_UNTIL of it: from then on the ratio is the
+run's own (wall over modelled seconds of the work done), so a model 3× off is not still pulling the time left
+toward itself at a quarter of the run. The prior counts at `prior_ratio` (what this machine's earlier runs of the
+kind say the model comes to: lnbench.run.upfront), not at 1.
+
+Between two reports the time left counts down: the work in flight (`in_flight_s`, the modelled seconds of what
+the workers are running) is credited as done at the last report's rate, up to its modelled size; past that, a
+case taking longer than its share makes the time left grow again.
 """
 from __future__ import annotations
 
@@ -24,6 +32,8 @@ from typing import Callable, Iterable
 
 #: the model counts as this share of the modelled run having gone as modelled (the running ratio's prior)
 PRIOR_SHARE = 0.1
+#: the prior's weight falls linearly to nothing as this share of the modelled work is done
+PRIOR_UNTIL = 0.4
 
 
 def cores() -> int:
@@ -94,29 +104,53 @@ def finish_times(costs: Iterable[float], jobs: int) -> list[float]:
 
 class RunningEstimate:
     """Seconds left of a run whose whole is modelled as `total_s` wall seconds; `done(s)` reports the modelled
-    wall seconds of the work finished so far."""
+    wall seconds of the work finished so far (and of the work in flight)."""
 
-    def __init__(self, total_s: float, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, total_s: float, clock: Callable[[], float] | None = None, prior_ratio: float = 1.0,
+                 in_flight_s: float = 0.0) -> None:
         self.total_s = max(0.0, total_s)
         self.done_s = 0.0
+        self.prior_ratio = prior_ratio if prior_ratio > 0 else 1.0
         self.clock = clock or time.monotonic
         self.start = self.clock()
+        self.in_flight_s, self._reported, self._rate = max(0.0, in_flight_s), self.start, self.prior_ratio
 
-    def done(self, modelled_s: float) -> None:
-        """The modelled wall seconds of all the work finished so far (not an increment)."""
+    def set_prior(self, ratio: float) -> None:
+        """What the model's seconds come to on this machine (lnbench.run.upfront: its earlier runs of the kind)."""
+        if ratio > 0:
+            self.prior_ratio = ratio
+            self._rate = self._ratio_at(self._reported, 0.0)
+
+    def done(self, modelled_s: float, in_flight_s: float = 0.0) -> None:
+        """The modelled wall seconds of all the work finished so far (not an increment), and of the work that is
+        running now (credited between reports)."""
         self.done_s = min(self.total_s, max(0.0, modelled_s))
+        self.in_flight_s, self._reported = max(0.0, in_flight_s), self.clock()
+        self._rate = self._ratio_at(self._reported, 0.0)
+
+    def _credit(self, now: float) -> float:
+        """Modelled seconds of the work in flight counted as done: the time since the last report at its rate."""
+        return min(self.in_flight_s, max(0.0, now - self._reported) / self._rate, self.total_s - self.done_s)
+
+    def _ratio_at(self, now: float, credit: float) -> float:
+        done = self.done_s + credit
+        weight = max(0.0, 1.0 - done / (PRIOR_UNTIL * self.total_s)) if self.total_s > 0 else 0.0
+        prior = PRIOR_SHARE * self.total_s * weight
+        if prior + done <= 0:
+            return self.prior_ratio
+        return (prior * self.prior_ratio + max(0.0, now - self.start)) / (prior + done)
 
     @property
     def ratio(self) -> float:
-        """Observed over modelled seconds so far, the model weighing PRIOR_SHARE of the run."""
-        prior = PRIOR_SHARE * self.total_s
-        if prior + self.done_s <= 0:
-            return 1.0
-        return (prior + max(0.0, self.clock() - self.start)) / (prior + self.done_s)
+        """Observed over modelled seconds so far, the model weighing PRIOR_SHARE of the run until PRIOR_UNTIL."""
+        now = self.clock()
+        return self._ratio_at(now, self._credit(now))
 
     def remaining_s(self) -> float:
-        """Wall seconds left: the modelled seconds left, scaled by `ratio`."""
-        return self.ratio * max(0.0, self.total_s - self.done_s)
+        """Wall seconds left: the modelled seconds left (less the work in flight's credit), scaled by `ratio`."""
+        now = self.clock()
+        credit = self._credit(now)
+        return self._ratio_at(now, credit) * max(0.0, self.total_s - self.done_s - credit)
 
 
 def announce(wall_s: float, what: str, others: float) -> str:

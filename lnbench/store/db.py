@@ -25,7 +25,7 @@ from lnbench.errors import LnbenchUsageError
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: the newest migration's revision (tests/test_store.py checks it against migrations/versions/): a store already at
 #: it opens without importing alembic (a tenth of a second of `lnbench history`)
-HEAD = "0003"
+HEAD = "0004"
 #: how long a writer waits for another's transaction, seconds
 BUSY_TIMEOUT_S = 60
 #: PostgreSQL advisory lock id of migrations ("lnbench" in ASCII, truncated)

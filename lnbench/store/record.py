@@ -11,7 +11,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from lnbench.results import KINDS, RunRecord, rows_frame
+from lnbench.results import KINDS, RunRecord, missing, rows_frame
 from lnbench.store import schema as S
 from lnbench.store.db import Store, StoreError
 from lnbench.store.identity import Identity, identity, series_key
@@ -50,8 +50,21 @@ def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str,
     return inserted
 
 
-def _run_row(ident: Identity, complete: bool) -> dict[str, Any]:
-    return {"run_key": ident.run_key, "kind": ident.kind, "schema_version": ident.schema_version,
+def estimate_cells(run: RunRecord) -> dict[str, Any]:
+    """The run's up-front estimate and actual seconds (lnbench.run.upfront), None where it has none."""
+    cells: dict[str, Any] = {"estimate_range": None if missing(run.get("estimate_range"))
+                             else str(run.get("estimate_range"))}
+    for name in ("estimate_s", "actual_s"):
+        value: Any = run.get(name)
+        try:
+            cells[name] = None if missing(value) else float(value)
+        except (TypeError, ValueError):
+            cells[name] = None
+    return cells
+
+
+def _run_row(ident: Identity, complete: bool, estimate: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {**(estimate or {}), "run_key": ident.run_key, "kind": ident.kind, "schema_version": ident.schema_version,
             "commit": ident.commit, "dirty": ident.dirty, "branch": ident.branch, "timestamp": ident.timestamp,
             "machine": ident.machine, "device": ident.device, "protocol": ident.protocol,
             "protocol_hash": ident.protocol_hash, "lnbench_version": ident.lnbench_version,
@@ -59,9 +72,10 @@ def _run_row(ident: Identity, complete: bool) -> dict[str, Any]:
             "parts": json.dumps([ident.shard] if ident.shard else []), "load_flag": ident.load_flag}
 
 
-def _run_id(conn: Connection, ident: Identity, complete: bool) -> tuple[int, bool]:
+def _run_id(conn: Connection, ident: Identity, complete: bool,
+            estimate: Mapping[str, Any] | None = None) -> tuple[int, bool]:
     """The run's id (inserted when new); a shard part joins its run: parts, earliest time, completeness."""
-    new = insert_ignore(conn, S.runs, [_run_row(ident, complete)], ["run_key"]) > 0
+    new = insert_ignore(conn, S.runs, [_run_row(ident, complete, estimate)], ["run_key"]) > 0
     row = conn.execute(sa.select(S.runs.c.id, S.runs.c.parts, S.runs.c.timestamp, S.runs.c.complete,
                                  S.runs.c.load_flag).where(S.runs.c.run_key == ident.run_key)).one()
     if not new and ident.shard:
@@ -116,7 +130,7 @@ def record(store: Store, kind: str, version: str, run: RunRecord, rows: pd.DataF
     ident, points = identity_and_points(kind, version, run, rows)
     complete = not run.incomplete
     with store.transaction() as conn:
-        run_id, new = _run_id(conn, ident, complete)
+        run_id, new = _run_id(conn, ident, complete, estimate_cells(run))
         ids = _series_ids(conn, kind, ident, [(p.case, p.unit) for p in points])
         added = insert_ignore(conn, S.points, [
             {"run_id": run_id, "series_id": ids[p.case], "value": p.value, "value2": p.value2, "values": p.values,

@@ -31,6 +31,9 @@ runs = Table(
     Column("complete", Boolean, nullable=False),
     Column("parts", Text, nullable=False),                            # JSON list of the shard parts recorded
     Column("load_flag", String(255), nullable=False, server_default=""),   # migration 0002
+    Column("estimate_s", Float),                                      # migration 0004: the up-front estimate,
+    Column("estimate_range", String(64)),                             # its range ('' for a point),
+    Column("actual_s", Float),                                        # the seconds from it to the end
 )
 
 series = Table(

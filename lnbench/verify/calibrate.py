@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from lnbench.run import calibration
+from lnbench.run import calibration, upfront
 from lnbench.run.calibration import device_key
 from lnbench.run.device import Device
 from lnbench.run.eta import makespan
 from lnbench.verify.cases import Case
 from lnbench.verify.estimate import (COLD_COMPILE_S, COMPILE_S, EMULATED_AUTOGRAD, FIRST_GUESS, GPU_STARTUP_S,
                                      INLINE_EMULATED,
-                                     KINDS, STARTUP_S, Estimate, VerifyCosts, compile_key, compile_seconds,
+                                     KINDS, STARTUP_S, Estimate, VerifyCosts, compile_key, compile_keys, compile_shares,
                                      shared_units, unit_costs, unit_kind)
 from lnbench.verify.summary import status_word
 
@@ -66,12 +66,22 @@ def warm_compiles(device: Device, recorded: calibration.Calibration | None = Non
 def estimate_run(units: list[tuple[str, Case]], device: Device, jobs: int, inline: bool
                  ) -> tuple[Estimate, VerifyRecord]:
     """A run's estimate from this machine's constants (`costs_here`, the compiles FlyDSL's disk cache has), and
-    the record it keeps of what its parts take."""
+    the record it keeps of what its parts take; the up-front estimate (lnbench.run.upfront: this machine's earlier
+    runs of the kind, else a range with the compiles pending) is the record's `upfront`, and the running
+    estimate's prior."""
     cal = calibration.load()
     costs = costs_here(device, cal)
-    estimate = Estimate(unit_costs(units, device, inline, costs), jobs,
-                        compile_seconds(units, device, costs, warm_compiles(device, cal)), startup_s=costs.startup_s)
-    return estimate, VerifyRecord(estimate, units, device, inline)
+    warm = warm_compiles(device, cal)
+    shares = compile_shares(units, device, costs, warm)             # each compile with the units that make it
+    estimate = Estimate({i: cost + shares.get(i, 0.0) for i, cost in unit_costs(units, device, inline, costs).items()},
+                        jobs, startup_s=costs.startup_s)
+    key = upfront.run_key("verify", [b for b, _ in units], device_key(device),
+                          upfront.size_class(c.rows * c.n for _, c in units))
+    pending = upfront.pending_compiles([b for b, _ in units], device.is_gpu, device.emulated,
+                                       bool(compile_keys(units, device) - warm))
+    ahead = upfront.estimate(key, estimate.wall_s, pending, cal)
+    estimate.running.set_prior(ahead.ratio)
+    return estimate, VerifyRecord(estimate, units, device, inline, ahead)
 
 
 def _without_first_calls(seconds: list[float], sizes: list[tuple[str, int]]) -> list[float]:
@@ -91,8 +101,10 @@ def _without_first_calls(seconds: list[float], sizes: list[tuple[str, int]]) -> 
 class VerifyRecord:
     """What a verify run measures, as it goes (`unit`, `compiled`), recorded at its end (`finish`)."""
 
-    def __init__(self, estimate: Estimate, units: list[tuple[str, Case]], device: Device, inline: bool) -> None:
+    def __init__(self, estimate: Estimate, units: list[tuple[str, Case]], device: Device, inline: bool,
+                 ahead: upfront.Upfront | None = None) -> None:
         self.estimate, self.pairs, self.device = estimate, units, device
+        self.upfront = ahead or upfront.Upfront("", estimate.wall_s, estimate.wall_s, estimate.wall_s, estimate.wall_s)
         self.kinds = [unit_kind(b, c, device, inline, shared) for (b, c), shared in zip(units, shared_units(units))]
         self.seconds: dict[int, float] = {}
         self.compiles: dict[int, tuple[float, int, int]] = {}
@@ -144,4 +156,6 @@ class VerifyRecord:
                     if unit in self.seconds and runs_flydsl(b)]
             if keys:
                 compiled = {compile_log.cache_identity(): {"files": compile_log.cache_files(), "keys": keys}}
+        if self.upfront.key and len(self.seconds) == len(self.pairs):       # a whole run: its kind's history
+            upfront.record_run(self.upfront, wall_s)
         return calibration.record(self.observations(wall_s), compiled)

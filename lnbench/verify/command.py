@@ -14,7 +14,8 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, de
                                 output_options, seed_option)
 from lnbench.run.device import Device
 from lnbench.emu.ledger import rows_summary
-from lnbench.run.eta import announce
+from lnbench.run.eta import cores
+from lnbench.run.upfront import fmt_seconds, keep
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.progress import CommandProgress
 from lnbench.output.tables import render_table, silent_console
@@ -109,13 +110,16 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     pairs = [spec.unit(unit) for unit in units]
     estimate, record = estimate_run(pairs, dev, min(job_count, len(units)) if parallel else 1, inline=not parallel)
     costs = estimate.costs
-    if dev.emulated and estimate.wall_s > WARN_S:
-        warn_long(estimate, job_count if parallel else 1, plan.shapes)
+    ahead = record.upfront
+    if dev.emulated and ahead.seconds > WARN_S:
+        warn_long(estimate, job_count if parallel else 1, plan.shapes,
+                  ahead.range_text or f"~{fmt_seconds(ahead.seconds)}")
     elif not quiet:
-        err_console.print(escape(announce(estimate.wall_s, f"{len(units)} cases, {estimate.jobs} "
-                                                           f"job{'s' if estimate.jobs > 1 else ''}", estimate.others)),
+        err_console.print(escape(record.upfront.line(f"{len(units)} cases, {estimate.jobs} job"
+                                                     f"{'s' if estimate.jobs > 1 else ''}", estimate.others, cores())),
                           soft_wrap=True, highlight=False)
     metadata.jobs = len(slots) if slots else job_count if parallel else 1
+    keep(metadata, record.upfront.fields())
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink:
         with CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
 
@@ -147,6 +151,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
             metadata.emu_fidelity = fidelity       # the sink's run record too (the same record)
             console.print(fidelity)
         name_rows(rows, metadata.kernel_sources)    # a kernel source's rows name it (module, file, commit)
+        keep(metadata, record.upfront.fields(record.elapsed_s()))
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))
     console.print(summary_line(rows))
     record.finish(record.elapsed_s())              # what its units, compiles and start took, for the next estimate

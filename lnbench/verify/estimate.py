@@ -18,6 +18,7 @@ from those (VerifyCosts, lnbench.verify.calibrate).
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from lnbench.backends import runs_flydsl
@@ -157,6 +158,18 @@ def compile_seconds(units: list[tuple[str, Case]], device: Device, costs: Verify
     return costs.compile_s * len(keys & set(warm)) + costs.cold_compile_s * len(keys - set(warm))
 
 
+def compile_shares(units: list[tuple[str, Case]], device: Device, costs: VerifyCosts = FIRST_GUESS,
+                   warm: set[str] | frozenset[str] = frozenset()) -> dict[int, float]:
+    """compile_seconds spread over the units that need each compile (unit index -> seconds): a compile happens
+    when a worker first meets its (backend, dtype, N, eps), all through the run, not at its start (counted as
+    start-up, a cold run's compiles made the time left 4× short once its largest units were done)."""
+    keys = {i: compile_key(b, c, device) for i, (b, c) in enumerate(units) if device.emulated and runs_flydsl(b)}
+    count: dict[str, int] = {}
+    for key in keys.values():
+        count[key] = count.get(key, 0) + 1
+    return {i: (costs.compile_s if key in warm else costs.cold_compile_s) / count[key] for i, key in keys.items()}
+
+
 class Estimate:
     """Wall time of a run of units with modelled costs, before it starts (`wall_s`) and while it runs
     (`remaining_s`, after each `finished(unit)`)."""
@@ -169,11 +182,18 @@ class Estimate:
         self.fixed = (startup_s + compile_s / self.jobs) * self.scale
         self.wall_s = self.fixed + makespan(costs.values(), self.jobs) * self.scale
         self.done_cost = 0.0
-        self.running = RunningEstimate(self.wall_s)
+        self.left = dict(costs)
+        self.running = RunningEstimate(self.wall_s, in_flight_s=self.fixed + self.in_flight_s())
+
+    def in_flight_s(self) -> float:
+        """Modelled wall seconds of the units running now: the largest left, one per job (handed out longest
+        first), over the jobs."""
+        return sum(heapq.nlargest(self.jobs, self.left.values())) / self.jobs * self.scale
 
     def finished(self, unit: int) -> None:
         self.done_cost += self.costs.get(unit, 0.0)
-        self.running.done(self.fixed + self.done_cost / self.jobs * self.scale)
+        self.left.pop(unit, None)
+        self.running.done(self.fixed + self.done_cost / self.jobs * self.scale, self.in_flight_s())
 
     def remaining_s(self) -> float:
         return self.running.remaining_s()

@@ -58,13 +58,14 @@ def summary_line(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"{len(rows)} rows: " + ", ".join(parts)
 
 
-def warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]]) -> None:
-    """Say before a long emulated run how long it will take, and how to make it shorter."""
+def warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]], shown: str = "") -> None:
+    """Say before a long emulated run how long it will take (`shown`: the up-front estimate's words, default the
+    model's ~seconds), and how to make it shorter."""
     cores = usable_cores()
     faster = (f"more --jobs (this machine has {cores} usable cores)" if jobs < cores else
               "a machine with more cores (--jobs)")
     largest = max(shapes, key=lambda s: s[0] * s[1])
-    err_console.print(f"[yellow]lnbench: this run is estimated to take ~{fmt_duration(estimate.wall_s)} on the "
+    err_console.print(f"[yellow]lnbench: this run is estimated to take {shown or '~' + fmt_duration(estimate.wall_s)} on the "
                       f"emulated device ({len(estimate.costs)} cases, {jobs} job{'s' if jobs > 1 else ''}; the "
                       f"largest shape {largest[0]}x{largest[1]}): for a quicker check use smaller shapes (e.g. "
                       f"--shape-set quick) or {faster}[/yellow]", soft_wrap=True)
