@@ -294,6 +294,42 @@ def md_option(func: Callable[..., Any]) -> Callable[..., Any]:
                              "$GITHUB_STEP_SUMMARY gets it too when set).")(func)
 
 
+#: `--flydsl-table` without a FILE (or `-`): FlyDSL's table goes to the log only
+FLYDSL_LOG_ONLY = Path("-")
+
+
+class _FlydslTableFile(OutputFile):
+    """--flydsl-table's optional FILE: none (the bare flag) or `-` is the log only (FLYDSL_LOG_ONLY)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return FLYDSL_LOG_ONLY if value in ("", "-") else super().convert(value, param, ctx)
+
+
+def flydsl_table_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--flydsl-table [FILE] (the parameter `flydsl_table`: None when not given, FLYDSL_LOG_ONLY for the bare flag,
+    else the file that gets FlyDSL's text as well as the log)."""
+    return click.option("--flydsl-table", "flydsl_table", type=_FlydslTableFile(), is_flag=False, flag_value="",
+                        default=None, metavar="[FILE]", help=help_text)
+
+
+def reserve_flydsl_file(value: Path | None, outputs: Mapping[str, Path | None],
+                        inputs: Inputs | None = None) -> Path | None:
+    """The file `--flydsl-table FILE` writes (None: the log only, or not asked), made ready before any work like
+    every output (check_writable): not a file another output option in `outputs` names, nor an input."""
+    if value is None or value == FLYDSL_LOG_ONLY:
+        return None
+    validate.distinct_outputs({**outputs, "--flydsl-table": value}, inputs)
+    return check_writable(value)
+
+
+def emit_flydsl_text(text: str, path: Path | None) -> None:
+    """FlyDSL's table (or compare block) on stdout, the log FlyDSL's CI parses, and in `path` too when given."""
+    click.echo(text, nl=False)
+    if path is not None:
+        placed = atomic_write_all([(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))])[0]
+        console.print(f"FlyDSL CI text written to {placed}", markup=False, highlight=False)
+
+
 def device_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """--device NAME (the parameter `device`; None: the command's default device), with the command's words for
     which devices it takes."""

@@ -13,12 +13,14 @@ from typing import Any
 import click
 
 from lnbench import validate
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, emit_outputs, guarded,
-                                output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, emit_flydsl_text,
+                                emit_outputs, flydsl_table_option, guarded, output_options)
 from lnbench.compare import modelled, tables
 from lnbench.compare.markdown import render
 from lnbench.compare.plan import CompareOptions, build_plan, check_flags, context
 from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
+from lnbench.errors import LnbenchUsageError
+from lnbench.results.flydsl_table import compare_block, perf_rows
 
 
 @click.command("compare")
@@ -32,6 +34,12 @@ from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 @click.option("--force", is_flag=True, help="Compare even when device, dtypes or protocol differ, or a run is "
                                            "incomplete (interrupted: only its finished cases).")
 @click.option("--md", "md_path", type=OutputFile(dir_okay=True), help="Also write a Markdown summary (PR comment).")
+@flydsl_table_option("Also print the comparison as the `=== Benchmark: current vs LABEL ===` block of FlyDSL's CI "
+                     "(TB/s of BASE and NEW, ratio and delta from the paired comparison; FlyDSL's dashboard parser "
+                     "flags a case at -3 %), even with --quiet; with FILE, write it to FILE too. perf results only.")
+@click.option("--flydsl-label", default="main", show_default=True, metavar="LABEL",
+              help="BASE's label in the --flydsl-table block: main (FlyDSL's parser: vs main, the regression flag) "
+                   "or a tag such as v0.2.0 (vs tag).")
 @config_option
 @output_options
 @guarded
@@ -42,10 +50,13 @@ def compare_command(quiet: bool, **options: Any) -> int:
     FASTER / SLOWER / SAME, or 'too few runs' with fewer than 2 paired workers (-P 1)."""
     o = CompareOptions(**options)
     base, new, fail_pct = o.base, o.new, o.fail_pct
-    check_flags(o.threshold_pct, fail_pct)        # a bad flag is its one line before any file is read
+    check_flags(o.threshold_pct, fail_pct, o.flydsl_label)     # a bad flag is its one line before any file is read
     pair = modelled.load_pair(base, new) if base is not None and new is not None else None
     if pair is not None:                    # `perf --device emu` results: an exact diff, no statistics
         assert base is not None and new is not None
+        if o.flydsl_table is not None:
+            raise LnbenchUsageError("--flydsl-table compares timed perf results; these are modelled floors "
+                                    "(perf --device emu)")
         return modelled.run(base, new, pair, fail_pct, o.force, o.md_path, o.csv_path, o.json_path, quiet)
     plan = build_plan(o)
     rows = compare_all(plan.base_cases, plan.new_cases, plan.settings)
@@ -59,6 +70,8 @@ def compare_command(quiet: bool, **options: Any) -> int:
                  md_text=render(rows, meta, summary, tables.gate_text(fail_pct, hits)))
     console.print(summary)
     tables.print_notes(rows, {"BASE": plan.base, "NEW": plan.new}, plan.settings, fail_pct, hits)
+    if o.flydsl_table is not None:
+        emit_flydsl_text(compare_block(rows, perf_rows(plan.base.rows), o.flydsl_label), plan.flydsl_file)
     return EXIT_FAILED if hits else EXIT_OK
 
 

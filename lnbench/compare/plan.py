@@ -14,6 +14,8 @@ from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.checkout import git_commit, timestamp
 from lnbench.run.processes import command_line
+from lnbench.cli_common import reserve_flydsl_file
+from lnbench.results.flydsl_table import check_label
 from lnbench.run.setup import Outputs, begin
 from lnbench.results import COMPARE, CompareRun
 
@@ -29,6 +31,7 @@ class ComparePlan:
     fail_pct: float | None
     problems: list[str]
     outputs: Outputs
+    flydsl_file: Path | None = None     # --flydsl-table FILE (None: the log only, or not asked)
 
 
 @dataclass(frozen=True)
@@ -44,10 +47,14 @@ class CompareOptions:
     config_path: Path | None = None
     csv_path: Path | None = None
     json_path: Path | None = None
+    flydsl_table: Path | None = None    # --flydsl-table [FILE]: cli_common.FLYDSL_LOG_ONLY for the bare flag
+    flydsl_label: str = "main"
 
 
-def check_flags(threshold_pct: float | None, fail_pct: float | None) -> None:
-    """--threshold and --fail-if-slower as numbers in range (a usage error naming the flag)."""
+def check_flags(threshold_pct: float | None, fail_pct: float | None, flydsl_label: str = "main") -> None:
+    """--threshold and --fail-if-slower as numbers in range, --flydsl-label a label FlyDSL's parser reads (a usage
+    error naming the flag)."""
+    check_label(flydsl_label)
     if threshold_pct is not None:
         validate.number(threshold_pct, "threshold_pct", "--threshold")
     if fail_pct is not None:
@@ -59,7 +66,7 @@ def build_plan(o: CompareOptions) -> ComparePlan:
     base, new, threshold_pct, fail_pct = o.base, o.new, o.threshold_pct, o.fail_pct
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
-    check_flags(threshold_pct, fail_pct)
+    check_flags(threshold_pct, fail_pct, o.flydsl_label)
     setup = begin("compare", o.config_path)
     settings = Settings.from_config(setup.config, threshold_pct)
     what = "the JSON of lnbench perf or abi-compare"
@@ -73,8 +80,14 @@ def build_plan(o: CompareOptions) -> ComparePlan:
     if problems and not o.force:
         raise LnbenchUsageError(f"BASE and NEW are not comparable: {'; '.join(problems)} (--force compares anyway)")
     require_overlap(base_cases, new_cases, base_result, new_result)
-    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path, {"BASE": base, "NEW": new}, config_last=True)
-    return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs)
+    if o.flydsl_table is not None and base_result.kind != PERF:
+        raise LnbenchUsageError(f"--flydsl-table compares perf results; {base} and {new} are {base_result.kind} results")
+    inputs = {"BASE": base, "NEW": new}
+    outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path, inputs, config_last=True)
+    flydsl_file = reserve_flydsl_file(o.flydsl_table, {"--csv": o.csv_path, "--json": o.json_path, "--md": o.md_path},
+                                      {**inputs, **setup.inputs})
+    return ComparePlan(base_result, new_result, base_cases, new_cases, settings, fail_pct, problems, outputs,
+                       flydsl_file)
 
 
 def context(plan: ComparePlan) -> CompareRun:

@@ -11,10 +11,10 @@ from rich.markup import escape
 
 from lnbench import validate
 from lnbench.backends import backend_names
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, device_option, eps_option,
-                                err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options,
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, config_option, console, device_option,
+                                emit_flydsl_text, eps_option, err_console, flydsl_table_option, guarded,
+                                kernel_source_option, md_option, nothing_ran, output_options, reserve_flydsl_file,
                                 seed_option)
-from lnbench.errors import LnbenchUsageError
 from lnbench.measure import load
 from lnbench.measure.protocol import protocol_options
 from lnbench.output.sink import ResultSink
@@ -30,7 +30,7 @@ from lnbench.perf.protocol import MODES
 from lnbench.perf.tables import print_peak, summary_line
 from lnbench.perf.workers import time_groups
 from lnbench.results import PERF, PerfRow, rows_frame
-from lnbench.results.flydsl_table import table_text
+from lnbench.results.flydsl_table import perf_rows, profile_rows, render
 from lnbench.run.gpus import devices_options
 from lnbench.run.shard import shard_option
 
@@ -79,28 +79,48 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
               help="Measured-peak cache (default results/peak.json; written by `lnbench peak`).")
 @kernel_source_option
 @if_loaded_option
-@click.option("--flydsl-table", is_flag=True,
-              help="After the run, also print the results as FlyDSL's CI benchmark table (op shape dtype TB/s "
-                   "TFLOPS, the table FlyDSL's dashboard ingest parses; the flydsl backend's rows, else the first "
-                   "backend's), even with --quiet.")
+@flydsl_table_option("After the run, also print every case as FlyDSL's CI benchmark table (op shape dtype TB/s "
+                     "TFLOPS: the table FlyDSL's CI scripts and dashboard parse; FlyDSL's names, `-` for a case not "
+                     "measured), even with --quiet; with FILE, write it to FILE too. FlyDSL's parser reads only the "
+                     "first such table of a log.")
 @md_option
 @output_options
 @guarded
-def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: bool, **options: Any) -> int:
+def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: Path | None, **options: Any) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
+    o = PerfOptions(**options)
     if is_emulated(options.get("device")):          # nothing is timed: profiles and modelled floors
-        if flydsl_table:
-            raise LnbenchUsageError("--flydsl-table prints timed results: --device emu times nothing (it models "
-                                    "floors)")
-        return run_modelled(build_modelled_plan(PerfOptions(**options)), quiet)
-    return run(build_plan(PerfOptions(**options)), if_loaded, quiet, flydsl_table)
+        modelled_plan = build_modelled_plan(o)
+        table_file = _reserve_table(flydsl_table, o)
+        code = run_modelled(modelled_plan, quiet)
+        if flydsl_table is not None:
+            emit_flydsl_text(render(profile_rows(_modelled_cases(modelled_plan))), table_file)
+        return code
+    plan = build_plan(o)
+    return run(plan, if_loaded, quiet, flydsl_table is not None, _reserve_table(flydsl_table, o))
 
 
-def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool = False) -> int:
+def _reserve_table(flydsl_table: Path | None, o: PerfOptions) -> Path | None:
+    """--flydsl-table FILE made ready with the run's other outputs (None: the log only, or not asked)."""
+    inputs = {**config_input(o.config_path), "--peak-file": o.peak_file}
+    return reserve_flydsl_file(flydsl_table, {"--csv": o.csv_path, "--json": o.json_path, "--md": o.md_path}, inputs)
+
+
+def _modelled_cases(plan: Any) -> Any:
+    """The cases × modes of an emulated run, as rows FlyDSL's table lists (none of them timed)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"backend": c.backend, "op": c.op, "dtype": c.dtype, "shape": c.shape, "mode": mode}
+                         for c in plan.cases for mode in plan.modes])
+
+
+def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool = False,
+        table_file: Path | None = None) -> int:
     """Time the plan's cases: plan → workers (lnbench.perf.workers) → aggregate (lnbench.perf.aggregate) → outputs
-    (lnbench.perf.outputs), each entered once; the exit code."""
+    (lnbench.perf.outputs), each entered once; the exit code. `flydsl_table`: print FlyDSL's table after the run
+    (and write it to `table_file` when given)."""
     import time
 
     peak_gbps = float(plan.peak["gbps"]) if plan.peak else None
@@ -133,11 +153,11 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
         err_console.print(f"[yellow]{escape(load.warning(load_facts.load_flag))}[/yellow]", soft_wrap=True)
     if estimate is not None:                                # what its parts took, for the next estimate here
         record_perf(estimate, groups, plan.protocol, plan.dev, time.monotonic() - estimate.running.start)
+    if flydsl_table:                                        # every case, the ones not timed too
+        emit_flydsl_text(render(perf_rows(rows_frame(rows, kind=PERF))), table_file)
     if not any(g.cases for g in groups):
         reasons = {str(c.skip) for c in plan.cases if c.skip}
         return nothing_ran("; ".join(sorted(reasons)) or "no case to time")
-    if flydsl_table:
-        click.echo(table_text(rows_frame(rows, kind=PERF)), nl=False)
     return EXIT_FAILED if failed(rows, results) or any(g.error for g in groups) else EXIT_OK
 
 
