@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from lnbench.cli import main
-from lnbench.history.changes import change_points, sparkline
+from lnbench.history.changes import Search, change_points, sparkline
 from lnbench.results import load_result
 from lnbench.store.db import open_store
 from lnbench.store.record import record
@@ -54,7 +54,7 @@ def test_a_first_search_of_many_series_starts_no_worker_process(tmp_path: Path,
     monkeypatch.setattr(multiprocessing, "Pool", no_pool)
     store = open_store(f"sqlite:///{tmp_path / 's.sqlite'}")
     rng = np.random.default_rng(3)
-    wanted = {cache.cache_key(i, range(20)): (100 * (1 + rng.normal(0, 0.01, 20))).tolist() for i in range(40)}
+    wanted = [Search(tuple(100 * (1 + rng.normal(0, 0.01, 20))), (False, *[True] * 19)) for _ in range(40)]
     found = cache.found_changes(store, wanted)
     store.close()
     assert set(found) == set(wanted)
@@ -91,7 +91,8 @@ def test_sparkline_spans_low_to_high() -> None:
 
 def _store(tmp_path: Path, step_at: int = 25, runs: int = 40, loaded: set[int] = frozenset(),
            url: str | None = None) -> str:
-    """perf.json's two cases over `runs` commits, 1% noise; the first backend's fwd 5% slower from `step_at`;
+    """perf.json's two cases over `runs` commits, 1% noise (each run's two workers ±0.5% around its median); the
+    first backend's fwd 5% slower from `step_at`;
     verify.json's first check failing from the 7th of 10 runs."""
     url = url or f"sqlite:///{tmp_path / 'h.sqlite'}"
     store = open_store(url)
@@ -103,6 +104,8 @@ def _store(tmp_path: Path, step_at: int = 25, runs: int = 40, loaded: set[int] =
         noise = 1 + rng.normal(0, 0.01, int(agg.sum()))
         step = np.where((rows.loc[agg, "op"] == "fwd") & (i >= step_at), 1.05, 1.0)
         rows.loc[agg, "median_us"] = rows.loc[agg, "median_us"].to_numpy() * noise * step
+        rows.loc[agg, "run_us"] = pd.Series([[m * 0.995, m * 1.005] for m in rows.loc[agg, "median_us"]],
+                                            index=rows.index[agg])    # the workers' medians around it, ±0.5%
         run = perf.run.with_(timestamp=f"2026-05-01T00:{i:02d}:00", git_commit=f"c{i:03d}",
                              load_flag="busy" if i in loaded else "")
         record(store, perf.kind, perf.version, run, rows)
@@ -174,7 +177,8 @@ def test_history_writes_history_results_that_load_result_reads(tmp_path: Path) -
 
 
 def _table_rows(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("│")]
+    """The table's rows (a row's wrapped cells continue on lines whose first cell is blank: not rows)."""
+    return [line for line in output.splitlines() if line.startswith("│") and line.split("│")[1].strip()]
 
 
 def test_history_of_an_h200_shaped_store_prints_the_step_first_in_at_most_40_lines(tmp_path: Path) -> None:
@@ -188,7 +192,7 @@ def test_history_of_an_h200_shaped_store_prints_the_step_first_in_at_most_40_lin
     assert len(rows) == 16 and all(row.split("│")[1].strip() == "perf" for row in rows)
     cells = [c.strip() for c in rows[0].split("│")[1:-1]]
     assert cells[1:6] == list(h200_store.PLANTED)
-    step = re.search(rf"\.\.{h200_store.STEP_COMMIT} \+(\d+\.\d)% \(p 0\.0\d+\)", rows[0])
+    step = re.search(rf"\.\.{h200_store.STEP_COMMIT} \+(\d+\.\d)% \(p [\d.e-]+, adj [\d.e-]+\)", rows[0])
     assert step and 3.5 <= float(step.group(1)) <= 6.5
     assert not any(re.search(r"\.\.\w+ [+-]\d", row) for row in rows[1:])
     lines = output.splitlines()
@@ -274,14 +278,17 @@ def test_with_judges_a_pull_requests_runs_against_the_stored_history(tmp_path: P
 
 
 def test_fail_on_regression_says_how_many_series_it_could_not_judge(tmp_path: Path) -> None:
-    """A series of fewer than 6 runs has no change point: the gate passes it, and says so (summary, run record)."""
+    """A series of fewer than 6 runs has no change point: the gate passes it, and says so (summary, table, run
+    record)."""
     url = _store(tmp_path, runs=4)
     out = tmp_path / "h.json"
     code, output = _history(url, "--fail-on-regression", "3", "--json", str(out))
     assert code == 0, output
-    assert "2 timed series with fewer than 6 runs" in " ".join(output.split()) and "unjudged" in output
+    text = " ".join(output.split())
+    assert "gate: no slowdown of at least 3% (exit 0); 2 nothing to judge yet" in text
+    assert "too few runs (4; 6 needed)" in text
     assert json.loads(out.read_text())["metadata"]["unjudged"] == 2
-    assert "fewer than 6" not in _history(url)[1]                    # no gate, nothing to say
+    assert "gate:" not in _history(url)[1]                            # no gate, nothing to say
 
 
 def test_filters_and_exclude_loaded(tmp_path: Path) -> None:
@@ -310,7 +317,7 @@ def test_change_points_are_searched_once_per_series_and_runs(tmp_path: Path, mon
     def boom(values):  # noqa: ANN001, ANN202
         raise AssertionError("searched again")
 
-    monkeypatch.setattr(cache, "_search", boom)
+    monkeypatch.setattr(Search, "run", boom)
     assert _history(url, "--json", str(out))[0] == 0
     assert json.loads(out.read_text())["series"] == first
     code, output = _history(url, "--last", "30")                  # other runs: a new key, searched
@@ -387,7 +394,7 @@ def test_history_of_modelled_floors_reports_each_step_exactly_at_its_commit(tmp_
 def test_a_modelled_series_is_judged_from_its_second_run(tmp_path: Path) -> None:
     (tmp_path / "one").mkdir()
     code, output = _history(_profile_store(tmp_path / "one", "l"), "--fail-on-regression", "5")
-    assert code == 0 and "8 timed series with fewer than 6 runs (modelled floors: 2)" in " ".join(output.split())
+    assert code == 0 and "8 nothing to judge yet" in " ".join(output.split())
     two = _profile_store(tmp_path, "lh")
     code, output = _history(two, "--fail-on-regression", "5")
     assert code == 1 and "unjudged" not in output and "c000..c001 +10.5% (exact)" in output

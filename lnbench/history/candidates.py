@@ -25,7 +25,7 @@ from lnbench.store.record import identity_and_points
 #: the column that marks a point of a --with file (the stored points have it False)
 CANDIDATE = "candidate"
 _COLUMNS = ("run_id", "commit", "dirty", "branch", "timestamp", "load_flag", "series_id", "kind", "backend", "op",
-            "dtype", "shape", "mode", "case_name", "machine", "unit", "value", "value2", "status", "detail")
+            "dtype", "shape", "mode", "case_name", "machine", "unit", "value", "value2", "status", "detail", "values")
 
 
 def _stored_ids(store: Store, keys: list[str]) -> dict[str, int]:
@@ -47,7 +47,7 @@ def candidate_points(store: Store, paths: Sequence[Path], f: Filters) -> pd.Data
             series = stored.get(key) or new_ids.setdefault(key, -1 - len(new_ids))
             records.append((-number, ident.commit, ident.dirty, ident.branch, ident.timestamp, ident.load_flag,
                             series, result.kind, *p.case, ident.machine, p.unit, p.value, p.value2, p.status,
-                            p.detail))
+                            p.detail, p.values))
     frame = pd.DataFrame(records, columns=list(_COLUMNS))
     for name in ("kind", "backend", "op", "dtype", "shape", "mode"):
         if getattr(f, name):

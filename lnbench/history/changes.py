@@ -27,19 +27,33 @@ EXACT_REL_TOL = 1e-9
 
 
 @dataclass(frozen=True)
+class Search:
+    """One e-divisive search: the values, and where a change point may be (lnbench.history.steps)."""
+
+    values: tuple[float, ...]
+    allowed: tuple[bool, ...]
+
+    def run(self) -> list["ChangePoint"]:
+        return change_points(self.values, allowed=self.allowed)
+
+
+@dataclass(frozen=True)
 class ChangePoint:
     index: int            # first value of the new regime
     size_pct: float       # median after / median before - 1, in %
     p: float              # e-divisive's permutation p of the split
 
 
-def change_points(values: Sequence[float], p_value: float = P_VALUE, permutations: int = PERMUTATIONS
-                  ) -> list[ChangePoint]:
-    """The change points of `values` (missing values dropped by the caller), oldest first."""
+def change_points(values: Sequence[float], p_value: float = P_VALUE, permutations: int = PERMUTATIONS,
+                  allowed: Sequence[bool] | None = None) -> list[ChangePoint]:
+    """The change points of `values` (missing values dropped by the caller), oldest first; `allowed`: the
+    indexes a change point may be at (None: any; lnbench.history.summary allows only those where the commit
+    changes)."""
     x = np.asarray(values, dtype=float)
-    if len(x) < MIN_VALUES or np.ptp(x) == 0:
+    if len(x) < MIN_VALUES or np.ptp(x) == 0 or (allowed is not None and not any(allowed[1:])):
         return []
-    found = sorted(e_divisive(x, p_value, permutations, SEED))
+    mask = None if allowed is None else np.asarray(allowed, dtype=bool)
+    found = sorted(e_divisive(x, p_value, permutations, SEED, mask))
     bounds = [0, *(index for index, _ in found), len(x)]
     return [ChangePoint(index, float((np.median(x[index:bounds[k + 2]]) / np.median(x[bounds[k]:index]) - 1) * 100),
                         max(p, 1 / (permutations + 1))) for k, (index, p) in enumerate(found)]

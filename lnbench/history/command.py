@@ -69,10 +69,13 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
               help="Read the newest this many runs that pass the filters.")
 @click.option("--exclude-loaded", is_flag=True, help="Leave out runs recorded on a busy machine (load_flag).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(0), metavar="PCT",
-              help="Exit 1 when a timed series' newest change point is a slowdown of at least PCT % (with --with: "
-                   "a change point at a run of those files). A series of fewer than 6 runs has no change point: "
-                   "it passes, unjudged, and the summary says how many did. Modelled floors (perf --device emu) are "
-                   "deterministic: every change of one is a change point, from 2 runs on.")
+              help="Exit 1 when a series' newest change point is a slowdown of at least PCT % in its unit's "
+                   "direction (a time up; TB/s, GB/s, TFLOPS or a speed-up down), made by the code: at a commit "
+                   "boundary, significant against the series' noise after the false discovery rate over every "
+                   "series read, not shared by its peers (with --with: a change point at a run of those files). A "
+                   "series too noisy for PCT says what it detects and is not gated below that; a series of one "
+                   "commit or fewer than 6 runs, or of another unit, passes and says why. Modelled floors (perf "
+                   "--device emu) are deterministic: every change of one is a change point, from 2 runs on.")
 @click.option("--with", "judged", multiple=True, type=click.Path(path_type=Path), metavar="FILE",
               help="Judge this result file (a pull request's perf.json) as the newest run of its series, without "
                    "recording it (repeatable: two runs find a 5% step reliably, one often not).")
@@ -85,19 +88,26 @@ def _filter_options(func):  # noqa: ANN001, ANN201 - click decorators
               help="List every series in the table (by default the checks and abi-compare series are a line each "
                    "kind, unless --kind asks for one; the CSV and JSON always hold every series).")
 @click.option("--quiet", "-q", is_flag=True, help="Print no table.")
+@click.option("--estimates", is_flag=True,
+              help="Also print how good the stored runs' time estimates were, per machine and kind (estimate "
+                   "against actual seconds).")
 @guarded
 def history_command(url: str | None, config_path: Path | None, fail_pct: float | None, judged: tuple[Path, ...],
                     csv_path: Path | None, json_path: Path | None, md_path: Path | None, show_all: bool, quiet: bool,
-                    **filters: object) -> int:
+                    estimates: bool, **filters: object) -> int:
     """Per case over the stored runs: latest value, trend, change points; since when a check fails. A series is
-    one case on one machine under one protocol; its change points are those e-divisive finds (the commit range each happened in, its size and p: no fixed
-    threshold); for verify, since which commit a case FAILs or errors. The table lists the timed series (those
+    one case on one machine under one protocol; its change points are where e-divisive finds a change at a commit
+    boundary that stands out against the series' noise (the commit range, the size as a ratio with its interval,
+    its p and the p adjusted over every series); shifts between runs of one commit are the machine's, listed and
+    never gated; for verify, since which commit a case FAILs or errors. The table lists the timed series (those
     with change points first) and the failing checks; verify and abi-compare are a line each (--kind, --all)."""
     from lnbench.history.cache import found_changes
     from lnbench.history.candidates import candidate_points, with_candidates
+    from lnbench.history.estimates import estimate_rows, print_estimates
+    from lnbench.history.gate import judge
     from lnbench.history.render import history_run, render
     from lnbench.history.query import Filters, load_points
-    from lnbench.history.summary import regressions, summarize, unjudged
+    from lnbench.history.summary import summarize
     from lnbench.store.db import open_store
     from lnbench.store.url import store_url
 
@@ -106,16 +116,19 @@ def history_command(url: str | None, config_path: Path | None, fail_pct: float |
     chosen = Filters(**filters)                                     # type: ignore[arg-type]
     store = open_store(store_url(url, config_path))
     try:
-        points = load_points(store, chosen)
+        points = load_points(store, chosen, worker_values=True)
         if judged:                      # runs that are not in the store: searched, never cached
             points = with_candidates(points, candidate_points(store, judged, chosen))
-        rows = summarize(points, None if judged else lambda wanted: found_changes(store, wanted))
+        rows = summarize(points, None if judged else lambda searches: found_changes(store, searches))
+        estimated = estimate_rows(store) if estimates else []
     finally:
         store.close()
-    slower = regressions(rows, fail_pct, bool(judged)) if fail_pct is not None else []
-    run = history_run(store.url, filters, judged, fail_pct, len(slower), unjudged(points, bool(judged)))
-    render(rows, slower, fail_pct, run, csv_path, json_path, md_path, quiet, listed=show_all or bool(filters["kind"]))
-    return EXIT_FAILED if slower else EXIT_OK
+    gate = judge(rows, fail_pct, bool(judged)) if fail_pct is not None else None
+    run = history_run(store.url, filters, judged, gate, rows)
+    render(rows, gate, run, csv_path, json_path, md_path, quiet, listed=show_all or bool(filters["kind"]))
+    if estimates:
+        print_estimates(console, estimated)
+    return EXIT_FAILED if gate and gate.slower else EXIT_OK
 
 
 @click.command("report")
@@ -144,7 +157,7 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
     store = open_store(store_url(url, config_path))
     try:
         points = load_points(store, Filters(**filters), worker_values=True)     # type: ignore[arg-type]
-        rows = summarize(points, lambda wanted: found_changes(store, wanted))
+        rows = summarize(points, lambda searches: found_changes(store, searches))
     finally:
         store.close()
     html = render_html(points, rows, store.url)
@@ -156,16 +169,22 @@ def report_command(out_dir: Path, url: str | None, config_path: Path | None, **f
 
 @click.command("flydsl-table")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--backend", help="The backend whose rows are printed (default: flydsl if the file has it, else the "
-                                "first).")
+@click.option("--backend", help="Print only this backend's cases (default: every backend's; the flydsl backend's "
+                                "under FlyDSL's op names, every other one's with @BACKEND appended).")
 @guarded
 def flydsl_table_command(file: Path, backend: str | None) -> int:
-    """Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS), the table FlyDSL's
-    dashboard ingest parses: layernorm / layernorm_bwd, TB/s at the headline time, for a FlyDSL CI log (`lnbench
-    perf --flydsl-table` prints the same after its run)."""
-    from lnbench.results import PERF_KIND, load_result
-    from lnbench.results.flydsl_table import table_text
+    """Print a perf result as FlyDSL's CI benchmark table (op shape dtype TB/s TFLOPS), the table FlyDSL's CI
+    scripts and dashboard parse: every case (of a `perf --device emu` profile too), `-` for one not measured (stderr
+    says why), FlyDSL's op and dtype names, TB/s at the headline time (`lnbench perf --flydsl-table` prints the same
+    after its run)."""
+    from lnbench.cli_common import err_console
+    from lnbench.results import PERF_KIND, PROFILE_KIND, load_result
+    from lnbench.results.flydsl_table import choose, not_measured_note, render, result_rows
 
-    result = load_result(file, (PERF_KIND,))
-    click.echo(table_text(result.rows, backend, str(result.path)), nl=False)
+    result = load_result(file, (PERF_KIND, PROFILE_KIND))
+    table = choose(result_rows(result.kind, result.rows), backend, str(result.path))
+    click.echo(render(table), nl=False)
+    note = not_measured_note(table)
+    if note:
+        err_console.print(note, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK

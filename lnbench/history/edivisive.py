@@ -71,11 +71,14 @@ def _triangles(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def e_divisive(values: Sequence[float] | np.ndarray, p_value: float, permutations: int,
-               seed: int = SEED) -> list[tuple[int, float]]:
+               seed: int = SEED, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
     """The change points of `values` in the order found, each with its permutation p.
 
-    A round's permutation test stops as soon as more permutations beat the candidate than p_value allows: that
-    round finds nothing and ends the search, so the answer is the full test's."""
+    `allowed` (booleans, one per value): the indexes a change point may be at (lnbench.history.changes: only where
+    the commit changes); the permutations shuffle the values and keep the places, so each is scored at the same
+    allowed splits. None: every index. A round's permutation test stops as soon as more permutations beat the
+    candidate than p_value allows: that round finds nothing and ends the search, so the answer is the full
+    test's."""
     d = distances(np.asarray(values, dtype=float))
     rng = np.random.RandomState(seed)
     best: dict[Window, tuple[int, float]] = {}              # a window's best split, kept across rounds
@@ -84,41 +87,51 @@ def e_divisive(values: Sequence[float] | np.ndarray, p_value: float, permutation
         windows = list(pairwise([0, *sorted(index for index, _ in found), len(d)]))
         for window in windows:
             if window not in best:
-                best[window] = _best_split(d, window)
+                best[window] = _best_split(d, window, allowed)
         index, score = max((best[window] for window in windows), key=lambda split: split[1])
-        if not index:                                       # every window is constant: nothing to split
+        if not index:                                       # every window is constant (or has no allowed split)
             return found
-        p = _permutation_p(d, windows, score, rng, p_value, permutations)
+        p = _permutation_p(d, windows, score, rng, p_value, permutations, allowed)
         if p is None:
             return found
         found.append((index, p))
 
 
-def _best_split(d: np.ndarray, window: Window) -> tuple[int, float]:
-    """The window's best split (first of equals) as an index into the series, and its q."""
+def _scores(d: np.ndarray, start: int, allowed: np.ndarray | None) -> np.ndarray:
+    """split_scores of a window starting at `start`, -inf where a split is not allowed."""
+    scores = split_scores(d)
+    if allowed is not None:
+        scores = np.where(allowed[start:start + len(d)], scores, -np.inf)
+        scores[0] = 0.0                                     # tau 0: no split
+    return scores
+
+
+def _best_split(d: np.ndarray, window: Window, allowed: np.ndarray | None = None) -> tuple[int, float]:
+    """The window's best split (first of equals) as an index into the series, and its q (index 0: none)."""
     start, stop = window
-    scores = split_scores(d[start:stop, start:stop])
+    scores = _scores(d[start:stop, start:stop], start, allowed)
     at = int(np.argmax(scores))
-    return start + at, float(scores[at])
+    return (start + at if at else 0), float(scores[at])
 
 
 def _permutation_p(d: np.ndarray, windows: list[Window], score: float, rng: np.random.RandomState,
-                   p_value: float, permutations: int) -> float | None:
+                   p_value: float, permutations: int, allowed: np.ndarray | None = None) -> float | None:
     """The share of permutations (out of permutations + 1) whose best split scores at least `score`, or None as
     soon as it must exceed p_value."""
     beaten = 0
     for _ in range(permutations):
-        beaten += _permuted_best(d, windows, rng) >= score
+        beaten += _permuted_best(d, windows, rng, allowed) >= score
         if beaten / (permutations + 1) > p_value:
             return None
     return beaten / (permutations + 1)
 
 
-def _permuted_best(d: np.ndarray, windows: list[Window], rng: np.random.RandomState) -> float:
+def _permuted_best(d: np.ndarray, windows: list[Window], rng: np.random.RandomState,
+                   allowed: np.ndarray | None = None) -> float:
     """The best q of any window after shuffling each window's values (one draw per window, in order)."""
     scores = []
     for start, stop in windows:
         order = np.arange(start, stop)
         rng.shuffle(order)
-        scores.append(split_scores(d[np.ix_(order, order)]).max())
+        scores.append(_scores(d[np.ix_(order, order)], start, allowed).max())
     return max(scores)

@@ -17,8 +17,9 @@ from lnbench.output import markdown
 from lnbench.run.checkout import git_commit, timestamp
 from lnbench.cli_common import console, emit_outputs
 from lnbench.history.cache import METHOD
-from lnbench.history.changes import MIN_VALUES
-from lnbench.history.summary import BAD, CHECK_KINDS, changes_text
+from lnbench.history.gate import Gate
+from lnbench.history.significance import FDR_Q, METHOD_TEXT
+from lnbench.history.summary import BAD, CHECK_KINDS, changes_text, noise_text, shifts_text
 from lnbench.run.processes import command_line
 from lnbench.results import HISTORY, HistoryRow, HistoryRun
 from lnbench.output.tables import SHOWN, Column, fmt_number, render_table, silent_console, styled_status
@@ -27,7 +28,10 @@ COLUMNS = [Column("kind", "kind", justify="left"), Column("backend", "backend", 
            Column("op", "op"), Column("dtype", "dtype"), Column("shape", "shape"), Column("mode", "mode"),
            Column("case_name", "case"), Column("runs", "runs"), Column("latest", "latest", fmt_number(4)),
            Column("unit", "unit"), Column("latest_status", "status", styled_status), Column("trend", "trend"),
-           Column("changes_text", "change points (commits, size, p)", justify="left"),
+           Column("noise_text", "noise (detects)"),
+           Column("changes_text", "change points (commits, size, p, adj p)", justify="left"),
+           Column("shifts_text", "machine shifts (same commit)", justify="left"),
+           Column("gate", "gate", justify="left"), Column("flydsl_flag", "FlyDSL's flag", justify="left"),
            Column("since", "failing since")]
 #: the kinds the default table leaves out, a line each (--kind or --all lists them)
 SUMMARIZED_KINDS = (*CHECK_KINDS, "abi-compare")
@@ -38,22 +42,29 @@ _KEPT = ("kind", "backend", "runs", "latest", "latest_status")
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
-    return {**{k: v for k, v in row.items() if k != "changes"}, "changes_text": changes_text(row["changes"])}
+    return {**{k: v for k, v in row.items() if k not in ("changes", "shifts")},
+            "changes_text": changes_text(row["changes"]), "shifts_text": shifts_text(row["shifts"]),
+            "noise_text": noise_text(row)}
 
 
-def history_run(store_url: str, filters: dict[str, Any], judged: Sequence[Path], pct: float | None, slower: int,
-                unjudged: int) -> HistoryRun:
+def history_run(store_url: str, filters: dict[str, Any], judged: Sequence[Path], gate: Gate | None,
+                rows: list[dict[str, Any]]) -> HistoryRun:
     """The run record of a history: who wrote it and when, the store read, the filters, the files judged (--with),
     the method and the gate."""
     run = HISTORY.run(lnbench_command="history", command_line=command_line(), lnbench_version=lnbench.__version__,
                       git_commit=git_commit(), timestamp=timestamp(), store_url=store_url,
                       filters={k: v for k, v in filters.items() if v and k not in ("last", "exclude_loaded")},
                       last_runs=filters.get("last"), exclude_loaded=bool(filters.get("exclude_loaded")),
-                      change_method=METHOD)
+                      change_method=METHOD, change_test=METHOD_TEXT, fdr_q=FDR_Q,
+                      series_tested=sum(r.get("noise_pct") is not None and r["kind"] not in CHECK_KINDS
+                                        for r in rows))
     if judged:
         run.judged_files = "; ".join(map(str, judged))
-    if pct is not None:
-        run.update(fail_on_regression_pct=pct, regressions=slower, unjudged=unjudged)
+    if gate is not None:
+        counts = gate.counts()
+        run.update(fail_on_regression_pct=gate.pct, regressions=len(gate.slower),
+                   unjudged=counts.get("nothing to judge yet", 0), gate_text=gate.exit_text,
+                   not_gated=counts.get("not gated (unit)", 0), too_noisy=counts.get("too noisy for the threshold", 0))
     return run
 
 
@@ -109,27 +120,37 @@ def _tables(console_: Any, rows: list[dict[str, Any]]) -> None:
         render_table(console_, f"History: {machine}" if machine else "History", _columns(table), table)
 
 
-def render(rows: list[dict[str, Any]], slower: list[dict[str, Any]], pct: float | None, run: HistoryRun,
-           csv_path: Path | None, json_path: Path | None, md_path: Path | None, quiet: bool,
-           listed: bool = True) -> None:
+def gate_lines(gate: Gate) -> list[str]:
+    """The gate's verdict and why the rest pass, as the summary's last lines (the exit status is in the first)."""
+    counts = gate.counts()
+    rest = ", ".join(f"{n} {kind}" for kind, n in counts.items() if kind != "failing")
+    return [gate.exit_text + (f"; {rest}" if rest else "")]
+
+
+def render(rows: list[dict[str, Any]], gate: Gate | None, run: HistoryRun, csv_path: Path | None,
+           json_path: Path | None, md_path: Path | None, quiet: bool, listed: bool = True) -> None:
     """The table (unless quiet; `listed`: every series, else shown_rows' choice) and the result files: one
     HistoryRow a series (the CSV's columns, the JSON's `data`), the JSON's `series` with each series' change
     points as lists, the Markdown."""
+    if gate is not None:
+        rows = [{**r, "gate": gate.notes.get(r["series_id"], "")} for r in rows]
     flat = [_flat(r) for r in rows]
     machines = sorted({r["machine"] for r in rows})
     summary = (f"{len(rows)} series on {len(machines)} machine(s); {sum(bool(r['changes']) for r in rows)} with "
-               f"change points; {sum(bool(r['since']) for r in rows)} failing")
-    if run.get("unjudged"):
-        summary += (f"; {run.unjudged} timed series with fewer than {MIN_VALUES} runs (modelled floors: 2), too few "
-                    f"to split: --fail-on-regression passes them unjudged")
+               f"change points; {sum(bool(r['shifts']) for r in rows)} with machine shifts inside a commit; "
+               f"{sum(bool(r['since']) for r in rows)} failing checks")
+    method = f"change points: {METHOD_TEXT} ({run.series_tested} series)"
     shown, lines = shown_rows(rows, listed)
     _tables(silent_console() if quiet else console, shown)
-    if slower:
-        render_table(console, f"Slowdowns of at least {pct}% (the newest change point)", COLUMNS,
-                     [_flat(r) for r in slower])
+    if gate is not None and gate.slower:
+        slower = [{**r, "gate": gate.notes.get(r["series_id"], "")} for r in gate.slower]
+        render_table(console, f"Slowdowns of at least {gate.pct:g}% (the newest change point)", _columns(
+            [_flat(r) for r in slower]), [_flat(r) for r in slower])
     for line in [] if quiet else lines:
         console.print(line, markup=False, highlight=False)
-    console.print(summary, markup=False, highlight=False)
-    md_text = markdown.document("lnbench history", summary, SHOWN, lines)
+    tail = gate_lines(gate) if gate is not None else []
+    for line in [summary, method, *tail]:
+        console.print(line, markup=False, highlight=False)
+    md_text = markdown.document("lnbench history", " ".join([summary, *tail]), SHOWN, [*lines, method])
     emit_outputs([HistoryRow.of(row) for row in flat], run, csv_path, json_path, extra_json={"series": rows},
-                 md_path=md_path, summary=summary, md_text=md_text)
+                 md_path=md_path, summary="\n".join([summary, *tail]), md_text=md_text)

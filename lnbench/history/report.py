@@ -26,7 +26,8 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, TIME_UNITS, changes_text
+from lnbench.history.gate import direction
+from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, changes_text, noise_text, shifts_text
 from lnbench.history.svg import Chart, Run, chart, value_text
 from lnbench.results import missing
 
@@ -39,8 +40,6 @@ SECTIONS: tuple[tuple[str, str, str, Callable[[str], bool]], ...] = (
 )
 #: the kinds of timed series (perf; flydsl: FlyDSL's CI dashboard, imported)
 _TIMED = ("perf", "flydsl")
-#: units where a larger value is faster (a throughput)
-_FASTER_UP = ("TB/s", "TFLOPS", "GB/s")
 _OTHER_EXCLUDED = (*_TIMED, *CHECK_KINDS, "compare", "abi-compare", *EXACT_KINDS)
 #: the fewest values a chart is drawn for
 MIN_CHARTED = 2
@@ -55,6 +54,7 @@ class SeriesView:
     anchor: str
     latest: str
     changes: str
+    noise: str
     runs: list[Run]
     chart: Chart | None
 
@@ -97,8 +97,10 @@ def series_view(row: dict[str, Any], group: pd.DataFrame) -> SeriesView:
     runs = _runs(group)
     title = series_title(row)
     drawn = chart(runs, row["changes"], title, row["unit"], row["machine"]) if len(runs) >= MIN_CHARTED else None
-    return SeriesView(row, title, f"s{row['series_id']}-{_anchor(title)}", _num(row["latest"]),
-                      changes_text(row["changes"]), runs, drawn)
+    shifts = shifts_text(row.get("shifts") or [])
+    changes = "; ".join(filter(None, (changes_text(row["changes"]), f"machine shifts: {shifts}" if shifts else "")))
+    return SeriesView(row, title, f"s{row['series_id']}-{_anchor(title)}", _num(row["latest"]), changes,
+                      noise_text(row), runs, drawn)
 
 
 def _newest_change(view: SeriesView) -> str:
@@ -112,19 +114,16 @@ def _changes_first(views: Iterable[SeriesView]) -> list[SeriesView]:
     return sorted(sorted(views, key=lambda v: v.title), key=_newest_change, reverse=True)
 
 
-def _direction(unit: str, size: float) -> str:
-    """slower or faster for a time or a throughput; changed for other units (a ratio, a count)."""
-    if unit in TIME_UNITS:
-        return "slower" if size > 0 else "faster"
-    if unit in _FASTER_UP:
-        return "faster" if size > 0 else "slower"
-    return "changed"
-
-
 def _medians(values: list[float], changes: list[dict[str, Any]], k: int) -> tuple[float, float]:
     """The medians of the stretches before and after change point `k` (the size's two sides)."""
     bounds = [0, *(c["index"] for c in changes), len(values)]
     return float(np.median(values[bounds[k]:bounds[k + 1]])), float(np.median(values[bounds[k + 1]:bounds[k + 2]]))
+
+
+def _p_text(change: dict[str, Any]) -> str:
+    """A change's p, its adjusted p, and whose it is when its peers moved too."""
+    text = f"{change['p']:.2g} (adj {change['p_adj']:.2g})" if change.get("p_adj") is not None else f"{change['p']:.3f}"
+    return text + ("; machine: its peers moved too" if change.get("cause") == "machine" else "")
 
 
 def changes_rows(views: Iterable[SeriesView]) -> list[dict[str, Any]]:
@@ -134,12 +133,12 @@ def changes_rows(views: Iterable[SeriesView]) -> list[dict[str, Any]]:
         values = [run.value for run in view.runs]
         for k, change in enumerate(view.row["changes"]):
             before, after = _medians(values, view.row["changes"], k)
-            out.append({"direction": _direction(view.row["unit"], change["size_pct"]), "title": view.title,
+            out.append({"direction": direction(view.row["unit"], change["size_pct"]), "title": view.title,
                         "anchor": view.anchor, "machine": view.row["machine"], "from": change["from_commit"],
                         "to": change["to_commit"], "date": view.runs[change["index"]].timestamp[:10],
                         "size": f"{change['size_pct']:+.1f}%", "unit": view.row["unit"],
                         "medians": f"{value_text(before)} → {value_text(after)} {view.row['unit']}",
-                        "p": "exact" if change.get("exact") else f"{change['p']:.3f}"})
+                        "p": "exact" if change.get("exact") else _p_text(change)})
     order = {"slower": 0, "faster": 1, "changed": 2}
     out.sort(key=lambda r: r["date"], reverse=True)
     return sorted(out, key=lambda r: order[r["direction"]])

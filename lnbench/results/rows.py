@@ -380,8 +380,22 @@ class HistoryRow(Record):
     since: str | None = col("verify, selftest: the commit since which the case FAILs or errors ('' when it passes)")
     trend: str | None = col("the last 24 values as a sparkline, low to high")
     newest_change_pct: float | None = col("the newest change point's size, % (--fail-on-regression reads it)")
-    changes_text: str | None = col("every change point: FROM..TO commits, size, p (the JSON's `series` has them as "
-                                   "lists)")
+    changes_text: str | None = col("every change point: FROM..TO commits, size, p, adjusted p (the JSON's `series` "
+                                   "has them as lists, with each one's ratio, interval and cause)")
+    noise_pct: float | None = col("a measured series' noise: about 95% of its runs within ± this many % (run to run "
+                                  "and inside runs, the larger)")
+    detectable_pct: float | None = col("the smallest step (%) the gate finds 80% of the time with 2 new runs judged "
+                                       "against the runs read")
+    commits: int | None = col("distinct commits among the runs read (one commit: no code change to judge)")
+    shifts_text: str | None = col("shifts between runs of one commit: the machine's, never gated")
+    noise_text: str | None = col("noise_pct and detectable_pct as the table shows them")
+    gate: str | None = col("--fail-on-regression: why the series passes, or FAILS")
+    flydsl_flag: str | None = col("an imported FlyDSL series: FlyDSL's own flags of the newest run (its regression "
+                                  "flag, its change vs main and vs its tag)")
+    flydsl_regression: bool | None = col("an imported FlyDSL series: FlyDSL's regression flag of the newest run")
+    flydsl_vs_main_pct: float | None = col("an imported FlyDSL series: the newest run's change vs main, % (FlyDSL's)")
+    flydsl_vs_tag_pct: float | None = col("an imported FlyDSL series: the newest run's change vs its tag, % "
+                                          "(FlyDSL's)")
 
 
 #: the floors of a modelled row (lnbench.modelled.floors), µs

@@ -135,6 +135,9 @@ class VerifyRun(CasesRun):
     seed: int | None = col("the run's base input seed")
     jobs: int | None = col("worker processes")
     emu_fidelity: str | None = col("emulated: what the emulator executed and approximates")
+    estimate_s: float | None = col("the up-front estimate printed, seconds (a range's geometric middle)")
+    estimate_range: str | None = col("the up-front range printed where no earlier run of the kind was here ('' for a point)")
+    actual_s: float | None = col("seconds from the estimate line to the end")
 
 
 @record
@@ -178,6 +181,9 @@ class PerfRun(CasesRun):
     wall_s: float | None = col("the run's seconds")
     kernel_timer: str | None = col("on, off or n/a (why)")
     planted_slowdown: str | None = col("a planted slowdown for proving the gate (lnbench.compare.planted)")
+    estimate_s: float | None = col("the up-front estimate printed, seconds (a range's geometric middle)")
+    estimate_range: str | None = col("the up-front range printed where no earlier run of the kind was here ('' for a point)")
+    actual_s: float | None = col("seconds from the estimate line to the end")
 
 
 @record
@@ -256,6 +262,9 @@ class ProfileRun(CasesRun):
     jobs: int | None = col("worker processes")
     wall_s: float | None = col("the run's seconds")
     emu_fidelity: str | None = col("what the emulator executed and approximates")
+    estimate_s: float | None = col("the up-front estimate printed, seconds (a range's geometric middle)")
+    estimate_range: str | None = col("the up-front range printed where no earlier run of the kind was here ('' for a point)")
+    actual_s: float | None = col("seconds from the estimate line to the end")
 
 
 @record
@@ -269,6 +278,14 @@ class HistoryRun(IdentifiedRun):
     change_method: str | None = col("the change-point method and its settings (lnbench.history.cache.METHOD)")
     fail_on_regression_pct: float | None = col("--fail-on-regression: the gate's threshold, %")
     regressions: int | None = col("--fail-on-regression: timed series whose newest change point is such a slowdown")
-    unjudged: int | None = col("--fail-on-regression: timed series with fewer than 6 values (e-divisive cannot split "
-                               "them; modelled floors: fewer than 2): passed unjudged")
+    unjudged: int | None = col("--fail-on-regression: series with nothing to judge yet (one commit, or fewer than 6 "
+                               "values; modelled floors: fewer than 2)")
     judged_files: str | None = col("--with: the result files judged as the newest runs (not recorded)")
+    change_test: str | None = col("how a change point is told from noise (lnbench.history.significance)")
+    fdr_q: float | None = col("the false discovery rate the change points are held to over the series read "
+                              "(Benjamini-Hochberg)")
+    series_tested: int | None = col("measured series tested for change points (the false discovery rate's family)")
+    gate_text: str | None = col("--fail-on-regression: the gate's verdict with its exit status")
+    not_gated: int | None = col("--fail-on-regression: series of a unit without a slower direction (listed, not "
+                                "judged)")
+    too_noisy: int | None = col("--fail-on-regression: series whose noise hides a step of the threshold's size")
