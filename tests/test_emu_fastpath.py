@@ -18,7 +18,7 @@ from tinygrad.runtime.autogen.amd.cdna import ins as I  # noqa: E402
 
 from lnbench.emu.decode import Instr, decode_at  # noqa: E402
 from lnbench.emu.fastpath import plan  # noqa: E402
-from lnbench.emu.machine import LaunchProfile  # noqa: E402
+from lnbench.emu.profile import LaunchProfile  # noqa: E402
 from lnbench.emu.memory import Memory  # noqa: E402
 from lnbench.emu.semantics import bind  # noqa: E402
 from lnbench.emu.state import EXEC, Step, Waves  # noqa: E402

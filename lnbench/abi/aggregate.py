@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from lnbench.measure import stats
-from lnbench.abi.messages import AbiWorkerPayload, MetricRecord
+from lnbench.abi.messages import AbiWorkerPayload, MetricRecord, Share
 from lnbench.abi.pair_timing import METRICS
 from lnbench.abi.schedule import SIDES
 from lnbench.measure import kernel_stats
@@ -16,7 +16,6 @@ from lnbench.results import AbiRow
 
 if TYPE_CHECKING:
     from lnbench.abi.plan import AbiPlan
-    from lnbench.abi.workers import Share
 
 NOT_RUN_NO_ROCM = "not run (no ROCm GPU)"
 NOT_RUN_EMULATED = "not run (emulated device: no timing)"

@@ -1,7 +1,8 @@
 """What crosses between `lnbench abi-compare` and its worker processes (lnbench.abi.worker_main): the spec a worker
 is given and the payload it writes back (lnbench.abi.pair_timing), declared once. Only the files between them
 (lnbench.measure.workers) and the result JSON's `workers` hold JSON dicts: `to_wire` / `from_wire` convert at
-that boundary, and both sides read typed attributes."""
+that boundary, and both sides read typed attributes. `Share`, the parent's record of one device's workers and what
+they returned, is here too: the workers stage fills it and the aggregate stage reads it (neither imports the other)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any
 from lnbench.constants import ABI_METRICS
 from lnbench.measure.protocol import Protocol
 from lnbench.measure.workers import known_fields, set_fields
+from lnbench.run.gpus import GpuSlot
 
 Shape = tuple[int, int]
 
@@ -118,3 +120,13 @@ class AbiWorkerPayload:
         values = known_fields(cls, wire)
         values["cases"] = {key: AbiCaseEntry.from_wire(entry) for key, entry in wire.get("cases", {}).items()}
         return cls(**values)
+
+
+@dataclass
+class Share:
+    """The shapes one device's workers time (all of them without --devices), and what the workers returned."""
+    slot: GpuSlot | None
+    shapes: list[Shape]
+    payloads: list[AbiWorkerPayload] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    ran: bool = False                       # a result came back for this share (its workers, or the GPU's error)

@@ -7,12 +7,12 @@ abi-compare measures is the host's cost of a launch, which any other timing on t
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable
 
 from lnbench.abi.aggregate import NOT_RUN_EMULATED, NOT_RUN_NO_FLYDSL, NOT_RUN_NO_ROCM, NOT_RUN_NULL_DEVICE_TIME
 from lnbench.abi.cases import flydsl_pair
-from lnbench.abi.messages import AbiWorkerPayload, AbiWorkerSpec
+from lnbench.abi.messages import AbiWorkerPayload, AbiWorkerSpec, Share
 from lnbench.abi.plan import AbiPlan, check_elements
 from lnbench.abi.static import flydsl_installed
 from lnbench.cli_common import err_console
@@ -22,16 +22,6 @@ from lnbench.run.gpus import GpuSlot, deal, run_spread
 from lnbench.run.progress import CommandProgress
 
 WORKER_MODULE = "lnbench.abi.worker_main"
-
-
-@dataclass
-class Share:
-    """The shapes one device's workers time (all of them without --devices), and what the workers returned."""
-    slot: GpuSlot | None
-    shapes: list[tuple[int, int]]
-    payloads: list[AbiWorkerPayload] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    ran: bool = False                       # a result came back for this share (its workers, or the GPU's error)
 
 
 def not_run_status(pair: str, device: Device, metric: str) -> str:

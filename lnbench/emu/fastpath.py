@@ -25,20 +25,16 @@ from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.fastpath_buffer import plan_buffer
 from lnbench.emu.fastpath_lds import plan_lds
+from lnbench.emu.fastpath_types import Operand, Plan
 from lnbench.emu.registry import NEUTRAL
 from lnbench.emu.semantics import form_of
 from lnbench.emu.ops_crosslane import swizzle_source_lanes
 from lnbench.emu.state import Waves, inline_const32
 
 if TYPE_CHECKING:
-    from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.profile import LaunchProfile
 
 U32, F32 = np.uint32, np.float32
-#: an operand read at run time from the register file R and the SGPRs S
-Operand = Callable[[np.ndarray, np.ndarray], np.ndarray]
-#: a plan: (run(waves, the launch's profile), the highest register row it touches); run returns False when it leaves
-#: the step to the general handler (having changed nothing), anything else when it executed it
-Plan = tuple[Callable[[Waves, "LaunchProfile"], "bool | None"], int]
 
 
 def _neutral(ins: Instr, allowed: frozenset[str] = frozenset()) -> bool:

@@ -23,12 +23,12 @@ import numpy as np
 
 from lnbench.emu import native
 from lnbench.emu.decode import AGPR, Instr
+from lnbench.emu.fastpath_types import Operand, Plan
 from lnbench.emu.ops_memory import (BUF_LOADS, BUF_STORES, BufferLanes, every_lane, load_components, store_components,
                                     widen)
 
 if TYPE_CHECKING:
-    from lnbench.emu.fastpath import Operand, Plan
-    from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.profile import LaunchProfile
     from lnbench.emu.memory import Memory
     from lnbench.emu.state import Waves
 

@@ -17,12 +17,12 @@ import numpy as np
 
 from lnbench.emu import native
 from lnbench.emu.decode import AGPR, Instr
+from lnbench.emu.fastpath_types import Plan
 from lnbench.emu.ops_memory import (_DS_READS, _DS_WRITES, LDS_RACE_CHECK, count_benign, lds_race_fault, lds_shape,
                                     lds_uninitialized_fault)
 
 if TYPE_CHECKING:
-    from lnbench.emu.fastpath import Plan
-    from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.profile import LaunchProfile
     from lnbench.emu.state import Waves
 
 PAIRED = ("ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64",

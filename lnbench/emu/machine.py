@@ -12,9 +12,7 @@ import contextlib
 import functools
 import gc
 import hashlib
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -26,11 +24,11 @@ from lnbench.emu.access_store import Accesses
 from lnbench.emu.fastpath import known_operands
 from lnbench.emu.fastpath import plan as plan_fast
 from lnbench.emu.hazards import Access, WaitcntChecker, access_of
-from lnbench.emu.memory import BufferTraffic, Memory
-from lnbench.emu.registry import CLASSES, OP_CLASS
+from lnbench.emu.memory import Memory
+from lnbench.emu.profile import LaunchProfile
+from lnbench.emu.registry import OP_CLASS
 from lnbench.emu.semantics import bind
 from lnbench.emu.state import EXEC, WAVE, RecordingStep, Step, Waves
-from lnbench.run.processes import check_stop
 
 MAX_WAVES_PER_BATCH = 2048
 #: descriptor FLOAT_MODE: round to nearest even (bits 0-3 = 0), keep f32 and f16/f64 denormals (bits 4-7 = 0xF)
@@ -39,41 +37,25 @@ MAX_STEPS = 50_000_000
 _NO_PC = np.iinfo(np.int64).max
 
 
-@dataclass
-class LaunchProfile:
-    """What one launch executed: wave-instructions by class, bytes moved."""
+def _no_stop() -> None:
+    return None
 
-    kernel: str = ""
-    grid: tuple[int, int, int] = (1, 1, 1)
-    block: tuple[int, int, int] = (1, 1, 1)
-    wave_instructions: dict[str, int] = field(default_factory=lambda: {c: 0 for c in CLASSES})
-    steps: int = 0
-    global_bytes_loaded: int = 0
-    global_bytes_stored: int = 0
-    lds_bytes: int = 0
-    #: LDS clocks of the ds_read/ds_write instructions at 32 banks × 4 bytes, and those beyond one per pass (bank
-    #: conflicts); lds_banks.py states the model
-    lds_bank_cycles: int = 0
-    lds_conflict_cycles: int = 0
-    #: what the launch holds per wave and per workgroup (the code object's metadata): the occupancy it allows
-    vgprs: int = 0
-    agprs: int = 0
-    sgprs: int = 0
-    lds_alloc: int = 0
-    #: per buffer (by the name it was registered under): instruction bytes and distinct bytes touched
-    buffers: dict[str, BufferTraffic] = field(default_factory=dict)
-    memory: Memory | None = field(default=None, repr=False)
-    #: the fidelity ledger's raw facts (see ledger.py): wave-instructions per opcode, the code object's hash,
-    #: LDS writes that raced but stored the value already held (benign)
-    opcodes: Counter = field(default_factory=Counter)
-    code_object_sha256: str = ""
-    lds_benign_writes: int = 0
-    #: the sanitizer checks this launch ran (lnbench.emu.checks.CHECKS)
-    checks: tuple[str, ...] = CHECKS
 
-    @property
-    def total_wave_instructions(self) -> int:
-        return sum(self.wave_instructions.values())
+#: what the scheduler calls before every step to raise a stop (a signal) that the launch callback swallowed, so that
+#: a stop is never turned into a result: the run machinery's check (runtime.activate installs the one it is
+#: given: lnbench.run.device passes lnbench.run.processes.check_stop), passed in so that the emulator does not import the run machinery
+_stop_check: Callable[[], None] = _no_stop
+
+
+def set_stop_check(check: Callable[[], None] | None) -> None:
+    """Install `check` as the scheduler's between-steps stop check (None: no check)."""
+    global _stop_check
+    _stop_check = check or _no_stop
+
+
+def check_stop() -> None:
+    """The installed stop check (set_stop_check): raises the pending stop, if any."""
+    _stop_check()
 
 
 @functools.lru_cache(maxsize=256)
@@ -263,7 +245,7 @@ def _step_batch(w: Waves, prog: Program, profile: LaunchProfile, accesses: dict[
     #: s_endpgm change which waves are runnable, and a branch that sends the waves apart ends it.
     together: tuple[int, slice | np.ndarray, int] | None = None
     for _ in range(MAX_STEPS):
-        check_stop()            # a stop signal swallowed by the launch callback raises again here (processes.py)
+        check_stop()            # a stop signal swallowed by the launch callback raises again here
         if together is None:
             runnable = w.alive & ~w.waiting
             if not runnable.any():

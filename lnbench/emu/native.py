@@ -13,7 +13,7 @@ import ctypes
 import hashlib
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -21,8 +21,23 @@ from lnbench.emu.cbuild import compile_library
 from lnbench.emu.errors import EmulatorUnavailable
 from lnbench.machine.zig import zig_binary
 
-if TYPE_CHECKING:
-    from lnbench.emu.state import Waves
+
+class Batch(Protocol):
+    """What the whole-batch helpers read of a batch of waves (lnbench.emu.state.Waves): its register file and SGPRs
+    by address, its LDS and the LDS checkers' state. Declared here so that this module, which state's handlers
+    call, does not import state."""
+
+    n: int
+    R_address: int
+    S_address: int
+    row_len: int
+    group: np.ndarray
+    epoch: np.ndarray
+    wave_id: np.ndarray
+    lds: np.ndarray
+    lds_wkey: np.ndarray
+    lds_rkey: np.ndarray
+    lds_written: np.ndarray | None
 
 SOURCE = Path(__file__).with_name("native.c")
 NAME = "liblnbench_emu.so"
@@ -239,7 +254,7 @@ def lds_written(written: np.ndarray, addrs: np.ndarray, groups: np.ndarray, nbyt
                                          addrs.shape[1], nbytes, int(write)))
 
 
-def buf_addrs(w: Waves, voff: int | None, r: int, soffset: tuple[int, int], imm: int, nbytes: int, size: int,
+def buf_addrs(w: Batch, voff: int | None, r: int, soffset: tuple[int, int], imm: int, nbytes: int, size: int,
               addr: np.ndarray, valid: np.ndarray, out: np.ndarray) -> int:
     """lnbench_buf_addrs on batch `w` (native.c says what it computes and returns): every lane's address into `addr`
     (int64, 64 per wave), whether all its components are in range into `valid` (uint8), out = (lowest, highest, bits
@@ -292,7 +307,7 @@ def buf_store(data: np.ndarray, base: int, addr: np.ndarray, written: np.ndarray
     return int(code), int(found[0])
 
 
-def lds_rows(w: Waves, addr: int, offsets: np.ndarray, parts: int, ndw: int, write: bool, data: np.ndarray, dst: int,
+def lds_rows(w: Batch, addr: int, offsets: np.ndarray, parts: int, ndw: int, write: bool, data: np.ndarray, dst: int,
              race: bool, lanes_per_pass: int) -> tuple[int, int, np.ndarray, np.ndarray]:
     """lnbench_lds_rows on batch `w` (native.c says what it does): (its code, the finding's index, the race checker's
     info, the bank model's (clocks, active passes))."""
@@ -307,12 +322,12 @@ def lds_rows(w: Waves, addr: int, offsets: np.ndarray, parts: int, ndw: int, wri
     return int(code), int(found[0]), info, banks
 
 
-def swizzle_rows(w: Waves, src: int, dst: int, source: np.ndarray) -> None:
+def swizzle_rows(w: Batch, src: int, dst: int, source: np.ndarray) -> None:
     """Row dst of every wave = row src at the lanes `source` (64 int64) of the same wave."""
     lib().lnbench_swizzle_rows(w.R_address, w.row_len, w.n, src, dst, _ptr(source))
 
 
-def bpermute_rows(w: Waves, addr: int, data: int, dst: int, offset: int) -> None:
+def bpermute_rows(w: Batch, addr: int, data: int, dst: int, offset: int) -> None:
     """Row dst of every wave = row data at lane ((row addr + offset) / 4) % 64 of the same wave."""
     lib().lnbench_bpermute_rows(w.R_address, w.row_len, w.n, addr, data, dst, offset)
 

@@ -20,7 +20,7 @@ from lnbench.emu.registry import op
 from lnbench.emu.state import Step, Waves
 
 if TYPE_CHECKING:
-    from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.profile import LaunchProfile
     from lnbench.emu.memory import Memory
 
 U32, U64, I64 = np.uint32, np.uint64, np.int64

@@ -17,7 +17,7 @@ from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 
 if TYPE_CHECKING:
-    from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.profile import LaunchProfile
 
 WAVE = 64
 VCC, M0, EXEC = 106, 124, 126

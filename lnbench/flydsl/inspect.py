@@ -31,7 +31,7 @@ from lnbench.results import InspectRow
 if TYPE_CHECKING:
     import torch
 
-    from lnbench.emu.machine import LaunchProfile
+    from lnbench.emu.profile import LaunchProfile
     from lnbench.flydsl.contract import SourceSpec
 
 _KEYS = ("kernarg_segment_size", "sgpr_count", "vgpr_count", "agpr_count", "sgpr_spill_count",

@@ -20,6 +20,7 @@ from lnbench.constants import ARCHES
 from lnbench.emu import EmulatorUnavailable
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.machine.install import install_hint
+from lnbench.run.processes import check_stop
 
 EMU = "emu"
 NULL = "null"
@@ -209,7 +210,7 @@ def activate(device: Device) -> Device:
             if device.is_null:
                 runtime.activate_null(device.arch)
             else:
-                runtime.activate(device.arch)
+                runtime.activate(device.arch, stop_check=check_stop)
         except EmulatorUnavailable as exc:      # e.g. the HIP stand-in failed to build
             ok, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if not ok:

@@ -10,7 +10,8 @@ under nohup, SIGINT of a background job) stays ignored.
 
 The first signal also stays *pending* (`pending_stop()`): code that swallows exceptions on its way, such as
 the emulated device's launch callback (which may not unwind into C), calls `check_stop()` to raise it again,
-so a stop is never turned into a result (lnbench.emu.machine checks between steps).
+so a stop is never turned into a result (the emulator's scheduler calls it between steps: lnbench.run.device
+installs it when it activates the emulated device).
 
 Worker side: `die_with_parent()` (called by lnbench.measure.pool.worker_setup, the first thing every worker does)
 asks Linux to send the worker SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG), and exits at once if the
