@@ -262,8 +262,8 @@ def test_the_noise_takes_the_larger_of_the_run_to_run_and_the_within_run_spread(
     wide = noise(steady.tolist(), [[v * 0.7, v, v * 1.3] for v in steady])
     assert tight.sigma == tight.between and 0.006 < tight.between < 0.02
     assert wide.sigma == wide.within > 0.15
-    stepped = np.r_[steady[:15], steady[15:] * 1.5]                       # one step: the differences hold it once
-    assert noise(stepped.tolist(), [[]] * 30).between < 0.02
+    stepped = np.r_[steady[:15], steady[15:] * 1.5]                # a step: each stretch around its own median
+    assert noise(stepped.tolist(), [[]] * 30, [15]).between < 0.02 < noise(stepped.tolist(), [[]] * 30).between
     assert noise([5.0] * 10, [[]] * 10).sigma == 0.001                   # never zero
 
 
@@ -312,3 +312,25 @@ def test_summarize_runs_on_a_frame_without_worker_values() -> None:
     frame, _ = gate_sets.points(stepped=True, series=8, runs=30)
     rows = summarize(frame.drop(columns=["values"]))
     assert len(rows) == 8 and all(r["noise_pct"] is not None for r in rows)
+
+
+def test_compare_flags_at_most_5pct_of_the_h100_aa_pairs_and_says_what_noise_it_judged_against(
+        tmp_path: Path) -> None:
+    """Issue 53 item 7: `compare` of each consecutive pair of the H100's 14 A/A runs (13 pairs x 16 cases): at
+    most 5% flagged, and a flagged case names the noise it was judged against."""
+    import tarfile
+
+    for name in ("aa-1.tgz", "aa-11.tgz"):
+        with tarfile.open(GATE_RUNS / name) as tar:
+            tar.extractall(tmp_path, filter="data")
+    runs = sorted(tmp_path.glob("aa-*.json"))
+    flagged, compared = [], 0
+    for base, new in zip(runs, runs[1:]):
+        out = tmp_path / f"c-{new.stem}.json"
+        result = CliRunner().invoke(main, ["compare", str(base), str(new), "--no-csv", "-q", "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        rows = json.loads(out.read_text())["data"]
+        compared += sum(r["verdict"] in ("SAME", "SLOWER", "FASTER") for r in rows)
+        flagged += [r for r in rows if r["verdict"] in ("SLOWER", "FASTER")]
+    assert compared == 13 * 16 and len(flagged) / compared <= 0.05
+    assert flagged and all("judged against the workers' paired spread ±" in r["detail"] for r in flagged)

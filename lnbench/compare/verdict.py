@@ -97,6 +97,14 @@ def peer_shifts(base_cases: dict[CaseKey, TimedCase], new_cases: dict[CaseKey, T
     return out
 
 
+def _noise_judged(base: TimedCase, new: TimedCase, common: list[int], floor: float) -> str:
+    """What a flagged case was judged against: the spread of its paired workers' ratios and the run noise floor."""
+    d = np.log(stats.worker_medians([new.runs[w] for w in common])) - \
+        np.log(stats.worker_medians([base.runs[w] for w in common]))
+    spread = (math.exp(2 * float(d.std(ddof=1))) - 1) * 100
+    return f"judged against the workers' paired spread ±{spread:.1f}% and a {floor:.1f}% run noise floor"
+
+
 def compare_case(base: TimedCase, new: TimedCase, settings: Settings, peer_shift_pct: float = math.nan) -> CompareRow:
     """The comparison row of a case timed in both files; `peer_shift_pct`: the session shift its peers show
     (peer_shifts; NaN: none), the floor when it is above the config's."""
@@ -123,6 +131,8 @@ def compare_case(base: TimedCase, new: TimedCase, settings: Settings, peer_shift
                                           settings.confidence, center=ratio, run_noise_pct=floor)
         low, high, p = est.low, est.high, est.p_value
         verdict = verdicts.judge(low, high, change, settings.threshold_pct)
+        if verdict in (Verdict.SLOWER, Verdict.FASTER):
+            notes.append(_noise_judged(base, new, common, floor))
     if len(common) < max(len(base.runs), len(new.runs)):
         notes.append(f"paired on worker(s) {','.join(map(str, common))} "
                      f"(base has {len(base.runs)}, new {len(new.runs)})")

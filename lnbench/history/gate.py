@@ -4,9 +4,9 @@ for every other valued series why it passes (the same words in the table, the CS
 A series is judged in its own unit's direction: a time going up is slower, a throughput (TB/s, GB/s, TFLOPS) or
 a speed-up going down is; a series of another unit is listed as not gated, never skipped silently. A change fails
 the gate when it is the series' newest change point, caused by the code (not a shift its peers made too, nor one
-between runs of one commit: lnbench.history.steps), slower, at least PCT % and at least the size the series'
-noise lets the test find at that place (a series too noisy for PCT says what it detects, and is not gated below
-it)."""
+between runs of one commit: lnbench.history.steps), slower, at least PCT %, and at least the size the series'
+noise lets the test find with the runs on each side of that change (the detectable size). A series too noisy for
+PCT says what it detects with 2 new runs (history --with's design), and is not gated below the detectable size."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -94,7 +94,7 @@ def judge(rows: list[dict[str, Any]], pct: float, candidates_only: bool = False)
             elif size < pct:
                 note = note or f"newest slowdown under {pct:g}%"
             elif size < (newest.get("detectable_pct") or 0.0):
-                note = f"slowdown under what its noise lets the test find ({newest['detectable_pct']:.0f}%)"
+                note = f"slowdown under what its noise lets the test find there ({newest['detectable_pct']:.0f}%)"
             else:
                 gate.slower.append(row)
                 note = f"FAILS: {newest['size_pct']:+.1f}% at {newest['from_commit']}..{newest['to_commit']}"

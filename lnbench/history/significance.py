@@ -6,8 +6,9 @@ change is bigger than what the series does without one. A run's value carries tw
 - within the run: its worker processes' medians spread (a host-bound case: 95-223 us in one run); the run's value
   is their median, so it carries about their spread over the square root of their count;
 - between runs: the machine's state moves from run to run (clocks, the host's timing), which the workers of one
-  run all share. It is measured by the successive differences of the run values (median absolute difference /
-  sqrt 2 x 1.4826: a step between two runs is one outlier among the differences, so it does not inflate it).
+  run all share. It is the standard deviation of the run values around the median of their stretch, the stretches
+  cut where e-divisive found a candidate change (so a step does not count as noise; a shift the machine made inside
+  a commit does, and an outlier run too: both make the test more careful, never less).
 
 A run value's noise is the larger of the two, on the log scale (a relative noise), never under MIN_SIGMA. A step
 between the runs before a change point and those after it is the log ratio of their levels (the median of the
@@ -38,7 +39,6 @@ POWER = 0.8
 MIN_SIGMA = 0.001
 #: a median's standard error over a mean's, for normal noise
 MEDIAN_SE = 1.2533
-_MAD_TO_SD = 1.4826
 #: the method in words (history's run record, its summary line and the report)
 METHOD_TEXT = (f"e-divisive at commit boundaries; each change tested against the within-run and run-to-run noise "
                f"(t on run medians, p x places searched); Benjamini-Hochberg FDR {FDR_Q:g} over the series")
@@ -87,11 +87,14 @@ def worker_values(text: object) -> list[float]:
     return [v for v in values if v > 0 and math.isfinite(v)]
 
 
-def noise(values: Sequence[float], workers: Sequence[Sequence[float]]) -> Noise:
-    """The noise of a series of positive run values, each with its workers' values (maybe none)."""
+def noise(values: Sequence[float], workers: Sequence[Sequence[float]], bounds: Sequence[int] = ()) -> Noise:
+    """The noise of a series of positive run values, each with its workers' values (maybe none); `bounds`: the
+    first index of each stretch after a candidate change (the runs are compared with their stretch's median)."""
     logs = np.log(np.asarray(values, dtype=float))
-    diffs = np.abs(np.diff(logs))
-    between = float(_MAD_TO_SD * np.median(diffs) / math.sqrt(2)) if len(diffs) else 0.0
+    edges = [0, *sorted(b for b in bounds if 0 < b < len(logs)), len(logs)]
+    residuals = np.concatenate([logs[a:b] - np.median(logs[a:b]) for a, b in zip(edges, edges[1:]) if b > a])
+    free = len(logs) - (len(edges) - 1)
+    between = float(math.sqrt(np.sum(residuals ** 2) / free)) if free > 0 else 0.0
     spreads = [np.var(np.log(w), ddof=1) for w in workers if len(w) >= 2]
     counts = [len(w) for w in workers if len(w) >= 2]
     within = float(math.sqrt(np.median(spreads) / np.median(counts))) if spreads else 0.0

@@ -44,6 +44,10 @@ class SeriesData:
     def __post_init__(self) -> None:
         self.noise = noise(self.values, self.workers)
 
+    def set_stretches(self, found: Sequence[ChangePoint]) -> None:
+        """The noise around the stretches the candidate changes cut (lnbench.history.significance.noise)."""
+        self.noise = noise(self.values, self.workers, [cp.index for cp in found])
+
     def boundaries(self) -> list[bool]:
         """Where the commit changes (index 0: never)."""
         return [False, *(a != b for a, b in zip(self.labels, self.labels[1:]))]
@@ -161,6 +165,7 @@ def judge(series: Sequence[SeriesData], changes_of: Callable[[list[Search]], dic
     shifts: dict[int, list[dict[str, Any]]] = {}
     for data in series:
         at_commits, inside = wanted[data.series_id]
+        data.set_stretches(found[at_commits])
         tested[data.series_id] = tested_changes(data, found[at_commits], alpha)
         shifts[data.series_id] = [shift for offset, group in inside for shift in machine_shifts(data, offset,
                                                                                                   found[group])]
