@@ -126,12 +126,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-@pytest.mark.parametrize("name", list(CASES))
-def test_plan_matches_handler(name, seed):
-    ins = _decoded(CASES[name])
+def plan_and_handler(ins: Instr, seed: int) -> tuple[Waves, Waves, np.ndarray]:
+    """One VALU or cross-lane step on two identical random batches, by the handler and by the plan: (the handler's
+    batch, the plan's, the registers before)."""
     fast = plan(ins)
-    assert fast is not None, f"{name} gets no plan"
+    assert fast is not None, f"{ins.name} gets no plan"
     run, top = fast
     assert top < VGPRS
     by_handler, by_plan = _batch(seed), _batch(seed)
@@ -139,6 +138,13 @@ def test_plan_matches_handler(name, seed):
     with np.errstate(all="ignore"):                        # (as the scheduler runs them)
         ins.run(Step(by_handler, slice(None), ins, WAVES, LaunchProfile(memory=Memory())))
         run(by_plan, LaunchProfile(memory=Memory()))
+    return by_handler, by_plan, before
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("name", list(CASES))
+def test_plan_matches_handler(name, seed):
+    by_handler, by_plan, before = plan_and_handler(_decoded(CASES[name]), seed)
     assert not np.array_equal(before, by_plan.R) or name == "v_mov_b32", "the case changed nothing"
     np.testing.assert_array_equal(by_plan.R, by_handler.R)
     np.testing.assert_array_equal(by_plan.S, by_handler.S)

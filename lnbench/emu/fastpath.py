@@ -24,8 +24,9 @@ from lnbench.emu import ops_vector as vec
 from lnbench.emu.decode import AGPR, Instr
 from lnbench.emu.errors import EmulatorFault
 from lnbench.emu.fastpath_buffer import plan_buffer
-from lnbench.emu.fastpath_lds import plan_lds
+from lnbench.emu.fastpath_lds import PAIRED, plan_lds
 from lnbench.emu.fastpath_types import Operand, Plan
+from lnbench.emu.ops_memory import _DS_READS, _DS_WRITES, BUF_LOADS, BUF_STORES
 from lnbench.emu.registry import NEUTRAL
 from lnbench.emu.semantics import form_of
 from lnbench.emu.ops_crosslane import swizzle_source_lanes
@@ -311,6 +312,18 @@ def known_operands(ins: Instr, fast: Plan | None) -> tuple[list[tuple[int, int]]
     if ins.name.startswith(("ds_read", "ds_write")):
         return [], []
     return None
+
+
+#: the opcodes plan() dispatches on by name rather than through a table
+SINGLES = frozenset({"v_fma_f32", "v_mov_b32", "v_perm_b32", "ds_swizzle_b32", "ds_bpermute_b32"})
+
+
+def planned_opcodes() -> frozenset[str]:
+    """Every opcode plan() may give a plan, from the tables it dispatches on (tests/test_emu_fastpath_semantics.py
+    checks each against its handler)."""
+    return (frozenset(UFUNCS) | vec.WRAP32_BINARY | frozenset(vec.INT_TERNARY) | frozenset(vec.PACKED_F32) | SINGLES
+            | frozenset(BUF_LOADS) | frozenset(BUF_STORES) | frozenset(_DS_READS) | frozenset(_DS_WRITES)
+            | frozenset(PAIRED))
 
 
 def plan(ins: Instr) -> Plan | None:
