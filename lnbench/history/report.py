@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from lnbench.history.gate import direction
+from lnbench.history.significance import METHOD_TEXT
 from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, changes_text, noise_text, shifts_text
 from lnbench.history.svg import Chart, Run, chart, value_text
 from lnbench.results import missing
@@ -209,7 +210,7 @@ def _summary(rows: list[dict[str, Any]], timed: list[SeriesView]) -> str:
     parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (kv[0] not in _TIMED, kv[0]))]
     changed = sum(bool(v.row["changes"]) for v in timed)
     return (f"{len(rows)} series on {machines} machine(s) ({', '.join(parts)}); {changed} timed series with change "
-            f"points; {sum(bool(r['since']) for r in rows)} checks failing")
+            f"points; {sum(bool(r['since']) for r in rows)} checks failing. Change points: {METHOD_TEXT}")
 
 
 def context(points: pd.DataFrame, rows: list[dict[str, Any]], store: str) -> dict[str, Any]:
