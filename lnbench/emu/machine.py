@@ -42,8 +42,8 @@ def _no_stop() -> None:
 
 
 #: what the scheduler calls before every step to raise a stop (a signal) that the launch callback swallowed, so that
-#: a stop is never turned into a result: the run machinery's check (runtime.activate installs the one it is
-#: given: lnbench.run.device passes lnbench.run.processes.check_stop), passed in so that the emulator does not import the run machinery
+#: a stop is never turned into a result: the run machinery's check (lnbench.run.device.activate installs
+#: lnbench.run.processes.check_stop with set_stop_check), passed in so that the emulator does not import the run machinery
 _stop_check: Callable[[], None] = _no_stop
 
 

@@ -25,7 +25,7 @@ import importlib.util
 import os
 import platform
 import weakref
-from typing import Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ import torch
 from lnbench.constants import ARCHES
 from lnbench.emu import checks as emu_checks
 from lnbench.emu.errors import EmulatorFault, EmulatorUnavailable
-from lnbench.emu.machine import run_kernel, set_stop_check
+from lnbench.emu.machine import run_kernel
 from lnbench.emu.profile import LaunchProfile
 from lnbench.emu.memory import Memory
 from lnbench.machine.install import install_hint
@@ -83,12 +83,9 @@ def describe() -> str:
             f"HIP library + a wave64 ISA emulator of the code object; executes, does not time)")
 
 
-def activate(arch: str, stop_check: Callable[[], None] | None = None) -> None:
-    """Make `arch` the emulated device's arch (loads the stand-in HIP library on first use; execute mode).
-    `stop_check`, called between the steps of every launch, raises a stop the launch callback swallowed (the caller's
-    signal handling: lnbench.run.processes.check_stop); None: no check."""
+def activate(arch: str) -> None:
+    """Make `arch` the emulated device's arch (loads the stand-in HIP library on first use; execute mode)."""
     _activate(arch, null=False)
-    set_stop_check(stop_check)
 
 
 def activate_null(arch: str) -> None:

@@ -206,11 +206,13 @@ def activate(device: Device) -> Device:
     ok, reason = emulator_status()
     if ok:
         from lnbench.emu import runtime
+        from lnbench.emu.machine import set_stop_check
         try:
             if device.is_null:
                 runtime.activate_null(device.arch)
             else:
-                runtime.activate(device.arch, stop_check=check_stop)
+                runtime.activate(device.arch)
+                set_stop_check(check_stop)       # a stop swallowed by a launch callback raises between steps
         except EmulatorUnavailable as exc:      # e.g. the HIP stand-in failed to build
             ok, reason = False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if not ok:
