@@ -1,6 +1,9 @@
-"""What the CLI tests share: the check of a refused command's one error line, the one-thread environment, and the
-timing options of a tiny perf / abi-compare run (tests/commands_under_test.py holds whole tiny command lines).
+"""What the CLI tests share: `lnbench ARGS` run in the test's process, the check of a refused command's one error
+line, the one-thread environment, and the timing options of a tiny perf / abi-compare run
+(tests/commands_under_test.py holds whole tiny command lines).
 
+    invoke(*args, env=None, **kw)            `lnbench ARGS` by click's CliRunner: its Result (stdout and stderr in
+                                             `output`); env and kw as CliRunner.invoke takes them
     error_line(result, *fragments, code=2)   the one `lnbench: error:` line of a refused run (asserts; returns it)
     ONE_THREAD                               env for CliRunner.invoke / subprocess: torch on one thread
     timing(runs=3, ...)                      -R --warmup-s --min-warmup-calls --target-run-s --min-iters --max-iters
@@ -11,12 +14,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+from click.testing import CliRunner, Result
 
 from lnbench.measure.pool import WORKER_NAME
 
 #: torch on one intra-op thread: CPU runs in tests stay small and do not fight the other test worker for cores
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+def invoke(*args: str, env: Mapping[str, str | None] | None = None, **kwargs: Any) -> Result:
+    """`lnbench ARGS` run in this process by click's CliRunner (the `lnbench` group, so every command's set-up
+    runs as a user's would): its Result, stdout and stderr both in `output`. `env`: variables set (None: unset) for
+    the run; `kwargs`: the rest of CliRunner.invoke's (input, catch_exceptions, prog_name)."""
+    from lnbench.cli import main          # (imported when first used: the tests that only check lines import less)
+    return CliRunner().invoke(main, list(args), env=env, **kwargs)
 
 
 def error_line(result: Any, *fragments: str, code: int = 2) -> str:

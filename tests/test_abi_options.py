@@ -6,10 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import ONE_THREAD as ENV, error_line, timing
-from lnbench.cli import main
+from cli_helpers import ONE_THREAD as ENV, error_line, invoke, timing
 from lnbench.run.device import emulator_status
 from lnbench.run.metadata import package_version
 
@@ -21,10 +19,8 @@ needs_flydsl = pytest.mark.skipif(package_version("flydsl") == "not installed", 
 @pytest.fixture(autouse=True)
 def _results_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
-
-
-def _run(*args: str):
-    return CliRunner().invoke(main, list(args), env=ENV)
+    for name, value in ENV.items():                  # (the runs' torch on one thread)
+        monkeypatch.setenv(name, value)
 
 
 def _with_metadata(src: Path, dst: Path, **changes) -> Path:
@@ -40,7 +36,7 @@ def _with_metadata(src: Path, dst: Path, **changes) -> Path:
 
 
 def _compare(base: Path, new: Path, tmp_path: Path, *extra: str):
-    return _run("compare", str(base), str(new), "--csv", str(tmp_path / "c.csv"), *extra)
+    return invoke("compare", str(base), str(new), "--csv", str(tmp_path / "c.csv"), *extra)
 
 
 # --- 1. settings that change what was measured ------------------------------------------------------------------
@@ -50,8 +46,8 @@ def test_dgamma_strategy_is_recorded_and_compare_refuses_another(tmp_path):
     config = tmp_path / "atomic.toml"
     config.write_text('[abi_compare]\ndgamma_strategy = "atomic"\n')
     atomic = tmp_path / "at.json"
-    result = _run("abi-compare", "--config", str(config), "--device", "null", "--runtime-only", "--shapes",
-                  "2x64,3x257", "--dtype", "bf16", "--op", "bwd", "--metric", "direct", *FAST, "--json", str(atomic))
+    result = invoke("abi-compare", "--config", str(config), "--device", "null", "--runtime-only", "--shapes",
+                    "2x64,3x257", "--dtype", "bf16", "--op", "bwd", "--metric", "direct", *FAST, "--json", str(atomic))
     assert result.exit_code == 0, result.output
     meta = json.loads(atomic.read_text())["metadata"]
     assert meta["dgamma_strategy"] == "atomic" and meta["lnbench_command"] == "abi-compare"
@@ -65,8 +61,8 @@ def test_dgamma_strategy_is_recorded_and_compare_refuses_another(tmp_path):
 
 def _planted(tmp_path: Path, *extra: str):
     out = tmp_path / "planted.json"
-    result = _run("abi-compare", "--pair", "planted-slow", "--device", "cpu", "--in-process", "--runtime-only",
-                  "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", *FAST, *extra, "--json", str(out))
+    result = invoke("abi-compare", "--pair", "planted-slow", "--device", "cpu", "--in-process", "--runtime-only",
+                    "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", *FAST, *extra, "--json", str(out))
     return result, out
 
 
@@ -105,24 +101,24 @@ def test_planted_delay_is_recorded_and_compare_refuses_another(tmp_path):
       "1x64", "--no-csv"], ["--abi", "flydsl-tensor is the Tensor ABI"]),
 ])
 def test_options_that_would_do_nothing_are_usage_errors(args, fragments):
-    error_line(_run(*args), *fragments)
+    error_line(invoke(*args), *fragments)
 
 
 def test_config_values_never_count_as_given_options(tmp_path):
     """`planted_delay_us` in the config with another pair is no usage error (only the flag is)."""
     config = tmp_path / "c.toml"
     config.write_text("[abi_compare]\nplanted_delay_us = 7\n")
-    result = _run("abi-compare", "--config", str(config), "--pair", "torch-entry", "--device", "cpu", "--in-process",
-                  "--runtime-only", "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", *FAST,
-                  "--json", str(tmp_path / "t.json"))
+    result = invoke("abi-compare", "--config", str(config), "--pair", "torch-entry", "--device", "cpu", "--in-process",
+                    "--runtime-only", "--shapes", "4x32,4x64", "--op", "fwd", "--metric", "direct", *FAST,
+                    "--json", str(tmp_path / "t.json"))
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "t.json").read_text())["metadata"]["planted_delay_us"] is None
 
 
 @needs_flydsl
 def test_inspect_dgamma_with_bwd_is_fine(tmp_path):
-    result = _run("inspect", "--dgamma", "atomic", "--op", "fwd,bwd", "--arch", "gfx942", "--abi", "pointer",
-                  "--shapes", "1x64", "-q", "--csv", str(tmp_path / "i.csv"))
+    result = invoke("inspect", "--dgamma", "atomic", "--op", "fwd,bwd", "--arch", "gfx942", "--abi", "pointer",
+                    "--shapes", "1x64", "-q", "--csv", str(tmp_path / "i.csv"))
     assert result.exit_code == 0, result.output
 
 
@@ -130,8 +126,8 @@ def test_inspect_dgamma_with_bwd_is_fine(tmp_path):
 
 def test_static_only_records_no_protocol_and_the_compile_only_device(tmp_path):
     out = tmp_path / "s.json"
-    result = _run("abi-compare", "--static-only", "--arch", "gfx942", "--op", "fwd", "--dtype", "bf16",
-                  "--shapes", "2x64", "-q", "--json", str(out))
+    result = invoke("abi-compare", "--static-only", "--arch", "gfx942", "--op", "fwd", "--dtype", "bf16",
+                    "--shapes", "2x64", "-q", "--json", str(out))
     assert result.exit_code == 0, result.output
     meta = json.loads(out.read_text())["metadata"]
     assert not {"processes", "runs", "warmup_s", "target_run_s", "iters_clamp", "bootstrap"} & set(meta)
@@ -142,8 +138,8 @@ def test_static_only_records_no_protocol_and_the_compile_only_device(tmp_path):
 
 def test_perf_metadata_names_the_command(tmp_path):
     out = tmp_path / "p.json"
-    result = _run("perf", "--device", "cpu", "--dtype", "f32", "--backend", "torch", "--shapes", "8x64", "--op", "fwd",
-                  "--mode", "hot", "--llc-mib", "0.05", *FAST, "--json", str(out))
+    result = invoke("perf", "--device", "cpu", "--dtype", "f32", "--backend", "torch", "--shapes", "8x64", "--op",
+                    "fwd", "--mode", "hot", "--llc-mib", "0.05", *FAST, "--json", str(out))
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["metadata"]["lnbench_command"] == "perf"
 
@@ -152,8 +148,8 @@ def test_perf_metadata_names_the_command(tmp_path):
 @needs_emulator
 def test_inspect_execute_metadata_names_the_emulated_device(tmp_path):
     out = tmp_path / "i.json"
-    result = _run("inspect", "--execute", "--arch", "gfx942", "--abi", "pointer", "--op", "fwd", "--shapes", "2x64",
-                  "-q", "--csv", str(tmp_path / "i.csv"), "--json", str(out))
+    result = invoke("inspect", "--execute", "--arch", "gfx942", "--abi", "pointer", "--op", "fwd", "--shapes", "2x64",
+                    "-q", "--csv", str(tmp_path / "i.csv"), "--json", str(out))
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert data["metadata"]["device"] == "compile-only" and data["metadata"]["executed_on"] == "emu:gfx942"

@@ -11,20 +11,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import error_line
+from cli_helpers import error_line, invoke
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.files import default_output_path, write_csv, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def invoke(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(main, list(args), env=env)
 
 
 # ---- item 3: install ------------------------------------------------------------------------------------------
@@ -218,11 +212,7 @@ def test_click_parse_errors_are_one_line_and_exit_2(args, expected):
 
 @pytest.mark.parametrize("command", ["perf", "verify"])
 def test_shapes_and_a_shape_set_together_are_refused(command):
-    from click.testing import CliRunner
-
-    from lnbench.cli import main
-
-    result = CliRunner().invoke(main, [command, "--shapes", "8x8", "--shape-set", "quick", "--device", "cpu"])
+    result = invoke(command, "--shapes", "8x8", "--shape-set", "quick", "--device", "cpu")
     assert result.exit_code == 2 and "--shapes and --shape-set both given: choose one" in result.output
 
 
@@ -236,15 +226,12 @@ def test_planted_slowdown_factor_is_finite_and_bounded(factor):
 
 
 def test_peak_refuses_a_copy_that_does_not_fit_before_allocating(tmp_path, monkeypatch):
-    from click.testing import CliRunner
-
-    from lnbench.cli import main
     from lnbench.perf import workloads
 
     monkeypatch.setattr(workloads, "free_memory", lambda device: 1 << 30)       # 1 GiB free
     monkeypatch.setattr(workloads, "llc_bytes", lambda device: (32 << 20, "test"))  # any host's cache: 32 MiB
-    result = CliRunner().invoke(main, ["peak", "--device", "cpu", "--size-mib", "600",
-                                       "--peak-file", str(tmp_path / "peak.json")])
+    result = invoke("peak", "--device", "cpu", "--size-mib", "600",
+                    "--peak-file", str(tmp_path / "peak.json"))
     assert result.exit_code == 2 and "a copy needs 1200 MiB, cpu has 1024 MiB free" in result.output
     assert not (tmp_path / "peak.json").exists()
 
@@ -256,5 +243,5 @@ def test_peak_refuses_a_copy_that_does_not_fit_before_allocating(tmp_path, monke
     (["--bogus"], "lnbench"),
 ])
 def test_click_parse_errors_point_at_the_subcommands_help(argv, where):
-    result = CliRunner().invoke(main, argv, prog_name="lnbench")
+    result = invoke(*argv, prog_name="lnbench")
     assert error_line(result).endswith(f"(see `{where} --help`)"), result.output

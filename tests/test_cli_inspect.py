@@ -1,14 +1,12 @@
 import pandas as pd
-from click.testing import CliRunner
-
-from lnbench.cli import main
 from lnbench.results import InspectRow
+from cli_helpers import invoke
 
 
 def test_inspect_compiles_both_abis_and_writes_csv(tmp_path):
     out = tmp_path / "i.csv"
-    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx950", "--dtype", "bf16", "--shapes", "1x4096",
-                                       "--op", "fwd,bwd", "--csv", str(out)])
+    result = invoke("inspect", "--arch", "gfx950", "--dtype", "bf16", "--shapes", "1x4096",
+                    "--op", "fwd,bwd", "--csv", str(out))
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     # fwd: one kernel per ABI; bwd (deterministic): main + partial-reduce per ABI
@@ -21,7 +19,7 @@ def test_inspect_compiles_both_abis_and_writes_csv(tmp_path):
 
 
 def test_inspect_bad_arch_is_usage_error():
-    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx1100"])
+    result = invoke("inspect", "--arch", "gfx1100")
     assert result.exit_code == 2 and "unknown arch" in result.output and "Traceback" not in result.output
 
 
@@ -60,8 +58,8 @@ def test_inspect_logs_one_line_per_variant_and_keeps_going_past_a_failed_one(mon
 
 
 def test_inspect_progress_goes_to_stderr_not_the_table():
-    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx942", "--dtype", "f32", "--shapes",
-                                       "1x1000", "--op", "fwd", "--abi", "pointer"])
+    result = invoke("inspect", "--arch", "gfx942", "--dtype", "f32", "--shapes",
+                    "1x1000", "--op", "fwd", "--abi", "pointer")
     assert result.exit_code == 0, result.output
     assert "[1/1 100%] compiling: gfx942 pointer fwd f32 N=1000 ok" in result.stderr
     assert "compiling:" not in result.stdout and "1 kernels from 1 variants" in result.stdout
@@ -70,8 +68,8 @@ def test_inspect_progress_goes_to_stderr_not_the_table():
 def test_inspect_isa_writes_the_disassembly_of_each_kernel(tmp_path):
     isa = tmp_path / "isa"
     out = tmp_path / "i.csv"
-    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx942", "--abi", "pointer", "--dtype", "bf16",
-                                       "--shapes", "1x1024", "--op", "fwd,bwd", "--isa", str(isa), "--csv", str(out)])
+    result = invoke("inspect", "--arch", "gfx942", "--abi", "pointer", "--dtype", "bf16",
+                    "--shapes", "1x1024", "--op", "fwd,bwd", "--isa", str(isa), "--csv", str(out))
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     files = sorted(isa.glob("*.s"))
@@ -87,5 +85,5 @@ def test_inspect_isa_writes_the_disassembly_of_each_kernel(tmp_path):
 def test_inspect_isa_into_a_file_is_one_line_exit_2(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    result = CliRunner().invoke(main, ["inspect", "--arch", "gfx942", "--shapes", "1x1024", "--isa", str(blocker)])
+    result = invoke("inspect", "--arch", "gfx942", "--shapes", "1x1024", "--isa", str(blocker))
     assert result.exit_code == 2 and "Traceback" not in result.output

@@ -5,17 +5,11 @@ import sys
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import error_line
-from lnbench.cli import main
+from cli_helpers import error_line, invoke
 
 META_COLUMNS = {"lnbench_version", "torch_version", "flydsl_version", "device_name", "backend", "dtype",
                 "M", "N", "seed", "timestamp"}
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, list(args))
 
 
 def test_verify_torch_bf16_writes_csv_and_exits_0(tmp_path, results_dir):

@@ -21,9 +21,8 @@ import click
 import pandas as pd
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
 
-from cli_helpers import ONE_THREAD, error_line
+from cli_helpers import ONE_THREAD, error_line, invoke
 from commands_under_test import SMALLEST
 from lnbench.cli import main
 from lnbench.run.device import device_names_here
@@ -130,7 +129,7 @@ def test_command_on_device_writes_every_output(command: str, device: str | None,
         _, points = identity_and_points(js.kind, js.version, js.run, js.rows)
         assert _stored(url) == (1, len(points)), said
         again = f"sqlite:///{tmp_path / 'again.sqlite'}"
-        stored = CliRunner().invoke(main, ["store", str(out["--json"]), "--store", again])
+        stored = invoke("store", str(out["--json"]), "--store", again)
         assert stored.exit_code == 0, stored.output
         assert _stored(again) == (1, len(points))
     if js.kind in COMPARED_KINDS:
@@ -141,7 +140,7 @@ def _compare_with_itself(path: Path, result: ResultFile, tmp_path: Path) -> None
     """`lnbench compare` of a timed result with itself: every case SAME; a result with no timed case (FlyDSL
     compiled, not executed on the cpu) is one line saying so."""
     compared = tmp_path / "compare.json"
-    run = CliRunner().invoke(main, ["compare", str(path), str(path), "--no-csv", "--json", str(compared)])
+    run = invoke("compare", str(path), str(path), "--no-csv", "--json", str(compared))
     timed = result.rows.get("median_us", result.rows.get("speedup"))
     if timed is None or timed.isna().all():
         assert run.exit_code == 2 and "no overlap" in error_line(run), run.output

@@ -3,6 +3,7 @@ import torch
 
 from lnbench import settings as cfg
 from lnbench.errors import LnbenchUsageError
+from cli_helpers import invoke
 
 
 @pytest.mark.parametrize("text", ["4096x", "0x128", "-1x5", "abc", "4096x4096x2", "x5", "3x0", ""])
@@ -68,16 +69,12 @@ def test_config_show_refuses_what_the_command_refuses_naming_file_and_key(tmp_pa
                                                                          message):
     """`config show` accepted dtypes = ["fp8"] and a shape 0x5 with exit 0, and verify then refused them without
     naming the file or the key: both now say the same one line, file and key in it, exit 2."""
-    from click.testing import CliRunner
-
-    from lnbench.cli import main
-
     monkeypatch.chdir(tmp_path)
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
     lines = {}
     for args in (["config", "show", "--config", str(bad)], [command, "--config", str(bad), *COMMAND_ARGS[command]]):
-        result = CliRunner().invoke(main, args)
+        result = invoke(*args)
         out = [line for line in result.output.splitlines() if line.strip()]
         assert result.exit_code == 2 and len(out) == 1, result.output
         lines[args[0]] = out[0]

@@ -6,12 +6,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.cli import main
 from lnbench.flydsl import preflight
+from cli_helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
@@ -34,7 +33,7 @@ def test_each_config_loads_and_config_show_accepts_it(path):
             assert cfg.parse_shapes(shapes)
     preflight.kernel_widths({n for _, n in cfg.shape_set(merged, "verify")}, merged["verify"]["dtypes"])
     preflight.kernel_widths({n for _, n in cfg.shape_set(merged, "perf")}, merged["perf"]["dtypes"])
-    result = CliRunner().invoke(main, ["config", "show", "--config", str(path)])
+    result = invoke("config", "show", "--config", str(path))
     assert result.exit_code == 0, result.output
     assert f"packaged defaults + {path}" in result.output or path.name in result.output
 

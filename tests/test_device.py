@@ -7,20 +7,14 @@ import sys
 import pandas as pd
 import pytest
 import torch
-from click.testing import CliRunner
 
-from cli_helpers import error_line
+from cli_helpers import error_line, invoke
 from lnbench.abi import static
-from lnbench.cli import main
 from lnbench.machine.install import install_hint
 from lnbench.run.device import device_of, emu_device, parse_device, resolve_device
 from lnbench.env.facts import backend_facts, emulator_fact
 from lnbench.emu import runtime
 from lnbench.errors import LnbenchUsageError
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 # ---------------------------------------------------------------- parsing
@@ -178,8 +172,8 @@ def test_abi_compare_static_only_on_the_emulator_is_static_for_its_arch(monkeypa
     for module in (static, workers, plan):
         monkeypatch.setattr(module, "flydsl_installed", lambda: False)
     out = tmp_path / "abi.csv"
-    result = CliRunner().invoke(main, ["abi-compare", "--device", "emu:gfx950", "--shapes", "32x1024,64x512",
-                                       "--op", "fwd", "--static-only", "--csv", str(out)])
+    result = invoke("abi-compare", "--device", "emu:gfx950", "--shapes", "32x1024,64x512",
+                    "--op", "fwd", "--static-only", "--csv", str(out))
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert set(frame["part"]) == {"static"} and set(frame["arch"]) == {"gfx950"}

@@ -12,7 +12,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from cli_helpers import ABI_TIMING, ONE_THREAD, error_line, timing
+from cli_helpers import ABI_TIMING, ONE_THREAD, error_line, invoke, timing
 from lnbench.run import gpus
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.gpus import GpuSlot, deal, parse_devices, run_spread
@@ -359,10 +359,8 @@ def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monke
     ("abi-compare", ["--force", "--static-only", "--arch", "gfx942", "--shapes", "1x64", "--no-csv"]),
 ])
 def test_devices_conflicts_are_one_line_usage_errors(monkeypatch, command, args):
-    from lnbench.cli import main
-
     monkeypatch.setattr(gpus, "host_gpus", lambda environ=None: cpu_slots(2))
-    line = error_line(CliRunner().invoke(main, [command, *args]))
+    line = error_line(invoke(command, *args))
     assert "--force" not in args or "--force does nothing without --devices" in line
 
 

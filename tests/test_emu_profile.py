@@ -7,12 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import error_line
+from cli_helpers import error_line, invoke
 from lnbench.inspect import command as inspect_command
 from lnbench.abi import static
-from lnbench.cli import main
 from lnbench.emu.memory import BufferTraffic, Memory, MemoryFault
 
 #: classes both ABIs execute equally often: they share the row body (only the views differ)
@@ -99,8 +97,8 @@ def test_both_abis_share_the_row_body_and_the_pointer_abi_executes_less(m, n):
 @pytest.mark.rocm
 def test_inspect_execute_prints_and_writes_the_executed_profile(tmp_path):
     out = tmp_path / "x.csv"
-    result = CliRunner().invoke(main, ["inspect", "--execute", "--arch", "gfx942", "--abi", "pointer",
-                                       "--op", "fwd,bwd", "--shapes", "8x256", "--csv", str(out)])
+    result = invoke("inspect", "--execute", "--arch", "gfx942", "--abi", "pointer",
+                    "--op", "fwd,bwd", "--shapes", "8x256", "--csv", str(out))
     assert result.exit_code == 0, result.output
     assert "executed on the emulated device" in result.output and "3 launches executed" in result.output
     frame = pd.read_csv(out)
@@ -116,5 +114,5 @@ def test_inspect_execute_prints_and_writes_the_executed_profile(tmp_path):
 
 def test_inspect_execute_without_the_emulator_is_a_usage_error(monkeypatch):
     monkeypatch.setattr(inspect_command, "emulator_status", lambda: (False, "needs tinygrad: pip install tinygrad"))
-    error_line(CliRunner().invoke(main, ["inspect", "--execute", "--arch", "gfx942"]),
+    error_line(invoke("inspect", "--execute", "--arch", "gfx942"),
                "--execute needs the emulated device")

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import timing
-from lnbench.cli import main
+from cli_helpers import invoke, timing
 from lnbench.results import load_result
 
 DATA = Path(__file__).parent / "data" / "results-v1"
@@ -31,7 +29,7 @@ def _value(text: str) -> float:
 
 
 def test_the_table_has_flydsl_columns_and_lnbench_values() -> None:
-    out = CliRunner().invoke(main, ["flydsl-table", str(DATA / "perf.json")])
+    out = invoke("flydsl-table", str(DATA / "perf.json"))
     assert out.exit_code == 0, out.output
     lines = [line.split() for line in out.output.splitlines() if line.strip()]
     assert lines[0] == ["op", "shape", "dtype", "TB/s", "TFLOPS"] and set(lines[1][0]) == {"-"}
@@ -47,7 +45,7 @@ def test_flydsl_s_own_ingest_parser_reads_the_table(monkeypatch: pytest.MonkeyPa
     monkeypatch.syspath_prepend(str(FLYDSL_INGEST))
     import parse_bench
 
-    out = CliRunner().invoke(main, ["flydsl-table", str(DATA / "perf.json")])
+    out = invoke("flydsl-table", str(DATA / "perf.json"))
     records = parse_bench.parse_log(out.output)
     assert [(r.op, r.shape, r.dtype, r.metric, r.status) for r in records] == [
         ("layernorm@torch", "8x64", "f32", "TB/s", "ok"), ("layernorm_bwd@torch", "8x64", "f32", "TB/s", "ok")]
@@ -67,9 +65,9 @@ def test_perf_prints_the_flydsl_table_after_its_run(tmp_path: Path) -> None:
     """`perf --flydsl-table` prints, after the run and under --quiet, the table `flydsl-table` prints of the same
     result: one formatter."""
     out = tmp_path / "p.json"
-    run = CliRunner().invoke(main, ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes",
-                                    "8x64,16x64", "--op", "fwd,bwd", "--mode", "hot", *_FAST, "-q", "--no-csv",
-                                    "--json", str(out), "--flydsl-table"])
+    run = invoke("perf", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes",
+                 "8x64,16x64", "--op", "fwd,bwd", "--mode", "hot", *_FAST, "-q", "--no-csv",
+                 "--json", str(out), "--flydsl-table")
     assert run.exit_code == 0, run.output
     rows = load_result(out).rows
     agg = rows[rows["row_kind"] == "aggregate"]
@@ -77,7 +75,7 @@ def test_perf_prints_the_flydsl_table_after_its_run(tmp_path: Path) -> None:
         [f"{NAMES[o]}@torch", s, "f32", "-"] for o, s in zip(agg["op"], agg["shape"])]
     assert [_value(line[3]) for line in _table_lines(run.output)] == [
         pytest.approx(g / 1000, rel=1e-3) for g in agg["gbps"]]
-    again = CliRunner().invoke(main, ["flydsl-table", str(out)])
+    again = invoke("flydsl-table", str(out))
     assert again.exit_code == 0 and again.output in run.output
 
 
@@ -93,9 +91,9 @@ def test_perf_s_flydsl_table_goes_through_flydsl_s_ingest_into_the_store(tmp_pat
     from lnbench.store.db import open_store
 
     out = tmp_path / "p.json"
-    run = CliRunner().invoke(main, ["perf", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes",
-                                    "256x1024", "--op", "fwd,bwd", "--mode", "hot", *_FAST, "-q", "--no-csv",
-                                    "--json", str(out), "--flydsl-table"])
+    run = invoke("perf", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes",
+                 "256x1024", "--op", "fwd,bwd", "--mode", "hot", *_FAST, "-q", "--no-csv",
+                 "--json", str(out), "--flydsl-table")
     assert run.exit_code == 0, run.output
     records = parse_bench.attach_meta(parse_bench.parse_log(run.output), runner="linux-flydsl-mi355-1",
                                       commit="abc1234", run_id=7, ts="2026-05-01T00:00:00Z")
@@ -108,8 +106,8 @@ def test_perf_s_flydsl_table_goes_through_flydsl_s_ingest_into_the_store(tmp_pat
     store = open_store(f"sqlite:///{tmp_path / 's.sqlite'}")
     assert flydsl.import_history(store, records) == (1, len(records))
     store.close()
-    code = CliRunner().invoke(main, ["history", "--store", f"sqlite:///{tmp_path / 's.sqlite'}", "--json",
-                                     str(tmp_path / "h.json")])
+    code = invoke("history", "--store", f"sqlite:///{tmp_path / 's.sqlite'}", "--json",
+                  str(tmp_path / "h.json"))
     assert code.exit_code == 0, code.output
     series = json.loads((tmp_path / "h.json").read_text())["series"]
     assert {(s["backend"].removeprefix("flydsl:"), s["shape"]): s["latest"] for s in series} == expected
@@ -135,11 +133,11 @@ def _history_json(path: Path) -> Path:
 def test_a_flydsl_history_is_imported_once_and_its_change_is_found(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
     history = _history_json(tmp_path / "history.json")
-    out = CliRunner().invoke(main, ["store", str(history), "--store", url])
+    out = invoke("store", str(history), "--store", url)
     assert out.exit_code == 0 and "imported" in out.output, out.output
-    again = CliRunner().invoke(main, ["store", str(history), "--store", url])
+    again = invoke("store", str(history), "--store", url)
     assert "already there" in again.output
-    out = CliRunner().invoke(main, ["history", "--store", url, "--kind", "flydsl", "--json", str(tmp_path / "h.json")])
+    out = invoke("history", "--store", url, "--kind", "flydsl", "--json", str(tmp_path / "h.json"))
     assert out.exit_code == 0, out.output
     series = {s["shape"]: s for s in json.loads((tmp_path / "h.json").read_text())["series"]}
     assert series["32768x8192"]["runs"] == 30
@@ -152,6 +150,6 @@ def test_a_cut_short_flydsl_history_writes_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
     history = _history_json(tmp_path / "history.json")
     history.write_text(history.read_text()[:3000])
-    out = CliRunner().invoke(main, ["store", str(DATA / "perf.json"), str(history), "--store", url])
+    out = invoke("store", str(DATA / "perf.json"), str(history), "--store", url)
     assert out.exit_code == 2 and str(history) in out.output
     assert not (tmp_path / "s.sqlite").exists()

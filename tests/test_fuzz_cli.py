@@ -37,14 +37,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
+from cli_helpers import invoke
 
 #: command lines in all in the default run; LNBENCH_FUZZ_EXAMPLES overrides (the long run)
 DEFAULT_TOTAL = 330
@@ -602,7 +601,7 @@ def run_in_process(line: Line, results: dict[str, Path] | None = None) -> None:
             toolkit_info.cache_clear()
         start = time.monotonic()
         try:
-            result = CliRunner().invoke(main, [line.command, *prep.args], env=prep.env)
+            result = invoke(line.command, *prep.args, env=prep.env)
         finally:
             if line.toolkit_env:
                 toolkit_info.cache_clear()
@@ -626,15 +625,15 @@ def result_files(tmp_path_factory) -> dict[str, Path]:
     files = {}
     for name in ("perf-a", "perf-b"):
         files[name] = folder / f"{name}.json"
-        result = CliRunner().invoke(main, [*perf, "--json", str(files[name]), "--csv", str(folder / f"{name}.csv")],
-                                    env={"OMP_NUM_THREADS": "1"})
+        result = invoke(*perf, "--json", str(files[name]), "--csv", str(folder / f"{name}.csv"),
+                        env={"OMP_NUM_THREADS": "1"})
         assert result.exit_code == 0, result.output
     files["abi-a"] = folder / "abi-a.json"
-    result = CliRunner().invoke(main, ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu",
-                                       "--in-process", "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls",
-                                       "1", "--target-run-s", "0", "--min-iters", "2", "--max-iters", "4", "--op",
-                                       "fwd", "--metric", "direct", "--shapes", "2x8,2x16", "-q", "--json",
-                                       str(files["abi-a"]), "--csv", str(folder / "abi-a.csv")])
+    result = invoke("abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cpu",
+                    "--in-process", "-P", "2", "-R", "3", "--warmup-s", "0", "--min-warmup-calls",
+                    "1", "--target-run-s", "0", "--min-iters", "2", "--max-iters", "4", "--op",
+                    "fwd", "--metric", "direct", "--shapes", "2x8,2x16", "-q", "--json",
+                    str(files["abi-a"]), "--csv", str(folder / "abi-a.csv"))
     assert result.exit_code == 0, result.output
     text = files["perf-a"].read_text()
     for name, content in (("empty", ""), ("truncated", text[: len(text) // 2]), ("not-json", "not json\n"),

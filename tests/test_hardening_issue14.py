@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 from lnbench import settings as cfg
 from lnbench import validate
-from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.measure.protocol import Protocol
-from cli_helpers import error_line, timing
+from cli_helpers import error_line, invoke, timing
 from commands_under_test import VERIFY
 
 TIMING = timing(runs=1, min_warmup_calls=1, target_run_s=0, min_iters=1, max_iters=2)
@@ -28,10 +26,6 @@ ABI = ["abi-compare", "--pair", "torch-entry", "--runtime-only", "--device", "cp
 PERF = ["perf", "--device", "cpu", "--backend", "torch", "-P", "1", *TIMING, "--op", "fwd", "--mode", "hot",
         "--shapes", "2x8", "--llc-mib", "0.01", "-q"]
 SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def invoke(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(main, list(args), env=env)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 from lnbench import backends
-from lnbench.cli import main
 from lnbench.results import load_result
+from cli_helpers import invoke
 from conftest import kernel_device_names
 
 pytestmark = pytest.mark.rocm
@@ -31,10 +30,6 @@ def clean_sources(monkeypatch, results_dir):
     monkeypatch.delenv(backends.KERNEL_SRC_ENV, raising=False)
     monkeypatch.delenv(backends.SOURCES_ENV, raising=False)
     monkeypatch.setattr(backends, "_sources", {})
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 def verify(tmp_path: Path, backend: str, *extra: str, src: Path | str = SOURCES, shapes: str = "3x100",

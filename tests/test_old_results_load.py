@@ -10,10 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from lnbench.cli import main
 from lnbench.results import load_result
+from cli_helpers import invoke
 
 DATA = Path(__file__).parent / "data" / "results-v1"
 
@@ -46,8 +44,8 @@ def test_v1_result_loads_with_its_kind_schema_and_rows(name: str, kind: str, row
 
 def test_v1_perf_files_compare(tmp_path: Path) -> None:
     out = tmp_path / "compare.json"
-    result = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "merge-perf.json"),
-                                       "--no-csv", "--json", str(out), "--quiet"])
+    result = invoke("compare", str(DATA / "perf.json"), str(DATA / "merge-perf.json"),
+                    "--no-csv", "--json", str(out), "--quiet")
     assert result.exit_code == 0, result.output
     compared = load_result(out)
     assert compared.kind == "compare"

@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
-
-from lnbench.cli import main
 from lnbench.output.claims import sidecar_of
+from cli_helpers import invoke
 from commands_under_test import ABI, INSPECT, PERF, VERIFY
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGSTOP/SIGKILL and flock")
@@ -127,8 +125,7 @@ def test_json_md_and_the_default_csv_of_a_live_run_are_its_own(tmp_path):
         default_csv = tmp_path / "results" / default.name[1:].removesuffix(".lnbench-claim")
         line = f"lnbench {shlex.join(owner.args[3:])}"
         for option, path in (("--csv", default_csv), ("--json", js), ("--md", md)):
-            result = CliRunner().invoke(main, [*VERIFY, option, str(path), "--no-csv"] if option != "--csv"
-                                        else [*VERIFY, option, str(path)])
+            result = invoke(*VERIFY, option, str(path), *(["--no-csv"] if option != "--csv" else []))
             assert result.exit_code == 2, result.output
             assert result.output.strip() == _refusal(path, owner, line), result.output
         owner.send_signal(signal.SIGCONT)
@@ -166,7 +163,7 @@ def test_a_claim_left_by_a_run_killed_hard_does_not_block_the_next_run(tmp_path)
 def test_a_file_left_by_a_finished_run_is_replaced(tmp_path):
     out = tmp_path / "x.csv"
     for _ in range(2):
-        result = CliRunner().invoke(main, [*VERIFY, "--csv", str(out)], env={"OMP_NUM_THREADS": "1"})
+        result = invoke(*VERIFY, "--csv", str(out), env={"OMP_NUM_THREADS": "1"})
         assert result.exit_code == 0, result.output
     assert len(pd.read_csv(out)) == 28 and not sidecar_of(out).exists()
 
@@ -174,8 +171,8 @@ def test_a_file_left_by_a_finished_run_is_replaced(tmp_path):
 @pytest.fixture(scope="module")
 def perf_json(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("perf")
-    result = CliRunner().invoke(main, [*PERF, "--json", str(out / "p.json"), "--no-csv"],
-                                env={"OMP_NUM_THREADS": "1", "LNBENCH_RESULTS_DIR": str(out)})
+    result = invoke(*PERF, "--json", str(out / "p.json"), "--no-csv",
+                    env={"OMP_NUM_THREADS": "1", "LNBENCH_RESULTS_DIR": str(out)})
     assert result.exit_code == 0, result.output
     return out / "p.json"
 
@@ -210,8 +207,7 @@ def test_every_command_stops_at_once_on_a_file_a_live_run_writes(tmp_path, holde
         if args[0] == "plot":
             pytest.importorskip("matplotlib")
         pid = holder(path)
-        result = CliRunner().invoke(main, args, env={"OMP_NUM_THREADS": "1",
-                                                     "LNBENCH_RESULTS_DIR": str(tmp_path / "results")})
+        result = invoke(*args, env={"OMP_NUM_THREADS": "1", "LNBENCH_RESULTS_DIR": str(tmp_path / "results")})
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert result.exit_code == 2, (args, result.output)
         assert lines[-1].startswith(f"lnbench: error: {path} is being written by another lnbench run (pid {pid}: "

@@ -19,13 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
-
-from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.claims import sidecar_of
 from lnbench.output.files import ResultsNotWritten, check_writable, release_outputs
 from lnbench.output.sink import ResultSink
+from cli_helpers import invoke
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
 ROWS = 28                                    # VERIFY's rows
@@ -114,7 +112,7 @@ def _fails_before_the_work(result, folder: Path) -> None:
 
 def test_a_full_output_folder_stops_the_run_before_the_work(small_fs):
     _fill(small_fs)
-    result = CliRunner().invoke(main, [*VERIFY[:-1], "--csv", str(small_fs / "x.csv")])
+    result = invoke(*VERIFY[:-1], "--csv", str(small_fs / "x.csv"))
     _fails_before_the_work(result, small_fs)
     assert sorted(p.name for p in small_fs.iterdir()) == ["filler"]
 
@@ -131,7 +129,7 @@ def test_enospc_at_the_probe_write_stops_the_run_before_the_work(tmp_path, monke
     if not Path("/proc/self/fd").is_dir():
         pytest.skip("needs /proc/self/fd to tell the output's descriptor")
     monkeypatch.setattr(os, "write", write)
-    result = CliRunner().invoke(main, [*VERIFY[:-1], "--csv", str(folder / "x.csv")])
+    result = invoke(*VERIFY[:-1], "--csv", str(folder / "x.csv"))
     _fails_before_the_work(result, folder)
     assert not list(folder.iterdir())
 
@@ -139,7 +137,7 @@ def test_enospc_at_the_probe_write_stops_the_run_before_the_work(tmp_path, monke
 def test_a_read_only_output_folder_stops_the_run_before_the_work(small_fs):
     """(a guard: the temporary file's creation found this before too)"""
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    result = CliRunner().invoke(main, [*VERIFY[:-1], "--csv", str(small_fs / "x.csv")])
+    result = invoke(*VERIFY[:-1], "--csv", str(small_fs / "x.csv"))
     lines = _lines(result.output)
     assert result.exit_code == 2 and len(lines) == 1, result.output
     assert "Read-only file system" in lines[0] and str(small_fs) in lines[0], lines[0]
@@ -161,7 +159,7 @@ def _check_kept_at_the_end(result, target: Path, tmp_path: Path) -> None:
 def test_a_disk_full_at_the_end_keeps_the_rows_in_a_named_file(small_fs, tmp_path):
     _fill(small_fs, leave=8 * 1024)            # the probe fits, the 11 kB CSV does not
     target = small_fs / "x.csv"
-    result = CliRunner().invoke(main, [*VERIFY, "--csv", str(target)])
+    result = invoke(*VERIFY, "--csv", str(target))
     _check_kept_at_the_end(result, target, tmp_path)
 
 
@@ -175,7 +173,7 @@ def test_enospc_at_the_final_write_keeps_the_rows_in_a_named_file(tmp_path, monk
         return real(frame, path, *args, **kwargs)
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv)
-    result = CliRunner().invoke(main, [*VERIFY, "--csv", str(target)])
+    result = invoke(*VERIFY, "--csv", str(target))
     _check_kept_at_the_end(result, target, tmp_path)
 
 
@@ -319,7 +317,7 @@ def test_a_cell_that_cannot_be_encoded_leaves_every_row_in_the_kept_folder(tmp_p
 
     monkeypatch.setattr(frames, "csv_cell", refuses_one_cell)
     target, as_json = tmp_path / "out" / "x.csv", tmp_path / "out" / "x.json"
-    result = CliRunner().invoke(main, [*VERIFY, "--csv", str(target), "--json", str(as_json)])
+    result = invoke(*VERIFY, "--csv", str(target), "--json", str(as_json))
     lines = _lines(result.output)
     assert result.exit_code == 2 and len(lines) == 1, result.output
     assert lines[0].startswith("lnbench: error: cannot encode the results (ValueError: planted: this cell cannot "

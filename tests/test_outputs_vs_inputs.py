@@ -12,16 +12,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from lnbench.cli import main
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.files import atomic_write_all, check_writable, release_outputs
-from cli_helpers import ONE_THREAD as ENV, error_line
+from cli_helpers import ONE_THREAD as ENV, error_line, invoke
 from commands_under_test import ABI, PEAK, PERF, VERIFY
-
-
-def invoke(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(main, list(args), env={**ENV, **(env or {})})
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +24,8 @@ def _isolated(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))      # where results that fail are kept
     monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.delenv("LNBENCH_CONFIG", raising=False)
+    for name, value in ENV.items():                  # (the runs' torch on one thread)
+        monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
 
 
@@ -37,8 +33,8 @@ def _isolated(tmp_path, monkeypatch):
 def perf_json(tmp_path_factory) -> Path:
     """One tiny real perf result (torch fwd bf16 2x64 hot)."""
     out = tmp_path_factory.mktemp("perf")
-    result = CliRunner().invoke(main, [*PERF, "--csv", str(out / "p.csv"), "--json", str(out / "p.json")],
-                                env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
+    result = invoke(*PERF, "--csv", str(out / "p.csv"), "--json", str(out / "p.json"),
+                    env={**ENV, "LNBENCH_RESULTS_DIR": str(out)})
     assert result.exit_code == 0, result.output
     return out / "p.json"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 pytest.importorskip("tinygrad")
 
 from lnbench import backends  # noqa: E402
 from lnbench.cli import main  # noqa: E402
 from lnbench.results import load_result  # noqa: E402
+from cli_helpers import invoke
 
 SOURCES = Path(__file__).parent / "kernel_sources"
 IDENTITY = {"timestamp", "command_line", "wall_s", "git_commit"}
@@ -29,13 +29,13 @@ def clean_sources(monkeypatch):
 
 def perf(tmp_path: Path, name: str, *extra: str):
     out = tmp_path / f"{name}.json"
-    result = CliRunner().invoke(main, ["perf", "--device", "emu", "--shapes", "8x256", "--op", "fwd", "--no-csv",
-                                       "--json", str(out), *extra])
+    result = invoke("perf", "--device", "emu", "--shapes", "8x256", "--op", "fwd", "--no-csv",
+                    "--json", str(out), *extra)
     return result, out
 
 
 def compare(*args: str):
-    return CliRunner().invoke(main, ["compare", *map(str, args), "--no-csv"])
+    return invoke("compare", *map(str, args), "--no-csv")
 
 
 def verdicts(path: Path) -> dict[str, int]:
@@ -67,7 +67,7 @@ def test_two_emulated_perf_runs_are_identical_and_compare_all_same(tmp_path):
     done = compare(a, b, "--fail-if-slower", "5", "--json", tmp_path / "c.json")
     assert done.exit_code == 0, done.output
     assert verdicts(tmp_path / "c.json") == {"SAME": 4}
-    drawn = CliRunner().invoke(main, ["plot", str(a), "--out", str(tmp_path / "png")])
+    drawn = invoke("plot", str(a), "--out", str(tmp_path / "png"))
     assert drawn.exit_code == 0, drawn.output
     assert {p.name for p in (tmp_path / "png").glob("*.png")} == {
         f"a-{kind}-{t}.png" for kind in ("roofline", "bound") for t in ("MI300X", "MI325X")}
@@ -89,10 +89,10 @@ def test_modelled_against_measured_is_refused_unless_forced(tmp_path):
     ok, modelled = perf(tmp_path, "m")
     assert ok.exit_code == 0, ok.output
     measured = tmp_path / "measured.json"
-    timed = CliRunner().invoke(main, ["perf", "--device", "cpu", "--backend", "torch", "--shapes", "8x256", "--op",
-                                      "fwd", "--mode", "hot", "-P", "1", "-R", "2", "--min-iters", "5",
-                                      "--max-iters", "5", "--warmup-s", "0", "--min-warmup-calls", "1", "--no-csv",
-                                      "--json", str(measured), "-q"])
+    timed = invoke("perf", "--device", "cpu", "--backend", "torch", "--shapes", "8x256", "--op",
+                   "fwd", "--mode", "hot", "-P", "1", "-R", "2", "--min-iters", "5",
+                   "--max-iters", "5", "--warmup-s", "0", "--min-warmup-calls", "1", "--no-csv",
+                   "--json", str(measured), "-q")
     assert timed.exit_code == 0, timed.output
     refused = compare(modelled, measured)
     assert refused.exit_code == 2 and "never mixed" in refused.output and "Traceback" not in refused.output
@@ -136,11 +136,11 @@ def test_an_unknown_or_bad_target_figure_stops_emulated_perf(tmp_path):
 
 def test_modelled_runs_of_different_shapes_merge_and_compare_exactly(tmp_path):
     first, a = perf(tmp_path, "a")
-    second, b = CliRunner().invoke(main, ["perf", "--device", "emu", "--shapes", "4x1024", "--op", "fwd", "--no-csv",
-                                          "--json", str(tmp_path / "b.json")]), tmp_path / "b.json"
+    second, b = invoke("perf", "--device", "emu", "--shapes", "4x1024", "--op", "fwd", "--no-csv",
+                       "--json", str(tmp_path / "b.json")), tmp_path / "b.json"
     assert first.exit_code == 0 and second.exit_code == 0, second.output
     merged = tmp_path / "m.json"
-    done = CliRunner().invoke(main, ["merge", str(a), str(b), "--json", str(merged), "--no-csv"])
+    done = invoke("merge", str(a), str(b), "--json", str(merged), "--no-csv")
     assert done.exit_code == 0, done.output
     assert json.loads(merged.read_text())["metadata"]["schema"].startswith("profile/")
     diff = compare(merged, b, "--json", tmp_path / "c.json")

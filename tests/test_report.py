@@ -18,12 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import h200_store
 from cdp import Browser
-from lnbench.cli import main
 from lnbench.history.svg import MIN_HALF_RANGE, Run, chart, nice_step
+from cli_helpers import invoke
 from test_history import PROFILES, _profile_store, _store
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -36,7 +35,7 @@ PLANTED_TITLE = "perf " + " ".join(h200_store.PLANTED)
 
 
 def _report(url: str, out: Path) -> Path:
-    done = CliRunner().invoke(main, ["report", "--store", url, "--out", str(out)])
+    done = invoke("report", "--store", url, "--out", str(out))
     assert done.exit_code == 0, done.output
     return out / "index.html"
 
@@ -379,7 +378,7 @@ def test_an_imported_flydsl_throughput_drop_is_a_slowdown_among_the_timed_series
     from test_flydsl_formats import _history_json
 
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
-    stored = CliRunner().invoke(main, ["store", str(_history_json(tmp_path / "history.json")), "--store", url])
+    stored = invoke("store", str(_history_json(tmp_path / "history.json")), "--store", url)
     assert stored.exit_code == 0, stored.output
     html = _report(url, tmp_path / "site").read_text()
     changes = html.split('<section id="changes">')[1].split("</section>")[0]
@@ -394,8 +393,8 @@ def test_modelled_floors_are_charted_in_a_section_of_their_own(tmp_path: Path) -
     machine's charts; a compare of two profiles lists each launch x target, labelled modelled; the page loads in
     Chromium without console errors and every chart passes the checker."""
     url = _profile_store(tmp_path, "llllhhl", _store(tmp_path))
-    compared = CliRunner().invoke(main, ["compare", str(PROFILES / "light.json"), str(PROFILES / "heavy.json"),
-                                         "--no-csv", "--store", url])
+    compared = invoke("compare", str(PROFILES / "light.json"), str(PROFILES / "heavy.json"),
+                      "--no-csv", "--store", url)
     assert compared.exit_code == 0, compared.output
     html = _report(url, tmp_path / "site").read_text()
     sections = {m.group(1): part for m, part in zip(re.finditer(r'<section id="([\w-]+)">', html),

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import ABI_TIMING, error_line, timing
+from cli_helpers import ABI_TIMING, error_line, invoke, timing
 from lnbench import results
-from lnbench.cli import main
 from lnbench.cli_common import emit_outputs
 from lnbench.output.files import ResultsNotWritten
 from lnbench.results import KINDS, PANDAS_DTYPES, SchemaError, load_result
@@ -43,7 +41,7 @@ def lnbench(args: list[str]):
     entry point would have it, so the runs' metadata names their command line."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "argv", ["lnbench", *args])
-        return CliRunner().invoke(main, args)
+        return invoke(*args)
 
 
 def _run_every_command(tmp: Path) -> None:

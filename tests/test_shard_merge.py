@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import ONE_THREAD, error_line, timing
-from lnbench.cli import main
+from cli_helpers import ONE_THREAD, error_line, invoke, timing
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.gpus import deal
 from lnbench.merge.command import shard_note
@@ -30,7 +28,7 @@ def _results_dir(tmp_path, monkeypatch):
 
 
 def cli(*args: str):
-    return CliRunner().invoke(main, list(args), env=ONE_THREAD)
+    return invoke(*list(args), env=ONE_THREAD)
 
 
 @pytest.mark.parametrize("text", ["3/2", "0/2", "1/0", "a/b", "1", "-1/2", "2/2/2"])
@@ -183,8 +181,8 @@ def perf_parts(tmp_path_factory):
     for name, extra in (("whole", []), ("one", ["--shard", "1/2"]), ("two", ["--shard", "2/2"]),
                         ("longer", ["--shard", "2/2", "-R", "3"])):
         runs[name] = out / f"{name}.json"
-        result = CliRunner().invoke(main, [*PERF, *extra, "--json", str(runs[name]), "--csv", str(out / f"{name}.csv")],
-                                    env={**ONE_THREAD, "LNBENCH_RESULTS_DIR": str(out)})
+        result = invoke(*PERF, *extra, "--json", str(runs[name]), "--csv", str(out / f"{name}.csv"),
+                        env={**ONE_THREAD, "LNBENCH_RESULTS_DIR": str(out)})
         assert result.exit_code == 0, result.output
     return runs
 

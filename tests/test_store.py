@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
-
-from lnbench.cli import main
 from lnbench.results import load_result
 from lnbench.store import schema as S
 from lnbench.store.db import head_revision, open_store
 from lnbench.store.record import record, record_result
+from cli_helpers import invoke
 from store_fixtures import pg_server, store_url  # noqa: F401 - fixtures
 
 DATA = Path(__file__).parent / "data" / "results-v1"
@@ -100,8 +98,8 @@ def test_a_compare_of_modelled_floors_is_its_own_series_per_launch_and_target(tm
     """compare on two profiles writes a row per launch x target x mode: each is recorded (not the first row of a
     case only), labelled modelled, apart from a measured compare of the same case."""
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
-    out = CliRunner().invoke(main, ["compare", str(PROFILES / "light.json"), str(PROFILES / "heavy.json"),
-                                    "--no-csv", "--json", str(tmp_path / "c.json"), "--store", url])
+    out = invoke("compare", str(PROFILES / "light.json"), str(PROFILES / "heavy.json"),
+                 "--no-csv", "--json", str(tmp_path / "c.json"), "--store", url)
     assert out.exit_code == 0, out.output
     series = _series(url)
     assert len(series) == 8 and {s[5] for s in series} == {"modelled ratio"}
@@ -216,23 +214,23 @@ def test_commands_record_their_run_with_store(tmp_path: Path, monkeypatch: pytes
     monkeypatch.delenv("LNBENCH_STORE", raising=False)
     monkeypatch.setenv("LNBENCH_RESULTS_DIR", str(tmp_path / "results"))
     args = ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv", str(tmp_path / "c.csv")]
-    out = CliRunner().invoke(main, [*args, "--store"])
+    out = invoke(*args, "--store")
     assert out.exit_code == 0, out.output
     default = tmp_path / "results" / "lnbench.sqlite"
     assert "Run recorded in store" in out.output and default.is_file()
     assert counts(f"sqlite:///{default}")[0] == 1
     monkeypatch.setenv("LNBENCH_STORE", str(tmp_path / "env.sqlite"))
-    out = CliRunner().invoke(main, args)
+    out = invoke(*args)
     assert out.exit_code == 0, out.output
     assert counts(f"sqlite:///{tmp_path / 'env.sqlite'}")[0] == 1
 
 
 def test_lnbench_store_records_files(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
-    out = CliRunner().invoke(main, ["store", *map(str, ALL), "--store", url])
+    out = invoke("store", *map(str, ALL), "--store", url)
     assert out.exit_code == 0, out.output
     assert counts(url)[0] == 7
-    out = CliRunner().invoke(main, ["store", str(DATA / "perf.json"), "--store", url])
+    out = invoke("store", str(DATA / "perf.json"), "--store", url)
     assert "already there" in out.output and counts(url)[0] == 7
 
 
@@ -255,8 +253,8 @@ def test_a_store_failing_at_the_end_exits_2_with_the_result_files_kept(tmp_path:
 
     monkeypatch.setattr(rec, "record_rows", refuse)
     monkeypatch.delenv("LNBENCH_STORE", raising=False)
-    out = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
-                                    str(tmp_path / "c.csv"), "--store", str(tmp_path / "s.sqlite")])
+    out = invoke("compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
+                 str(tmp_path / "c.csv"), "--store", str(tmp_path / "s.sqlite"))
     assert out.exit_code == 2 and (tmp_path / "c.csv").is_file()
     errors = [line for line in out.output.splitlines() if line.startswith("lnbench: error:")]
     assert errors == ["lnbench: error: store X: database is locked (the run is not recorded; its result files are "
@@ -276,8 +274,8 @@ def test_a_store_that_fails_while_recording_keeps_the_files_and_records_nothing(
     monkeypatch.setattr(recording, "identity_and_points", broken)
     url = f"sqlite:///{tmp_path / 's.sqlite'}"
     csv_path = tmp_path / "c.csv"
-    out = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
-                                    str(csv_path), "--store", url])
+    out = invoke("compare", str(DATA / "perf.json"), str(DATA / "perf.json"), "--csv",
+                 str(csv_path), "--store", url)
     assert out.exit_code == 2, out.output
     last = out.output.strip().splitlines()[-1]
     assert last == (f"lnbench: error: store {url}: cannot record the run (ValueError: planted: a point that cannot "

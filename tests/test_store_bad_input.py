@@ -12,10 +12,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
 
-from cli_helpers import error_line
-from lnbench.cli import main
+from cli_helpers import error_line, invoke
 from lnbench.store import schema as S
 from lnbench.store.db import open_store
 
@@ -24,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _store(tmp_path: Path, *args: str):
-    return CliRunner().invoke(main, ["store", *args])
+    return invoke("store", *args)
 
 
 @pytest.mark.parametrize("url, says", [
@@ -74,8 +72,8 @@ def test_a_bad_result_file_writes_nothing(tmp_path: Path, make: str) -> None:
 
 
 def test_a_command_with_a_bad_store_stops_before_its_work(tmp_path: Path) -> None:
-    out = CliRunner().invoke(main, ["compare", str(DATA / "perf.json"), str(DATA / "perf.json"),
-                                    "--csv", str(tmp_path / "c.csv"), "--store", "notaurl://"])
+    out = invoke("compare", str(DATA / "perf.json"), str(DATA / "perf.json"),
+                 "--csv", str(tmp_path / "c.csv"), "--store", "notaurl://")
     error_line(out, "notaurl")
     assert not (tmp_path / "c.csv").exists()
 

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import verify_workers
+from cli_helpers import invoke, verify_workers
 from lnbench.measure.pool import WORKER_NAME
 from lnbench.run import processes
-from lnbench.cli import main
 from lnbench.run.device import emulator_status
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.files import release_outputs
@@ -38,10 +36,6 @@ STALLS = "module:lnbench_test_sources.stalls_wide"
 emulated = pytest.mark.skipif(not emulator_status()[0], reason=f"needs the emulated device: {emulator_status()[1]}")
 main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                  reason="signals need the main thread")
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 # ---------------------------------------------------------------- helpers for real processes

@@ -7,17 +7,16 @@ import json
 import pandas as pd
 import pytest
 import torch
-from click.testing import CliRunner
 
 from lnbench import backends
 from lnbench.backends.torch_native import TorchBackend
-from lnbench.cli import main
 from lnbench.run.device import resolve_kernel_device
 from lnbench.results import SELFTEST, VERIFY
 from lnbench.backends.tolerance import Tolerance
 from lnbench.verify.cases import build_cases
 from lnbench.verify.diagnosis import UNEXPLAINED, abi_twins, by_rule, diagnose, rule_of
 from lnbench.verify.planted import BUGS, PlantedBackend
+from cli_helpers import invoke
 from verify_rows import verify_rows
 
 CPU = resolve_kernel_device("cpu")
@@ -153,9 +152,9 @@ def test_verify_shows_and_writes_the_diagnosis(tmp_path, results_dir, monkeypatc
     entry = importlib.metadata.EntryPoint("onepass", f"{__name__}:OnePass", backends.ENTRY_POINT_GROUP)
     monkeypatch.setattr(backends, "_entry_points", lambda: {"onepass": entry})
     out = tmp_path / "v"
-    result = CliRunner().invoke(main, ["verify", "--backend", "onepass", "--device", "cpu", "--dtype", "f32",
-                                       "--shapes", "8x64", "--csv", f"{out}.csv", "--json", f"{out}.json",
-                                       "--md", f"{out}.md"], env={"COLUMNS": "250"})
+    result = invoke("verify", "--backend", "onepass", "--device", "cpu", "--dtype", "f32",
+                    "--shapes", "8x64", "--csv", f"{out}.csv", "--json", f"{out}.json",
+                    "--md", f"{out}.md", env={"COLUMNS": "250"})
     assert result.exit_code == 1, result.output
     assert "Why:" in result.output and "E[x²]−E[x]² cancels" in result.output
     frame = pd.read_csv(f"{out}.csv", keep_default_na=False)
@@ -171,8 +170,8 @@ def test_verify_shows_and_writes_the_diagnosis(tmp_path, results_dir, monkeypatc
 
 
 def test_self_test_names_each_bugs_diagnosis(tmp_path, results_dir):
-    result = CliRunner().invoke(main, ["verify", "--self-test", "--device", "cpu", "--dtype", "f32", "--shapes",
-                                       "8x64", "--csv", str(tmp_path / "s.csv"), "-q"])
+    result = invoke("verify", "--self-test", "--device", "cpu", "--dtype", "f32", "--shapes",
+                    "8x64", "--csv", str(tmp_path / "s.csv"), "-q")
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(tmp_path / "s.csv", keep_default_na=False)
     assert set(frame["schema"]) == {SELFTEST.schema} == {"selftest/1.1"}

@@ -5,10 +5,8 @@ import dataclasses
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
-from cli_helpers import error_line
-from lnbench.cli import main
+from cli_helpers import error_line, invoke
 from lnbench.run.device import resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.verify.cases import build_cases
@@ -21,10 +19,6 @@ from lnbench.backends.tolerance import Tolerance
 
 CPU = resolve_kernel_device("cpu")
 EPS = [1e-5, 1e-2]
-
-
-def invoke(*args):
-    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture(scope="module")
