@@ -259,10 +259,10 @@ def test_a_kind_never_run_here_gets_a_range_that_widens_with_the_compiles_pendin
     assert fresh.high_s == pytest.approx(30.0 * upfront.RANGE_HIGH + upfront.FRESH_S)
     cold = upfront.estimate(key, 30.0, ("Triton (Liger)",), Calibration())
     assert cold.high_s == pytest.approx(fresh.high_s + upfront.PENDING_S["Triton (Liger)"])
-    line = cold.line("3 workers, 16 cases", 1.0, 16)                   # 10.5 s – 155 s
-    assert line.startswith("estimated time: first run here: 10 s – 3 min (compiles pending: Triton (Liger); ")
-    assert cold.fields() == {"estimate_s": pytest.approx((10.5 * cold.high_s) ** 0.5, abs=0.01),
-                             "estimate_range": "10 s – 3 min"}
+    line = cold.line("3 workers, 16 cases", 1.0, 16)                   # 6 s – 155 s
+    assert line.startswith("estimated time: first run here: 6 s – 3 min (compiles pending: Triton (Liger); ")
+    assert cold.fields() == {"estimate_s": pytest.approx((6.0 * cold.high_s) ** 0.5, abs=0.01),
+                             "estimate_range": "6 s – 3 min"}
     known = Calibration({"perf.call@NVIDIA H100": [{"s": 1e-5}]})       # perf has run on this device: not fresh
     assert upfront.estimate(key, 30.0, (), known).high_s == pytest.approx(30.0 * upfront.RANGE_HIGH)
 

@@ -5,35 +5,53 @@ lnbench.perf.estimate) and turns that into wall seconds here: `makespan` spreads
 (longest first, as verify hands them out), `slowdown` scales for a busy machine (more runnable threads than
 cores share them, counted at the start: busy_threads), and `RunningEstimate` says what is left while the run goes on.
 
-The running estimate never trusts one observation alone: it scales the modelled seconds left by the ratio of
-the wall time so far to the modelled seconds of the work finished so far, with the model itself counted as if
-PRIOR_SHARE of the run had already gone exactly as modelled:
+The load at the start is a reading of a moment, and it may leave as soon as the run starts (other developers' test
+suites come and go): `busy_threads` averages the count of running tasks now with the 1-minute load average, and
+`slowdown` lets the load multiply the estimate by LOAD_CAP at most. A held-out perf read 8 busy threads at its
+start on 2 cores, was priced 5× slower than idle, and came out 1.93× long once they had gone.
 
-    ratio = (prior + elapsed) / (prior + modelled done),   prior = PRIOR_SHARE × modelled total
-    left  = ratio × (modelled total − modelled done)
+The running estimate prices what is left at the rate of the recent work: wall seconds per modelled second,
+averaged over the work done with the newest weighing most (an exponentially weighted rate, as tqdm and rich smooth
+theirs). Each stretch of work between two reports adds its modelled seconds m and its wall seconds w to two sums W
+and M that first decay by exp(-m / window), the window being WINDOW of the modelled total (or WINDOW_UNITS mean
+units, where the units are few):
 
-So a first unit that costs 50× its model (a first call's set-up) moves the ratio by little, and after the first
-tenth of the work no single unit can move it far: the estimate drifts to the observed rate instead of jumping.
-The prior's weight falls as the work is done and is gone at PRIOR_UNTIL of it: from then on the ratio is the
-run's own (wall over modelled seconds of the work done), so a model 3× off is not still pulling the time left
-toward itself at a quarter of the run. The prior counts at `prior_ratio` (what this machine's earlier runs of the
-kind say the model comes to: lnbench.run.upfront), not at 1.
+    rate = (W + prior × prior_ratio) / (M + prior),   prior = PRIOR_SHARE × modelled total × exp(-done / window)
+    left = rate × (modelled total − modelled done)
+
+So each remaining unit is priced at its modelled cost times the speed of about the last tenth of the work: a load
+that arrives or leaves mid-run is followed within about two windows of work (tests/test_eta.py replays one). A
+report's w counts at most CLIP times what the rate put it at (and at least 1/CLIP): one unit far over its model
+(a first call's set-up, a cold compile) moves the rate by that much at most, while a load that stays moves it on
+with each report. The model (at `prior_ratio`: what this machine's earlier runs of the kind say its seconds come
+to, lnbench.run.upfront) is the prior: it counts as PRIOR_SHARE of the run done as modelled and fades with the
+work done, to under a tenth of the rate's weight at a quarter of the run (0.8% of the run against about 9%).
 
 Between two reports the time left counts down: the work in flight (`in_flight_s`, the modelled seconds of what
-the workers are running) is credited as done at the last report's rate, up to its modelled size; past that, a
-case taking longer than its share makes the time left grow again.
+the workers are running) is credited as done at the current rate, up to its modelled size; past that, a case
+taking longer than its share makes the rate, and the time left, grow again, and its credit falls to the share of it
+the time expected is of the time taken (a last case overdue showed `~1 s left` for 6 s while all of it was credited).
 """
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import time
 from typing import Callable, Iterable
 
-#: the model counts as this share of the modelled run having gone as modelled (the running ratio's prior)
+#: the model counts as this share of the modelled run having gone as modelled (the running rate's prior)
 PRIOR_SHARE = 0.1
-#: the prior's weight falls linearly to nothing as this share of the modelled work is done
-PRIOR_UNTIL = 0.4
+#: a report's wall seconds count at most this many times (at least 1/this) what the rate so far puts them at: one
+#: unit far over its model (a first call, a cold compile) moves the rate by that much at most
+CLIP = 3.0
+#: the running rate's memory: work this share of the modelled total back weighs 1/e of the newest
+WINDOW = 0.1
+#: ... or, where the units are few, the mean unit this many times over (a rate of fewer is one unit's noise)
+WINDOW_UNITS = 4
+#: the most the load counted at the start may multiply a run's modelled time by (beyond its own threads per core):
+#: a load that stays is learnt by this machine's history of the kind (lnbench.run.upfront) and the running rate
+LOAD_CAP = 2.0
 
 
 def cores() -> int:
@@ -54,11 +72,12 @@ def _running(pid: int) -> bool:
 
 
 def busy_threads(own: Iterable[int] = (), samples: int = 10, interval_s: float = 0.005) -> float:
-    """Runnable threads of other work on this machine now: the kernel's count of running tasks (procs_running in
-    /proc/stat), averaged over a few samples, less this process and those of `own` (pids: workers already
-    started) that are running; the 1-minute load average where there is no /proc. The load average lags a
-    minute: after a busy spell it still counts threads that have finished (a previous run's workers), and an
-    estimate made from it came out 2.5× long when the load fell from 12 to 8."""
+    """Runnable threads of other work on this machine: the kernel's count of running tasks now (procs_running in
+    /proc/stat, averaged over a few samples, less this process and those of `own`, pids of workers already
+    started, that are running), averaged with the 1-minute load average. Either alone misled: the
+    count now caught 8 threads of a test suite that were gone a second later (an estimate 1.93× long); the load
+    average lags a minute and still counts a previous run's finished workers (2.5× long as it fell from 12 to 8).
+    The load average alone where there is no /proc."""
     own = list(own)
     counts = []
     for i in range(samples):
@@ -70,20 +89,23 @@ def busy_threads(own: Iterable[int] = (), samples: int = 10, interval_s: float =
         counts += [n - 1 - sum(map(_running, own)) for n in running]
         if i + 1 < samples:
             time.sleep(interval_s)
-    if counts:
-        return max(0.0, sum(counts) / len(counts))
     try:
-        return max(0.0, os.getloadavg()[0])
+        lagging: float | None = max(0.0, os.getloadavg()[0])        # this run's own start has hardly counted yet
     except (AttributeError, OSError):
-        return 0.0
+        lagging = None
+    readings = ([max(0.0, sum(counts) / len(counts))] if counts else []) + ([lagging] if lagging is not None else [])
+    return sum(readings) / len(readings) if readings else 0.0
 
 
 def slowdown(threads: int, others: float | None = None, cpus: int | None = None) -> float:
     """How many times slower than on an idle machine a run of `threads` busy threads goes next to `others`
-    runnable threads of other work (busy_threads when None): the runnable threads per core, at least 1."""
+    runnable threads of other work (busy_threads when None): the runnable threads per core, at least 1, and at
+    most LOAD_CAP × what its own threads alone come to (the load counted at the start may leave)."""
     if others is None:
         others = busy_threads()
-    return max(1.0, (max(0.0, others) + max(1, threads)) / max(1, cpus or cores()))
+    cpus = max(1, cpus or cores())
+    own = max(1.0, max(1, threads) / cpus)
+    return min(LOAD_CAP * own, max(1.0, (max(0.0, others) + max(1, threads)) / cpus))
 
 
 def makespan(costs: Iterable[float], jobs: int) -> float:
@@ -104,7 +126,7 @@ def finish_times(costs: Iterable[float], jobs: int) -> list[float]:
 
 class RunningEstimate:
     """Seconds left of a run whose whole is modelled as `total_s` wall seconds; `done(s)` reports the modelled
-    wall seconds of the work finished so far (and of the work in flight)."""
+    wall seconds of the work finished so far (and of the work in flight). The rate is the module docstring's."""
 
     def __init__(self, total_s: float, clock: Callable[[], float] | None = None, prior_ratio: float = 1.0,
                  in_flight_s: float = 0.0) -> None:
@@ -113,44 +135,66 @@ class RunningEstimate:
         self.prior_ratio = prior_ratio if prior_ratio > 0 else 1.0
         self.clock = clock or time.monotonic
         self.start = self.clock()
-        self.in_flight_s, self._reported, self._rate = max(0.0, in_flight_s), self.start, self.prior_ratio
+        self.wall_sum = self.model_sum = 0.0          # the decayed sums of the work reported: wall, modelled seconds
+        self.steps = 0                                # the reports of new work
+        self.in_flight_s, self._reported = max(0.0, in_flight_s), self.start
 
     def set_prior(self, ratio: float) -> None:
         """What the model's seconds come to on this machine (lnbench.run.upfront: its earlier runs of the kind)."""
         if ratio > 0:
             self.prior_ratio = ratio
-            self._rate = self._ratio_at(self._reported, 0.0)
+
+    def _decay(self, modelled_s: float) -> float:
+        """The weight left to what was done `modelled_s` modelled seconds ago."""
+        window = max(WINDOW * self.total_s, WINDOW_UNITS * self.done_s / max(1, self.steps))
+        return math.exp(-modelled_s / window) if window > 0 else 0.0
+
+    def _prior(self, done_s: float) -> float:
+        """The modelled seconds the prior counts as with `done_s` done: PRIOR_SHARE of the total, fading."""
+        fade = WINDOW * self.total_s
+        return PRIOR_SHARE * self.total_s * math.exp(-done_s / fade) if fade > 0 else 0.0
 
     def done(self, modelled_s: float, in_flight_s: float = 0.0) -> None:
         """The modelled wall seconds of all the work finished so far (not an increment), and of the work that is
-        running now (credited between reports)."""
-        self.done_s = min(self.total_s, max(0.0, modelled_s))
-        self.in_flight_s, self._reported = max(0.0, in_flight_s), self.clock()
-        self._rate = self._ratio_at(self._reported, 0.0)
+        running now (credited between reports). A report of no new work keeps the time since the last one open."""
+        now, modelled_s = self.clock(), min(self.total_s, max(0.0, modelled_s))
+        step = modelled_s - self.done_s
+        if step > 0:
+            decay, expected = self._decay(step), self._rate() * step
+            took = min(CLIP * expected, max(expected / CLIP, now - self._reported))
+            self.wall_sum = self.wall_sum * decay + took
+            self.model_sum = self.model_sum * decay + step
+            self.done_s, self._reported, self.steps = modelled_s, now, self.steps + 1
+        self.in_flight_s = max(0.0, in_flight_s)
 
-    def _credit(self, now: float) -> float:
-        """Modelled seconds of the work in flight counted as done: the time since the last report at its rate."""
-        return min(self.in_flight_s, max(0.0, now - self._reported) / self._rate, self.total_s - self.done_s)
-
-    def _ratio_at(self, now: float, credit: float) -> float:
-        done = self.done_s + credit
-        weight = max(0.0, 1.0 - done / (PRIOR_UNTIL * self.total_s)) if self.total_s > 0 else 0.0
-        prior = PRIOR_SHARE * self.total_s * weight
-        if prior + done <= 0:
+    def _rate(self, wall: float = 0.0, model: float = 0.0) -> float:
+        """Wall over modelled seconds: the decayed sums with `model` seconds done in `wall` more, and the prior."""
+        decay = self._decay(model)
+        prior = self._prior(self.done_s + model)
+        weight = self.model_sum * decay + model + prior
+        if weight <= 0:
             return self.prior_ratio
-        return (prior * self.prior_ratio + max(0.0, now - self.start)) / (prior + done)
+        return (self.wall_sum * decay + wall + prior * self.prior_ratio) / weight
+
+    def _now(self) -> tuple[float, float]:
+        """(rate, credit) now: the work in flight credited as done for the time since the last report at the
+        reported rate, up to its modelled size; once it has run longer than that (`expected`), only the share
+        expected / gap of it (it is going that much slower), so the time left of a last unit overdue grows."""
+        gap = max(0.0, self.clock() - self._reported)
+        expected = self.in_flight_s * self._rate()
+        credit = min(self.in_flight_s * expected / gap if gap > expected else gap / self._rate(),
+                     self.total_s - self.done_s)
+        return self._rate(gap, credit), credit
 
     @property
     def ratio(self) -> float:
-        """Observed over modelled seconds so far, the model weighing PRIOR_SHARE of the run until PRIOR_UNTIL."""
-        now = self.clock()
-        return self._ratio_at(now, self._credit(now))
+        """The wall seconds a modelled second takes now (the module docstring's rate)."""
+        return self._now()[0]
 
     def remaining_s(self) -> float:
-        """Wall seconds left: the modelled seconds left (less the work in flight's credit), scaled by `ratio`."""
-        now = self.clock()
-        credit = self._credit(now)
-        return self._ratio_at(now, credit) * max(0.0, self.total_s - self.done_s - credit)
+        """Wall seconds left: the modelled seconds left (less the work in flight's credit) at the current rate."""
+        rate, credit = self._now()
+        return rate * max(0.0, self.total_s - self.done_s - credit)
 
 
 def announce(wall_s: float, what: str, others: float) -> str:
