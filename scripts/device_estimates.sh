@@ -12,47 +12,15 @@ export HOME="$(mktemp -d)" LNBENCH_RESULTS_DIR="$OUT_DIR/results" COLUMNS=200 PY
 unset TRITON_CACHE_DIR FLYDSL_RUNTIME_CACHE_DIR XDG_CACHE_HOME
 PY="${PYTHON:-python3}"
 TABLE="$OUT_DIR/estimates.txt"
+HERE="$(cd "$(dirname "$0")" && pwd)"
 { echo "# $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)," \
        "$(nproc) cores, HOME=$HOME (fresh), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "| run | command | printed | actual (from the line) | wall | estimate vs actual | live at >=25% |"
-  echo "|---|---|---|---|---|---|---|"; } > "$TABLE"
-timed() {  # timed NAME ARGS... : one lnbench command, its line of the table
+  echo "| run | load (1 min) start / end | printed | actual (wall) | estimate vs actual | live at 25% of the time" \
+       "| live from 25% of the work: within 1.25x | worst |"
+  echo "|---|---|---|---|---|---|---|---|"; } > "$TABLE"
+timed() {  # timed NAME ARGS... : one lnbench command, its row of the table (scripts/estimate_table.py)
   local name="$1"; shift
-  "$PY" - "$OUT_DIR/$name.log" "$name" "$PY" -m lnbench.cli "$@" --no-csv >> "$TABLE" <<'PYEOF'
-import re, subprocess, sys, time
-log, name, *cmd = sys.argv[1:]
-t0 = time.monotonic()
-proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-lines = [(time.monotonic() - t0, line.rstrip()) for line in proc.stdout]
-proc.wait()
-end = time.monotonic() - t0
-with open(log, "w") as out:
-    out.writelines(f"{t:8.2f} {line}\n" for t, line in lines)
-at, text = next(((t, l) for t, l in lines if "estimated time" in l or "estimated to take" in l), (None, ""))
-def seconds(value, unit):
-    return float(value) * (60 if unit == "min" else 1)
-actual = end - at if at is not None else float("nan")
-shown = text.split("(")[0]
-span = re.search(r"(\d+) (s|min) – (\d+) (s|min)", shown)
-point = re.search(r"~(\d+) (s|min)", shown)
-if span:
-    low, high = seconds(*span.groups()[:2]), seconds(*span.groups()[2:])
-    verdict = f"range {low:.0f}-{high:.0f} s: {'inside' if low <= actual <= high else 'OUTSIDE'}"
-elif point:
-    verdict = f"{seconds(*point.groups()) / actual:.2f}x"
-else:
-    verdict = "no estimate line"
-live = ""
-for t, line in lines:
-    left = re.search(r"~(\d+) (s|min) left", line)
-    if at is not None and t - at >= 0.25 * actual and left:
-        truth = max(end - t, 0.5)
-        live = f"{100 * (t - at) / actual:.0f}%: ~{seconds(*left.groups()):.0f} s for {truth:.1f} s ({seconds(*left.groups()) / truth:.2f}x)"
-        break
-printed = text.split(": ", 1)[1] if ": " in text else text
-print(f"| {name} | `lnbench {' '.join(cmd[3:-1])}` | {printed} | {actual:.1f} s | {end:.1f} s (exit {proc.returncode}) "
-      f"| {verdict} | {live} |", flush=True)
-PYEOF
+  OUT="$OUT_DIR" "$PY" "$HERE/estimate_table.py" "$name" -- "$PY" -m lnbench.cli "$@" --no-csv >> "$TABLE"
   tail -1 "$TABLE"
 }
 timed verify-1 verify --dtype bf16
