@@ -17,7 +17,7 @@ from lnbench.results import load_result  # noqa: E402
 from cli_helpers import invoke
 
 SOURCES = Path(__file__).parent / "kernel_sources"
-IDENTITY = {"timestamp", "command_line", "wall_s", "git_commit"}
+IDENTITY = {"timestamp", "command_line", "wall_s", "git_commit", "estimate_s", "estimate_range", "actual_s"}  # per run
 
 
 @pytest.fixture(autouse=True)

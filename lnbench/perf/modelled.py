@@ -236,7 +236,6 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
 
     from lnbench.cli_common import EXIT_FAILED, EXIT_OK, err_console
     from lnbench.run.eta import cores
-    from lnbench.run.upfront import keep
     from lnbench.perf.calibrate import modelled_estimate
     from lnbench.perf.modelled_tables import print_profile
     from lnbench.run.progress import CommandProgress
@@ -250,7 +249,7 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
         err_console.print(escape(ahead.line(f"{len(plan.cases)} cases, {plan.jobs} job{'s' if plan.jobs > 1 else ''}",
                                             estimate.others, cores())), soft_wrap=True, highlight=False)
     if ahead is not None:
-        keep(plan.run, ahead.fields())
+        ahead.keep(plan.run)
     with ResultSink(csv_path, json_path, plan.run, len(plan.cases), "cases") as sink:
         with CommandProgress(err_console, "profiling", len(plan.cases), quiet, estimate.remaining_s) as progress:
             def on_case(index: int, case: ModelCase, rows: list[ProfileRow], measured: Any) -> None:
@@ -261,7 +260,7 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
             rows = run_cases(plan, on_case)
         finish(plan, started)
         if ahead is not None:
-            keep(plan.run, ahead.fields(estimate.running.clock() - estimate.running.start))
+            ahead.keep(plan.run, estimate.running.clock() - estimate.running.start)
         print_profile(rows, plan.dev.arch, quiet)
         sink.finish(rows, plan.run, md_path=md_path,
                     summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")

@@ -16,7 +16,7 @@ from lnbench.perf.plan import PerfPlan
 from lnbench.perf.spread import Group, group_spec, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.run.eta import busy_threads, cores
-from lnbench.run.upfront import keep, record_run
+from lnbench.run.upfront import record_run
 from lnbench.run.progress import CommandProgress
 
 WORKER_MODULE = "lnbench.perf.worker_main"
@@ -45,7 +45,7 @@ def time_groups(plan: PerfPlan, peak_gbps: float | None, quiet: bool,
                             costs=costs_here(plan.dev, others, bandwidth))
     ahead = perf_upfront([c for g in groups for c in g.cases], plan.dev, estimate.wall_s)
     estimate.running.set_prior(ahead.ratio)
-    keep(plan.run, ahead.fields())
+    ahead.keep(plan.run)
     if not quiet:
         workers = sum(len(g.orders) for g in groups)
         err_console.print(escape(ahead.line(f"{workers} worker{'s' if workers > 1 else ''}, "
@@ -79,7 +79,7 @@ def time_groups(plan: PerfPlan, peak_gbps: float | None, quiet: bool,
 
         run_groups(groups, run_group)
     actual = estimate.running.clock() - estimate.running.start
-    keep(plan.run, ahead.fields(actual))                  # the rest (aggregate, files) takes a moment more
+    ahead.keep(plan.run, actual)                  # the rest (aggregate, files) takes a moment more
     if all(r.ok for g in groups for r in g.results) and not any(g.error for g in groups):
         record_run(ahead, actual)
     return estimate

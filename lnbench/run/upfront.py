@@ -151,17 +151,12 @@ class Upfront:
         pending = f"compiles pending: {', '.join(self.pending)}; " if self.pending else ""
         return f"estimated time: {first}: {self.range_text} ({pending}{what}; {load})"
 
-    def fields(self, actual_s: float | None = None) -> dict[str, Any]:
-        """What the run record keeps: estimate_s, estimate_range and, at the end, actual_s."""
-        out: dict[str, Any] = {"estimate_s": round(self.seconds, 2), "estimate_range": self.range_text}
+    def keep(self, run: Any, actual_s: float | None = None) -> None:
+        """Set what the run record (verify, perf, perf --device emu) keeps: estimate_s, estimate_range and, at the
+        end, actual_s."""
+        run.update(estimate_s=round(self.seconds, 2), estimate_range=self.range_text)
         if actual_s is not None:
-            out["actual_s"] = round(actual_s, 2)
-        return out
-
-
-def keep(run: Any, cells: dict[str, Any]) -> None:
-    """Set `cells` (Upfront.fields) on a run record, those it declares (a record of another kind has none)."""
-    run.update({name: value for name, value in cells.items() if run.declares(name)})
+            run.update(actual_s=round(actual_s, 2))
 
 
 def history(recorded: calibration.Calibration, key: str, cold: bool) -> list[float]:

@@ -15,7 +15,7 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, de
 from lnbench.run.device import Device
 from lnbench.emu.ledger import rows_summary
 from lnbench.run.eta import cores
-from lnbench.run.upfront import fmt_seconds, keep
+from lnbench.run.upfront import fmt_seconds
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.progress import CommandProgress
 from lnbench.output.tables import render_table, silent_console
@@ -119,7 +119,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
                                                      f"{'s' if estimate.jobs > 1 else ''}", estimate.others, cores())),
                           soft_wrap=True, highlight=False)
     metadata.jobs = len(slots) if slots else job_count if parallel else 1
-    keep(metadata, record.upfront.fields())
+    record.upfront.keep(metadata)
     with ResultSink(csv_final, json_final, metadata, len(units)) as sink:
         with CommandProgress(err_console, "verifying", len(units), quiet, estimate.remaining_s) as progress:
 
@@ -151,7 +151,7 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
             metadata.emu_fidelity = fidelity       # the sink's run record too (the same record)
             console.print(fidelity)
         name_rows(rows, metadata.kernel_sources)    # a kernel source's rows name it (module, file, commit)
-        keep(metadata, record.upfront.fields(record.elapsed_s()))
+        record.upfront.keep(metadata, record.elapsed_s())
         sink.finish(rows, md_path=md_final, summary=summary_line(rows))
     console.print(summary_line(rows))
     record.finish(record.elapsed_s())              # what its units, compiles and start took, for the next estimate
