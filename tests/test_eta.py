@@ -612,17 +612,24 @@ def test_the_history_s_ratio_is_the_prior_before_anything_is_done():
     assert running.remaining_s() == pytest.approx(200.0)
 
 
+def _left_after(done_s: float, times: tuple[float, ...]) -> list[float]:
+    """A run of 100 modelled seconds at a rate of 1, `done_s` of it done at `done_s` with a 10 s unit in flight:
+    the time left read at each of `times`."""
+    clock = [0.0]
+    running = eta.RunningEstimate(100.0, clock=lambda: clock[0])
+    clock[0] = done_s
+    running.done(done_s, in_flight_s=10.0)
+    shown = []
+    for t in times:
+        clock[0] = t
+        shown.append(running.remaining_s())
+    return shown
+
+
 def test_between_reports_the_time_left_counts_down_then_grows_past_the_work_in_flight():
     """A unit of 10 modelled seconds in flight, at a rate of 1: each second without a report takes a second off
     the time left, until the unit's 10 s are used; past that the time left grows (the unit is taking longer)."""
-    clock = [0.0]
-    running = eta.RunningEstimate(100.0, clock=lambda: clock[0])
-    clock[0] = 50.0
-    running.done(50.0, in_flight_s=10.0)
-    shown = []
-    for t in (50.0, 52.0, 55.0, 60.0, 65.0, 70.0):
-        clock[0] = t
-        shown.append(running.remaining_s())
+    shown = _left_after(50.0, (50.0, 52.0, 55.0, 60.0, 65.0, 70.0))
     assert shown[:4] == pytest.approx([50.0, 48.0, 45.0, 40.0])
     assert shown[3] < shown[4] < shown[5]
 
@@ -766,13 +773,6 @@ def test_the_time_left_of_a_last_unit_running_over_its_model_grows():
     """The last unit in flight (all that is left), 10 modelled seconds at a rate of 1: the time left counts down to
     nothing by its 10 s, and once it runs longer it grows again with the time it is overdue (with all of it credited
     as done, a perf run's last case showed `~1 s left` for the 6 s it took)."""
-    clock = [0.0]
-    running = eta.RunningEstimate(100.0, clock=lambda: clock[0])
-    clock[0] = 90.0
-    running.done(90.0, in_flight_s=10.0)
-    shown = []
-    for t in (90.0, 95.0, 100.0, 105.0, 110.0, 120.0):
-        clock[0] = t
-        shown.append(running.remaining_s())
+    shown = _left_after(90.0, (90.0, 95.0, 100.0, 105.0, 110.0, 120.0))
     assert shown[:3] == pytest.approx([10.0, 5.0, 0.0])
     assert shown[2] < shown[3] < shown[4] < shown[5]

@@ -183,15 +183,23 @@ def test_recording_a_run_is_a_few_statements_however_many_rows(store_url: str) -
     assert counts[0] == counts[1] and counts[0] <= 8, (counts, statements)
 
 
-def test_a_store_of_the_first_schema_is_migrated_forward_with_its_runs(store_url: str) -> None:
-    old = open_store(store_url, migrate_to="0001")
+def _old_store_with_a_run(store_url: str, revision: str, lacks: str) -> None:
+    """A store migrated only to `revision` (without the column `lacks`) holding one perf run, closed."""
+    old = open_store(store_url, migrate_to=revision)
     with old.engine.begin() as conn:
-        assert "load_flag" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("runs")}
+        assert lacks not in columns
+        extra = ", load_flag" if "load_flag" in columns else ""
         conn.exec_driver_sql(
             "INSERT INTO runs (run_key, kind, schema_version, \"commit\", dirty, branch, timestamp, machine, device, "
-            "protocol, protocol_hash, lnbench_version, command_line, complete, parts) VALUES ('k', 'perf', '1.0', "
-            "'abc', false, 'main', '2025-01-01', 'm', 'cpu', '{}', 'p', '0.1.0', 'lnbench perf', true, '[]')")
+            f"protocol, protocol_hash, lnbench_version, command_line, complete, parts{extra}) VALUES ('k', 'perf', "
+            "'1.0', 'abc', false, 'main', '2025-01-01', 'm', 'cpu', '{}', 'p', '0.1.0', 'lnbench perf', true, '[]'"
+            + (", ''" if extra else "") + ")")
     old.close()
+
+
+def test_a_store_of_the_first_schema_is_migrated_forward_with_its_runs(store_url: str) -> None:
+    _old_store_with_a_run(store_url, "0001", "load_flag")
     store = open_store(store_url)
     with store.engine.connect() as conn:
         assert conn.execute(sa.select(S.runs.c.commit, S.runs.c.load_flag)).one() == ("abc", "")
@@ -287,15 +295,7 @@ def test_a_store_that_fails_while_recording_keeps_the_files_and_records_nothing(
 def test_a_store_at_0003_gains_the_estimate_columns_and_a_run_keeps_its_estimate(store_url: str) -> None:
     """Issue 57: migration 0004 adds estimate_s, estimate_range and actual_s to runs (a run recorded before has
     none); a result whose run record carries them is recorded with them, one without them with NULLs."""
-    old = open_store(store_url, migrate_to="0003")
-    with old.engine.begin() as conn:
-        assert "estimate_s" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}
-        conn.exec_driver_sql(
-            "INSERT INTO runs (run_key, kind, schema_version, \"commit\", dirty, branch, timestamp, machine, device, "
-            "protocol, protocol_hash, lnbench_version, command_line, complete, parts, load_flag) VALUES ('k', "
-            "'perf', '1.0', 'abc', false, 'main', '2025-01-01', 'm', 'cpu', '{}', 'p', '0.1.0', 'lnbench perf', "
-            "true, '[]', '')")
-    old.close()
+    _old_store_with_a_run(store_url, "0003", "estimate_s")
     store = open_store(store_url)
     result = load_result(DATA / "verify.json")
     record(store, result.kind, result.version, result.run.with_(estimate_s=12.5, estimate_range="",
