@@ -278,10 +278,27 @@ def test_a_step_and_its_detectable_size_follow_the_noise() -> None:
     assert detectable_pct(quiet, 30, 0, 0.05) == math.inf
 
 
-def test_benjamini_hochberg_adjusts_in_order_and_never_lowers_a_p() -> None:
+def test_benjamini_hochberg_adjusts_in_order_never_lowers_a_p_and_is_scipys() -> None:
+    from scipy import stats
+
     ps = [0.001, 0.04, 0.03, 1.0]
     q = adjusted(ps)
     assert q == pytest.approx([0.004, 0.16 / 3, 0.16 / 3, 1.0]) and all(a >= p for a, p in zip(q, ps))
+    rng = np.random.default_rng(9)
+    for size in (1, 2, 7, 400):
+        ps = (rng.uniform(0, 1, size) ** 3).tolist()
+        assert adjusted(ps) == pytest.approx(stats.false_discovery_control(ps, method="bh").tolist(), rel=1e-12)
+    assert adjusted([]) == []
+
+
+def test_the_t_distribution_is_scipys() -> None:
+    from scipy import stats
+
+    from lnbench.history.significance import _t_ppf, _t_sf
+
+    for df in (1, 5, 28, 200):
+        assert _t_sf(2.5, df) == pytest.approx(stats.t.sf(2.5, df), rel=1e-10)
+        assert _t_ppf(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-10)
 
 
 def test_400_synthetic_aa_series_raise_no_alarm_and_device_bound_steps_are_found_at_their_commit() -> None:
