@@ -261,10 +261,17 @@ def test_a_kind_never_run_here_gets_a_range_that_widens_with_the_compiles_pendin
     assert cold.high_s == pytest.approx(fresh.high_s + upfront.PENDING_S["Triton (Liger)"])
     line = cold.line("3 workers, 16 cases", 1.0, 16)                   # 6 s – 155 s
     assert line.startswith("estimated time: first run here: 6 s – 3 min (compiles pending: Triton (Liger); ")
-    assert cold.fields() == {"estimate_s": pytest.approx((6.0 * cold.high_s) ** 0.5, abs=0.01),
+    assert _kept(cold) == {"estimate_s": pytest.approx((6.0 * cold.high_s) ** 0.5, abs=0.01),
                              "estimate_range": "6 s – 3 min"}
     known = Calibration({"perf.call@NVIDIA H100": [{"s": 1e-5}]})       # perf has run on this device: not fresh
     assert upfront.estimate(key, 30.0, (), known).high_s == pytest.approx(30.0 * upfront.RANGE_HIGH)
+
+
+def _kept(ahead, actual_s=None) -> dict:
+    """What Upfront.keep sets on a run record (a dict here: keep calls its update)."""
+    kept: dict = {}
+    ahead.keep(kept, actual_s)
+    return kept
 
 
 def test_earlier_runs_of_the_kind_in_the_same_cache_state_make_a_point(tmp_path, monkeypatch):
@@ -283,8 +290,8 @@ def test_earlier_runs_of_the_kind_in_the_same_cache_state_make_a_point(tmp_path,
     ratios = sorted(a / m for m, a in ((32.0, 42.0), (38.0, 54.0), (35.0, 47.0)))
     assert warm.point_s == pytest.approx(36.0 * ratios[1]) and warm.runs == 3 and warm.ratio == pytest.approx(ratios[1])
     assert warm.line("3 workers, 16 cases", 0.0, 16).startswith("estimated time: ~48 s (from 3 earlier runs here; ")
-    assert warm.fields(47.26) == {"estimate_s": pytest.approx(warm.point_s, abs=0.01), "estimate_range": "",
-                                  "actual_s": 47.26}
+    assert _kept(warm, 47.26) == {"estimate_s": pytest.approx(warm.point_s, abs=0.01), "estimate_range": "",
+                                 "actual_s": 47.26}
     cold = upfront.estimate(key, 24.0, ("Triton (Liger)",))
     assert cold.point_s == pytest.approx(48.5) and cold.runs == 1
     other_size = upfront.estimate(upfront.run_key("perf", ["torch", "liger"], "NVIDIA H100", "small"), 10.0, ())
@@ -314,3 +321,26 @@ def test_size_classes_and_the_compile_caches_looked_at(tmp_path, monkeypatch):
     (tmp_path / "xdg" / "lnbench" / "emu" / "0123").mkdir(parents=True)
     (tmp_path / "xdg" / "lnbench" / "emu" / "0123" / "libamdhip64.so.7").write_bytes(b"")
     assert upfront.pending_compiles(everything, True, True, False) == ()
+
+
+def test_the_shape_fit_follows_units_that_grow_more_slowly_than_their_elements():
+    """Emulated units of 16 elements to 1 M (issue 57's cause 1): seconds 0.08 + 4e-4·√x, ±10%, are fitted
+    within 1.25× at every size by the (1, √x, x) shape, where a fixed part and a part per element (the line of
+    before) misses some size by 1.44×; two sizes alone fit two of the columns (the subsets)."""
+    import math
+    import random
+
+    from lnbench.run.calibration import Calibration
+
+    rng = random.Random(57)
+    sizes = [16, 771, 1024, 16384, 74000, 1 << 20]
+    truth = {x: 0.08 + 4e-4 * math.sqrt(x) for x in sizes}
+    observed = [{"x": x, "s": truth[x] * rng.uniform(0.9, 1.1)} for x in sizes for _ in range(6)]
+    cal = Calibration({"verify.emulated@emu": observed})
+    fixed, root, per = cal.shape(["verify.emulated@emu"], (0.06, 0.0, 5e-7))
+    assert all(1 / 1.25 <= (fixed + root * math.sqrt(x) + per * x) / truth[x] <= 1.25 for x in sizes)
+    line_fixed, line_per = cal.linear("verify.emulated@emu", (0.06, 5e-7))
+    assert max(max(r, 1 / r) for r in ((line_fixed + line_per * x) / truth[x] for x in sizes)) > 1.4
+    two = Calibration({"s": [o for o in observed if o["x"] in (16384, 1 << 20)]})
+    fixed, root, per = two.shape(["s"], (0.06, 0.0, 5e-7))
+    assert all(1 / 1.25 <= (fixed + root * math.sqrt(x) + per * x) / truth[x] <= 1.25 for x in (16384, 1 << 20))

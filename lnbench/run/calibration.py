@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import itertools
 import json
 import math
 import os
@@ -126,6 +127,12 @@ class Calibration:
         values = [o[key] for o in self.get(name) if _number(o.get(key))]
         return float(statistics.median(values)) if values else default
 
+    def mean(self, name: str, default: float, key: str = "s") -> float:
+        """The mean of the series' `key` (its seconds), `default` when it has none: what a total of many of them
+        comes to (warm compiles took 0.001 s or 0.1-0.8 s, two groups whose median, 0.01 s, priced the total short)."""
+        values = [o[key] for o in self.get(name) if _number(o.get(key))]
+        return float(statistics.fmean(values)) if values else default
+
     def ratio(self, name: str, default: float = 1.0) -> float:
         """The median of observed over first-guess seconds ("s" / "m"): how far off the first guess is here."""
         values = [o["s"] / o["m"] for o in self.get(name) if _number(o.get("m")) and o["m"] > 0]
@@ -138,6 +145,16 @@ class Calibration:
             return prior
         fixed, per = fit([[1.0, o["x"]] for o in points], [o["s"] for o in points], prior)
         return fixed, per
+
+    def shape(self, names: Sequence[str], prior: tuple[float, float, float]) -> tuple[float, float, float]:
+        """(fixed, per √x, per x) seconds fitted to the ("x", "s") observations of the series `names` together
+        (`fit` with shape_features' columns, any of them held at 0 where that fits better), `prior` without any."""
+        points = [o for name in names for o in self.get(name) if _number(o.get("x")) and o["x"] >= 0]
+        if not points:
+            return prior
+        fixed, root, per = fit([shape_features(o["x"]) for o in points], [o["s"] for o in points], prior,
+                               subsets=True)
+        return fixed, root, per
 
     def warm(self, cache: str, files: int) -> set[str]:
         """The kernels recorded as compiled into the disk cache `cache`, while it holds at least as many files as
@@ -282,7 +299,16 @@ def _nonnegative_lstsq(a: Any, b: Any) -> Any:
     return coef
 
 
-def fit(features: Sequence[Sequence[float]], seconds: Sequence[float], prior: Sequence[float]) -> list[float]:
+def shape_features(x: float) -> list[float]:
+    """The columns of a unit's cost that grows with its size x (elements) more slowly than x: 1, √x, x. The
+    emulated device's units took 0.1-0.17 s at 16 elements, 0.24-0.29 s at 16k and 0.5-1.0 s at 1M (2-core machine,
+    load 2-5): a fixed part and a part per element priced a 128x8192 unit at 1.2 s and the 16k-74k ones at 0.14 s,
+    so a run handed out longest first went 1.4 → 0.5 → 1.3-1.8 wall per modelled second."""
+    return [1.0, math.sqrt(x), x]
+
+
+def fit(features: Sequence[Sequence[float]], seconds: Sequence[float], prior: Sequence[float],
+        subsets: bool = False) -> list[float]:
     """Coefficients c of seconds ≈ features · c, from observations, starting from the first guess `prior`.
 
     Two candidate shapes: the prior itself, and a least-squares fit of the relative error (numpy.linalg.lstsq of
@@ -292,7 +318,9 @@ def fit(features: Sequence[Sequence[float]], seconds: Sequence[float], prior: Se
     brought to the observations' level: scaled by their total over its total, leaving out those more than OUTLIER times off its median ratio (a first unit
     with a process's start-up in it), so that the seconds a run adds up come out right, not just the typical
     unit. The candidate with the smaller sum of squared relative misses wins (the prior's on a tie): one run
-    of one size only scales the prior; runs of several sizes fit the fixed part and the slope."""
+    of one size only scales the prior; runs of several sizes fit the fixed part and the slope. `subsets`: also
+    each fit of some of the columns only, the others held at 0 (two sizes fit (1, √x) or (1, x) where three
+    columns cannot be told apart)."""
     import numpy as np
 
     f = np.asarray(features, dtype=float).reshape(len(seconds), len(prior))
@@ -315,20 +343,30 @@ def fit(features: Sequence[Sequence[float]], seconds: Sequence[float], prior: Se
         near = (ratio >= typical / OUTLIER) & (ratio <= typical * OUTLIER)
         return c * float(y[near].sum() / (f[near] @ c).sum())
 
-    best = level(p)
-    spread = all(f[:, j].max() >= SPREAD * f[:, j].min() for j in range(f.shape[1]) if np.ptp(f[:, j]) > 0)
-    if len(y) > f.shape[1] and spread and np.linalg.matrix_rank(f) == f.shape[1]:
+    def candidate(columns: list[int]) -> np.ndarray | None:
+        """The least-squares fit of `columns` (the others 0), levelled; None where they cannot be fitted."""
+        g = f[:, columns]
+        spread = all(g[:, j].max() >= SPREAD * g[:, j].min() for j in range(g.shape[1]) if np.ptp(g[:, j]) > 0)
+        if not (len(y) > g.shape[1] and spread and np.linalg.matrix_rank(g) == g.shape[1]):
+            return None
         rows = np.ones(len(y), dtype=bool)
         for _ in range(2):
-            coef = _nonnegative_lstsq(f[rows] / y[rows, None], np.ones(int(rows.sum())))
-            off = np.abs(f @ coef / y - 1.0)
+            part = _nonnegative_lstsq(g[rows] / y[rows, None], np.ones(int(rows.sum())))
+            off = np.abs(g @ part / y - 1.0)
             rows = off <= max(3 * float(np.median(off)), 0.05)
-            if rows.sum() <= f.shape[1]:
+            if rows.sum() <= g.shape[1]:
                 break
-        if (coef >= 0).all() and (f @ coef > 0).all():
-            coef = level(coef)
-            if error(coef) < error(best):
-                best = coef
+        coef = np.zeros(f.shape[1])
+        coef[columns] = part
+        return level(coef) if (coef >= 0).all() and (f @ coef > 0).all() else None
+
+    best = level(p)
+    choices = ([list(c) for k in range(f.shape[1], 0, -1) for c in itertools.combinations(range(f.shape[1]), k)]
+               if subsets else [list(range(f.shape[1]))])
+    for columns in choices:
+        coef = candidate(columns)
+        if coef is not None and error(coef) < error(best):
+            best = coef
     return [float(v) for v in best]
 
 

@@ -5,20 +5,29 @@ A run records, on the device it ran on (DEVICE: `device_key`), in seconds of one
 divided by the slowdown the run was at, eta.slowdown):
 
     verify.KIND@DEVICE          each unit that ran (all its rows PASS or FAIL): its seconds less its compiles',
-                                x = the elements of its case; KIND as estimate.unit_kind
-    verify.compile@DEVICE       the compiles of a unit that FlyDSL's disk cache had, their seconds
-    verify.compile.cold@DEVICE  the same for a unit that compiled at least one kernel cold
+                                x = the elements of its case, b = its backend (emulated kinds); KIND as
+                                estimate.unit_kind
+    verify.compile@DEVICE       each compile (a backend, dtype, N and eps: estimate.compile_key) FlyDSL's disk
+                                cache had: the compile seconds of all its units together
+    verify.compile.cold@DEVICE  the same for one that compiled at least one kernel cold
     verify.startup@DEVICE       the rest of the wall time from the estimate line to the end (the start, the
                                 finish): wall − the makespan of the units' seconds − the compiles' / jobs
+    verify.startup.cold@DEVICE  the same for a run that compiled cold, its workers' first units beyond
+                                COLD_FIRST_CALL × their size's median counted as start (a fresh HOME's)
 
 and, on the emulated device, the compiles it made as compiled into FlyDSL's disk cache (compile_log). The next
-estimate fits (fixed, per element) of each kind to its units (calibration.fit: a run of one size scales the first
-guess, runs of several sizes fit both), and takes the median compile and start-up.
+estimate fits each kind to its units: (fixed, per element) on the host and GPU (calibration.fit: a run of one size
+scales the first guess, runs of several sizes fit both); on the emulated device (fixed, per √element, per element)
+with a factor per backend, and each size recorded SIZE_UNITS times or more at its own median (`_emulated`: the
+emulated units' seconds do not grow smoothly with their elements). It takes the mean compile (what a total of
+them comes to: warm ones took 0.001 s or 0.1-0.8 s, and the median priced the total short) and the median start.
 """
 from __future__ import annotations
 
+import statistics
 from typing import Any, Mapping, Sequence
 
+from lnbench.backends import runs_flydsl
 from lnbench.run import calibration, upfront
 from lnbench.run.calibration import device_key
 from lnbench.run.device import Device
@@ -37,19 +46,87 @@ def costs_here(device: Device, recorded: calibration.Calibration | None = None) 
     the fitted 2-D unit; a unit in one process: INLINE_EMULATED × the unit in workers)."""
     cal = calibration.load() if recorded is None else recorded
     at = device_key(device)
-    units = {kind: cal.linear(f"verify.{kind}@{at}", FIRST_GUESS.units[kind]) for kind in KINDS
-             if kind != "emulated-autograd"}
-    fixed, per_element = units["emulated"]
-    units["emulated-autograd"] = cal.linear(f"verify.emulated-autograd@{at}",
-                                            (fixed * EMULATED_AUTOGRAD, per_element * EMULATED_AUTOGRAD))
+    units: dict[str, tuple[float, ...]] = {kind: cal.linear(f"verify.{kind}@{at}", FIRST_GUESS.unit(kind)[:2])
+                                           for kind in KINDS if not kind.startswith("emulated")}
+    fixed, per_element = FIRST_GUESS.units["emulated"][:2]
+    sizes: dict[str, tuple[tuple[float, float], ...]] = {}
+    backends = _emulated(cal, at, units, (fixed, 0.0, per_element), "", sizes=sizes)
     for kind in KINDS:
-        if cal.get(f"verify.{kind}.inline@{at}"):
-            fixed, per_element = units[kind]
+        if cal.get(f"verify.{kind}.inline@{at}") and not kind.startswith("emulated"):
+            fixed, per_element = units[kind][:2]
             units[f"{kind}.inline"] = cal.linear(f"verify.{kind}.inline@{at}",
                                                  (fixed * INLINE_EMULATED, per_element * INLINE_EMULATED))
-    return VerifyCosts(units, compile_s=cal.median(f"verify.compile@{at}", COMPILE_S),
-                       cold_compile_s=cal.median(f"verify.compile.cold@{at}", COLD_COMPILE_S),
-                       startup_s=cal.median(f"verify.startup@{at}", GPU_STARTUP_S if device.is_gpu else STARTUP_S))
+    if cal.get(f"verify.emulated.inline@{at}") or cal.get(f"verify.emulated-autograd.inline@{at}"):
+        fixed, per_element, per_root = units["emulated"]
+        _emulated(cal, at, units, (fixed * INLINE_EMULATED, per_root * INLINE_EMULATED,
+                                   per_element * INLINE_EMULATED), ".inline", backends, sizes)
+    return VerifyCosts(units, compile_s=cal.mean(f"verify.compile@{at}", COMPILE_S),
+                       cold_compile_s=cal.mean(f"verify.compile.cold@{at}", COLD_COMPILE_S),
+                       startup_s=cal.median(f"verify.startup@{at}", GPU_STARTUP_S if device.is_gpu else STARTUP_S),
+                       cold_startup_s=cal.median(f"verify.startup.cold@{at}", -1.0),
+                       backends=backends, sizes=sizes)
+
+
+#: a backend's own factor (`VerifyCosts.backends`) is fitted from at least this many of its emulated units
+BACKEND_UNITS = 3
+#: in a run that compiled FlyDSL kernels cold (a fresh HOME: the emulator's build and trace caches empty too), a
+#: worker's first unit beyond this many times the median of its kind and size is the start's (the first units of
+#: both workers took 8.2 s, 1.7 s of it compiles, where the others of their size took 0.5-0.7 s), recorded as
+#: verify.startup.cold and priced for a run with compiles pending
+COLD_FIRST_CALL = 4.0
+#: a size's own seconds (`VerifyCosts.sizes`) are the median of at least this many units of the kind at that size
+SIZE_UNITS = 3
+
+
+def _emulated(cal: calibration.Calibration, at: str, units: dict[str, tuple[float, ...]],
+              prior: tuple[float, float, float], inline: str, backends: dict[str, float] | None = None,
+              sizes: dict[str, tuple[tuple[float, float], ...]] | None = None) -> dict[str, float]:
+    """The emulated kinds' costs (`emulated`, `emulated-autograd`, with `inline`'s suffix) fitted into `units` as
+    (fixed, per element, per √element), and each backend's factor over them (VerifyCosts.backends; `backends`
+    given: kept, not fitted). The shape (calibration.shape_features) is fitted to the units' seconds over their
+    backend's factor, the factors to the median of each backend's seconds over the shape, twice: flydsl-atomic's
+    units took 0.6× flydsl's and flydsl-tensor's about flydsl's, and a run's sizes are not spread evenly over them."""
+    kinds = (f"emulated{inline}", f"emulated-autograd{inline}")
+    observed = {kind: [o for o in cal.get(f"verify.{kind}@{at}") if calibration._number(o.get("x"))]
+                for kind in kinds}
+    fitted = dict(backends or {})
+
+    def autograd(c: tuple[float, float, float]) -> tuple[float, float, float]:
+        return c[0] * EMULATED_AUTOGRAD, c[1] * EMULATED_AUTOGRAD, c[2] * EMULATED_AUTOGRAD
+
+    priors = {kinds[0]: prior, kinds[1]: autograd(prior)}
+    shapes: dict[str, tuple[float, float, float]] = {}
+    for _ in range(2):
+        for kind in kinds:
+            scaled = calibration.Calibration({kind: [{**o, "s": o["s"] / fitted.get(str(o.get("b")), 1.0)}
+                                                     for o in observed[kind]]})
+            shapes[kind] = scaled.shape([kind], priors[kind])
+            if kind == kinds[0]:
+                priors[kinds[1]] = autograd(shapes[kind])
+        if backends is not None:
+            break
+        ratios: dict[str, list[float]] = {}
+        for kind in kinds:
+            for o in observed[kind]:
+                model = sum(c * v for c, v in zip(shapes[kind], calibration.shape_features(o["x"])))
+                if model > 0 and isinstance(o.get("b"), str):
+                    ratios.setdefault(o["b"], []).append(o["s"] / model)
+        everything = sorted(r for values in ratios.values() for r in values)
+        if everything:
+            middle = statistics.median(everything)
+            fitted = {b: statistics.median(values) / middle for b, values in ratios.items()
+                      if len(values) >= BACKEND_UNITS and middle > 0}
+    for kind in kinds:
+        fixed, per_root, per_element = shapes[kind]
+        units[kind] = (fixed, per_element, per_root) if per_root else (fixed, per_element)
+        by_size: dict[float, list[float]] = {}
+        for o in observed[kind]:
+            by_size.setdefault(float(o["x"]), []).append(o["s"] / fitted.get(str(o.get("b")), 1.0))
+        known = tuple((x, statistics.median(values)) for x, values in sorted(by_size.items())
+                      if len(values) >= SIZE_UNITS and statistics.median(values) > 0)
+        if sizes is not None and known:
+            sizes[kind] = known
+    return fitted
 
 
 def warm_compiles(device: Device, recorded: calibration.Calibration | None = None) -> set[str]:
@@ -73,18 +150,20 @@ def estimate_run(units: list[tuple[str, Case]], device: Device, jobs: int, inlin
     costs = costs_here(device, cal)
     warm = warm_compiles(device, cal)
     shares = compile_shares(units, device, costs, warm)             # each compile with the units that make it
+    cold = bool(compile_keys(units, device) - warm)
     estimate = Estimate({i: cost + shares.get(i, 0.0) for i, cost in unit_costs(units, device, inline, costs).items()},
-                        jobs, startup_s=costs.startup_s)
+                        jobs, startup_s=costs.start(cold))
     key = upfront.run_key("verify", [b for b, _ in units], device_key(device),
                           upfront.size_class(c.rows * c.n for _, c in units))
     pending = upfront.pending_compiles([b for b, _ in units], device.is_gpu, device.emulated,
-                                       bool(compile_keys(units, device) - warm))
+                                       cold)
     ahead = upfront.estimate(key, estimate.wall_s, pending, cal)
     estimate.running.set_prior(ahead.ratio)
     return estimate, VerifyRecord(estimate, units, device, inline, ahead)
 
 
-def _without_first_calls(seconds: list[float], sizes: list[tuple[str, int]]) -> list[float]:
+def _without_first_calls(seconds: list[float], sizes: list[tuple[str, int]], cap: float = calibration.OUTLIER
+                         ) -> list[float]:
     """Units' seconds with what a process's first unit carries beyond its kind (the CUDA context, torch's first
     calls: 2 s on a unit of 3 ms on the H200) left out: each unit at most calibration.OUTLIER times the median of
     the units of its kind and size (a kind and size met once keeps its seconds). What is cut counts as the run's
@@ -94,8 +173,7 @@ def _without_first_calls(seconds: list[float], sizes: list[tuple[str, int]]) -> 
     for value, size in zip(seconds, sizes):
         groups.setdefault(size, []).append(value)
     typical = {size: sorted(values)[len(values) // 2] for size, values in groups.items() if len(values) > 1}
-    return [min(value, calibration.OUTLIER * typical[size]) if size in typical else value
-            for value, size in zip(seconds, sizes)]
+    return [min(value, cap * typical[size]) if size in typical else value for value, size in zip(seconds, sizes)]
 
 
 class VerifyRecord:
@@ -123,24 +201,35 @@ class VerifyRecord:
         """Seconds since the estimate was made (its line printed)."""
         return self.estimate.running.clock() - self.estimate.running.start
 
-    def observations(self, wall_s: float) -> dict[str, list[dict[str, float]]]:
+    def observations(self, wall_s: float) -> dict[str, list[dict[str, Any]]]:
         """The series a run of `wall_s` seconds from the estimate to its end adds (module docstring)."""
         at, scale, jobs = device_key(self.device), self.estimate.scale, self.estimate.jobs
-        series: dict[str, list[dict[str, float]]] = {}
+        series: dict[str, list[dict[str, Any]]] = {}
         clean = []
         for unit, seconds in sorted(self.seconds.items()):
             compile_s = self.compiles.get(unit, (0.0, 0, 0))[0] if self.device.emulated else 0.0   # else in units
             backend, case = self.pairs[unit]
             clean.append(max(0.0, seconds - compile_s) / scale)
-            series.setdefault(f"verify.{self.kinds[unit]}@{at}", []).append({"x": case.rows * case.n, "s": clean[-1]})
-        for seconds, _, cold in self.compiles.values() if self.device.emulated else ():
+            observed: dict[str, Any] = {"x": case.rows * case.n, "s": clean[-1]}
+            if self.kinds[unit].startswith("emulated"):
+                observed["b"] = backend
+            series.setdefault(f"verify.{self.kinds[unit]}@{at}", []).append(observed)
+        keys: dict[str, tuple[float, int]] = {}            # each compile: all its units' compile seconds, any cold
+        for unit, (seconds, _, cold) in self.compiles.items() if self.device.emulated else ():
+            if unit in self.seconds and runs_flydsl(self.pairs[unit][0]):
+                key = compile_key(*self.pairs[unit], self.device)
+                total, colds = keys.get(key, (0.0, 0))
+                keys[key] = (total + seconds, colds + cold)
+        for seconds, cold in keys.values():
             series.setdefault(f"verify.compile{'.cold' if cold else ''}@{at}", []).append({"s": seconds / scale})
         if len(self.seconds) == len(self.pairs):         # every unit ran: the rest is the start and the finish
             compiles = sum(s for s, _, _ in self.compiles.values()) / scale if self.device.emulated else 0.0
             sizes = [(self.kinds[unit], self.pairs[unit][1].rows * self.pairs[unit][1].n)
                      for unit in sorted(self.seconds)]
-            rest = wall_s / scale - makespan(_without_first_calls(clean, sizes), jobs) - compiles / jobs
-            series[f"verify.startup@{at}"] = [{"s": max(0.0, rest)}]
+            cold = self.device.emulated and any(c for _, _, c in self.compiles.values())
+            capped = _without_first_calls(clean, sizes, COLD_FIRST_CALL if cold else calibration.OUTLIER)
+            rest = wall_s / scale - makespan(capped, jobs) - compiles / jobs
+            series[f"verify.startup{'.cold' if cold else ''}@{at}"] = [{"s": max(0.0, rest)}]
         return series
 
     @calibration.quietly

@@ -19,6 +19,7 @@ from those (VerifyCosts, lnbench.verify.calibrate).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 from lnbench.backends import runs_flydsl
@@ -76,7 +77,7 @@ class VerifyCosts:
     kind of unit (`unit_kind`; a KIND.inline missing here is KIND's × `inline`), a compile warm and cold, the
     start. FIRST_GUESS holds the constants above; lnbench.verify.calibrate fits them from recorded runs."""
 
-    units: dict[str, tuple[float, float]] = field(default_factory=lambda: {
+    units: dict[str, tuple[float, ...]] = field(default_factory=lambda: {
         "emulated": EMULATED_COST, "emulated-autograd": (EMULATED_COST[0] * EMULATED_AUTOGRAD,
                                                          EMULATED_COST[1] * EMULATED_AUTOGRAD),
         "host": HOST_COST, "host-shared": SHARED_HOST_COST, "gpu": GPU_COST})
@@ -84,13 +85,42 @@ class VerifyCosts:
     cold_compile_s: float = COLD_COMPILE_S
     startup_s: float = STARTUP_S
     inline: float = INLINE_EMULATED
+    #: the start of a run with FlyDSL compiles pending (its workers' first units in a fresh HOME); < 0: none
+    #: recorded, startup_s
+    cold_startup_s: float = -1.0
+    #: an emulated unit's seconds on a backend over those of the kind's fit (flydsl-atomic's took half flydsl's)
+    backends: dict[str, float] = field(default_factory=dict)
+    #: by kind, the sizes recorded often enough (elements, the median seconds of their units): a unit of such a
+    #: size costs that, any other the kind's fit (`sized`)
+    sizes: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
-    def unit(self, kind: str) -> tuple[float, float]:
-        """(fixed, per element) of a unit of `kind`."""
+    def start(self, cold: bool) -> float:
+        """The run's start: cold_startup_s where compiles are pending and one is recorded, else startup_s."""
+        return self.cold_startup_s if cold and self.cold_startup_s >= 0 else self.startup_s
+
+    def sized(self, kind: str, elements: float, fitted: float) -> float:
+        """A unit's seconds: the median of its kind's recorded units of its size (`sizes`), else `fitted` (the
+        kind's fit). The emulated units do not grow smoothly with their elements (on the 2-core machine 37x2000
+        took 0.36-0.75 s, 64x256 0.24-0.29 s, 96x384 0.27 s and 128x8192 0.5-1.0 s), and a run's sizes are mostly
+        ones it ran before; a size between two recorded ones is not on the line between them (96x384 took half
+        what the line from 64x256 to 37x2000 says), so it takes the smooth fit."""
+        known = dict(self.sizes.get(kind, ()))
+        if not known and kind.endswith(".inline"):
+            known = {x: seconds * self.inline for x, seconds in self.sizes.get(kind.removesuffix(".inline"), ())}
+        return known.get(elements, fitted) if fitted > 0 else fitted
+
+    def unit(self, kind: str) -> tuple[float, float, float]:
+        """(fixed, per element, per √element) of a unit of `kind` (a cost given as (fixed, per element) has no
+        part per √element)."""
         if kind in self.units:
-            return self.units[kind]
-        fixed, per_element = self.units[kind.removesuffix(".inline")]
-        return fixed * self.inline, per_element * self.inline
+            fixed, per_element, *root = self.units[kind]
+            return fixed, per_element, (root or [0.0])[0]
+        fixed, per_element, per_root = self.unit(kind.removesuffix(".inline"))
+        return fixed * self.inline, per_element * self.inline, per_root * self.inline
+
+    def backend(self, backend: str, kind: str) -> float:
+        """What a unit of `kind` on `backend` costs over the kind's fit (emulated units only; 1 elsewhere)."""
+        return self.backends.get(backend, 1.0) if kind.startswith("emulated") else 1.0
 
 
 FIRST_GUESS = VerifyCosts()
@@ -115,8 +145,11 @@ def unit_seconds(backend: str, case: Case, device: Device, inline: bool = False,
     """Modelled seconds of one case on one backend, on one idle core (its kernels' compile not included);
     `inline`: the run is in this process, not in workers; `set_up`: another backend has set the case up in the
     same process (a unit on the CPU is cheaper for it)."""
-    fixed, per_element = costs.unit(unit_kind(backend, case, device, inline, set_up))
-    return fixed + per_element * case.rows * case.n
+    kind = unit_kind(backend, case, device, inline, set_up)
+    fixed, per_element, per_root = costs.unit(kind)
+    elements = case.rows * case.n
+    fitted = fixed + per_element * elements + per_root * math.sqrt(elements)
+    return costs.sized(kind, elements, fitted) * costs.backend(backend, kind)
 
 
 def shared_units(units: list[tuple[str, Case]]) -> list[bool]:
