@@ -56,10 +56,11 @@ def test_series_statistics_and_the_first_guess_without_them():
 
 def test_the_observations_kept_are_the_newest(tmp_path):
     path = tmp_path / "c.json"
-    for start in range(0, 200, 10):
-        calibration.record({"s": [{"s": float(i)} for i in range(start, start + 10)]}, path=path, machine="m")
+    total = calibration.KEEP // 50 * 50 + 100                            # more than KEEP, in runs of 50
+    for start in range(0, total, 50):
+        calibration.record({"s": [{"s": float(i)} for i in range(start, start + 50)]}, path=path, machine="m")
     kept = [o["s"] for o in calibration.load(path, machine="m").get("s")]
-    assert kept == [float(i) for i in range(200 - calibration.KEEP, 200)]
+    assert kept == [float(i) for i in range(total - calibration.KEEP, total)]
 
 
 def test_each_machine_keeps_its_own(tmp_path):

@@ -45,8 +45,10 @@ from typing import Any, Callable, Iterator, Sequence
 FORMAT, VERSION = "lnbench-calibration", 1
 FILE = "calibration.json"
 ENV = "LNBENCH_CALIBRATION"
-#: observations kept per series (the newest): old ones age out as the machine or lnbench changes
-KEEP = 64
+#: observations kept per series (the newest): old ones age out as the machine or lnbench changes. (64 kept one
+#: `verify --dtype bf16` on the emulated device, 90 units in verify.emulated, only in part: its last backends'
+#: units, flydsl-tensor's gone after one more run, and the backends' factors and the sizes' medians with them)
+KEEP = 512
 #: compiled kernels remembered per disk cache
 KEEP_KEYS = 4096
 #: a column of a linear fit must vary this many times over the observations for its coefficient to be fitted
