@@ -1,4 +1,11 @@
-"""The `lnbench` command line: a thin click group; each subcommand lives in its package, `lnbench/<name>/command.py`."""
+"""The `lnbench` command line: a thin click group; each subcommand lives in its package, `lnbench/<name>/command.py`.
+
+The subcommands are loaded lazily, as click documents it ("Lazily loading subcommands": a Group whose
+`list_commands` and `get_command` import a command's module only when that command is asked for): `COMMANDS`
+names each command's module and the start of its help, so `lnbench --help` imports no command module, and `lnbench
+CMD --help` imports only CMD's. A command module's top holds its click declarations and what they need (click, rich's
+console, lnbench's light modules); torch, numpy, pandas, FlyDSL, SQLAlchemy and SciPy are imported inside the
+functions that run the command (tests/test_fast_help.py checks that no --help imports them)."""
 from __future__ import annotations
 
 import atexit
@@ -17,11 +24,8 @@ COMMAND_LINE = __name__ == "__main__" or Path(sys.argv[0]).name == "lnbench"
 if COMMAND_LINE:
     exit_quietly_on_signals()                                       # a signal during the imports below: one line
     gc.disable()     # until the command's imports are done (get_command): they make no garbage, yet their objects
-    #                  trigger full collections that walk all of them (~0.4 s of a verify's start, tests/test_cli_gc.py)
-
-from lnbench import fast_help  # noqa: E402
-
-fast_help.install()        # help or --version only: torch, pandas, numpy stay unimported (lnbench.fast_help)
+    #                  trigger full collections that walk all of them (0.4-0.75 s of the main job's parent imports,
+    #                  docs/running.md "Start-up"; tests/test_cli_gc.py)
 
 import click  # noqa: E402
 
@@ -73,8 +77,8 @@ def _fail_usage(message: str) -> None:
 
 def exit_now(code: str | int | None) -> NoReturn:
     """End the command line's process as sys.exit(code) would, without the interpreter's teardown of every module it
-    imported (torch's, FlyDSL's MLIR contexts: ~0.15 s of each run): the atexit handlers run, the output is flushed,
-    the process exits. Where another thread still runs (which the interpreter's exit would wait for), or this Python
+    imported (torch's, FlyDSL's MLIR contexts: ~0.5 s of a verify run, docs/running.md "Start-up"): the atexit
+    handlers run, the output is flushed, the process exits. Where another thread still runs (which the interpreter's exit would wait for), or this Python
     has no atexit runner to call, it is sys.exit(code)."""
     run_atexit = getattr(atexit, "_run_exitfuncs", None)
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
@@ -97,8 +101,9 @@ def exit_now(code: str | int | None) -> NoReturn:
 
 
 class OneLineUsageErrors(click.Group):
-    """click's own usage errors (a bad flag value, an unknown option) as one line and exit 2, like lnbench's:
-    `lnbench: error: Invalid value for '-P' / '--processes': 'abc' is not a valid integer. (see ...)`"""
+    """The group: subcommands loaded lazily from COMMANDS (list_commands, get_command, format_commands: the module
+    docstring), and click's own usage errors (a bad flag value, an unknown option) as one line and exit 2, like
+    lnbench's: `lnbench: error: Invalid value for '-P' / '--processes': 'abc' is not a valid integer. (see ...)`"""
 
     def main(self, *args, **kwargs):
         if not COMMAND_LINE:
@@ -144,11 +149,13 @@ class OneLineUsageErrors(click.Group):
         if name not in COMMANDS:
             return None
         module, attribute, _ = COMMANDS[name]
-        early = name == "verify" and COMMAND_LINE and ctx.resilient_parsing is False
+        argv = sys.argv[sys.argv.index(name) + 1:] if name in sys.argv else []
+        early = (name == "verify" and COMMAND_LINE and ctx.resilient_parsing is False
+                 and not set(argv) & set(ctx.help_option_names))     # its --help: no workers, no torch
         if early:
             from lnbench.verify import prestart
 
-            prestart.prestart(sys.argv[sys.argv.index("verify") + 1:] if "verify" in sys.argv else [])
+            prestart.prestart(argv)
         command = getattr(importlib.import_module(module), attribute)
         if early:
             from lnbench.verify.parallel import worker_main

@@ -1,4 +1,9 @@
-"""Pieces every subcommand shares: error handling, output options, writing results."""
+"""Pieces every subcommand shares: error handling, output options, writing results.
+
+The option declarations here are imported by every command module, also for its `--help`: what they need is
+imported at the top (click, rich's console, lnbench's light leaf modules); what writing results needs (the result
+model's pandas frames and numpy, the Markdown and file writers) is imported inside the functions that use it
+(tests/test_fast_help.py checks that a --help imports no torch, pandas or numpy)."""
 from __future__ import annotations
 
 import functools
@@ -6,24 +11,21 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from lnbench import settings as cfg
-from lnbench import fast_help, validate
-from lnbench.output import markdown
-from lnbench.output import fallback as output_fallback
+from lnbench import validate
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
 from lnbench.machine.install import missing_module_hint
 from lnbench.run.processes import Terminated, terminate_on_signals
-from lnbench.output.files import (ResultsNotWritten, Writer, atomic_write_all, check_writable, csv_writer,
-                             default_output_path, release_outputs, result_json_writer)
-from lnbench.output.tables import SHOWN
-from lnbench.results import kind_of_metadata
 from lnbench.store import hook as store_hook
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.output.files import Writer
 
 
 def console_width() -> int | None:
@@ -90,8 +92,9 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
     """
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        if fast_help.active():      # help's stand-ins for torch & co, but a command runs: again, for real
-            fast_help.rerun_for_real()
+        from lnbench.output.files import release_outputs
+        from lnbench.output.tables import SHOWN
+
         _tolerant_streams()
         SHOWN.clear()               # this command's tables (its Markdown summary), none of an earlier one's
         try:
@@ -217,12 +220,21 @@ def config_input(config_path: Path | None) -> dict[str, Path | None]:
     return {"--config" if config_path else "LNBENCH_CONFIG": cfg.config_file(config_path)}
 
 
+def check_writable(path: Path) -> Path:
+    """lnbench.output.files.check_writable, imported when a command reserves its outputs (not for its --help)."""
+    from lnbench.output import files
+
+    return files.check_writable(path)
+
+
 def reserve_outputs(command: str, outputs: Mapping[str, Path | None], inputs: Inputs | None = None) -> dict[str, Path]:
     """Make a command's output files ready before any work runs, in the order given (report.check_writable:
     an unwritable path, `-`, two options naming one file, or a file the command reads (`inputs`) is a usage
     error). `outputs` maps an option (`--csv`, `--json`, `--md`, ...) to its path or None; the CSV is always
     written, by default to results/<command>-<timestamp>.csv. Returns where each given result goes (a
     symlink's target)."""
+    from lnbench.output.files import default_output_path
+
     validate.distinct_outputs(outputs, inputs)
     if no_csv_requested():
         if outputs.get("--csv"):
@@ -256,6 +268,11 @@ def emit_outputs(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any],
     lines (output_fallback.keep_rows): ResultsNotWritten names where. A final write (`announce`) also appends the
     Markdown to $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else
     the tables the command showed (report.SHOWN) and `summary`."""
+    from lnbench.output import fallback as output_fallback, markdown
+    from lnbench.output.files import ResultsNotWritten, atomic_write_all, csv_writer, result_json_writer
+    from lnbench.output.tables import SHOWN
+    from lnbench.results import kind_of_metadata
+
     kind = kind_of_metadata(metadata)
     step_summary = step_summary and announce and markdown.step_summary_path() is not None
     try:
@@ -326,6 +343,8 @@ def emit_flydsl_text(text: str, path: Path | None) -> None:
     """FlyDSL's table (or compare block) on stdout, the log FlyDSL's CI parses, and in `path` too when given."""
     click.echo(text, nl=False)
     if path is not None:
+        from lnbench.output.files import atomic_write_all
+
         placed = atomic_write_all([(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))])[0]
         console.print(f"FlyDSL CI text written to {placed}", markup=False, highlight=False)
 

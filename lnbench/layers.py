@@ -1,7 +1,7 @@
 """lnbench's layering: each package or module in a numbered layer; a module may import its own layer or lower
 ones, never a higher one (tests/test_layering.py checks every import, top level and inside functions).
 
-    0  leaf utilities     errors, constants, validate, fast_help, results (the result model and the verdict words),
+    0  leaf utilities     errors, constants, validate, results (the result model and the verdict words),
                           machine (cache folder, install hints, ROCm, zig), output (tables, files, claims, fallback,
                           Markdown), run (processes, progress, estimates, calibration, clocks, checkout)
     1  configuration      settings: the packaged defaults, a user file, shapes and dtypes, backend tables; modelled:
@@ -26,7 +26,7 @@ from __future__ import annotations
 #: package or module -> layer; the longest matching prefix of a module's dotted name decides
 LAYERS: dict[str, int] = {
     "lnbench": 0, "lnbench.layers": 0, "lnbench.errors": 0, "lnbench.constants": 0, "lnbench.validate": 0,
-    "lnbench.fast_help": 0, "lnbench.results": 0, "lnbench.machine": 0,
+    "lnbench.results": 0, "lnbench.machine": 0,
     "lnbench.output": 0, "lnbench.output.sink": 7,
     "lnbench.run": 0, "lnbench.run.device": 3, "lnbench.run.metadata": 3, "lnbench.run.gpus": 7, "lnbench.run.shard": 7,
     "lnbench.run.setup": 7,

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias
 
 from lnbench.errors import LnbenchUsageError
 
-Outputs = tuple[torch.Tensor, ...]
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+#: torch is imported by the pairs' modules, not here: PAIRS names the pairs in abi-compare's --help
+Outputs: TypeAlias = "tuple[torch.Tensor, ...]"
 
 
 def case_key(op: str, dtype: str, shape: tuple[int, int]) -> str:

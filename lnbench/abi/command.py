@@ -11,35 +11,29 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import click
 
 from lnbench import validate
-from lnbench.abi.aggregate import runtime_rows as aggregate_runtime
-from lnbench.abi.cases import PAIRS, pair_info
-from lnbench.abi.null_device import check_rows
-from lnbench.abi.plan import AbiOptions, AbiPlan, build_plan, check_elements
-from lnbench.abi.static import static_rows
-from lnbench.abi.summary import MORE, print_runtime, print_static
-from lnbench.abi.workers import Share, not_run_status, time_shares
+from lnbench.abi.cases import PAIRS
 from lnbench.backends import name_rows
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, device_option, eps_option,
-                                err_console, guarded, kernel_source_option, md_option, nothing_ran, output_options,
-                                seed_option)
-from lnbench.measure import stats
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, device_option, eps_option, err_console,
+                                guarded, kernel_source_option, md_option, nothing_ran, output_options, seed_option)
 from lnbench.measure.protocol import protocol_options
-from lnbench.output.sink import ResultSink
-from lnbench.output.tables import silent_console
-from lnbench.results import AbiRow, verdicts
-from lnbench.results.verdicts import Verdict
 from lnbench.run.gpus import devices_options
-from lnbench.run.progress import CommandProgress
 from lnbench.run.shard import shard_option
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.abi.plan import AbiPlan
+    from lnbench.abi.workers import Share
+    from lnbench.results import AbiRow
 
 
 def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int]:
     """N -> rows the static part executes for that width: the smallest M of the shapes, within the budget."""
+    from lnbench.abi.null_device import check_rows
+
     out: dict[int, int] = {}
     for m, n in shapes:
         out[n] = min(out.get(n, m), check_rows(m, n, budget))
@@ -83,12 +77,22 @@ def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int
 @guarded
 def abi_compare_command(details: bool, quiet: bool, **options: Any) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
+    from lnbench.abi.plan import AbiOptions, build_plan
+
     return run(build_plan(AbiOptions(**options)), quiet, details)
 
 
 def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
     """The runtime part: plan → workers (lnbench.abi.workers) → aggregate (lnbench.abi.aggregate) → its tables;
     the static part compiled (and executed) → its table; then every row to the files."""
+    from lnbench.abi.aggregate import runtime_rows as aggregate_runtime
+    from lnbench.abi.cases import pair_info
+    from lnbench.abi.summary import MORE, print_static
+    from lnbench.abi.workers import Share, not_run_status, time_shares
+    from lnbench.output.sink import ResultSink
+    from lnbench.output.tables import silent_console
+    from lnbench.results import AbiRow
+
     csv_final, json_final, md_final = plan.outputs
     runtime_rows: list[AbiRow] = []
     shares: list[Share] = []
@@ -134,6 +138,10 @@ def _problems(shares: Sequence[Share]) -> list[str]:
 
 def _print_runtime(plan: AbiPlan, rows: list[AbiRow], shares: Sequence[Share], quiet: bool, details: bool) -> None:
     """The runtime table (quiet: kept for the Markdown only) and what its two sides are."""
+    from lnbench.abi.cases import pair_info
+    from lnbench.abi.summary import print_runtime
+    from lnbench.output.tables import silent_console
+
     protocol, metadata = plan.protocol, plan.metadata
     how = (f"median of {protocol.processes} worker medians × {protocol.runs} runs"
            if any(s.payloads or s.problems for s in shares) else "no worker ran: nothing timed")
@@ -157,6 +165,10 @@ def _print_problems(rows: Sequence[AbiRow], problems: list[str]) -> None:
 
 def _static_part(plan: AbiPlan, quiet: bool) -> list[AbiRow]:
     """Both ABIs of every variant compiled for every arch (and executed on the emulated device where it runs)."""
+    from lnbench.abi.plan import check_elements
+    from lnbench.abi.static import static_rows
+    from lnbench.run.progress import CommandProgress
+
     widths = plan.part.select(list(dict.fromkeys(n for _, n in plan.every_shape)))
     rows_for = executed_widths(plan.every_shape, check_elements(plan.table)) if plan.run_them else None
     with CommandProgress(err_console, "compiling" + (" and executing" if plan.run_them else ""),
@@ -171,6 +183,8 @@ def _static_part(plan: AbiPlan, quiet: bool) -> list[AbiRow]:
 
 def modelled_part(runtime_rows: Sequence[Mapping[str, Any]], plan: AbiPlan, quiet: bool) -> list[AbiRow]:
     """The modelled rows of `abi-compare --device emu` (lnbench.abi.modelled), printed as their own table."""
+    from lnbench.output.tables import silent_console
+
     from lnbench.abi.modelled import modelled_rows
     from lnbench.run.device import activate, emu_device
     from lnbench.output.tables import Column, fmt_time_us, render_table
@@ -197,6 +211,8 @@ def _bad(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str
 
 
 def _verdicts(runtime_rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
+    from lnbench.results.verdicts import Verdict
+
     ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
     return ok_rows, {v: sum(r.get("verdict") == v for r in ok_rows)
                      for v in (Verdict.FASTER, Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW)}
@@ -217,6 +233,10 @@ def _summary_line(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Ma
 def _exit_code(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]], problems: list[str],
                fail_pct: float | None) -> int:
     """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
+    from lnbench.measure import stats
+    from lnbench.results import verdicts
+    from lnbench.results.verdicts import Verdict
+
     bad = _bad(runtime_rows, static)
     slower = [r for r in runtime_rows if r.get("status") == "ok"
               and verdicts.fails_gate(r["verdict"], r["slowdown_pct"], fail_pct)] if fail_pct is not None else []

@@ -1,14 +1,17 @@
-"""The backend interface every LayerNorm implementation plugs into."""
+"""The backend interface every LayerNorm implementation plugs into. torch is imported where a tensor is made,
+not here: the backend names (lnbench.backends) are read by every command's --help."""
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import ClassVar
-
-import torch
+from typing import TYPE_CHECKING, ClassVar
 
 from lnbench.constants import OPS
-from lnbench.run.device import Device
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from lnbench.run.device import Device
 
 
 
@@ -59,6 +62,8 @@ class Backend(abc.ABC):
 
     def layernorm(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
         """The backend's public autograd path (any leading dimensions)."""
+        import torch
+
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
     def compile_case(self, n: int, dtype: torch.dtype, eps: float) -> str:

@@ -15,12 +15,7 @@ import click
 from lnbench import validate
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_option, console, emit_flydsl_text,
                                 emit_outputs, flydsl_table_option, guarded, output_options)
-from lnbench.compare import modelled, tables
-from lnbench.compare.markdown import render
-from lnbench.compare.plan import CompareOptions, build_plan, check_flags, context
-from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
 from lnbench.errors import LnbenchUsageError
-from lnbench.results.flydsl_table import compare_block, perf_rows
 
 
 @click.command("compare")
@@ -48,6 +43,12 @@ def compare_command(quiet: bool, **options: Any) -> int:
     medians, a paired t interval over the worker medians (each worker is its own process) widened by the run
     noise floor ([compare] run_noise_pct), its p-value,
     FASTER / SLOWER / SAME, or 'too few runs' with fewer than 2 paired workers (-P 1)."""
+    from lnbench.compare import modelled, tables
+    from lnbench.compare.markdown import render
+    from lnbench.compare.plan import CompareOptions, build_plan, check_flags, context
+    from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
+    from lnbench.results.flydsl_table import compare_block, perf_rows
+
     o = CompareOptions(**options)
     base, new, fail_pct = o.base, o.new, o.fail_pct
     check_flags(o.threshold_pct, fail_pct, o.flydsl_label)     # a bad flag is its one line before any file is read

@@ -1,12 +1,14 @@
 """`lnbench env`: devices, software versions, the emulator and every backend's availability."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from lnbench.cli_common import console, device_option, guarded
-from lnbench.run.device import Device, activate, parse_device, resolve_kernel_device
-from lnbench.env.facts import backend_facts, device_facts, software_facts
-from lnbench.output.tables import Column, render_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.run.device import Device
 
 
 @click.command("env")
@@ -15,6 +17,10 @@ from lnbench.output.tables import Column, render_table
 @guarded
 def env_command(device: str | None) -> int:
     """Print devices, software versions, the emulator, every backend's availability and the FlyDSL toolkit."""
+    from lnbench.env.facts import backend_facts, device_facts, software_facts
+    from lnbench.output.tables import Column, render_table
+    from lnbench.run.device import activate, parse_device
+
     software = [{"item": k, "value": v} for k, v in software_facts().items()]
     render_table(console, "software", [Column("item", "item", justify="left"), Column("value", "value", justify="left")],
                  software)
@@ -33,6 +39,8 @@ def default_devices() -> list[tuple[Device, str]]:
     """The devices bare commands use here, each with the commands that use it: verify (and inspect --execute)
     prefers a device that runs the FlyDSL kernels (the emulated one on a machine without a ROCm GPU), perf and
     abi-compare's runtime part time on the GPU torch sees, else the cpu."""
+    from lnbench.run.device import activate, parse_device, resolve_kernel_device
+
     kernel, timed = resolve_kernel_device(None), activate(parse_device(None))
     if kernel.name == timed.name:
         return [(kernel, "lnbench verify` and `lnbench perf")]

@@ -6,7 +6,7 @@ import functools
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import click
 from rich.markup import escape
@@ -16,15 +16,14 @@ from lnbench.backends import OWN_FLYDSL, record_sources, requested_names, runs_f
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_option, console, emu_checks_option,
                                 err_console, guarded, kernel_source_option, md_option, output_options)
 from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
-from lnbench.run.device import compile_device, emulator_status
 from lnbench.errors import LnbenchUsageError, one_line
-from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
-from lnbench.run.progress import CommandProgress
-from lnbench.run.setup import Setup, begin
-from lnbench.output.sink import ResultSink
-from lnbench.results import INSPECT, InspectRow, InspectRun, missing
-from lnbench.output.tables import Column, render_table, silent_console, styled_status
+from lnbench.output.tables import Column, styled_status
 from lnbench.validate import choices as _choices
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.output.sink import ResultSink
+    from lnbench.results import InspectRow, InspectRun
+    from lnbench.run.progress import CommandProgress
 
 
 ABIS = ("pointer", "tensor")
@@ -45,11 +44,22 @@ COLUMNS = [
 ]
 
 
+def emulator_status() -> tuple[bool, str]:
+    """lnbench.run.device.emulator_status (run.device imports torch: not for `inspect --help`)."""
+    from lnbench.run.device import emulator_status as device_emulator_status
+
+    return device_emulator_status()
+
+
 def _count(value) -> str:
+    from lnbench.results import missing
+
     return "" if missing(value) else f"{value:,.0f}"
 
 
 def _per_row(value) -> str:
+    from lnbench.results import missing
+
     return "" if missing(value) else f"{value:,.1f}"
 
 
@@ -73,6 +83,8 @@ def _variant_rows(variants: Iterable[InspectRow], rows_of: Callable[[InspectRow]
     """rows_of(variant) for each variant, each row joined to its variant and marked ok; a variant whose rows
     cannot be made (compile error, emulator fault) is one `error` row and the others still run. Each variant's
     rows go to `sink` as they come (static rows tagged part=static, as in the files)."""
+    from lnbench.results import InspectRow
+
     rows: list[InspectRow] = []
     for variant in variants:
         try:
@@ -154,6 +166,8 @@ def backend_variants(backends: Sequence[str], abis: list[str], strategy: str) ->
     """(backend, abi, dγ strategy) of each kernel family to inspect: lnbench's own kernels per --abi (flydsl),
     Tensor ABI only (flydsl-tensor), atomic dγ/dβ (flydsl-atomic); a kernel source once, its ABI read from its
     launcher (the rows' `abi` column says which)."""
+    from lnbench.results import InspectRow
+
     out = []
     for name in backends:
         if name == "flydsl":
@@ -264,6 +278,11 @@ class InspectOptions:
 
 def build_plan(o: InspectOptions) -> InspectPlan:
     """Check the options and the toolkit once (exit 2 on bad input), reserve the outputs."""
+    from lnbench.results import INSPECT
+    from lnbench.run.device import compile_device
+    from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
+    from lnbench.run.setup import Setup, begin
+
     arches, abis, ops, dtypes, shapes, strategy, execute, backends, isa_dir, emu_checks = (
         o.arches, o.abis, o.ops, o.dtypes, o.shapes, o.strategy, o.execute, o.backends, o.isa_dir, o.emu_checks)
     Setup.check_kernel_src(o.kernel_src)                 # before the config (inspect's order)
@@ -325,6 +344,11 @@ def build_plan(o: InspectOptions) -> InspectPlan:
 
 def run(plan: InspectPlan, quiet: bool) -> int:
     """Compile (and with --execute run) every variant, print the tables, write the rows; exit 1 on any error."""
+    from lnbench.output.sink import ResultSink
+    from lnbench.output.tables import render_table, silent_console
+    from lnbench.results import InspectRow
+    from lnbench.run.progress import CommandProgress
+
     p = plan
     csv_final, json_final, md_final = p.outputs
     with ResultSink(csv_final, json_final, p.metadata, p.total + (p.executed_total if p.execute else 0),

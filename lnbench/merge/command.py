@@ -9,32 +9,32 @@ differs between them (timestamps, wall time, clocks, the shard) is listed per pa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
-import pandas as pd
 from rich.markup import escape
 
 from lnbench.cli_common import EXIT_OK, console, emit_outputs, err_console, guarded, output_options
-from lnbench.compare.match import device_name, protocol
-from lnbench.run.setup import Setup
 from lnbench.errors import LnbenchUsageError
-from lnbench.perf.aggregate import add_speedups
-from lnbench.results import (ABI_KIND as ABI, KINDS, LIST, PERF_KIND as PERF, PROFILE_KIND as PROFILE, SCHEMA_KEY,
-                             VERIFY_KIND as VERIFY, CasesRun, IdentifiedRun, PerfRun, Record, ResultFile, list_from_cell,
-                             load_result, missing, ordered_columns)
 
-#: the columns that name one case of each kind (a case's rows share them)
-CASE_COLUMNS: dict[str, tuple[str, ...]] = {
-    PERF: ("backend", "op", "dtype", "shape", "mode"),
-    VERIFY: ("backend", "case", "dtype", "shape", "eps"),
-    ABI: ("part", "op", "dtype", "shape", "metric", "arch", "N", "kernel"),
-    PROFILE: ("backend", "op", "dtype", "shape"),
-}
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.results import IdentifiedRun, Record, ResultFile
+
+
+def case_columns(kind: str) -> tuple[str, ...]:
+    """The columns that name one case of a result kind (a case's rows share them)."""
+    from lnbench.results import ABI_KIND, PERF_KIND, PROFILE_KIND, VERIFY_KIND
+
+    return {PERF_KIND: ("backend", "op", "dtype", "shape", "mode"),
+            VERIFY_KIND: ("backend", "case", "dtype", "shape", "eps"),
+            ABI_KIND: ("part", "op", "dtype", "shape", "metric", "arch", "N", "kernel"),
+            PROFILE_KIND: ("backend", "op", "dtype", "shape")}[kind]
 
 
 def _plain(value: Any) -> Any:
     """A cell as a comparable key part (NaN and None alike)."""
+    from lnbench.results import missing
+
     if missing(value):
         return None
     return value.item() if hasattr(value, "item") else value
@@ -42,13 +42,15 @@ def _plain(value: Any) -> Any:
 
 def case_keys(result: ResultFile) -> list[tuple[Any, ...]]:
     """The distinct cases of a result, in file order."""
-    columns = [c for c in CASE_COLUMNS[result.kind] if c in result.rows.columns]
+    columns = [c for c in case_columns(result.kind) if c in result.rows.columns]
     keys = (tuple(_plain(v) for v in row) for row in result.rows[columns].itertuples(index=False, name=None))
     return list(dict.fromkeys(keys))
 
 
 def problems(results: Sequence[ResultFile]) -> list[str]:
     """Why these results should not be merged (empty: they may); the command and format are checked apart."""
+    from lnbench.compare.match import device_name, protocol
+
     first, out = results[0], []
     for other in results[1:]:
         if device_name(other) != device_name(first):
@@ -81,6 +83,8 @@ def problems(results: Sequence[ResultFile]) -> list[str]:
 def _split(results: Sequence[ResultFile]) -> tuple[str, str]:
     """(note, gap): the summary's words on the files as parts of a `--shard K/N` split, and what keeps them from
     being one whole split ('' when every part is here, or when the files are no parts: none, or whole runs)."""
+    from lnbench.results import CasesRun
+
     shards = [str(r.run_as(CasesRun).shard or "") for r in results]
     if not all("/" in s and s != "1/1" for s in shards):       # 1/1: a whole run, no part of a split
         return "", ""
@@ -116,6 +120,8 @@ def split_gap(results: Sequence[ResultFile]) -> str:
 
 def merged_run(results: Sequence[ResultFile]) -> IdentifiedRun:
     """The merged file's run record: the fields every part agrees on, plus the merge's own (parts, complete)."""
+    from lnbench.results import KINDS, SCHEMA_KEY
+
     first = results[0].run
     per_part = set(first.PER_PART)
     agreed = first.copy()
@@ -132,6 +138,10 @@ def merged_run(results: Sequence[ResultFile]) -> IdentifiedRun:
 def merged_rows(results: Sequence[ResultFile]) -> list[Record]:
     """Every part's rows, in the order of the files: the columns its kind declares (lnbench.results; a CSV's
     metadata columns are left to the merged metadata, what differs per part to the JSON's `parts`)."""
+    import pandas as pd
+
+    from lnbench.results import KINDS, LIST, list_from_cell, ordered_columns
+
     kind = KINDS[results[0].kind]
     frame = pd.concat([r.rows for r in results], ignore_index=True)
     frame = frame[ordered_columns(kind, frame.columns)]
@@ -142,8 +152,10 @@ def merged_rows(results: Sequence[ResultFile]) -> list[Record]:
 
 def load_parts(paths: Sequence[Path]) -> list[ResultFile]:
     """Every file read; one of another command or format than the first is refused (exit 2), --force or not."""
-    results = [load_result(p, (PERF, ABI, VERIFY, PROFILE), what="a perf, abi-compare or verify result")
-               for p in paths]
+    from lnbench.results import ABI_KIND, PERF_KIND, PROFILE_KIND, VERIFY_KIND, load_result
+
+    results = [load_result(p, (PERF_KIND, ABI_KIND, VERIFY_KIND, PROFILE_KIND),
+                           what="a perf, abi-compare or verify result") for p in paths]
     first = results[0]
     for other in results[1:]:
         if other.kind != first.kind:
@@ -164,6 +176,10 @@ def load_parts(paths: Sequence[Path]) -> list[ResultFile]:
 def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, json_path: Path | None,
                   quiet: bool) -> int:
     """Join the result files of one command's parts (--shard K/N) into one result, CSV and/or JSON."""
+    from lnbench.perf.aggregate import add_speedups
+    from lnbench.results import PerfRun
+    from lnbench.run.setup import Setup
+
     results = load_parts(files)
     found = problems(results)
     if found and not force:

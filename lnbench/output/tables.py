@@ -9,7 +9,6 @@ from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
-from lnbench.results.records import missing
 from lnbench.results.verdicts import Verdict
 
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
@@ -25,6 +24,14 @@ class Column:
     fmt: Callable[[Any], str] = str
     justify: JustifyMethod = "right"
     markup: bool = False  # True when fmt returns rich markup (status colours); other text is escaped
+
+
+def missing(value: Any) -> bool:
+    """lnbench.results.records.missing, imported when a table is drawn (that module's numpy is not needed for a
+    command's --help, which imports this one for its column declarations)."""
+    from lnbench.results.records import missing as record_missing
+
+    return record_missing(value)
 
 
 def fmt_float(digits: int = 3) -> Callable[[Any], str]:

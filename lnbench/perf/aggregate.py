@@ -36,6 +36,7 @@ from lnbench.measure import kernel_stats
 from lnbench.perf.bytes_model import gbps
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.messages import CaseResult, payload_of
+from lnbench.perf.protocol import HEADLINES
 from lnbench.perf.spread import Group
 from lnbench.measure.workers import WorkerResult
 from lnbench.measure.stats import across_workers, spread_pct, worker_flags
@@ -54,9 +55,6 @@ def _blank(row: PerfRow, headline: str) -> PerfRow:
                kernel_window_us=math.nan, kernel_untraced_window_us=math.nan, kernel_status="", kernel_note="",
                headline=headline, worker_flag="", host_fraction=math.nan)
     return row
-
-
-HEADLINES: tuple[str, ...] = ("stream", "kernel")
 
 
 def headline_us(row: Mapping[str, Any]) -> float:

@@ -4,7 +4,7 @@ read top-down in `run`; peak: options → the timed copy → the cached record �
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 from rich.markup import escape
@@ -15,24 +15,14 @@ from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, OutputFile, config_input, 
                                 emit_flydsl_text, eps_option, err_console, flydsl_table_option, guarded,
                                 kernel_source_option, md_option, nothing_ran, output_options, reserve_flydsl_file,
                                 seed_option)
-from lnbench.measure import load
 from lnbench.measure.protocol import protocol_options
-from lnbench.output.sink import ResultSink
-from lnbench.perf.aggregate import HEADLINES, failed, run_rows
-from lnbench.perf.calibrate import record_perf
-from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
-from lnbench.perf.options import PerfOptions
-from lnbench.perf.outputs import device_facts, write_outputs
-from lnbench.perf.peak import PEAK_MIN_LLC_FACTOR, cache_problem, default_peak_path
-from lnbench.perf.peak_run import PeakOptions, build_peak_plan, run_peak
-from lnbench.perf.plan import PerfPlan, build_plan, loaded_policy
-from lnbench.perf.protocol import MODES
-from lnbench.perf.tables import print_peak, summary_line
-from lnbench.perf.workers import time_groups
-from lnbench.results import PERF, PerfRow, rows_frame
-from lnbench.results.flydsl_table import perf_rows, profile_rows, render
+from lnbench.perf.protocol import HEADLINES, MODES, PEAK_MIN_LLC_FACTOR
 from lnbench.run.gpus import devices_options
 from lnbench.run.shard import shard_option
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.perf.options import PerfOptions
+    from lnbench.perf.plan import PerfPlan
 
 #: --device of perf and peak
 DEVICE_HELP = ("cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or emu:ARCH: no timing, each case runs "
@@ -42,6 +32,8 @@ DEVICE_HELP = ("cpu, cuda, cuda:N (default: the GPU when torch sees one); emu or
 
 def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """--if-loaded warn|refuse (None = the config's [perf] if_loaded)."""
+    from lnbench.measure import load
+
     return click.option("--if-loaded", type=click.Choice(list(load.POLICIES)),
                         help="On a busy machine (load average above the cores lnbench may use, or another lnbench "
                              "timing run): warn and flag the result, or refuse to time (default: config "
@@ -90,6 +82,11 @@ def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: Path | None, 
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
+    from lnbench.perf.modelled import build_modelled_plan, is_emulated, run_modelled
+    from lnbench.perf.options import PerfOptions
+    from lnbench.perf.plan import build_plan
+    from lnbench.results.flydsl_table import profile_rows, render
+
     o = PerfOptions(**options)
     if is_emulated(options.get("device")):          # nothing is timed: profiles and modelled floors
         modelled_plan = build_modelled_plan(o)
@@ -121,6 +118,17 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
     """Time the plan's cases: plan → workers (lnbench.perf.workers) → aggregate (lnbench.perf.aggregate) → outputs
     (lnbench.perf.outputs), each entered once; the exit code. `flydsl_table`: print FlyDSL's table after the run
     (and write it to `table_file` when given)."""
+    from lnbench.measure import load
+    from lnbench.output.sink import ResultSink
+    from lnbench.perf.aggregate import failed, run_rows
+    from lnbench.perf.calibrate import record_perf
+    from lnbench.perf.outputs import device_facts, write_outputs
+    from lnbench.perf.plan import loaded_policy
+    from lnbench.perf.tables import summary_line
+    from lnbench.perf.workers import time_groups
+    from lnbench.results import PERF, PerfRow, rows_frame
+    from lnbench.results.flydsl_table import perf_rows, render
+
     import time
 
     peak_gbps = float(plan.peak["gbps"]) if plan.peak else None
@@ -163,6 +171,8 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
 
 def _say_no_peak(plan: PerfPlan) -> None:
     """Why % peak stays blank: no measured peak for this device, or a peak file that is not lnbench's."""
+    from lnbench.perf.peak import cache_problem, default_peak_path
+
     cache = Path(plan.peak_file or default_peak_path())
     broken = cache_problem(cache)
     console.print(escape(f"peak file {cache} is not an lnbench peak cache ({broken}): % peak left blank "
@@ -185,6 +195,9 @@ def _say_no_peak(plan: PerfPlan) -> None:
 def peak_command(**options: Any) -> int:
     """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak; a
     figure that differs from the cached one beyond the noise is reported, and the cache keeps every earlier one."""
+    from lnbench.perf.peak_run import PeakOptions, build_peak_plan, run_peak
+    from lnbench.perf.tables import print_peak
+
     plan = build_peak_plan(PeakOptions(**options))
     record, change, facts = run_peak(plan)
     print_peak(plan.dev.label, plan.path, record, change, facts.load_flag)

@@ -23,11 +23,10 @@ from lnbench.perf import workloads
 from lnbench import validate
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.files import check_writable, default_results_dir, write_json
+from lnbench.perf.protocol import PEAK_MIN_LLC_FACTOR
 
 MIB = 1 << 20
 PEAK_FILE = "peak.json"
-#: source + destination at least this many times the last-level cache
-PEAK_MIN_LLC_FACTOR = 4
 #: earlier records kept per device
 HISTORY = 50
 

@@ -13,6 +13,10 @@ from lnbench.settings import packaged_table
 _PERF = packaged_table("perf")
 
 MODES = PERF_MODES
+#: the times a perf row's headline can be (--timer): stream (events / wall clock) or kernel (profiler)
+HEADLINES: tuple[str, ...] = ("stream", "kernel")
+#: peak: source + destination at least this many times the last-level cache
+PEAK_MIN_LLC_FACTOR = 4
 
 
 @dataclass(frozen=True)

@@ -2,33 +2,47 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 from rich.markup import escape
 
 from lnbench import validate
 from lnbench.cli_common import EXIT_OK, console, err_console, guarded
-from lnbench.results import (ABI_KIND as ABI, COMPARE_KIND as COMPARE, PERF_KIND as PERF, PROFILE_KIND as PROFILE,
-                             VERIFY_KIND as VERIFY, ResultFile, load_result)
 from lnbench.errors import LnbenchUsageError
-from lnbench.plot.figures import png_writer
-from lnbench.plot.modelled import profile_figures
-from lnbench.plot.perf import perf_figures
-from lnbench.plot.ratios import abi_figures, compare_figures
-from lnbench.plot.verify import verify_figures
-from lnbench.output.files import atomic_write_all
 
-PLOTTERS = {PERF: perf_figures, COMPARE: compare_figures, VERIFY: verify_figures, ABI: abi_figures,
-            PROFILE: profile_figures}
-WHAT = {PERF: "GB/s and % of copy peak by shape", COMPARE: "new/base ratios with intervals",
-        VERIFY: "err/allowed per case and tensor", ABI: "runtime speed-ups with intervals",
-        PROFILE: "MODELLED roofline and bound_us by N per target"}
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.results import ResultFile
+
+
+def _plotters() -> dict[str, tuple[Callable[[ResultFile], list[tuple[str, Any]]], str]]:
+    """Result kind -> (its figures, what they show); matplotlib and the result model are imported here, when a
+    plot is drawn, not for `lnbench plot --help`."""
+    from lnbench.plot.modelled import profile_figures
+    from lnbench.plot.perf import perf_figures
+    from lnbench.plot.ratios import abi_figures, compare_figures
+    from lnbench.plot.verify import verify_figures
+    from lnbench.results import ABI_KIND, COMPARE_KIND, PERF_KIND, PROFILE_KIND, VERIFY_KIND
+
+    return {PERF_KIND: (perf_figures, "GB/s and % of copy peak by shape"),
+            COMPARE_KIND: (compare_figures, "new/base ratios with intervals"),
+            VERIFY_KIND: (verify_figures, "err/allowed per case and tensor"),
+            ABI_KIND: (abi_figures, "runtime speed-ups with intervals"),
+            PROFILE_KIND: (profile_figures, "MODELLED roofline and bound_us by N per target")}
+
+
+def png_writer(figure: Any) -> Any:
+    """lnbench.plot.figures.png_writer (matplotlib imported when a plot is written)."""
+    from lnbench.plot.figures import png_writer as figure_writer
+
+    return figure_writer(figure)
 
 
 def _why_nothing(result: ResultFile) -> str:
     """Why a result gave no picture: an abi-compare run without its runtime part, or no case with a value."""
-    if result.kind == ABI and "runtime" not in set(result.rows.get("part", ())):
+    from lnbench.results import ABI_KIND
+
+    if result.kind == ABI_KIND and "runtime" not in set(result.rows.get("part", ())):
         return "no runtime rows (a --static-only run)"
     return f"no case of this {result.kind} result has a value"
 
@@ -41,6 +55,9 @@ def _why_nothing(result: ResultFile) -> str:
 def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
     """Draw PNGs from result files (JSON or CSV): perf → GB/s and % of peak by shape per backend and op;
     compare → ratios with intervals; verify → err/allowed per case and tensor; abi-compare → speed-ups."""
+    from lnbench.output.files import atomic_write_all
+    from lnbench.results import ResultFile, load_result
+
     if not results:
         raise LnbenchUsageError("no result file given: lnbench plot RESULTS... (perf, compare, verify or abi-compare)")
     unique = [path for i, path in enumerate(results)            # the same file twice is plotted once
@@ -54,13 +71,14 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
     inputs = {f"RESULTS #{i}": path for i, path in enumerate(results, 1)}
     pictures: list[tuple[ResultFile, Path, Any]] = []      # (result, PNG path, figure) of every input
     stems: set[tuple[Path, str]] = set()
+    plotters = _plotters()
     for result in loaded:
         folder = out_dir or result.path.parent
         stem = result.path.stem
         if (folder, stem) in stems:       # perf.json and perf.csv side by side: keep both sets of pictures
             stem = f"{stem}-{result.path.suffix.lstrip('.')}"
         stems.add((folder, stem))
-        figures = PLOTTERS[result.kind](result)
+        figures = plotters[result.kind][0](result)
         if not figures:
             raise LnbenchUsageError(f"{result.path}: nothing to plot ({_why_nothing(result)})")
         for name, figure in figures:
@@ -70,6 +88,6 @@ def plot_command(results: tuple[Path, ...], out_dir: Path | None) -> int:
     # every input drew: now write, all or nothing (every path checked first; no PNG placed unless all are written)
     written = atomic_write_all([(path, png_writer(figure)) for _, path, figure in pictures])
     for (result, _, _), picture in zip(pictures, written):
-        console.print(f"{result.kind} ({WHAT[result.kind]}): {picture}")
+        console.print(f"{result.kind} ({plotters[result.kind][1]}): {picture}")
     console.print(f"{len(written)} PNG(s) written")
     return EXIT_OK

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import click
 
 from lnbench.errors import LnbenchUsageError
-from lnbench.results import RunRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lnbench.results import RunRecord
 
 T = TypeVar("T")
 _FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")

@@ -12,29 +12,15 @@ from lnbench.backends import backend_names, get_backend, name_rows
 from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, config_option, console, device_option, emit_outputs,
                                 emu_checks_option, err_console, guarded, kernel_source_option, md_option, nothing_ran,
                                 output_options, seed_option)
-from lnbench.run.device import Device
-from lnbench.emu.ledger import rows_summary
-from lnbench.run.eta import cores
-from lnbench.run.upfront import fmt_seconds
 from lnbench.errors import LnbenchUsageError
-from lnbench.run.progress import CommandProgress
-from lnbench.output.tables import render_table, silent_console
-from lnbench.output.sink import ResultSink
-from lnbench.verify.diagnosis import abi_twins, diagnose
-from lnbench.verify.calibrate import estimate_run
-from lnbench.verify.estimate import WARN_S
 from lnbench.run.gpus import devices_options
 from lnbench.run.shard import shard_option
-from lnbench.verify import prestart
-from lnbench.verify.parallel import VerifySpec, run_units
-from lnbench.verify.runner import backend_case_rows, case_label, failed
-from lnbench.verify.summary import EXECUTED, status_word
-from lnbench.verify.selftest import CONTROL, UNDETECTABLE, run_self_test
-from lnbench.verify.plan import VerifyOptions, VerifyPlan, build_plan
-from lnbench.verify.tables import SELFTEST_COLUMNS, print_rows, summary_line, warn_long
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pragma: no cover
     from lnbench.results import VerifyRow
+    from lnbench.run.device import Device
+    from lnbench.verify.parallel import VerifySpec
+    from lnbench.verify.plan import VerifyPlan
 
 
 @click.command("verify")
@@ -80,6 +66,8 @@ def verify_command(details: bool, quiet: bool, **options: Any) -> int:
       err/allowed  the fraction of the bar used (< 1 is within it; 1 = on the bar)
     The CSV/JSON also keep max_rel_err (element-wise, huge where the reference is near 0) and torch_err.
     """
+    from lnbench.verify.plan import VerifyOptions, build_plan
+
     o = VerifyOptions(**options)
     idle = [flag for flag, value in (("--jobs", o.jobs), ("--details", details), ("--kernel-src", o.kernel_src),
                                      ("--emu-checks", o.emu_checks)) if value not in (None, False)]
@@ -94,6 +82,21 @@ def verify_command(details: bool, quiet: bool, **options: Any) -> int:
 
 def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     """Run every backend × case unit (in workers where that pays), print the rows, write them; the exit code."""
+    from lnbench.emu.ledger import rows_summary
+    from lnbench.output.sink import ResultSink
+    from lnbench.output.tables import silent_console
+    from lnbench.run.eta import cores
+    from lnbench.run.progress import CommandProgress
+    from lnbench.run.upfront import fmt_seconds
+    from lnbench.verify import prestart
+    from lnbench.verify.calibrate import estimate_run
+    from lnbench.verify.diagnosis import abi_twins, diagnose
+    from lnbench.verify.estimate import WARN_S
+    from lnbench.verify.parallel import VerifySpec, run_units
+    from lnbench.verify.runner import case_label, failed
+    from lnbench.verify.summary import EXECUTED, status_word
+    from lnbench.verify.tables import print_rows, summary_line, warn_long
+
     names, cases, dev, slots, job_count, metadata = (plan.names, plan.cases, plan.dev, plan.slots, plan.job_count,
                                                      plan.metadata)
     csv_final, json_final, md_final = plan.outputs
@@ -178,6 +181,7 @@ def _run_inline(spec: VerifySpec, dev: Device, done, on_compiled) -> None:
     from time import monotonic
 
     from lnbench.flydsl import compile_log
+    from lnbench.verify.runner import backend_case_rows
 
     for b, name in enumerate(spec.backends):
         backend = get_backend(name)
@@ -194,6 +198,11 @@ def _self_test(cases, dev, tol, metadata, csv_final, json_final, md_final, quiet
     """Exit 0 when the control passes, at least one planted bug changes an output on these shapes and every
     such bug is caught; a bug that changes no output here is reported `not detectable`, not held against the
     rule; if no bug is detectable the self-test tested nothing and exits 1."""
+    from lnbench.output.tables import render_table, silent_console
+    from lnbench.run.progress import CommandProgress
+    from lnbench.verify.selftest import CONTROL, UNDETECTABLE, run_self_test
+    from lnbench.verify.tables import SELFTEST_COLUMNS
+
     with CommandProgress(err_console, "self-test", None, quiet) as progress:
         summary, detail = run_self_test(cases, dev, tol, progress.advance)
     render_table(console if not quiet else silent_console(), "lnbench verify --self-test: planted bugs vs the pass rule",
