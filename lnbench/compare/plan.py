@@ -62,11 +62,11 @@ def check_flags(threshold_pct: float | None, fail_pct: float | None, flydsl_labe
 
 
 def build_plan(o: CompareOptions) -> ComparePlan:
-    """Check the options, load and match BASE and NEW (exit 2 when they are not comparable), reserve outputs."""
+    """Load and match BASE and NEW (exit 2 when they are not comparable), reserve outputs. The flags are checked
+    once, by the command, before it chooses the modelled or the timed path (check_flags)."""
     base, new, threshold_pct, fail_pct = o.base, o.new, o.threshold_pct, o.fail_pct
     if base is None or new is None:
         raise LnbenchUsageError("compare needs two result files: lnbench compare BASE NEW")
-    check_flags(threshold_pct, fail_pct, o.flydsl_label)
     setup = begin("compare", o.config_path)
     settings = Settings.from_config(setup.config, threshold_pct)
     what = "the JSON of lnbench perf or abi-compare"

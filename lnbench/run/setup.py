@@ -12,6 +12,18 @@ separate calls, not one):
 
 The backends, FlyDSL's preflight and torch's dtypes are imported by the steps that use them: a command that only loads the config
 and reserves outputs (compare, merge) imports no torch.
+
+The side doors, each kept for its reason (issue 56 item 6):
+- `merge` makes a bare `Setup("merge")`, without `begin`: it has no --config and reads no setting; its outputs go
+  through `Setup.reserve_outputs` like every command's, with the files it joins as inputs.
+- `compare` of two modelled results (`compare.modelled`, `perf --device emu` files: an exact diff) makes a bare
+  `Setup("compare")`: that path reads no setting (no statistics, so no [compare] run_noise_pct), so its --config is
+  neither loaded nor checked and is no input of its outputs there; the timed path loads it (`begin`,
+  `compare.plan.build_plan`). compare checks its flags (`compare.plan.check_flags`) once, in the command, before
+  it chooses either path, so a bad flag is its one line before any file is read.
+- `inspect` checks --kernel-src (`Setup.check_kernel_src`) before `begin` loads the config, then registers the
+  config's sources (`register_sources`): its order from before this scaffold, kept so that where both are bad the
+  same one of the two is reported (perf, verify and abi-compare load the config first: `use_kernel_src`).
 """
 from __future__ import annotations
 
