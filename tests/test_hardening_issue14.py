@@ -152,7 +152,7 @@ def test_longest_legal_name_is_written(tmp_path):
 
 
 def test_unwritable_place_is_refused_before_the_work(monkeypatch):
-    import lnbench.verify.command as verify_cmd
+    import lnbench.verify.runner as verify_cmd      # verify's command imports backend_case_rows when it runs
 
     monkeypatch.setattr(os, "access", lambda *a, **k: True)         # what root gets told about most places
     ran = []
@@ -162,7 +162,7 @@ def test_unwritable_place_is_refused_before_the_work(monkeypatch):
 
 
 def test_temporary_file_exists_before_the_work_and_is_gone_after(tmp_path, monkeypatch):
-    import lnbench.verify.command as verify_cmd
+    import lnbench.verify.runner as verify_cmd      # verify's command imports backend_case_rows when it runs
 
     seen: list[list[str]] = []
     real = verify_cmd.backend_case_rows
