@@ -39,10 +39,7 @@ class SeriesData:
     labels: list[str]
     run_ids: list[int]
     workers: list[list[float]]
-    noise: Noise = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.noise = noise(self.values, self.workers)
+    noise: Noise = field(init=False)          # set by set_stretches, once the candidate changes are known
 
     def set_stretches(self, found: Sequence[ChangePoint]) -> None:
         """The noise around the stretches the candidate changes cut (lnbench.history.significance.noise)."""
