@@ -202,7 +202,7 @@ def _rows_at(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], p: i
     extra = rows_extra(m, n, dt, p)
     e = ELEM_BYTES[dt]
     waves = max(1, rp.block // 64)
-    launches = {}
+    launches: dict[str, tuple[LaunchEstimate, ...]] = {}
     for t in targets:
         main_bytes = comp - 2 * n * e + extra - 8 * p * n       # its partial rows written, the RMW read-backs
         main = _estimate("main", p, waves, main_bytes, _k("rows", arch, dt) * m * n, t)
@@ -270,7 +270,7 @@ def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_
     reduce_bytes = 2 * partial_rows * n * 4 + 2 * n * e if partial_rows > 1 else 0
     model = chunks * (a_bytes + b_bytes) + reduce_bytes
     distinct = model - 2 * m * n * e                            # B's x/dy read from the LLC
-    launches = {}
+    launches: dict[str, tuple[LaunchEstimate, ...]] = {}
     for t in targets:
         est = [_estimate("A", a_programs, pa.block // 64 or 1, a_bytes, _k("A", arch, dt) * mc * n, t),
                _estimate("B", strips * row_blocks, pb.block // 64 or 1, b_bytes, _k("B", arch, dt) * mc * n, t)]
