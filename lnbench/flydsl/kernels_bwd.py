@@ -296,12 +296,14 @@ def combine_floats(plan: RowPlan) -> int:
     return 2 * plan.rows_per_block * _pow2_ceil(plan.tiles * plan.vec) * plan.lanes
 
 
-def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane) -> None:
+def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane, nbytes=None,
+                  out_dtype: str = "f32") -> None:
     """Deterministic strategy, several rows per block: add the R row slots' dγ/dβ partials in LDS (slot 0
     first) and store their sum as the program's ONE partial row (ws_g/ws_b: its row pointers). Thread t
     sums outputs t, t+block, ... (fp32 scalars, dγ then dβ). A slot's `tiles·vec` values per lane are padded to
     a power of two (combine_floats), so that every index is a shift (the emulator has no v_mad_u32_u24); an
-    output that does not exist stores past the bound."""
+    output that does not exist stores past the bound. nbytes: the rows' bound (default the whole row of fp32);
+    out_dtype: the stored dtype (the strip kernel's final dγ/dβ)."""
     R, lanes, vec, n = plan.rows_per_block, plan.lanes, plan.vec, plan.n
     tv = plan.tiles * vec
     padded = _pow2_ceil(tv) * lanes                      # LDS floats of one slot's dγ (or dβ) partial
@@ -311,8 +313,8 @@ def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane
                 fx.memref_store(acc[t][e], part, (k * R + slot) * padded + (t * vec + e) * lanes + lane)
     fx.gpu.barrier()
     # views one element longer than the row: a size-1 view would fold the past-the-bound index to 0
-    views = [rowio.chunked(ptr, n + 1, 1, n * 4) for ptr in (ws_g, ws_b)]
-    atom = rowio.copy_atom(1, "f32")
+    views = [rowio.chunked(ptr, n + 1, 1, n * 4 if nbytes is None else nbytes) for ptr in (ws_g, ws_b)]
+    atom = rowio.copy_atom(1, out_dtype)
     for q in range_constexpr(-(-2 * padded // plan.block)):
         o = tid + q * plan.block
         k, r = o // padded, o % padded
@@ -325,7 +327,7 @@ def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane
         col = ((te // vec) * lanes + ln) * vec + te % vec              # past the row end: dropped by the bound
         for kk in range_constexpr(2):
             rowio.store_from_f32(atom, views[kk], (ok & (k == kk)).select(col, fx.Int32(n)),
-                                 fx.full(1, total, fx.Float32), 1, "f32")
+                                 fx.full(1, total, fx.Float32), 1, out_dtype)
 
 
 def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, reducer: RowReducer,

@@ -17,7 +17,7 @@ import torch
 from lnbench.constants import DTYPES, STRATEGIES
 from lnbench.run.device import Device, device_of
 from lnbench.errors import ContractError
-from lnbench.flydsl import geometry
+from lnbench.flydsl import bwd_plan, geometry
 from lnbench.flydsl.toolkit import compile_env
 
 ABIS = ("pointer", "tensor")
@@ -205,7 +205,7 @@ def _ptrs_or_tensors(abi: str, tensors: list[torch.Tensor]) -> list:
 
 
 #: buffers the wrappers allocate with torch.empty (outputs, workspaces): they start uninitialized
-UNINITIALIZED = ("y", "mean", "rstd", "dx", "wsg", "wsb", "dweight", "dbias")
+UNINITIALIZED = ("y", "mean", "rstd", "dx", "wsg", "wsb", "dweight", "dbias", "c1", "c2")
 
 
 def bind_kernel(fn: Any, abi: str, buffers: dict[str, torch.Tensor], scalars: list[int],
@@ -354,7 +354,12 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
         plan = geometry.row_plan(n, x.dtype, "bwd", align_elems(x, dy, dx, weight))
     except ValueError as exc:
         raise ContractError(f"x: {exc}") from None
+    chosen = bwd_plan.plan_for(m, n, x.dtype, dev.arch) if dgamma_strategy == "deterministic" else None
+    if chosen is not None and chosen.kind == "strip":
+        return _strip_call(dev, chosen, dy, x, weight, mean, rstd, dx, abi, align_elems(x, dy, dx, weight))
     p = geometry.bwd_programs(m, plan, dev.arch)
+    if chosen is not None:              # the chooser's P (within the budget), each program owning a row group
+        p = max(1, min(chosen.programs, -(-m // (plan.batch if plan.streaming else plan.rows_per_block))))
     f32: dict[str, Any] = dict(device=x.device, dtype=torch.float32)
     uses_ws = dgamma_strategy == "deterministic" or not plan.acc_in_registers
     ws_rows = geometry.bwd_partial_rows(p, plan, dgamma_strategy) if uses_ws else 1
@@ -384,6 +389,83 @@ def _backward_call(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean
             dbeta.copy_(acc_b)
 
     call.buffers = {**main_b, **red_b}  # type: ignore[attr-defined]
+    return call, (dx, dgamma, dbeta)
+
+
+def strip_compiled(plan: bwd_plan.BwdPlan, dt: str, abi: str, dev: Device, align: int) -> tuple[Any, Any, Any]:
+    """The strip plan's compiled (row sums, strip, reduce or None) for `dev` (compiling on a miss)."""
+    from lnbench.flydsl.kernels_bwd import build_reduce
+    from lnbench.flydsl.kernels_bwd_strip import build_rowsums, build_strip
+    n, final = plan.n, plan.partial_rows == 0
+    pa = bwd_plan.strip_geometry(n, dt, plan.seg, align)
+    pb = bwd_plan.strip_geometry(n, dt, plan.strip, align)
+    tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dt]
+    x = torch.empty(2, n, dtype=tdt)
+    w = torch.empty(n, dtype=tdt)
+    s, c = torch.empty(2), torch.empty(2, plan.segments)
+    out = w if final else torch.empty(2, n)
+    a_args = (placeholders([dt, dt, dt, "f32", "f32", "f32", "f32"]) if abi == "pointer" else [x, x, w, s, s, c, c])
+    odt = dt if final else "f32"
+    b_args = (placeholders([dt, dt, dt, dt, "f32", "f32", "f32", "f32", odt, odt]) if abi == "pointer"
+              else [x, x, x, w, s, s, c, c, out, out])
+    tag = (n, dt, abi, dev.arch, dev.index)
+    akey = ("bwd-rowsums", *tag, repr(pa), plan.segments)
+    fa = _cached(akey, lambda: (build_rowsums(pa, n, plan.segments, abi), a_args + [1, 0, None]), dev.arch, akey)
+    bkey = ("bwd-strip", *tag, repr(pb), plan.segments, final)
+    fb = _cached(bkey, lambda: (build_strip(pb, n, plan.segments, final, dt, abi), b_args + [1, 1, None]),
+                 dev.arch, bkey)
+    fr = None
+    if not final:
+        rkey = ("bwd-reduce", n, dt, False, 0.0, abi, "deterministic", 0, dev.arch, dev.index)
+        fr = _cached(rkey, lambda: (build_reduce(geometry.reduce_plan(n), dt, abi),
+                                    reduce_compile_args(n, dt, abi)), dev.arch, (*rkey, "reduce"))
+    return fa, fb, fr
+
+
+def _strip_call(dev: Device, plan: bwd_plan.BwdPlan, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                mean: torch.Tensor, rstd: torch.Tensor, dx: torch.Tensor, abi: str, align: int
+                ) -> tuple[Callable[[], None], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The strip plan (lnbench.flydsl.bwd_plan): per chunk of rows the row-sum and strip launches, then the
+    partial reduce where the chunks' row blocks left more than one partial row."""
+    m, n = x.shape
+    f32: dict[str, Any] = dict(device=x.device, dtype=torch.float32)
+    c1, c2 = torch.empty(plan.chunk_rows, plan.segments, **f32), torch.empty(plan.chunk_rows, plan.segments, **f32)
+    dgamma, dbeta = torch.empty_like(weight), torch.empty_like(weight)
+    final = plan.partial_rows == 0
+    wsg = wsb = None
+    if not final:
+        wsg, wsb = torch.empty(plan.partial_rows, n, **f32), torch.empty(plan.partial_rows, n, **f32)
+    calls = []
+    with dev.guard():
+        fa, fb, fr = strip_compiled(plan, geometry.dtype_name(x.dtype), abi, dev, align)
+        for k in range(plan.chunks):
+            r0, r1 = k * plan.chunk_rows, min(m, (k + 1) * plan.chunk_rows)
+            rows = {"x": x[r0:r1], "dy": dy[r0:r1]}
+            stats = {"mean": mean[r0:r1], "rstd": rstd[r0:r1]}
+            calls.append(bind_kernel(fa, abi, {**rows, "weight": weight, **stats, "c1": c1, "c2": c2}, [r1 - r0, 0], dev))
+            if final:
+                outs = {"dweight": dgamma, "dbias": dbeta}
+            else:
+                assert wsg is not None and wsb is not None
+                rb = slice(k * plan.row_blocks, (k + 1) * plan.row_blocks)
+                outs = {"wsg": wsg[rb], "wsb": wsb[rb]}
+            b_bufs = {"x": rows["x"], "dy": rows["dy"], "dx": dx[r0:r1], "weight": weight, **stats, "c1": c1,
+                      "c2": c2, **outs}
+            calls.append(bind_kernel(fb, abi, b_bufs, [r1 - r0, plan.row_blocks], dev))
+        if fr is not None:
+            assert wsg is not None and wsb is not None
+            calls.append(bind_kernel(fr, abi, {"wsg": wsg, "wsb": wsb, "dweight": dgamma, "dbias": dbeta},
+                                     [plan.partial_rows], dev))
+
+    def call() -> None:
+        for launch_one in calls:
+            launch_one()
+
+    buffers: dict[str, torch.Tensor] = {"x": x, "dy": dy, "weight": weight, "mean": mean, "rstd": rstd, "dx": dx,
+                                        "c1": c1, "c2": c2, "dweight": dgamma, "dbias": dbeta}
+    if wsg is not None and wsb is not None:
+        buffers.update(wsg=wsg, wsb=wsb)
+    call.buffers = buffers  # type: ignore[attr-defined]
     return call, (dx, dgamma, dbeta)
 
 
