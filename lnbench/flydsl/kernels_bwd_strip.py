@@ -90,9 +90,8 @@ def _row_stats(ptr, r0, R: int, slot, rows_valid):
 
 
 def build_rowsums(plan: RowPlan, n: int, segments: int, abi: str, name: str = "") -> Callable:
-    """Launcher (X, DY, W, Mean, Rstd, C1, C2, m, pad, stream) of kernel A; `plan`: the geometry of one segment.
-    `pad` (unused, pass 0) rounds the kernel arguments to 64 bytes: the compiler loads them 32 bytes at a time,
-    and a 60-byte segment would be read past its end (the emulator's memory check refuses that)."""
+    """Launcher (X, DY, W, Mean, Rstd, C1, C2, m, r_first, stream) of kernel A over rows r_first .. r_first + m - 1
+    (a chunk; C1/C2 hold the chunk's rows); `plan`: the geometry of one segment."""
     R, BLOCK, dt, S = plan.rows_per_block, plan.block, plan.dtype, segments
     esize = ELEM_BYTES[dt]
     kname = name or f"ln_bwd_rowsums_{dt}_n{n}_s{S}_{abi}"
@@ -102,7 +101,9 @@ def build_rowsums(plan: RowPlan, n: int, segments: int, abi: str, name: str = ""
         class Scratch:
             part: fx.Array[fx.Float32, floats, 16]
 
-    def body(X, DY, W, Mean, Rstd, C1, C2, m):
+    def body(X, DY, W, Mean, Rstd, C1, C2, m, r_first):
+        X, DY = (T + fx.Int64(r_first) * n for T in (X, DY))
+        Mean, Rstd = (T + fx.Int64(r_first) for T in (Mean, Rstd))
         tid, slot, lane = _slots(plan)
         part = None
         if const_expr(floats > 0):
@@ -146,24 +147,24 @@ def build_rowsums(plan: RowPlan, n: int, segments: int, abi: str, name: str = ""
     if abi == "pointer":
         @flyc.kernel(name=kname)
         def kern(X: fx.Pointer, DY: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
-                 C1: fx.Pointer, C2: fx.Pointer, m: fx.Int32, pad: fx.Int32):
-            body(X, DY, W, Mean, Rstd, C1, C2, m)
+                 C1: fx.Pointer, C2: fx.Pointer, m: fx.Int32, r_first: fx.Int32):
+            body(X, DY, W, Mean, Rstd, C1, C2, m, r_first)
 
         @flyc.jit
         def launch(X: fx.Pointer, DY: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
-                   C1: fx.Pointer, C2: fx.Pointer, m: fx.Int32, pad: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, DY, W, Mean, Rstd, C1, C2, m, pad).launch(grid=(grid(m), 1, 1), block=(BLOCK, 1, 1),
+                   C1: fx.Pointer, C2: fx.Pointer, m: fx.Int32, r_first: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+            kern(X, DY, W, Mean, Rstd, C1, C2, m, r_first).launch(grid=(grid(m), 1, 1), block=(BLOCK, 1, 1),
                                                               stream=stream)
     elif abi == "tensor":
         @flyc.kernel(name=kname)
         def kern(X: fx.Tensor, DY: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                 C1: fx.Tensor, C2: fx.Tensor, m: fx.Int32, pad: fx.Int32):
-            body(*[fx.get_iter(T) for T in (X, DY, W, Mean, Rstd, C1, C2)], m)  # type: ignore[call-arg]
+                 C1: fx.Tensor, C2: fx.Tensor, m: fx.Int32, r_first: fx.Int32):
+            body(*[fx.get_iter(T) for T in (X, DY, W, Mean, Rstd, C1, C2)], m, r_first)  # type: ignore[call-arg]
 
         @flyc.jit
         def launch(X: fx.Tensor, DY: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                   C1: fx.Tensor, C2: fx.Tensor, m: fx.Int32, pad: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, DY, W, Mean, Rstd, C1, C2, m, pad).launch(grid=(grid(m), 1, 1), block=(BLOCK, 1, 1),
+                   C1: fx.Tensor, C2: fx.Tensor, m: fx.Int32, r_first: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+            kern(X, DY, W, Mean, Rstd, C1, C2, m, r_first).launch(grid=(grid(m), 1, 1), block=(BLOCK, 1, 1),
                                                               stream=stream)
     else:
         raise ValueError(f"abi must be 'pointer' or 'tensor', got {abi!r}")
@@ -171,8 +172,9 @@ def build_rowsums(plan: RowPlan, n: int, segments: int, abi: str, name: str = ""
 
 
 def build_strip(plan: RowPlan, n: int, segments: int, final: bool, wdtype: str, abi: str, name: str = "") -> Callable:
-    """Launcher (X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb, stream) of kernel B; `plan`: the geometry of one
-    strip; OG/OB: dγ/dβ in `wdtype` (final) or the fp32 partial rows of this chunk's rb row blocks."""
+    """Launcher (X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb, r_first, p_first, stream) of kernel B over rows
+    r_first .. r_first + m - 1 (a chunk); `plan`: the geometry of one strip; OG/OB: dγ/dβ in `wdtype` (final) or
+    the fp32 partial rows, this chunk's rb row blocks from row p_first."""
     R, BLOCK, dt, S = plan.rows_per_block, plan.block, plan.dtype, segments
     if R < 2:
         raise ValueError("a strip's block holds several row slots")
@@ -185,7 +187,9 @@ def build_strip(plan: RowPlan, n: int, segments: int, final: bool, wdtype: str, 
     class Scratch:
         part: fx.Array[fx.Float32, floats, 16]
 
-    def body(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb_count):
+    def body(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb_count, r_first, p_first):
+        X, DY, DX = (T + fx.Int64(r_first) * n for T in (X, DY, DX))
+        Mean, Rstd = (T + fx.Int64(r_first) for T in (Mean, Rstd))
         tid, slot, lane = _slots(plan)
         part = fx.SharedAllocator().allocate(Scratch).peek().part.view(fx.make_layout(floats, 1))
         b = fx.Int32(fx.block_idx.x)
@@ -234,33 +238,36 @@ def build_strip(plan: RowPlan, n: int, segments: int, final: bool, wdtype: str, 
             combine_slots(plan, acc[:plan.tiles], acc[plan.tiles:], part, OG + fx.Int64(first),
                           OB + fx.Int64(first), tid, slot, lane, nbytes=cols, out_dtype=wdtype)
         else:
-            row = fx.Int64(rb) * n + fx.Int64(first)
+            row = fx.Int64(p_first + rb) * n + fx.Int64(first)
             combine_slots(plan, acc[:plan.tiles], acc[plan.tiles:], part, OG + row, OB + row, tid, slot, lane,
                           nbytes=cols)
 
     if abi == "pointer":
         @flyc.kernel(name=kname)
         def kern(X: fx.Pointer, DY: fx.Pointer, DX: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
-                 C1: fx.Pointer, C2: fx.Pointer, OG: fx.Pointer, OB: fx.Pointer, m: fx.Int32, rb: fx.Int32):
-            body(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb)
+                 C1: fx.Pointer, C2: fx.Pointer, OG: fx.Pointer, OB: fx.Pointer, m: fx.Int32, rb: fx.Int32,
+                 r_first: fx.Int32, p_first: fx.Int32):
+            body(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb, r_first, p_first)
 
         @flyc.jit
         def launch(X: fx.Pointer, DY: fx.Pointer, DX: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer,
                    Rstd: fx.Pointer, C1: fx.Pointer, C2: fx.Pointer, OG: fx.Pointer, OB: fx.Pointer, m: fx.Int32,
-                   rb: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb).launch(
+                   rb: fx.Int32, r_first: fx.Int32, p_first: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+            kern(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb, r_first, p_first).launch(
                 grid=(rb * strips, 1, 1), block=(BLOCK, 1, 1), stream=stream)
     elif abi == "tensor":
         @flyc.kernel(name=kname)
         def kern(X: fx.Tensor, DY: fx.Tensor, DX: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                 C1: fx.Tensor, C2: fx.Tensor, OG: fx.Tensor, OB: fx.Tensor, m: fx.Int32, rb: fx.Int32):
-            body(*[fx.get_iter(T) for T in (X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB)], m, rb)  # type: ignore[call-arg]
+                 C1: fx.Tensor, C2: fx.Tensor, OG: fx.Tensor, OB: fx.Tensor, m: fx.Int32, rb: fx.Int32,
+                 r_first: fx.Int32, p_first: fx.Int32):
+            body(*[fx.get_iter(T) for T in (X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB)],  # type: ignore[call-arg]
+                 m, rb, r_first, p_first)
 
         @flyc.jit
         def launch(X: fx.Tensor, DY: fx.Tensor, DX: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
                    C1: fx.Tensor, C2: fx.Tensor, OG: fx.Tensor, OB: fx.Tensor, m: fx.Int32, rb: fx.Int32,
-                   stream: fx.Stream = fx.Stream(None)):
-            kern(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb).launch(
+                   r_first: fx.Int32, p_first: fx.Int32, stream: fx.Stream = fx.Stream(None)):
+            kern(X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb, r_first, p_first).launch(
                 grid=(rb * strips, 1, 1), block=(BLOCK, 1, 1), stream=stream)
     else:
         raise ValueError(f"abi must be 'pointer' or 'tensor', got {abi!r}")

@@ -412,7 +412,7 @@ def strip_compiled(plan: bwd_plan.BwdPlan, dt: str, abi: str, dev: Device, align
     akey = ("bwd-rowsums", *tag, repr(pa), plan.segments)
     fa = _cached(akey, lambda: (build_rowsums(pa, n, plan.segments, abi), a_args + [1, 0, None]), dev.arch, akey)
     bkey = ("bwd-strip", *tag, repr(pb), plan.segments, final)
-    fb = _cached(bkey, lambda: (build_strip(pb, n, plan.segments, final, dt, abi), b_args + [1, 1, None]),
+    fb = _cached(bkey, lambda: (build_strip(pb, n, plan.segments, final, dt, abi), b_args + [1, 1, 0, 0, None]),
                  dev.arch, bkey)
     fr = None
     if not final:
@@ -438,20 +438,16 @@ def _strip_call(dev: Device, plan: bwd_plan.BwdPlan, dy: torch.Tensor, x: torch.
     calls = []
     with dev.guard():
         fa, fb, fr = strip_compiled(plan, geometry.dtype_name(x.dtype), abi, dev, align)
-        for k in range(plan.chunks):
+        for k in range(plan.chunks):              # every launch takes the whole tensors and its chunk's first row
             r0, r1 = k * plan.chunk_rows, min(m, (k + 1) * plan.chunk_rows)
-            rows = {"x": x[r0:r1], "dy": dy[r0:r1]}
-            stats = {"mean": mean[r0:r1], "rstd": rstd[r0:r1]}
-            calls.append(bind_kernel(fa, abi, {**rows, "weight": weight, **stats, "c1": c1, "c2": c2}, [r1 - r0, 0], dev))
-            if final:
-                outs = {"dweight": dgamma, "dbias": dbeta}
-            else:
-                assert wsg is not None and wsb is not None
-                rb = slice(k * plan.row_blocks, (k + 1) * plan.row_blocks)
-                outs = {"wsg": wsg[rb], "wsb": wsb[rb]}
-            b_bufs = {"x": rows["x"], "dy": rows["dy"], "dx": dx[r0:r1], "weight": weight, **stats, "c1": c1,
-                      "c2": c2, **outs}
-            calls.append(bind_kernel(fb, abi, b_bufs, [r1 - r0, plan.row_blocks], dev))
+            a_bufs = {"x": x, "dy": dy, "weight": weight, "mean": mean, "rstd": rstd, "c1": c1, "c2": c2}
+            calls.append(bind_kernel(fa, abi, a_bufs, [r1 - r0, r0], dev))
+            outs = {"dweight": dgamma, "dbias": dbeta}
+            if wsg is not None and wsb is not None:
+                outs = {"wsg": wsg, "wsb": wsb}
+            b_bufs = {"x": x, "dy": dy, "dx": dx, "weight": weight, "mean": mean, "rstd": rstd, "c1": c1, "c2": c2,
+                      **outs}
+            calls.append(bind_kernel(fb, abi, b_bufs, [r1 - r0, plan.row_blocks, r0, k * plan.row_blocks], dev))
         if fr is not None:
             assert wsg is not None and wsb is not None
             calls.append(bind_kernel(fr, abi, {"wsg": wsg, "wsb": wsb, "dweight": dgamma, "dbias": dbeta},
