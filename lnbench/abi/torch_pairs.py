@@ -75,28 +75,22 @@ def _side(op: str, entry: Callable[..., Any], t: dict[str, torch.Tensor], eps: f
     shape = [n]
     pause = (lambda: _spin(delay_us)) if delay_us > 0 else (lambda: None)
 
-    if op == "fwd":
-        def direct() -> Any:
-            pause()
-            return entry(x, shape, w, b, eps)
+    args = (dy, x, shape, mean, rstd, w, b, _MASK) if op == "bwd" else (x, shape, w, b, eps)
 
+    def direct() -> Any:
+        pause()
+        return entry(*args)
+
+    if op == "fwd":
         def wrapper() -> Outputs:
             _check(x, w, b)
             y, mu, rs = direct()
             return y, mu.reshape(-1), rs.reshape(-1)
     elif op == "fwd-nostats":
-        def direct() -> Any:
-            pause()
-            return entry(x, shape, w, b, eps)
-
         def wrapper() -> Outputs:
             _check(x, w, b)
             return (direct(),)
     else:
-        def direct() -> Any:
-            pause()
-            return entry(dy, x, shape, mean, rstd, w, b, _MASK)
-
         def wrapper() -> Outputs:
             _check(x, dy, w)
             return tuple(direct())

@@ -160,18 +160,23 @@ hipError_t hipHostGetDevicePointer(void **dev, void *host, unsigned flags) {
 }
 
 /* ---- streams and events (synchronous: all work is done when it is issued) ---- */
-hipError_t hipStreamCreate(void **s) {
-    if (!s) return fail(hipErrorInvalidValue);
-    struct stream *st = calloc(1, sizeof *st);
-    if (!st) return fail(hipErrorOutOfMemory);
-    st->magic = MAGIC_STREAM; *s = st;
+
+/* A new stream or event: `size` zeroed bytes whose first field, the magic, is `magic`, handed out through *out. */
+static hipError_t new_handle(void **out, size_t size, uint32_t magic) {
+    if (!out) return fail(hipErrorInvalidValue);
+    uint32_t *h = calloc(1, size);
+    if (!h) return fail(hipErrorOutOfMemory);
+    *h = magic; *out = h;
     return hipSuccess;
 }
-hipError_t hipStreamDestroy(void *s) {
-    if (!s || !ok_stream(s)) return fail(hipErrorInvalidHandle);
-    ((struct stream *)s)->magic = 0; free(s);
+/* The end of a stream or event the caller checked: its magic cleared (a later use of the handle is refused). */
+static hipError_t end_handle(void *h) {
+    *(uint32_t *)h = 0; free(h);
     return hipSuccess;
 }
+
+hipError_t hipStreamCreate(void **s) { return new_handle(s, sizeof(struct stream), MAGIC_STREAM); }
+hipError_t hipStreamDestroy(void *s) { return s && ok_stream(s) ? end_handle(s) : fail(hipErrorInvalidHandle); }
 hipError_t hipStreamSynchronize(void *s) { return ok_stream(s) ? hipSuccess : fail(hipErrorInvalidHandle); }
 hipError_t hipStreamWaitEvent(void *s, void *e, unsigned flags) {
     (void)flags;
@@ -179,17 +184,9 @@ hipError_t hipStreamWaitEvent(void *s, void *e, unsigned flags) {
 }
 hipError_t hipEventCreateWithFlags(void **e, unsigned flags) {
     (void)flags;
-    if (!e) return fail(hipErrorInvalidValue);
-    struct event *ev = calloc(1, sizeof *ev);
-    if (!ev) return fail(hipErrorOutOfMemory);
-    ev->magic = MAGIC_EVENT; *e = ev;
-    return hipSuccess;
+    return new_handle(e, sizeof(struct event), MAGIC_EVENT);
 }
-hipError_t hipEventDestroy(void *e) {
-    if (!ok_event(e)) return fail(hipErrorInvalidHandle);
-    ((struct event *)e)->magic = 0; free(e);
-    return hipSuccess;
-}
+hipError_t hipEventDestroy(void *e) { return ok_event(e) ? end_handle(e) : fail(hipErrorInvalidHandle); }
 hipError_t hipEventRecord(void *e, void *s) {
     if (!ok_event(e) || !ok_stream(s)) return fail(hipErrorInvalidHandle);
     struct event *ev = e;

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -238,6 +239,18 @@ class Footprint:
                     t.stored += moved
                     t.unique_stored += unique
         return out
+
+
+class _Batch(NamedTuple):
+    """What a whole-batch buffer access (Memory.load_rows, store_rows) needs of the checkers: its buffer, its race
+    shadow (None: the race checker is off) and the shadow's granule shift, the footprint's map of touched bytes
+    (None: no footprint) and whether that map is new."""
+
+    reg: Region
+    shadow: RaceShadow | None
+    shift: int
+    touched: np.ndarray | None
+    fresh: bool
 
 
 class Memory:
@@ -455,20 +468,17 @@ class Memory:
         if valid is not None and any(self._one_region(lo + j * size, hi + j * size, size) is not reg
                                      for j in range(1, count)):
             return False
-        got = self._batch_checks(reg, unit, span, load=True)
-        if got is None:
+        batch = self._batch(reg, unit, span, load=True)
+        if batch is None:
             return False
-        assert reg is not None                       # (_batch_checks: None without one buffer)
-        shadow, shift, touched, fresh = got
-        footprint = self.footprint
+        reg, shadow = batch.reg, batch.shadow
         checks = (reg.written if self.initcheck else None,
                   shadow.modifier if shadow is not None and shadow.modified else None,
-                  shadow.reader if shadow is not None else None, shift, wave_group, touched, rows)
+                  shadow.reader if shadow is not None else None, batch.shift, wave_group, batch.touched, rows)
         found = native.buf_load(reg.data, reg.base, addr, *checks) if valid is None else \
             native.buf_load_lanes(reg.data, reg.base, addr, valid, *checks)
         if found:
-            if fresh:
-                footprint.forget(reg, True)  # type: ignore[union-attr]
+            self._drop_fresh(batch, True)
             return False
         if shadow is not None:
             shadow.read = True
@@ -479,20 +489,17 @@ class Memory:
                    ) -> bool:
         """A raw buffer store of every lane of a batch from register rows: load_rows' counterpart for store()."""
         nbytes = rows.components * rows.size
-        reg = self._one_region(int(span[0]), int(span[1]), nbytes)
-        got = self._batch_checks(reg, nbytes, span, load=False)
-        if got is None:
+        batch = self._batch(self._one_region(int(span[0]), int(span[1]), nbytes), nbytes, span, load=False)
+        if batch is None:
             return False
-        assert reg is not None                       # (_batch_checks: None without one buffer)
-        shadow, shift, touched, fresh = got
-        footprint = self.footprint
+        reg, shadow = batch.reg, batch.shadow
         modified = shadow is not None and shadow.modified
         code, first = native.buf_store(reg.data, reg.base, addr, reg.written,
                                        shadow.modifier if shadow is not None else None, modified,
-                                       shadow.reader if shadow is not None and shadow.read else None, shift,
-                                       wave_group, touched, rows)
-        if code and fresh:
-            footprint.forget(reg, False)  # type: ignore[union-attr]
+                                       shadow.reader if shadow is not None and shadow.read else None, batch.shift,
+                                       wave_group, batch.touched, rows)
+        if code:
+            self._drop_fresh(batch, False)
         if code == 1:
             return False
         if shadow is not None:
@@ -504,12 +511,10 @@ class Memory:
         self._count_moved(reg, False, addr.size * nbytes)
         return True
 
-    def _batch_checks(self, reg: Region | None, nbytes: int, span: np.ndarray, load: bool
-                      ) -> tuple[RaceShadow | None, int, np.ndarray | None, bool] | None:
-        """What a whole-batch access of `nbytes` per lane to `reg` needs of the checkers (load_rows, store_rows): its
-        race shadow (None: the race checker is off) and the shadow's granule shift, the footprint's map of touched
-        bytes (None: no footprint) and whether that map is new. None where the access cannot be taken whole: no one
-        buffer holds it, the race checker cannot tell its granule, or it stores to a read-only buffer."""
+    def _batch(self, reg: Region | None, nbytes: int, span: np.ndarray, load: bool) -> _Batch | None:
+        """What a whole-batch access of `nbytes` per lane to `reg` needs of the checkers (load_rows, store_rows). None
+        where the access cannot be taken whole: no one buffer holds it, the race checker cannot tell its granule, or
+        it stores to a read-only buffer."""
         if reg is None:
             return None
         race = self._race_entries(reg, nbytes, span) if self.race else None
@@ -517,7 +522,12 @@ class Memory:
             return None
         shadow, shift = race if race is not None else (None, 0)
         touched, fresh = self.footprint.touched(reg, load) if self.footprint is not None else (None, False)
-        return shadow, shift, touched, fresh
+        return _Batch(reg, shadow, shift, touched, fresh)
+
+    def _drop_fresh(self, batch: _Batch, load: bool) -> None:
+        """A batch access given up (the general path runs it): the touched-byte map it made is forgotten."""
+        if batch.fresh and self.footprint is not None:
+            self.footprint.forget(batch.reg, load)
 
     def _one_region(self, lo: int, hi: int, nbytes: int) -> Region | None:
         """The buffer holding every access of `nbytes` from `lo` to `hi`, as _resolve finds it."""

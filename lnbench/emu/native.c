@@ -296,25 +296,30 @@ static inline __attribute__((always_inline)) int64_t buf_load(const uint8_t *dat
     return 0;
 }
 
+/* A buffer load's or store's call of CALL(count, size, shift) (buf_load, buf_store), with constant loop bounds for
+   the usual shapes: dword rows (race shadow per dword or per byte) and sub-dwords; any other shape as given. */
+#define BUF_SHAPES(CALL) do {                                                                                   \
+        if (size == 4 && shift == 2) {                                                                          \
+            if (count == 1) return CALL(1, 4, 2);                                                               \
+            if (count == 2) return CALL(2, 4, 2);                                                               \
+            if (count == 4) return CALL(4, 4, 2);                                                               \
+        }                                                                                                       \
+        if (shift == 0) {                                                                                       \
+            if (count == 1 && size == 2) return CALL(1, 2, 0);                                                  \
+            if (count == 1 && size == 1) return CALL(1, 1, 0);                                                  \
+            if (count == 1 && size == 4) return CALL(1, 4, 0);                                                  \
+            if (count == 4 && size == 4) return CALL(4, 4, 0);                                                  \
+        }                                                                                                       \
+        return CALL(count, size, shift);                                                                        \
+    } while (0)
+
 int64_t lnbench_buf_load(const uint8_t *data, int64_t rbase, int64_t *addr, int64_t n, const uint8_t *written,
                          const int32_t *modifier, int32_t *reader, int shift, const int64_t *wave_group,
                          uint8_t *touched, uint32_t *R, int64_t row_len, int64_t dst, int64_t count, int64_t size,
                          int sign) {
 #define BUF_LOAD(C, S, SH) buf_load(data, rbase, addr, n, written, modifier, reader, SH, wave_group, touched, R, \
                                     row_len, dst, C, S, sign)
-    /* the usual shapes with constant loop bounds: dword loads (race shadow per dword or per byte), sub-dwords */
-    if (size == 4 && shift == 2) {
-        if (count == 1) return BUF_LOAD(1, 4, 2);
-        if (count == 2) return BUF_LOAD(2, 4, 2);
-        if (count == 4) return BUF_LOAD(4, 4, 2);
-    }
-    if (shift == 0) {
-        if (count == 1 && size == 2) return BUF_LOAD(1, 2, 0);
-        if (count == 1 && size == 1) return BUF_LOAD(1, 1, 0);
-        if (count == 1 && size == 4) return BUF_LOAD(1, 4, 0);
-        if (count == 4 && size == 4) return BUF_LOAD(4, 4, 0);
-    }
-    return BUF_LOAD(count, size, shift);
+    BUF_SHAPES(BUF_LOAD);
 #undef BUF_LOAD
 }
 
@@ -408,17 +413,7 @@ int64_t lnbench_buf_store(uint8_t *data, int64_t rbase, int64_t *addr, int64_t n
                           int64_t size, int64_t *found) {
 #define BUF_STORE(C, S, SH) buf_store(data, rbase, addr, n, written, modifier, modified, reader, SH, wave_group, \
                                       touched, R, row_len, src, C, S, found)
-    if (size == 4 && shift == 2) {
-        if (count == 1) return BUF_STORE(1, 4, 2);
-        if (count == 2) return BUF_STORE(2, 4, 2);
-        if (count == 4) return BUF_STORE(4, 4, 2);
-    }
-    if (shift == 0) {
-        if (count == 1 && size == 2) return BUF_STORE(1, 2, 0);
-        if (count == 1 && size == 1) return BUF_STORE(1, 1, 0);
-        if (count == 1 && size == 4) return BUF_STORE(1, 4, 0);
-    }
-    return BUF_STORE(count, size, shift);
+    BUF_SHAPES(BUF_STORE);
 #undef BUF_STORE
 }
 

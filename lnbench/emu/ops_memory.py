@@ -360,34 +360,34 @@ def _scratch_addrs(st: Step, rows: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     return addr
 
 
-def _scratch_check(st: Step, addr: np.ndarray, nbytes: int) -> None:
+def _scratch_access(st: Step, prefix: str) -> tuple[np.ndarray, np.ndarray, int, tuple[np.ndarray, ...]]:
+    """What a scratch load or store (`prefix` + x2/x4) touches: the active rows and lanes, the dword count and the
+    index of its bytes in the waves' private segments (4 × count bytes a lane). Faults on an access outside the
+    segment."""
+    count = int(st.ins.name[len(prefix):].lstrip("x") or 1)
+    rows, lanes = _active(st)
+    addr = _scratch_addrs(st, rows, lanes)
     limit = st.w.scratch.shape[2]
-    bad = (addr < 0) | (addr + nbytes > limit)
+    bad = (addr < 0) | (addr + 4 * count > limit)
     if bad.any():
         raise EmulatorFault(f"scratch access at private offset {int(addr[bad][0])} outside the "
                             f"{limit}-byte private segment")
+    wave_rows = _wave_rows(st, rows)
+    return rows, lanes, count, (wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count))
 
 
 @op("scratch_load_dword", "scratch_load_dwordx2", "scratch_load_dwordx4", cls="vmem_load", honours=ACC)
 def scratch_load(st: Step) -> None:
-    count = int(st.ins.name[len("scratch_load_dword"):].lstrip("x") or 1)
-    rows, lanes = _active(st)
-    addr = _scratch_addrs(st, rows, lanes)
-    _scratch_check(st, addr, 4 * count)
-    wave_rows = _wave_rows(st, rows)
-    raw = st.w.scratch[wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count)]
-    _write_lanes(st, st.ins.f["vdst"], rows, lanes, np.ascontiguousarray(raw).view("<u4").reshape(-1, count))
+    rows, lanes, count, at = _scratch_access(st, "scratch_load_dword")
+    raw = np.ascontiguousarray(st.w.scratch[at])
+    _write_lanes(st, st.ins.f["vdst"], rows, lanes, raw.view("<u4").reshape(-1, count))
 
 
 @op("scratch_store_dword", "scratch_store_dwordx2", "scratch_store_dwordx4", cls="vmem_store", honours=ACC)
 def scratch_store(st: Step) -> None:
-    count = int(st.ins.name[len("scratch_store_dword"):].lstrip("x") or 1)
-    rows, lanes = _active(st)
-    addr = _scratch_addrs(st, rows, lanes)
-    _scratch_check(st, addr, 4 * count)
-    wave_rows = _wave_rows(st, rows)
+    rows, lanes, count, at = _scratch_access(st, "scratch_store_dword")
     data = np.ascontiguousarray(_read_lanes(st, st.ins.f["data"], rows, lanes, count)).view(np.uint8)
-    st.w.scratch[wave_rows[:, None], lanes[:, None], addr[:, None] + np.arange(4 * count)] = data.reshape(-1, 4 * count)
+    st.w.scratch[at] = data.reshape(-1, 4 * count)
 
 
 # ---------------------------------------------------------------- LDS

@@ -9,7 +9,7 @@ steps every wave that sits at the same PC together; `Step` is that group for one
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -46,14 +46,21 @@ def lanes_to_mask(lanes: np.ndarray) -> np.ndarray:
     return np.packbits(lanes, axis=1, bitorder="little").view("<u8")[:, 0]
 
 
-def inline_const32(code: int, kind: str, literal: int | None) -> int:
-    """The 32-bit value of a constant operand code (inline integer, inline float as `kind`, the literal)."""
+def _inline(code: int, floats: dict[int, int], mask: int) -> int | None:
+    """The value of an inline constant operand code at the width of `mask`: the integers 0..64 and -1..-16, the
+    floats (codes 240..248) as the bit patterns `floats` gives; None for any other code."""
     if 128 <= code <= 192:
         return code - 128
     if 193 <= code <= 208:
-        return (-(code - 192)) & 0xFFFFFFFF
-    if 240 <= code <= 248:
-        return _F16[code] if kind == "f16" else _F32[code]
+        return (-(code - 192)) & mask
+    return floats.get(code)
+
+
+def inline_const32(code: int, kind: str, literal: int | None) -> int:
+    """The 32-bit value of a constant operand code (inline integer, inline float as `kind`, the literal)."""
+    value = _inline(code, _F16 if kind == "f16" else _F32, 0xFFFFFFFF)
+    if value is not None:
+        return value
     if code == 255:
         if literal is None:
             raise EmulatorFault("literal operand without a literal")
@@ -185,12 +192,9 @@ class Step:
         return np.full(self.k, self.const64(code, kind), np.uint64)
 
     def const64(self, code: int, kind: str = "b64") -> int:
-        if 128 <= code <= 192:
-            return code - 128
-        if 193 <= code <= 208:
-            return (-(code - 192)) & 0xFFFFFFFFFFFFFFFF
-        if 240 <= code <= 248:
-            return _F64[code] if kind == "f64" else _F32[code]
+        value = _inline(code, _F64 if kind == "f64" else _F32, 0xFFFFFFFFFFFFFFFF)
+        if value is not None:
+            return value
         if code == 255:
             return self.const32(255)
         raise EmulatorFault(f"unsupported 64-bit operand code {code}")
@@ -281,6 +285,17 @@ class Step:
         self.next_pc = np.where(taken, target, self.ins.pc + self.ins.size)
 
 
+def _noted(name: str, dwords: int, written: bool) -> Callable[..., Any]:
+    """Step's operand accessor `name`, noting its register operand (code, dwords) as read or written first."""
+    plain = getattr(Step, name)
+
+    def noted(self: RecordingStep, code: int, *args: Any) -> Any:
+        (self.writes if written else self.reads).append((code, dwords))
+        return plain(self, code, *args)
+    noted.__name__ = noted.__qualname__ = name
+    return noted
+
+
 class RecordingStep(Step):
     """A Step that also notes the register operands the handler reads and writes: (operand code, dwords).
 
@@ -293,31 +308,11 @@ class RecordingStep(Step):
         self.reads: list[tuple[int, int]] = []
         self.writes: list[tuple[int, int]] = []
 
-    def sval(self, code: int, kind: str = "b32") -> np.ndarray:
-        self.reads.append((code, 1))
-        return super().sval(code, kind)
-
-    def sval64(self, code: int, kind: str = "b64") -> np.ndarray:
-        self.reads.append((code, 2))
-        return super().sval64(code, kind)
-
-    def vval(self, code: int, kind: str = "b32") -> np.ndarray:
-        self.reads.append((code, 1))
-        return super().vval(code, kind)
-
-    def vval64(self, code: int, kind: str = "b64") -> np.ndarray:
-        self.reads.append((code, 2))
-        return super().vval64(code, kind)
-
-    def set_s(self, code: int, values: np.ndarray | int) -> None:
-        self.writes.append((code, 1))
-        super().set_s(code, values)
+    sval, sval64 = _noted("sval", 1, written=False), _noted("sval64", 2, written=False)
+    vval, vval64 = _noted("vval", 1, written=False), _noted("vval64", 2, written=False)
+    set_s, set_v = _noted("set_s", 1, written=True), _noted("set_v", 1, written=True)
 
     def set_s64(self, code: int, values: np.ndarray) -> None:
         if code < 127:                   # (from 127 on, set_s64 calls set_s, which notes them)
             self.writes.extend([(code, 1), (code + 1, 1)])
         super().set_s64(code, values)
-
-    def set_v(self, code: int, values: np.ndarray, mask: np.ndarray | None = None) -> None:
-        self.writes.append((code, 1))
-        super().set_v(code, values, mask)

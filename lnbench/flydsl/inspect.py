@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from lnbench.constants import DTYPES, KERNEL_OPS
+from lnbench.emu.profile import LaunchCounts
 from lnbench.emu.registry import CLASSES
 from lnbench.flydsl import dump_cache, geometry, launch
 from lnbench.flydsl.guard import guarded_compile
@@ -205,9 +206,10 @@ INSTRUCTION_CLASSES = CLASSES
 KERNARG = "kernarg segment"
 
 
-@dataclass
-class ExecutedKernel:
-    """What one launch of a variant executed on the emulated device, for M input rows."""
+@dataclass(kw_only=True)
+class ExecutedKernel(LaunchCounts):
+    """What one launch of a variant executed on the emulated device, for M input rows: the launch's counts
+    (LaunchCounts) and the case that ran."""
 
     op: str
     kernel_name: str
@@ -217,29 +219,11 @@ class ExecutedKernel:
     m: int
     n: int
     dgamma_strategy: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    wave_instructions: dict[str, int]
-    global_bytes_loaded: int            # instruction bytes (kernarg included): a re-read counts again
-    global_bytes_stored: int
-    lds_bytes: int
     buffers: dict[str, dict[str, Any]]  # name -> BufferTraffic fields (distinct bytes: compulsory traffic)
     code_object: str = ""               # sha256 of the code object that executed, 16 hex digits
-    lds_bank_cycles: int = 0            # LDS clocks at 32 banks (lnbench/emu/lds_banks.py), conflicts included
-    lds_conflict_cycles: int = 0
-    vgprs: int = 0                      # registers per wave and LDS per workgroup: the occupancy they allow
-    agprs: int = 0
-    sgprs: int = 0
-    lds_alloc: int = 0
 
-    @property
-    def total(self) -> int:
-        return sum(self.wave_instructions.values())
-
-    @property
-    def waves(self) -> int:
-        threads = self.block[0] * self.block[1] * self.block[2]
-        return self.grid[0] * self.grid[1] * self.grid[2] * -(-threads // 64)
+    #: (the inspect row's exec_instructions)
+    total = LaunchCounts.total_wave_instructions
 
     def unique_bytes(self, include_kernarg: bool = False) -> tuple[int, int]:
         """(distinct bytes loaded, distinct bytes stored) over the launch's buffers."""
