@@ -6,48 +6,28 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy import Boolean, String, Text
+
+from lnbench.store.migrations.columns import keyed, required
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
     op.create_table(
-        "runs",
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_key", sa.String(64), nullable=False, unique=True),
-        sa.Column("kind", sa.String(32), nullable=False),
-        sa.Column("schema_version", sa.String(16), nullable=False),
-        sa.Column("commit", sa.String(64), nullable=False),
-        sa.Column("dirty", sa.Boolean, nullable=False),
-        sa.Column("branch", sa.String(255), nullable=False),
-        sa.Column("timestamp", sa.String(32), nullable=False),
-        sa.Column("machine", sa.String(512), nullable=False),
-        sa.Column("device", sa.String(128), nullable=False),
-        sa.Column("protocol", sa.Text, nullable=False),
-        sa.Column("protocol_hash", sa.String(16), nullable=False),
-        sa.Column("lnbench_version", sa.String(32), nullable=False),
-        sa.Column("command_line", sa.Text, nullable=False),
-        sa.Column("complete", sa.Boolean, nullable=False),
-        sa.Column("parts", sa.Text, nullable=False),
+        "runs", *keyed("run_key"),
+        *required(kind=String(32), schema_version=String(16), commit=String(64), dirty=Boolean,
+                  branch=String(255), timestamp=String(32), machine=String(512), device=String(128),
+                  protocol=Text, protocol_hash=String(16), lnbench_version=String(32), command_line=Text,
+                  complete=Boolean, parts=Text),
     )
     op.create_index("ix_runs_timestamp", "runs", ["timestamp"])
     op.create_table(
-        "series",
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("series_key", sa.String(64), nullable=False, unique=True),
-        sa.Column("kind", sa.String(32), nullable=False),
-        sa.Column("backend", sa.String(255), nullable=False),
-        sa.Column("op", sa.String(32), nullable=False),
-        sa.Column("dtype", sa.String(16), nullable=False),
-        sa.Column("shape", sa.String(64), nullable=False),
-        sa.Column("mode", sa.String(64), nullable=False),
-        sa.Column("case_name", sa.String(255), nullable=False),
-        sa.Column("machine", sa.String(512), nullable=False),
-        sa.Column("protocol_hash", sa.String(16), nullable=False),
-        sa.Column("unit", sa.String(32), nullable=False),
+        "series", *keyed("series_key"),
+        *required(kind=String(32), backend=String(255), op=String(32), dtype=String(16), shape=String(64),
+                  mode=String(64), case_name=String(255), machine=String(512), protocol_hash=String(16),
+                  unit=String(32)),
     )
     op.create_table(
         "points",
@@ -55,9 +35,8 @@ def upgrade() -> None:
         sa.Column("series_id", sa.Integer, sa.ForeignKey("series.id", ondelete="CASCADE"), primary_key=True),
         sa.Column("value", sa.Float),
         sa.Column("value2", sa.Float),
-        sa.Column("values", sa.Text),
-        sa.Column("status", sa.String(64), nullable=False),
-        sa.Column("detail", sa.Text, nullable=False),
+        sa.Column("values", Text),
+        *required(status=String(64), detail=Text),
     )
 
 

@@ -8,19 +8,17 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from lnbench.store.migrations.columns import add_columns, drop_columns
+
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("load_flag", sa.String(255), nullable=False, server_default=""))
+    add_columns("runs", sa.Column("load_flag", sa.String(255), nullable=False, server_default=""))
     op.create_index("ix_points_series_run", "points", ["series_id", "run_id"])
 
 
 def downgrade() -> None:
     op.drop_index("ix_points_series_run", "points")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("load_flag")
+    drop_columns("runs", "load_flag")

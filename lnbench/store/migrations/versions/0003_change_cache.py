@@ -7,15 +7,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from lnbench.store.migrations.columns import required
+
 revision = "0003"
 down_revision = "0002"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table("change_cache", sa.Column("key", sa.String(64), primary_key=True),
-                    sa.Column("result", sa.Text, nullable=False))
+    op.create_table("change_cache", sa.Column("key", sa.String(64), primary_key=True), *required(result=sa.Text))
 
 
 def downgrade() -> None:

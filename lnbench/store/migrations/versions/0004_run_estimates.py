@@ -8,23 +8,18 @@ Revision ID: 0004
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from lnbench.store.migrations.columns import add_columns, drop_columns
 
 revision = "0004"
 down_revision = "0003"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("estimate_s", sa.Float, nullable=True))
-        batch.add_column(sa.Column("estimate_range", sa.String(64), nullable=True))
-        batch.add_column(sa.Column("actual_s", sa.Float, nullable=True))
+    add_columns("runs", sa.Column("estimate_s", sa.Float, nullable=True),
+                sa.Column("estimate_range", sa.String(64), nullable=True),
+                sa.Column("actual_s", sa.Float, nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("actual_s")
-        batch.drop_column("estimate_range")
-        batch.drop_column("estimate_s")
+    drop_columns("runs", "actual_s", "estimate_range", "estimate_s")
