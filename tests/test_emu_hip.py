@@ -128,15 +128,21 @@ def e2e() -> dict:
     return last_json(run_snippet(E2E))
 
 
+def _launch_request(e2e: dict, abi: str) -> tuple[dict, bytes]:
+    """The launch the HIP stand-in received for the bf16 N=4096 forward of `abi` (its kernel and geometry checked)
+    and its kernarg segment."""
+    req = e2e[abi]
+    assert req["kernel"] == f"ln_fwd_bf16_n4096_{abi}"
+    plan = geometry.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
+    assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
+    return req, bytes.fromhex(req["kernarg"])
+
+
 @needs_stub
 @needs_flydsl
 def test_pointer_abi_kernarg(e2e):
-    req = e2e["pointer"]
-    assert req["kernel"] == "ln_fwd_bf16_n4096_pointer"
-    plan = geometry.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
-    assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
+    req, seg = _launch_request(e2e, "pointer")
     assert req["lds"] == 0 and req["stream"] == 0 and req["elf"] == "7f454c46"
-    seg = bytes.fromhex(req["kernarg"])
     assert len(seg) == req["kernarg_size"] == 6 * 8 + 4
     assert list(struct.unpack("<6Q", seg[:48])) == e2e["ptrs"]
     assert int.from_bytes(seg[-4:], "little") == e2e["M"]
@@ -147,11 +153,7 @@ def test_pointer_abi_kernarg(e2e):
 @needs_stub
 @needs_flydsl
 def test_tensor_abi_kernarg(e2e):
-    req = e2e["tensor"]
-    assert req["kernel"] == "ln_fwd_bf16_n4096_tensor"
-    plan = geometry.row_plan(4096, "bf16")                # 64 threads a row now: 1 row, 1 wave per block
-    assert req["grid"] == [plan.grid(e2e["M"]), 1, 1] and req["block"] == [plan.block, 1, 1]
-    seg = bytes.fromhex(req["kernarg"])
+    req, seg = _launch_request(e2e, "tensor")
     assert len(seg) == req["kernarg_size"]
     got = [int.from_bytes(seg[o:o + 8], "little") for o in req["ptr_offsets"]]
     assert got == e2e["ptrs"]

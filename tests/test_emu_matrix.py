@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 import torch
+from ln_reference import ATOL, DTYPES, inputs, max_err, reference, torch_same_dtype
 
 from lnbench.run.device import emulator_status, resolve_device
 from lnbench.constants import ARCHES
@@ -45,32 +46,8 @@ CASES.append(("f32", 2, 12289))
 #: and a 16-wave backward row kept in registers (not streaming, no workspace): bf16 16384, values checked here, while
 #: test_kernel_instr_budget.py executes it only for its instruction counts
 CASES.append(("bf16", 2, 16384))
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-ATOL = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
 #: backward bar relative to the reference's magnitude (dγ/dβ: x sqrt(M))
 BWD_TOL = {"f32": 1e-4, "f16": 2e-2, "bf16": 6e-2}
-
-
-def _reference(x, w, b, dy, eps=1e-5):
-    xd, wd = x.double(), w.double()
-    mean = xd.mean(1)
-    rstd = (((xd - mean[:, None]) ** 2).mean(1) + eps).rsqrt()
-    xhat = (xd - mean[:, None]) * rstd[:, None]
-    wdy = dy.double() * wd
-    dx = (wdy - wdy.mean(1, keepdim=True) - xhat * (wdy * xhat).mean(1, keepdim=True)) * rstd[:, None]
-    return {"y": xhat * wd + b.double(), "mean": mean, "rstd": rstd, "dx": dx,
-            "dweight": (dy.double() * xhat).sum(0), "dbias": dy.double().sum(0)}
-
-
-def _torch_same_dtype(x, w, b, dy, eps=1e-5):
-    xt, wt, bt = (t.clone().requires_grad_() for t in (x, w, b))
-    y = torch.nn.functional.layer_norm(xt, (x.shape[1],), wt, bt, eps)
-    y.backward(dy)
-    return {"y": y.detach(), "dx": xt.grad, "dweight": wt.grad, "dbias": bt.grad}
-
-
-def _err(got, ref):
-    return (got.cpu().double() - ref).abs().max().item()
 
 
 @pytest.mark.rocm
@@ -78,24 +55,20 @@ def _err(got, ref):
 def test_kernel_matrix_executes_correctly(each_kernel_device, dtype, m, n):
     from lnbench.flydsl import launch
     dev, dt = each_kernel_device, DTYPES[dtype]
-    gen = torch.Generator().manual_seed(m * 7919 + n)
-    x = torch.randn(m, n, generator=gen).to(dt)
-    w = (torch.rand(n, generator=gen) + 0.5).to(dt)
-    b = torch.randn(n, generator=gen).to(dt)
-    dy = torch.randn(m, n, generator=gen).to(dt)
-    ref, base = _reference(x, w, b, dy), _torch_same_dtype(x, w, b, dy)
+    x, w, b, dy = inputs(m, n, dtype, m * 7919 + n)
+    ref, base = reference(x, w, b, dy), torch_same_dtype(x, w, b, dy)
     x, w, b, dy = (t.to(dev.torch_device) for t in (x, w, b, dy))
     tag = f"{dev.name} {dtype} {m}x{n}"
     failures = []
 
     def check(what, name, got, scale=1.0):
-        err, allowed = _err(got, ref[name]), 2 * _err(base[name], ref[name]) + ATOL[dtype] * scale
+        err, allowed = max_err(got, ref[name]), 2 * max_err(base[name], ref[name]) + ATOL[dtype] * scale
         if not err <= allowed:
             failures.append(f"{tag} {what} {name}: err {err:.3g} > allowed {allowed:.3g}")
 
     def check_bwd(what, name, got, scale=1.0):
         check(what, name, got, scale)
-        err, bar = _err(got, ref[name]), BWD_TOL[dtype] * scale * max(1.0, ref[name].abs().max().item())
+        err, bar = max_err(got, ref[name]), BWD_TOL[dtype] * scale * max(1.0, ref[name].abs().max().item())
         if got.dtype != dt or not err <= bar:
             failures.append(f"{tag} {what} {name}: {got.dtype}, err {err:.3g} > {bar:.3g} relative bar")
 
@@ -109,9 +82,9 @@ def test_kernel_matrix_executes_correctly(each_kernel_device, dtype, m, n):
         check(f"{abi} fwd-nostats", "y", y2)
         if not torch.equal(y, y2):
             failures.append(f"{tag} {abi}: fwd and fwd-nostats y differ")
-        if _err(mean, ref["mean"]) > 1e-5 * max(1.0, ref["mean"].abs().max().item()) or \
+        if max_err(mean, ref["mean"]) > 1e-5 * max(1.0, ref["mean"].abs().max().item()) or \
                 not torch.allclose(mean.cpu().double(), ref["mean"], atol=1e-5, rtol=1e-5):
-            failures.append(f"{tag} {abi}: mean off by {_err(mean, ref['mean']):.3g}")
+            failures.append(f"{tag} {abi}: mean off by {max_err(mean, ref['mean']):.3g}")
         if ((rstd.cpu().double() - ref["rstd"]) / ref["rstd"]).abs().max().item() > 1e-5:
             failures.append(f"{tag} {abi}: rstd off")
         outs[abi] = [y, mean, rstd]

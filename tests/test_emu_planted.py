@@ -22,6 +22,7 @@ each planted fault runs without complaint. Everything runs in-process on the emu
 """
 
 import re
+from typing import TypeVar
 
 import pytest
 import torch
@@ -133,11 +134,16 @@ def _run(pk, plant: str, x: torch.Tensor, y: torch.Tensor, *, x_ptr: int | None 
     return launches
 
 
-def _fault(pk, plant: str, **kwargs) -> EmulatorFault:
-    storage, x, y = _inputs()
-    with pytest.raises(EmulatorFault) as info:
+F = TypeVar("F", bound=EmulatorFault)
+
+
+def _fault(pk, plant: str, kind: type[F] = EmulatorFault, inputs: tuple[torch.Tensor, torch.Tensor] | None = None,
+           **kwargs) -> tuple[F, str]:
+    """The fault of `kind` the planted kernel's launch raises, and its message; inputs: (x, y), else fresh ones."""
+    x, y = inputs if inputs is not None else _inputs()[1:]
+    with pytest.raises(kind) as info:
         _run(pk, plant, x, y, **kwargs)
-    return info.value
+    return info.value, str(info.value)
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
@@ -155,9 +161,8 @@ def test_correct_row_sum_matches_fp64(emu, arch):
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_missing_barrier_is_an_lds_race(emu, arch):
     pk = emu(arch)
-    err = _fault(pk, pk.NO_BARRIER)
+    err, msg = _fault(pk, pk.NO_BARRIER)
     assert emu.arches == [arch]
-    msg = str(err)
     assert "LDS race" in msg and "no s_barrier between them" in msg, msg
     assert err.kernel.startswith("row_sum") and err.opcode.startswith("ds_read"), (err.kernel, err.opcode)
     assert msg.startswith(f"kernel {err.kernel}, PC 0x{err.pc:x} ({err.opcode})"), msg
@@ -166,9 +171,7 @@ def test_missing_barrier_is_an_lds_race(emu, arch):
 def test_row_tail_off_by_one_reads_past_the_end_of_x(emu):
     pk = emu("gfx942")
     storage, x, y = _inputs()
-    with pytest.raises(EmulatorFault) as info:
-        _run(pk, pk.TAIL_OFF_BY_ONE, x, y)
-    err, msg = info.value, str(info.value)
+    err, msg = _fault(pk, pk.TAIL_OFF_BY_ONE, inputs=(x, y))
     end = x.data_ptr() + x.numel() * x.element_size()
     assert err.opcode == "global_load_dword", msg
     assert f"global load of 4 byte(s) at 0x{end:x}" in msg, msg       # x[M-1, N]: the first byte past x
@@ -194,9 +197,7 @@ def test_use_after_free_is_outside_every_buffer(emu):
     x = torch.randn(M, N)
     stale = x.data_ptr()
     del x                                                              # freed before the launch
-    with pytest.raises(EmulatorFault) as info:
-        _run(pk, pk.CORRECT, y.new_empty(0), y, x_ptr=stale, register_x=False)
-    err, msg = info.value, str(info.value)
+    err, msg = _fault(pk, pk.CORRECT, inputs=(y.new_empty(0), y), x_ptr=stale, register_x=False)
     assert err.opcode == "global_load_dword", msg
     assert "global load of 4 byte(s) at 0x" in msg and "is outside every buffer" in msg, msg
 
@@ -208,9 +209,7 @@ def test_use_after_free_is_outside_every_buffer(emu):
 def test_reading_the_workspace_row_before_any_write_is_an_uninitialized_read(emu, arch):
     pk = emu(arch)
     storage, x, y = _inputs()
-    with pytest.raises(UninitializedRead) as info:
-        _run(pk, pk.ACCUMULATE_INTO_Y, x, y)
-    err, msg = info.value, str(info.value)
+    err, msg = _fault(pk, pk.ACCUMULATE_INTO_Y, UninitializedRead, (x, y))
     assert emu.arches == [arch]
     # the uniform address makes it a scalar load of y[0] (workgroup 0 runs first)
     assert f"uninitialized read: {'s_load' if err.opcode.startswith('s_load') else 'global load'}" in msg, msg
@@ -221,10 +220,7 @@ def test_reading_the_workspace_row_before_any_write_is_an_uninitialized_read(emu
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_two_workgroups_writing_one_partial_row_is_a_race(emu, arch):
     pk = emu(arch)
-    storage, x, y = _inputs()
-    with pytest.raises(GlobalRace) as info:
-        _run(pk, pk.SHARED_PARTIAL, x, y)
-    err, msg = info.value, str(info.value)
+    err, msg = _fault(pk, pk.SHARED_PARTIAL, GlobalRace)
     assert err.opcode.startswith("global_store"), msg
     hit = re.search(r"global race: workgroups \((\d), 0, 0\) and \((\d), 0, 0\) both global store byte offset "
                     r"(\d+) of 'y' in this launch", msg)
@@ -236,9 +232,7 @@ def test_two_workgroups_writing_one_partial_row_is_a_race(emu, arch):
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_reading_lds_no_wave_wrote_is_an_uninitialized_read(emu, arch):
     pk = emu(arch)
-    with pytest.raises(EmulatorFault) as info:
-        _run(pk, pk.LDS_UNWRITTEN, *_inputs()[1:])
-    err, msg = info.value, str(info.value)
+    err, msg = _fault(pk, pk.LDS_UNWRITTEN)
     assert err.opcode.startswith("ds_read"), msg
     # partial i is fp32 at byte 4*i; the last wave's (i = 3) is never stored
     assert f"uninitialized read: LDS byte {4 * (pk.NWAVES - 1)} (lane 0) is read before any wave of its " \
@@ -259,10 +253,7 @@ def test_each_checker_can_be_switched_off(emu, only_checks, plant, off):
 def _wait_fault(emu, patched, arch, pick) -> tuple[WaitcntFault, dict]:
     pk = emu(arch)
     record = patched(pick)
-    storage, x, y = _inputs()
-    with pytest.raises(WaitcntFault) as info:
-        _run(pk, pk.CORRECT, x, y)
-    return info.value, record
+    return _fault(pk, pk.CORRECT, WaitcntFault)[0], record
 
 
 _HAZARD = re.compile(r"wait-count hazard: (\w+) at PC 0x([0-9a-f]+) (reads|overwrites) ([sv]\d+) while (\w+) at PC "

@@ -14,44 +14,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from ln_reference import ATOL, DTYPES, EPS, inputs, max_err, reference, torch_same_dtype
 
 pytestmark = [pytest.mark.rocm]
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-ATOL = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
-EPS = 1e-5
-
-
-def _inputs(m, n, dtype, seed, offset=0.0):
-    gen = torch.Generator().manual_seed(seed)
-    dt = DTYPES[dtype]
-    x = (torch.randn(m, n, generator=gen) + offset).to(dt)
-    w = (torch.rand(n, generator=gen) + 0.5).to(dt)
-    b = torch.randn(n, generator=gen).to(dt)
-    dy = torch.randn(m, n, generator=gen).to(dt)
-    return x, w, b, dy
-
-
-def _reference(x, w, b, dy):
-    xd, wd = x.double(), w.double()
-    mean = xd.mean(1)
-    rstd = (((xd - mean[:, None]) ** 2).mean(1) + EPS).rsqrt()
-    xhat = (xd - mean[:, None]) * rstd[:, None]
-    wdy = dy.double() * wd
-    dx = (wdy - wdy.mean(1, keepdim=True) - xhat * (wdy * xhat).mean(1, keepdim=True)) * rstd[:, None]
-    return {"y": xhat * wd + b.double(), "mean": mean, "rstd": rstd, "dx": dx,
-            "dweight": (dy.double() * xhat).sum(0), "dbias": dy.double().sum(0)}
-
-
-def _torch_same_dtype(x, w, b, dy):
-    xt, wt, bt = (t.clone().requires_grad_() for t in (x, w, b))
-    y = torch.nn.functional.layer_norm(xt, (x.shape[1],), wt, bt, EPS)
-    y.backward(dy)
-    return {"y": y.detach(), "dx": xt.grad, "dweight": wt.grad, "dbias": bt.grad}
-
-
-def _err(got, ref):
-    return (got.double() - ref).abs().max().item()
 
 
 def _run(fn, *args, **kwargs):
@@ -70,20 +36,20 @@ class Judge:
 
     def __init__(self, tag, x, w, b, dy):
         self.tag, self.m, self.dtype = tag, x.shape[0], next(k for k, v in DTYPES.items() if v == x.dtype)
-        self.ref, self.base = _reference(x, w, b, dy), _torch_same_dtype(x, w, b, dy)
+        self.ref, self.base = reference(x, w, b, dy), torch_same_dtype(x, w, b, dy)
         self.failures: list[str] = []
         self.errors: dict[str, float] = {}
 
     def check(self, what, name, got):
         scale = self.m ** 0.5 if name in ("dweight", "dbias") else 1.0
-        err = _err(got, self.ref[name])
-        allowed = 2 * _err(self.base[name], self.ref[name]) + ATOL[self.dtype] * scale
+        err = max_err(got, self.ref[name])
+        allowed = 2 * max_err(self.base[name], self.ref[name]) + ATOL[self.dtype] * scale
         self.errors[f"{what} {name}"] = err
         if not err <= allowed:
             self.failures.append(f"{self.tag} {what} {name}: err {err:.3g} > allowed {allowed:.3g}")
 
     def stats(self, what, mean, rstd):
-        err_m = _err(mean, self.ref["mean"])
+        err_m = max_err(mean, self.ref["mean"])
         ulp = torch.finfo(torch.float32).eps * self.ref["mean"].abs().max().item()
         if not err_m <= max(1e-6, ulp):                     # the stored fp32 mean: within 1 ulp of |mean|
             self.failures.append(f"{self.tag} {what}: mean off by {err_m:.3g} (ulp {ulp:.3g})")
@@ -95,7 +61,7 @@ class Judge:
 def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None, abis=("pointer", "tensor"), nostats=True):
     from lnbench.flydsl import geometry, launch
     assert geometry.row_plan(n, dtype, "fwd").streaming
-    x0, w, b, dy = _inputs(m, n, dtype, seed, offset)
+    x0, w, b, dy = inputs(m, n, dtype, seed, offset)
     x = x0 if x is None else x.to(DTYPES[dtype])
     x, w, b, dy = (t.to(dev.torch_device) for t in (x, w, b, dy))
     judge = Judge(f"{dev.name} {dtype} {m}x{n}", x.cpu(), w.cpu(), b.cpu(), dy.cpu())
@@ -119,7 +85,7 @@ def _forward_case(dev, m, n, dtype, seed, offset=0.0, x=None, abis=("pointer", "
 def _backward_case(dev, m, n, dtype, seed, abis=("pointer", "tensor")):
     from lnbench.flydsl import geometry, launch
     assert geometry.row_plan(n, dtype, "bwd").streaming
-    x, w, b, dy = (t.to(dev.torch_device) for t in _inputs(m, n, dtype, seed))
+    x, w, b, dy = (t.to(dev.torch_device) for t in inputs(m, n, dtype, seed))
     judge = Judge(f"{dev.name} {dtype} {m}x{n}", x.cpu(), w.cpu(), b.cpu(), dy.cpu())
     outs = {}
     for abi in abis:

@@ -15,22 +15,17 @@ from cli_helpers import invoke
 
 DATA = Path(__file__).parent / "data" / "results-v1"
 
-#: file, kind, rows, and one cell of its first row that must read back as written
-FILES = [
-    ("verify.csv", "verify", 12, ("backend", "torch")),
-    ("verify.json", "verify", 12, ("backend", "torch")),
-    ("selftest.csv", "selftest", 8, ("planted_bug", "none")),
-    ("selftest.json", "selftest", 8, ("planted_bug", "none")),
-    ("perf.csv", "perf", 6, ("row_kind", "worker")),
-    ("perf.json", "perf", 6, ("row_kind", "worker")),
-    ("merge-perf.json", "perf", 6, ("row_kind", "worker")),
-    ("abi-null.csv", "abi-compare", 4, ("part", "runtime")),
-    ("abi-null.json", "abi-compare", 4, ("part", "runtime")),
-    ("inspect.csv", "inspect", 8, ("part", "static")),
-    ("inspect.json", "inspect", 8, ("part", "static")),
-    ("compare-perf.csv", "compare", 4, ("verdict", "FASTER")),
-    ("compare-perf.json", "compare", 4, ("verdict", "FASTER")),
+#: file stem, kind, rows, and one cell of its first row that must read back as written; each stem as CSV and JSON
+STEMS = [
+    ("verify", "verify", 12, ("backend", "torch")),
+    ("selftest", "selftest", 8, ("planted_bug", "none")),
+    ("perf", "perf", 6, ("row_kind", "worker")),
+    ("abi-null", "abi-compare", 4, ("part", "runtime")),
+    ("inspect", "inspect", 8, ("part", "static")),
+    ("compare-perf", "compare", 4, ("verdict", "FASTER")),
 ]
+FILES = [(f"{stem}.{ext}", *facts) for stem, *facts in STEMS for ext in ("csv", "json")]
+FILES.append(("merge-perf.json", "perf", 6, ("row_kind", "worker")))          # two perf parts merged (JSON)
 
 
 @pytest.mark.parametrize(("name", "kind", "rows", "cell"), FILES, ids=[f[0] for f in FILES])

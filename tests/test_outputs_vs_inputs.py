@@ -69,20 +69,16 @@ def test_compare_refuses_an_output_through_a_link_or_another_spelling_of_an_inpu
     assert "(NEW)" in error_line(invoke("compare", str(pair[0]), str(pair[1]), "--csv", str(other)))
 
 
-def test_compare_refuses_an_output_over_its_config(pair, tmp_path):
-    config = tmp_path / "c.toml"
-    config.write_text("[compare]\n")
-    line = error_line(invoke("compare", str(pair[0]), str(pair[1]), "--config", str(config), "--md", str(config)))
-    assert "is an input of this command (--config)" in line
-    assert config.read_text() == "[compare]\n"
-
-
-def test_verify_refuses_to_overwrite_its_config(tmp_path):
+@pytest.mark.parametrize(("command", "section", "option"), [("compare", "compare", "--md"),
+                                                          ("verify", "verify", "--csv"),
+                                                          ("abi-compare", "abi_compare", "--json")])
+def test_a_command_refuses_to_overwrite_its_config(pair, tmp_path, command, section, option):
     config = tmp_path / "X.toml"
-    config.write_text("[verify]\n")
-    line = error_line(invoke(*VERIFY, "--config", str(config), "--csv", str(config)))
-    assert line == f"lnbench: error: --csv {config} is an input of this command (--config); choose another path"
-    assert config.read_text() == "[verify]\n"
+    config.write_text(f"[{section}]\n")
+    args = {"compare": ["compare", str(pair[0]), str(pair[1]), "-q"], "verify": VERIFY, "abi-compare": ABI}[command]
+    line = error_line(invoke(*args, "--config", str(config), option, str(config)))
+    assert line == f"lnbench: error: {option} {config} is an input of this command (--config); choose another path"
+    assert config.read_text() == f"[{section}]\n"
 
 
 def test_verify_refuses_to_overwrite_the_config_named_by_the_environment(tmp_path):
@@ -101,14 +97,6 @@ def test_perf_refuses_to_overwrite_its_peak_file_or_the_default_peak_cache(tmp_p
     cache = tmp_path / "results" / "peak.json"
     assert "is an input of this command (the peak cache)" in error_line(invoke(*PERF, "--csv", str(cache)))
     assert peak.read_text() == "{}"
-
-
-def test_abi_compare_refuses_to_overwrite_its_config(tmp_path):
-    config = tmp_path / "abi.toml"
-    config.write_text("[abi_compare]\n")
-    assert "is an input of this command (--config)" in error_line(
-        invoke(*ABI, "--config", str(config), "--json", str(config)))
-    assert config.read_text() == "[abi_compare]\n"
 
 
 def test_plot_never_draws_over_a_result_it_plots(perf_json, tmp_path):

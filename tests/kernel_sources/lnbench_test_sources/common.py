@@ -1,5 +1,5 @@
-"""Shared builders of the test kernel sources: one wave (64 lanes) per row, lanes striding over N."""
-from __future__ import annotations
+"""Shared builders of the test kernel sources: one wave (64 lanes) per row, lanes striding over N. (No
+`from __future__ import annotations`: FlyDSL reads the launchers' argument types, which forward_launchers is given.)"""
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
@@ -24,6 +24,24 @@ def _ptr_rows(n: int, elem):
     def store(p, row, j, v, t=elem):
         (p + (fx.Int64(row) * n + j)).store(v.to(t) if t is not fx.Float32 else v)
     return load, store
+
+
+def forward_launchers(kernel, Arg, store_stats: bool):
+    """The jit launcher of a one-wave-a-row forward `kernel` (X, W, B, Y, Mean, Rstd) whose buffer arguments are
+    `Arg` (fx.Pointer or fx.Tensor): (Input, Gamma, Beta, Output, Mean, Rstd, m, stream) with store_stats, else
+    (Input, Gamma, Beta, Output, m, stream), Gamma standing in for the statistics it does not store."""
+    if store_stats:
+        @flyc.jit
+        def launch(Input: Arg, Gamma: Arg, Beta: Arg, Output: Arg, Mean: Arg, Rstd: Arg, m: fx.Int32,
+                   stream: fx.Stream = fx.Stream(None)):
+            kernel(Input, Gamma, Beta, Output, Mean, Rstd).launch(grid=(m, 1, 1), block=(WAVE, 1, 1), stream=stream)
+        return launch
+
+    @flyc.jit
+    def launch_nostats(Input: Arg, Gamma: Arg, Beta: Arg, Output: Arg, m: fx.Int32,
+                       stream: fx.Stream = fx.Stream(None)):
+        kernel(Input, Gamma, Beta, Output, Gamma, Gamma).launch(grid=(m, 1, 1), block=(WAVE, 1, 1), stream=stream)
+    return launch_nostats
 
 
 def build_forward(n: int, dtype_str: str, store_stats: bool, eps: float, fault: str = ""):
@@ -72,20 +90,7 @@ def build_forward(n: int, dtype_str: str, store_stats: bool, eps: float, fault: 
                 (Mean + fx.Int64(row)).store(mean)
                 (Rstd + fx.Int64(row)).store(rstd)
 
-    if store_stats:
-        @flyc.jit
-        def launch(Input: fx.Pointer, Gamma: fx.Pointer, Beta: fx.Pointer, Output: fx.Pointer, Mean: fx.Pointer,
-                   Rstd: fx.Pointer, m: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            test_ln_fwd(Input, Gamma, Beta, Output, Mean, Rstd).launch(grid=(m, 1, 1), block=(WAVE, 1, 1),
-                                                                        stream=stream)
-        return launch
-
-    @flyc.jit
-    def launch_nostats(Input: fx.Pointer, Gamma: fx.Pointer, Beta: fx.Pointer, Output: fx.Pointer, m: fx.Int32,
-                       stream: fx.Stream = fx.Stream(None)):
-        test_ln_fwd(Input, Gamma, Beta, Output, Gamma, Gamma).launch(grid=(m, 1, 1), block=(WAVE, 1, 1),
-                                                                     stream=stream)
-    return launch_nostats
+    return forward_launchers(test_ln_fwd, fx.Pointer, store_stats)
 
 
 def build_backward(n: int, dtype_str: str):

@@ -2,8 +2,7 @@
 import flydsl.compiler as flyc
 import flydsl.expr as fx
 from flydsl.expr import const_expr, range_constexpr
-
-WAVE = 64
+from lnbench_test_sources.common import WAVE, forward_launchers
 
 
 def build_layernorm_module(N, dtype_str, store_stats=False, eps=1e-5):
@@ -56,17 +55,4 @@ def build_layernorm_module(N, dtype_str, store_stats=False, eps=1e-5):
                     fx.memref_store_vec(fx.full(1, v, fx.Float32), r)
                     fx.copy(cp, r, fx.slice(fx.logical_divide(fx.rocdl.make_buffer_tensor(t), one), (None, row)))
 
-    if store_stats:
-        @flyc.jit
-        def launch(Input: fx.Tensor, Gamma: fx.Tensor, Beta: fx.Tensor, Output: fx.Tensor, Mean: fx.Tensor,
-                   Rstd: fx.Tensor, m: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            test_ln_fwd_tensor(Input, Gamma, Beta, Output, Mean, Rstd).launch(grid=(m, 1, 1), block=(WAVE, 1, 1),
-                                                                               stream=stream)
-        return launch
-
-    @flyc.jit
-    def launch_nostats(Input: fx.Tensor, Gamma: fx.Tensor, Beta: fx.Tensor, Output: fx.Tensor, m: fx.Int32,
-                       stream: fx.Stream = fx.Stream(None)):
-        test_ln_fwd_tensor(Input, Gamma, Beta, Output, Gamma, Gamma).launch(grid=(m, 1, 1), block=(WAVE, 1, 1),
-                                                                           stream=stream)
-    return launch_nostats
+    return forward_launchers(test_ln_fwd_tensor, fx.Tensor, store_stats)
