@@ -60,8 +60,6 @@ class Dot:
     title: str
     busy: bool
     commit: str
-    y_low: float | None = None
-    y_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -222,12 +220,12 @@ def chart(runs: Sequence[Run], changes: Sequence[dict[str, Any]], title: str, un
     x_ticks = [Tick(round(xs[i], 1), runs[i].commit, runs[i].timestamp[:10],
                     "end" if xs[i] > WIDTH - X_TICK_ROOM / 2 else "middle")
                for i in _x_tick_indexes(len(runs), right - left)]
-    dots = [Dot(round(x, 1), y(r.value), _dot_title(r, unit, machine), bool(r.busy), r.commit,
-                None if r.low is None else y(r.low), None if r.high is None else y(r.high)) for x, r in zip(xs, runs)]
+    points = [(round(x, 1), r) for x, r in zip(xs, runs)]
+    dots = [Dot(px, y(r.value), _dot_title(r, unit, machine), bool(r.busy), r.commit) for px, r in points]
     drawn_bands = [Band(round(xs[a] - half, 1), round(xs[b - 1] + half, 1), y(m + h), y(m - h),
                         f"noise band of {runs[a].commit}..{runs[b - 1].commit}: median {value_text(m)} {unit} "
                         f"± {value_text(h)} ({h / abs(m) * 100:.1f}%)" if m else "noise band")
                    for a, b, m, h in bands]
-    intervals = "".join(f"M{d.x} {d.y_high}V{d.y_low}" for d in dots if d.y_low is not None)
+    intervals = "".join(f"M{px} {y(r.high)}V{y(r.low)}" for px, r in points if r.low is not None and r.high is not None)
     return Chart(title, unit, AXIS_LABELS.get(unit, unit), left, top, right, bottom, y_ticks, x_ticks,
                  " ".join(f"{d.x},{d.y}" for d in dots), dots, intervals, drawn_bands, _marks(changes, xs, left, right))
