@@ -33,7 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import pytest
@@ -645,28 +645,20 @@ def result_files(tmp_path_factory) -> dict[str, Path]:
     return files
 
 
-@fuzz(0.32)
-@given(verify_lines())
-def test_generated_verify_lines(line: Line) -> None:
-    run_in_process(line)
+def generated(name: str, lines: Callable[[], st.SearchStrategy[Line]], share: float, costly: bool = False
+              ) -> Callable[[], None]:
+    """The test `name`: the command lines `lines` generates, each run in this process against the oracle, on
+    fuzz(share, costly)'s settings."""
+    def test(line: Line) -> None:
+        run_in_process(line)
+    test.__name__ = test.__qualname__ = name           # (also hypothesis's key of the test's examples)
+    return fuzz(share, costly)(given(lines())(test))
 
 
-@fuzz(0.17, costly=True)
-@given(perf_lines())
-def test_generated_perf_lines(line: Line) -> None:
-    run_in_process(line)
-
-
-@fuzz(0.23)
-@given(abi_lines())
-def test_generated_abi_compare_lines(line: Line) -> None:
-    run_in_process(line)
-
-
-@fuzz(0.12, costly=True)
-@given(inspect_lines())
-def test_generated_inspect_lines(line: Line) -> None:
-    run_in_process(line)
+test_generated_verify_lines = generated("test_generated_verify_lines", verify_lines, 0.32)
+test_generated_perf_lines = generated("test_generated_perf_lines", perf_lines, 0.17, costly=True)
+test_generated_abi_compare_lines = generated("test_generated_abi_compare_lines", abi_lines, 0.23)
+test_generated_inspect_lines = generated("test_generated_inspect_lines", inspect_lines, 0.12, costly=True)
 
 
 @fuzz(0.12)
