@@ -83,8 +83,8 @@ def test_chunks_keep_a_chunk_s_x_and_dy_within_half_the_infinity_cache():
     plan = bwd_plan.choose(1024, 65536, "f32", _targets("gfx950"))
     if plan.kind == "strip":
         assert 2 * plan.chunk_rows * 65536 * 4 <= 0.5 * 256 * 2 ** 20 and plan.chunks >= 2
-    big = bwd_plan._strip(1024, 65536, "bf16", "gfx942", _targets("gfx942"), 512, 1, 1)
-    assert big.chunks == 2 and big.partial_rows == 2                              # 256 MB of x and dy
+    big = bwd_plan._strip(1024, 65536, "bf16", "gfx942", _targets("gfx942"), 512, 16, 1)
+    assert big is not None and big.chunks == 2 and big.partial_rows == 2                              # 256 MB of x and dy
 
 
 def test_choose_refuses_targets_of_two_arches_and_empty_shapes():

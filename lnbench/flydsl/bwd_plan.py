@@ -34,6 +34,7 @@ the busiest CU's VALU time, not the count of programs, decides.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -62,6 +63,8 @@ LLC_SHARE = 0.5
 #: strip widths of launch B tried, in bytes of a row: no narrower than 64 B (below that a wave's loads would use
 #: part of every cache line they touch: the L2 would pay what the model does not count)
 STRIP_BYTES = (512, 1024, 256, 128, 64)
+#: threads of a launch-B block (its row slots × the strip's lanes): more rows at once, fewer trips of its row loop
+STRIP_BLOCK = 256
 #: the most segments launch A cuts a row into (launch B adds that many partial sums per row)
 MAX_SEGMENTS = 16
 
@@ -238,13 +241,17 @@ def _rows(m: int, n: int, dt: str, arch: str, targets: Sequence[Target]) -> BwdP
     return _rows_at(m, n, dt, arch, targets, max(cap, top))
 
 
-def strip_geometry(n: int, dt: str, width: int, align_elems: int | None = None) -> geometry.RowPlan:
+def strip_geometry(n: int, dt: str, width: int, align_elems: int | None = None,
+                   block: int = 0) -> geometry.RowPlan:
     """Row geometry of `width` columns of an N-column row (aligned as N and the base pointers are: its vector width
-    divides N and align_elems)."""
+    divides N and align_elems); `block`: threads a block of several row slots grows to (launch B: STRIP_BLOCK)."""
     vec = math.gcd(n, 16 // ELEM_BYTES[dt])
     if align_elems is not None:
         vec = math.gcd(vec, align_elems)
-    return geometry.row_plan(width, dt, "bwd", align_elems=vec)
+    plan = geometry.row_plan(width, dt, "bwd", align_elems=vec)
+    if block and plan.rows_per_block > 1 and plan.block < block:
+        plan = dataclasses.replace(plan, rows_per_block=block // plan.lanes)
+    return plan
 
 
 def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_bytes: int,
@@ -262,7 +269,7 @@ def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_
     strips = -(-n // strip)
     seg = -(-(-(-n // segments)) // vec) * vec
     segments = -(-n // seg)
-    pa, pb = strip_geometry(n, dt, seg), strip_geometry(n, dt, strip)
+    pa, pb = strip_geometry(n, dt, seg), strip_geometry(n, dt, strip, block=STRIP_BLOCK)
     if pa.streaming or pb.streaming or pb.rows_per_block < 2:
         return None
     a_programs = segments * -(-mc // pa.rows_per_block)

@@ -25,7 +25,7 @@ from flydsl.compiler.ast_rewriter import InsertEmptyYieldForSCFFor as _ScfFor
 from lnbench.constants import ELEM_BYTES
 from lnbench.flydsl import rowio
 from lnbench.flydsl.geometry import RowPlan
-from lnbench.flydsl.kernels_bwd import FAST, _dx_terms, _xhat_of, combine_floats, combine_slots
+from lnbench.flydsl.kernels_bwd import FAST, _dx_terms, _xhat_of
 from lnbench.flydsl.reduce import WAVE, RowReducer
 
 
@@ -171,6 +171,41 @@ def build_rowsums(plan: RowPlan, n: int, segments: int, abi: str, name: str = ""
     return launch
 
 
+def _combine_floats(plan: RowPlan) -> int:
+    return 2 * plan.tiles * plan.vec * plan.lanes * (plan.rows_per_block + 4)
+
+
+def _combine(plan: RowPlan, acc, part, og, ob, tid, slot, lane, nbytes, out_dtype: str) -> None:
+    """The R row slots' dγ/dβ sums added in LDS, slot 0 first, and stored (og/ob: the strip's first column, bound
+    `nbytes`). Output o = (k·tv + te)·lanes + lane (k: dγ, dβ; te: a lane's value) keeps its R slot values side by
+    side at o·(R + 4) (read as 16-byte vectors; the pitch of R + 4 dwords spreads a wave's writes over the banks);
+    thread t adds outputs t, t + block, ... in slot order."""
+    R, lanes, vec, n = plan.rows_per_block, plan.lanes, plan.vec, plan.n
+    tv, pitch = plan.tiles * vec, plan.rows_per_block + 4
+    for k in range_constexpr(2):
+        for t in range_constexpr(plan.tiles):
+            for e in range_constexpr(vec):
+                o = (k * tv + t * vec + e) * lanes + lane
+                fx.memref_store(acc[k * plan.tiles + t][e], part, o * pitch + slot)
+    fx.gpu.barrier()
+    views = [rowio.chunked(ptr, n + 1, 1, nbytes) for ptr in (og, ob)]
+    atom = rowio.copy_atom(1, out_dtype)
+    outs = 2 * tv * lanes
+    for q in range_constexpr(-(-outs // plan.block)):
+        o = tid + q * plan.block
+        ok = o < outs
+        at = ok.select(o * pitch, fx.Int32(0))
+        total = fx.memref_load(part, at)
+        for i in range_constexpr(1, R):
+            total = total + fx.memref_load(part, at + i)
+        k, r = o // (tv * lanes), o % (tv * lanes)
+        te, ln = r // lanes, r % lanes
+        col = ((te // vec) * lanes + ln) * vec + te % vec             # past the strip's bound: dropped
+        for kk in range_constexpr(2):
+            rowio.store_from_f32(atom, views[kk], (ok & (k == kk)).select(col, fx.Int32(n)),
+                                 fx.full(1, total, fx.Float32), 1, out_dtype)
+
+
 def build_strip(plan: RowPlan, n: int, segments: int, final: bool, wdtype: str, abi: str, name: str = "") -> Callable:
     """Launcher (X, DY, DX, W, Mean, Rstd, C1, C2, OG, OB, m, rb, r_first, p_first, stream) of kernel B over rows
     r_first .. r_first + m - 1 (a chunk); `plan`: the geometry of one strip; OG/OB: dγ/dβ in `wdtype` (final) or
@@ -181,7 +216,7 @@ def build_strip(plan: RowPlan, n: int, segments: int, final: bool, wdtype: str, 
     esize = ELEM_BYTES[dt]
     strips = -(-n // plan.n)
     kname = name or f"ln_bwd_strip_{dt}_n{n}_w{plan.n}_s{S}_{'fin' if final else 'par'}_{abi}"
-    floats = combine_floats(plan)
+    floats = _combine_floats(plan)
 
     @fx.struct
     class Scratch:
@@ -235,12 +270,10 @@ def build_strip(plan: RowPlan, n: int, segments: int, final: bool, wdtype: str, 
         acc = _strided_loop(rb, groups, rb_count, group, zeros)
         cols = (valid * plan.vec) * (ELEM_BYTES[wdtype] if final else 4)
         if const_expr(final):
-            combine_slots(plan, acc[:plan.tiles], acc[plan.tiles:], part, OG + fx.Int64(first),
-                          OB + fx.Int64(first), tid, slot, lane, nbytes=cols, out_dtype=wdtype)
+            _combine(plan, acc, part, OG + fx.Int64(first), OB + fx.Int64(first), tid, slot, lane, cols, wdtype)
         else:
             row = fx.Int64(p_first + rb) * n + fx.Int64(first)
-            combine_slots(plan, acc[:plan.tiles], acc[plan.tiles:], part, OG + row, OB + row, tid, slot, lane,
-                          nbytes=cols)
+            _combine(plan, acc, part, OG + row, OB + row, tid, slot, lane, cols, "f32")
 
     if abi == "pointer":
         @flyc.kernel(name=kname)
