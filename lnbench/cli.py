@@ -149,18 +149,7 @@ class OneLineUsageErrors(click.Group):
         if name not in COMMANDS:
             return None
         module, attribute, _ = COMMANDS[name]
-        argv = sys.argv[sys.argv.index(name) + 1:] if name in sys.argv else []
-        early = (name == "verify" and COMMAND_LINE and ctx.resilient_parsing is False
-                 and not set(argv) & set(ctx.help_option_names))     # its --help: no workers, no torch
-        if early:
-            from lnbench.verify import prestart
-
-            prestart.prestart(argv)
         command = getattr(importlib.import_module(module), attribute)
-        if early:
-            from lnbench.verify.parallel import worker_main
-
-            prestart.fork_workers(worker_main)      # imported, and no torch operation has run yet
         if COMMAND_LINE and not gc.isenabled():
             gc.freeze()     # what the imports made lives until the exit: the collections from here on skip it
             gc.enable()

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from click.testing import CliRunner, Result
 
-from lnbench.measure.pool import WORKER_NAME
+from lnbench.run.pool import WORKER_NAME
 
 #: torch on one intra-op thread: CPU runs in tests stay small and do not fight the other test worker for cores
 ONE_THREAD = {"OMP_NUM_THREADS": "1"}

@@ -139,7 +139,7 @@ RUNTIME_COLUMNS = {"part", "pair", "op", "dtype", "shape", "M", "N", "metric", "
 
 
 def test_worker_processes_csv_schema(tmp_path, results_dir):
-    """The real worker path (lnbench.measure.workers subprocesses), torch-entry on the CPU."""
+    """The real worker path (lnbench.run.workers subprocesses), torch-entry on the CPU."""
     csv, js = tmp_path / "w.csv", tmp_path / "w.json"
     result = _invoke(["--pair", "torch-entry", "--runtime-only", "--device", "cpu", "-P", "2",
                       "--shapes", "8x64,16x128", "--op", "fwd", "--metric", "direct,wrapper,device", *FAST,

@@ -210,6 +210,43 @@ def test_click_parse_errors_are_one_line_and_exit_2(args, expected):
     assert "--help`)" in lines[0] and out.stdout == ""
 
 
+#: the command line with the worker mechanism's two ways of starting a worker replaced by a line that says so,
+#: and the count of workers it started written to $STARTED_FILE as it exits (lnbench.run.pool.started)
+NO_WORKER_SCRIPT = """
+import atexit, os, sys
+sys.argv = ["lnbench", *sys.argv[1:]]
+from lnbench.run import pool
+
+def started_one(*args, **kwargs):
+    sys.stderr.write("lnbench-test: a worker was started\\n")
+    raise OSError("no worker in this test")
+
+pool.spawn = pool._fork = started_one
+atexit.register(lambda: open(os.environ["STARTED_FILE"], "w").write(str(pool.started())))
+from lnbench.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["verify", "--bogus"], "lnbench: error: No such option '--bogus'"),
+    (["verify", "--jobs", "2", "--device", "emu", "--shapes", "0x0"], "lnbench: error: "),
+    (["perf", "--shapes", "0x0"], "lnbench: error: "),
+    (["abi-compare", "--bogus"], "lnbench: error: No such option '--bogus'"),
+])
+def test_a_usage_error_starts_no_worker_and_prints_one_line_every_time(tmp_path, args, expected):
+    """Issue 56: a usage error ends the run before any worker exists, so no worker's end can add a line (it once
+    printed `lnbench: terminated` after the error when early workers were still starting)."""
+    env = {**os.environ, "STARTED_FILE": str(tmp_path / "started"), "LNBENCH_RESULTS_DIR": str(tmp_path)}
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", NO_WORKER_SCRIPT, *args], capture_output=True, text=True,
+                             timeout=300, env=env, cwd=tmp_path)
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith(expected), out.stderr
+        assert (tmp_path / "started").read_text() == "0"
+        (tmp_path / "started").unlink()
+
+
 @pytest.mark.parametrize("command", ["perf", "verify"])
 def test_shapes_and_a_shape_set_together_are_refused(command):
     result = invoke(command, "--shapes", "8x8", "--shape-set", "quick", "--device", "cpu")

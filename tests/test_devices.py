@@ -284,7 +284,7 @@ def test_no_other_gpu_times_while_a_host_bound_case_is_timed():
     """Real perf workers on two stand-in GPUs, all at once, sharing one host lock: every exclusive span (the
     timed runs of a case host-bound by size) overlaps no span of the other GPU, the two GPUs' timing windows
     overlap (they run side by side, not one after the other), and each case says why it was timed alone."""
-    from lnbench.measure.workers import run_workers
+    from lnbench.run.workers import run_workers
     from lnbench.perf.protocol import PerfProtocol
     from lnbench.perf.spread import run_groups
 

@@ -359,7 +359,7 @@ def test_perf_fit_reproduces_the_cases_of_a_recorded_tiny_run():
 def test_a_perf_run_records_its_phases_and_the_next_estimate_uses_them(tmp_path, monkeypatch):
     """record_perf reads the workers' results: a case's call is the recorded one next time (the same case),
     its backend and op's fit for another shape; the start-up is the wall time less the turns."""
-    from lnbench.measure.workers import WorkerResult
+    from lnbench.run.workers import WorkerResult
     from lnbench.perf.calibrate import costs_here, record_perf
     from lnbench.perf.cases import PerfCase
     from lnbench.perf.estimate import PerfEstimate, call_seconds, case_key

@@ -195,7 +195,7 @@ LOCK_PROBE = """
 import os, time
 from pathlib import Path
 from lnbench.measure.host_lock import host_lock_from_env
-from lnbench.measure.workers import read_spec, wait_turn, write_result
+from lnbench.run.workers import read_spec, wait_turn, write_result
 spec, out, prog = read_spec()
 lock = host_lock_from_env()
 wait_turn()
@@ -222,7 +222,7 @@ def test_a_worker_waiting_for_the_lock_outlives_a_hung_holder(tmp_path):
     import threading
 
     from lnbench.measure.host_lock import LOCK_VAR
-    from lnbench.measure.workers import run_workers
+    from lnbench.run.workers import run_workers
 
     timeout_s = 3.0
     lock_path, asking = tmp_path / "host.lock", tmp_path / "asking"

@@ -78,7 +78,7 @@ def test_the_import_parser_resolves_relative_and_nested_imports():
     source = """
 import os
 import lnbench.measure.timing
-from . import workers
+from . import kernel_stats
 from .. import errors
 from ..perf.protocol import PerfProtocol
 from lnbench.measure import stats, cache
@@ -87,7 +87,7 @@ def f():
     import lnbench
 """
     found = imports_in(source, "lnbench.measure.load")
-    assert [t for t, _ in found] == ["lnbench.measure.timing", "lnbench.measure.workers", "lnbench.errors",
+    assert [t for t, _ in found] == ["lnbench.measure.timing", "lnbench.measure.kernel_stats", "lnbench.errors",
                                      "lnbench.perf.protocol", "lnbench.measure.cache", "lnbench.measure.stats",
                                      "lnbench.output.tables", "lnbench"]
     assert [t for t, _ in imports_in("from . import timing", "lnbench.measure", is_package=True)] == \

@@ -1,6 +1,6 @@
-"""The one worker pool (lnbench.measure.pool) under its two ways of handing out work: a worker killed in the
-middle of a run loses no other result, for a queue of units (verify --jobs: lnbench.measure.units) and for one
-spec per worker with timed turns (perf, abi-compare: lnbench.measure.workers). Tiny stand-in workers: no torch."""
+"""The one worker pool (lnbench.run.pool) under its two ways of handing out work: a worker killed in the
+middle of a run loses no other result, for a queue of units (verify --jobs: lnbench.run.units) and for one
+spec per worker with timed turns (perf, abi-compare: lnbench.run.workers). Tiny stand-in workers: no torch."""
 from __future__ import annotations
 
 import gc
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lnbench.measure import units
-from lnbench.measure.pool import Pool, last_line, stderr_tail
-from lnbench.measure.workers import run_workers
+from lnbench.run import units
+from lnbench.run.pool import Pool, last_line, stderr_tail
+from lnbench.run.workers import run_workers
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process model")
 
@@ -22,8 +22,8 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux p
 UNIT_WORKER = """
 import os, signal, sys, time
 from pathlib import Path
-from lnbench.measure.pool import worker_setup
-from lnbench.measure.units import serve
+from lnbench.run.pool import worker_setup
+from lnbench.run.units import serve
 
 worker_setup()
 mark = Path(os.environ["POOL_TEST_MARK"])
@@ -46,7 +46,7 @@ serve(answer, int(sys.argv[1]))
 #: a spec worker: writes its result after each of its items; worker $POOL_TEST_DIE is SIGKILLed after 2 items
 SPEC_WORKER = """
 import os, signal, sys
-from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
+from lnbench.run.workers import read_spec, report_progress, wait_turn, write_result
 
 spec, result, progress = read_spec()
 wait_turn()
@@ -189,7 +189,7 @@ def _read_all(fd: int) -> str:
 def test_a_forked_worker_answers_until_its_stdin_ends_and_exits_0(tmp_path):
     """Two forks, the second made after the first: the first still sees the end of its stdin when the parent closes
     it (the second does not hold its write end), each in a session of its own, named for `ps`."""
-    from lnbench.measure.pool import WORKER_NAME, Worker, fork
+    from lnbench.run.pool import WORKER_NAME, Worker, fork
 
     first_err, second_err = (open(tmp_path / f"err{i}", "w+b") for i in (1, 2))
     proc1, fd1 = fork(_forked_main, ["one"], first_err)
@@ -220,7 +220,7 @@ def test_a_forked_worker_answers_until_its_stdin_ends_and_exits_0(tmp_path):
 def test_a_fork_of_a_parent_with_the_collector_off_runs_its_own(tmp_path):
     """The command line forks while its imports have the garbage collector off (lnbench.cli): the worker turns
     it on again, as a fresh interpreter has it."""
-    from lnbench.measure.pool import Worker, fork
+    from lnbench.run.pool import Worker, fork
 
     err = open(tmp_path / "err", "w+b")
     gc.disable()
@@ -236,7 +236,7 @@ def test_a_fork_of_a_parent_with_the_collector_off_runs_its_own(tmp_path):
 @linux
 @pytest.mark.parametrize("line, code, tail", [("exit 3", 3, ""), ("raise", 1, "ValueError: stand-in failure")])
 def test_a_forked_worker_exits_with_its_status_and_leaves_its_error(tmp_path, line, code, tail):
-    from lnbench.measure.pool import Worker, fork
+    from lnbench.run.pool import Worker, fork
 
     err = open(tmp_path / "err", "w+b")
     proc, fd = fork(_forked_main, ["w"], err)
@@ -252,7 +252,7 @@ def test_a_forked_worker_exits_with_its_status_and_leaves_its_error(tmp_path, li
 def test_a_killed_forked_worker_reports_the_signal_and_wait_times_out_before(tmp_path):
     import subprocess
 
-    from lnbench.measure.pool import Worker, fork
+    from lnbench.run.pool import Worker, fork
 
     err = open(tmp_path / "err", "w+b")
     proc, fd = fork(_forked_main, ["w"], err)
@@ -275,7 +275,7 @@ def test_a_fork_from_a_process_without_stdin_and_stdout_keeps_its_pipes(tmp_path
     script = f"""
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
-from lnbench.measure.pool import Worker, fork
+from lnbench.run.pool import Worker, fork
 from test_measure_pool import _forked_main
 err = open({str(tmp_path / "err")!r}, "w+b")
 os.close(0)
@@ -307,7 +307,7 @@ def test_a_fork_has_python_s_signal_handlers_and_keeps_an_ignored_one_ignored(tm
     script = f"""
 import os, signal, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
-from lnbench.measure.pool import Worker, fork
+from lnbench.run.pool import Worker, fork
 from test_measure_pool import _forked_main
 def quiet(signum, frame):
     os._exit(99)
@@ -325,3 +325,46 @@ with os.fdopen(fd, "rb") as answers:
     assert done.returncode == 0, done.stderr
     hup_handler = "IGNORED" if hup == "ignored" else "DEFAULT"
     assert done.stdout.split(" parent=")[0] == f"w DEFAULT_INT_HANDLER DEFAULT {hup_handler}"
+
+
+#: a worker module that writes to its stdout and its stderr, and exits
+NOISY_WORKER = """
+import sys
+
+def worker_main(argv):
+    print("noisy worker: on stdout")
+    print("noisy worker: on stderr", file=sys.stderr)
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1:])
+"""
+
+
+@linux
+def test_a_worker_never_writes_to_the_users_terminal(tmp_path):
+    """Whatever a worker prints, spawned or forked, goes to its files in the pool's folder, which the parent reads
+    (Worker.tail): nothing of it reaches the parent's own stdout or stderr."""
+    import subprocess
+
+    (tmp_path / "noisy_worker.py").write_text(NOISY_WORKER)
+    script = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+from lnbench.run import pool
+assert pool.allow_fork()
+with pool.Pool("lnbench-test-") as workers:
+    for number, fork in enumerate((False, True)):
+        worker = workers.start(number, "noisy_worker", [], {{"PYTHONPATH": {str(tmp_path)!r}}},
+                               workers.folder(f"w{{number}}"), answers=True, fork=fork)
+        assert worker.proc.wait() == 0
+        print("tail", type(worker.proc).__name__, worker.tail().split("\\n"))
+print("started", pool.started())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("tail Popen ") and lines[1].startswith("tail ForkedProcess "), done.stdout
+    for line in lines[:2]:                   # what the worker printed is in its file, and only there
+        assert "noisy worker: on stdout" in line and "noisy worker: on stderr" in line
+    assert lines[2:] == ["started 2"]

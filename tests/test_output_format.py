@@ -17,7 +17,7 @@ from lnbench.measure.stats import worker_flags
 from lnbench.perf.aggregate import build_rows
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.tables import _CELLS, NOTE_COLUMN, TABLE_COLUMNS
-from lnbench.measure.workers import WorkerResult
+from lnbench.run.workers import WorkerResult
 from lnbench.results import CompareRow
 from lnbench.output.tables import fmt_number, fmt_time_range_us, fmt_time_us, render_table
 from lnbench.verify.command import verify_command

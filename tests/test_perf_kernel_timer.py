@@ -15,7 +15,7 @@ from lnbench.measure import kernel_stats, kernel_timer
 from lnbench.perf.aggregate import build_rows, failed
 from lnbench.perf.cases import PerfCase
 from lnbench.measure.kernel_stats import NO_ACTIVITY, Activity, run_record, worker_summary
-from lnbench.measure.workers import WorkerResult
+from lnbench.run.workers import WorkerResult
 from lnbench.perf.messages import PerfWorkerPayload, PerfWorkerSpec
 
 CPU = torch.device("cpu")

@@ -15,7 +15,7 @@ from lnbench.perf.bytes_model import gbps, op_bytes
 from lnbench.perf.cases import PerfCase, build_cases, worker_order
 from lnbench.perf.protocol import PerfProtocol
 from lnbench.measure.timing import choose_iters, measure
-from lnbench.measure.workers import WorkerResult
+from lnbench.run.workers import WorkerResult
 from lnbench.perf.workloads import build_workload, cold_sets
 from virtual_clock import VirtualClock
 

@@ -1,4 +1,4 @@
-"""Workers start up together and take their timed turns one at a time (lnbench.measure.workers), loop counts
+"""Workers start up together and take their timed turns one at a time (lnbench.run.workers), loop counts
 give way for slow calls (lnbench.measure.timing.choose_iters), and long commands show life in a log
 (lnbench.run.progress).
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from lnbench.measure import workers
+from lnbench.run import workers
 from lnbench.measure.timing import choose_iters
 from lnbench.run.progress import CommandProgress
 
@@ -41,7 +41,7 @@ def together(folder, count):
         time.sleep(0.01)
 
 def others_ready(count):
-    # every other worker of the run waits for its turn (its ready.0, lnbench.measure.workers.wait_turn): what this
+    # every other worker of the run waits for its turn (its ready.0, lnbench.run.workers.wait_turn): what this
     # one spends from now on cannot count against their start-ups (the deadline only ends a hung test)
     mine = Path(os.environ["LNBENCH_WORKER_READY_FILE"]).parent
     others = [mine.parent / f"w{i}" / "ready.0" for i in range(count) if f"w{i}" != mine.name]
@@ -54,7 +54,7 @@ def hang():
 """
 
 PROBE = PROBE_TOOLS + """
-from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
+from lnbench.run.workers import read_spec, report_progress, wait_turn, write_result
 spec, out, prog = read_spec()
 started = time.time()
 if spec.get("together"):
@@ -76,7 +76,7 @@ write_result(out, {"started": started, "ready": ready, "turn": turn, "end": time
 
 
 PHASED = PROBE_TOOLS + """
-from lnbench.measure.workers import read_spec, wait_turn, write_result
+from lnbench.run.workers import read_spec, wait_turn, write_result
 spec, out, prog = read_spec()
 marks = {}
 for phase, seconds in (("stream", 0.3), ("setup", 0.6), ("kernel", 0.2)):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from lnbench.measure.workers import CACHE_VARS, run_workers
+from lnbench.run.workers import CACHE_VARS, run_workers
 
 MODULE = "lnbench.perf.worker_main"
 PROTOCOL = {"runs": 2, "warmup_s": 0.0, "min_warmup_calls": 1, "target_run_s": 0.0, "min_iters": 2, "max_iters": 2,
@@ -68,7 +68,7 @@ def test_each_worker_gets_its_own_cache_dirs_and_index(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import json, os, sys\n"
-        "from lnbench.measure.workers import read_spec, write_result, report_progress\n"
+        "from lnbench.run.workers import read_spec, write_result, report_progress\n"
         "spec, out, prog = read_spec()\n"
         f"report_progress(prog, 'one')\n"
         f"write_result(out, {{'env': {{k: os.environ.get(k) for k in {list(CACHE_VARS)!r}}},"

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from cli_helpers import invoke, verify_workers
-from lnbench.measure.pool import WORKER_NAME
+from lnbench.run.pool import WORKER_NAME
 from lnbench.run import processes
 from lnbench.run.device import emulator_status
 from lnbench.errors import LnbenchUsageError
@@ -242,7 +242,7 @@ def test_a_crashed_verify_worker_costs_only_its_own_case(tmp_path):
         _wait_for_line(proc, "PASS", 240)
         victims = _verify_workers(tmp_path)
         assert victims
-        # the first workers are forks of the parent (lnbench.verify.prestart), which Linux names for them
+        # the workers are forks of the parent (lnbench.run.pool), which Linux names for them
         assert {Path(f"/proc/{pid}/comm").read_bytes().strip() for pid in victims} == {WORKER_NAME}
         os.kill(victims[0], signal.SIGKILL)
         code, text, _ = _finish(proc, 600)

@@ -9,7 +9,7 @@ Modules, one job each:
     workers       the runtime part's workers stage: which metrics can be measured here, P workers per device
     aggregate     worker payloads -> rows (median of worker medians, min–max, ratio, CI, verdict; runtime_rows:
                   the aggregate stage)
-    worker_main   the worker process entry (lnbench.measure.workers protocol)
+    worker_main   the worker process entry (lnbench.run.workers protocol)
     messages      what crosses between parent and worker: AbiWorkerSpec, AbiWorkerPayload (JSON at the boundary)
     flydsl_pairs  the ROCm pair built from lnbench.flydsl.launch
     torch_pairs   stand-in pairs that run anywhere (torch-entry, planted-slow)

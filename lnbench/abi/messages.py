@@ -1,6 +1,6 @@
 """What crosses between `lnbench abi-compare` and its worker processes (lnbench.abi.worker_main): the spec a worker
 is given and the payload it writes back (lnbench.abi.pair_timing), declared once. Only the files between them
-(lnbench.measure.workers) and the result JSON's `workers` hold JSON dicts: `to_wire` / `from_wire` convert at
+(lnbench.run.workers) and the result JSON's `workers` hold JSON dicts: `to_wire` / `from_wire` convert at
 that boundary, and both sides read typed attributes. `Share`, the parent's record of one device's workers and what
 they returned, is here too: the workers stage fills it and the aggregate stage reads it (neither imports the other)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from lnbench.constants import ABI_METRICS
 from lnbench.measure.protocol import Protocol
-from lnbench.measure.workers import known_fields, set_fields
+from lnbench.run.workers import known_fields, set_fields
 from lnbench.run.gpus import GpuSlot
 
 Shape = tuple[int, int]

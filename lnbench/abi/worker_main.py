@@ -19,7 +19,7 @@ from lnbench.abi.messages import AbiWorkerPayload, AbiWorkerSpec
 from lnbench.abi.pair_timing import run_worker
 from lnbench.run.device import activate, parse_device
 from lnbench.measure.host_lock import host_lock_from_env
-from lnbench.measure.workers import read_spec, report_progress, wait_turn, write_result
+from lnbench.run.workers import read_spec, report_progress, wait_turn, write_result
 
 
 def run_spec(spec: AbiWorkerSpec, on_update: Callable[[AbiWorkerPayload], None] | None = None,

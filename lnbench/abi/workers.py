@@ -116,7 +116,7 @@ def _run_workers(plan: AbiPlan, shapes: list[tuple[int, int]], metrics: list[str
 
             payloads.append(run_spec(one, on_progress=advance))
         return payloads, problems
-    from lnbench.measure.workers import run_workers
+    from lnbench.run.workers import run_workers
     for result in run_workers(WORKER_MODULE, specs, plan.protocol.worker_timeout_s, env=env, on_progress=on_progress,
                               stop=stop):
         if result.payload:

@@ -9,7 +9,7 @@ are one at a time.
 It is a reader/writer lock between processes made of two `flock`ed files: every taker first passes a turnstile
 (held exclusive for a moment), so a waiting exclusive taker, which holds the turnstile while it waits, is not
 starved by a stream of shared ones. Time spent waiting for it does not count against a worker's turn timeout
-(lnbench.measure.workers.report_waiting): a worker held up behind another GPU's hung worker outlasts it. The
+(lnbench.run.workers.report_waiting): a worker held up behind another GPU's hung worker outlasts it. The
 lock file is named by LNBENCH_HOST_LOCK in a worker's environment; with
 no such variable (one device) `Section` does nothing and no case is marked alone.
 """
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-from lnbench.measure.workers import report_waiting
+from lnbench.run.workers import report_waiting
 
 LOCK_VAR = "LNBENCH_HOST_LOCK"
 

@@ -38,7 +38,7 @@ from lnbench.perf.cases import PerfCase
 from lnbench.perf.messages import CaseResult, payload_of
 from lnbench.perf.protocol import HEADLINES
 from lnbench.perf.spread import Group
-from lnbench.measure.workers import WorkerResult
+from lnbench.run.workers import WorkerResult
 from lnbench.measure.stats import across_workers, spread_pct, worker_flags
 from lnbench.results import PerfRow
 

@@ -1,5 +1,5 @@
 """What crosses between `lnbench perf` and its worker processes (lnbench.perf.worker_main): the spec a worker is
-given and the payload it writes back, declared once. Only the files between them (lnbench.measure.workers) hold
+given and the payload it writes back, declared once. Only the files between them (lnbench.run.workers) hold
 JSON dicts: `to_wire` / `from_wire` convert at that boundary, and both sides read typed attributes."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lnbench.measure.workers import WorkerResult, known_fields, set_fields
+from lnbench.run.workers import WorkerResult, known_fields, set_fields
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.protocol import PerfProtocol
 

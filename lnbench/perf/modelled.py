@@ -7,11 +7,12 @@ cases, like verify), and each launch's profile becomes modelled floors on every 
 """
 from __future__ import annotations
 
+import base64
 import os
+import pickle
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -173,9 +174,10 @@ def failed_row(case: ModelCase, plan: ModelledPlan, detail: str) -> ProfileRow:
 
 
 def run_cases(plan: ModelledPlan, on_case) -> list[ProfileRow]:
-    """Execute every case (worker processes when there is more than one job), rows in case order; `on_case(index,
-    case, rows, measured)` is called after each case, `measured` its (seconds, compile seconds, compiles, cold
-    ones) where it ran (None where it failed)."""
+    """Execute every case (worker processes when there is more than one job: lnbench.run.units, each worker
+    `python -m lnbench.perf.modelled SPEC FD`), rows in case order; `on_case(index, case, rows, measured)` is
+    called after each case, `measured` its (seconds, compile seconds, compiles, cold ones) where it ran (None
+    where it failed). A worker that dies costs only the case it was running (its error row)."""
     rows: list[ProfileRow] = []
     args = (plan.dev.arch, plan.eps, plan.seed)
     if plan.jobs == 1:
@@ -185,13 +187,45 @@ def run_cases(plan: ModelledPlan, on_case) -> list[ProfileRow]:
             rows += (done := _rows(case, got, plan))
             on_case(index, case, done, got[2])
         return rows
-    with ProcessPoolExecutor(plan.jobs, mp_context=get_context("spawn"), initializer=_preload) as pool:
-        futures = [pool.submit(_attempt, case, *args) for case in plan.cases]
-        for index, (case, future) in enumerate(zip(plan.cases, futures)):
-            got = future.result()
-            rows += (done := _rows(case, got, plan))
-            on_case(index, case, done, got[2])
-    return rows
+    from lnbench.run import units
+    from lnbench.run.pool import WORKER_ENV, Pool, Worker
+
+    finished: dict[int, list[ProfileRow]] = {}
+
+    def answered(unit: int, answer: dict[str, Any], slot: None) -> None:
+        got = pickle.loads(base64.b64decode(answer["got"]))
+        finished[unit] = _rows(plan.cases[unit], got, plan)
+        on_case(unit, plan.cases[unit], finished[unit], got[2])
+
+    def lost(gone: units.Lost, slot: None) -> None:
+        detail = f"worker process died (exit {gone.exit_code}) while running this case" + (
+            f": {gone.last_line}" if gone.last_line else "")
+        finished[gone.unit] = [failed_row(plan.cases[gone.unit], plan, detail)]
+        on_case(gone.unit, plan.cases[gone.unit], finished[gone.unit], None)
+
+    with Pool("lnbench-profile-") as pool:
+        spec = pool.root / "spec.pickle"
+        spec.write_bytes(pickle.dumps((plan.cases, *args)))
+
+        def start(number: int, slot: None) -> Worker:
+            return pool.start(number, "lnbench.perf.modelled", [str(spec)], WORKER_ENV, pool.folder(f"w{number}"),
+                              answers=True)
+
+        units.run_units(pool, start, units.InOrder(range(len(plan.cases))), [None] * plan.jobs, answered, lost)
+    return [row for index in sorted(finished) for row in finished[index]]
+
+
+def worker_main(argv: list[str]) -> None:
+    """Worker side (`python -m lnbench.perf.modelled SPEC FD`): execute each case named on stdin and answer on the
+    pipe (lnbench.run.units.serve) with what `_attempt` returned, pickled."""
+    from lnbench.run.pool import worker_setup
+    from lnbench.run.units import serve
+
+    worker_setup()
+    cases, arch, eps, seed = pickle.loads(Path(argv[0]).read_bytes())
+    _preload()
+    serve(lambda unit: {"got": base64.b64encode(pickle.dumps(_attempt(cases[unit], arch, eps, seed))).decode()},
+          int(argv[1]))
 
 
 def _preload() -> None:
@@ -255,7 +289,7 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
             def on_case(index: int, case: ModelCase, rows: list[ProfileRow], measured: Any) -> None:
                 sink.add(index, rows)
                 record.case(index, measured)
-                estimate.update(index + 1)
+                estimate.update(sink.done)
                 progress.update(sink.done, f"{case.backend} {case.op} {case.dtype} {case.shape}", "emulated")
             rows = run_cases(plan, on_case)
         finish(plan, started)
@@ -266,3 +300,11 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
                     summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
     record.finish()                 # what its cases, compiles and start took, for the next estimate here
     return EXIT_FAILED if any(r["status"] != "ok" for r in rows) else EXIT_OK
+
+if __name__ == "__main__":
+    from lnbench.perf.modelled import worker_main as _main     # (the module's own names, not __main__'s: pickles)
+
+    _main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)     # every answer is written: skip the interpreter's teardown

@@ -24,7 +24,7 @@ from lnbench.perf.bytes_model import op_bytes
 from lnbench.perf.cases import PerfCase, worker_order
 from lnbench.perf.messages import CaseSpec, PerfWorkerSpec
 from lnbench.perf.protocol import PerfProtocol
-from lnbench.measure.workers import WorkerResult
+from lnbench.run.workers import WorkerResult
 
 MIB = 1 << 20
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from lnbench.cli_common import console, err_console
 from lnbench.measure import load
-from lnbench.measure.workers import WorkerResult
+from lnbench.run.workers import WorkerResult
 from lnbench.perf.messages import PHASES, payload_of
 from lnbench.perf.spread import Group
 from lnbench.results import PerfRow, missing

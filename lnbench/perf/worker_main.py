@@ -5,7 +5,7 @@ the backend order between workers), and rewrites its result file after each case
 still leaves the finished cases behind. One case raising never stops the others.
 
 Start-up (context, backend imports) runs side by side with the other workers; then two passes, each a turn
-given by the parent (lnbench.measure.workers): first every case is stream-timed (lnbench.measure.timing); then,
+given by the parent (lnbench.run.workers): first every case is stream-timed (lnbench.measure.timing); then,
 when the spec has the KERNEL_PHASES, the profiler is set up (side by side, once every worker's stream pass
 is over) and every case that ran is built again, briefly re-warmed and given R profiled runs
 (lnbench.measure.kernel_timer): no profiler is loaded in any worker while a stream-timed run goes on. Where
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from lnbench.errors import one_line
 from lnbench.measure.host_lock import Section, host_lock_from_env
-from lnbench.measure.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
+from lnbench.run.workers import PARALLEL, SEQUENTIAL, read_spec, report_progress, wait_turn, write_result
 from lnbench.perf.messages import CaseResult, CaseSpec, PerfWorkerPayload, PerfWorkerSpec
 from lnbench.perf.protocol import PerfProtocol
 
@@ -117,7 +117,7 @@ def run_case(case: CaseSpec, dev: Device, spec: PerfWorkerSpec, backends: dict[s
     return out
 
 
-#: a worker's phases with the kernel timer on (lnbench.measure.workers): its stream pass (one worker at a time),
+#: a worker's phases with the kernel timer on (lnbench.run.workers): its stream pass (one worker at a time),
 #: the profiler's set-up (all workers side by side: CUPTI stays loaded once set up, and slows launches, so
 #: it never happens before every worker's stream pass is over), its kernel pass (one at a time)
 KERNEL_PHASES = (SEQUENTIAL, PARALLEL, SEQUENTIAL)

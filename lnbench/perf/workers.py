@@ -1,5 +1,5 @@
 """The workers stage of `lnbench perf` (plan → workers → aggregate → outputs): every group's worker processes
-(lnbench.perf.spread.run_groups, lnbench.measure.workers.run_workers) under one progress bar and estimate."""
+(lnbench.perf.spread.run_groups, lnbench.run.workers.run_workers) under one progress bar and estimate."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from typing import Callable
 from rich.markup import escape
 
 from lnbench.cli_common import err_console
-from lnbench.measure.workers import WorkerResult, run_workers
+from lnbench.run.workers import WorkerResult, run_workers
 from lnbench.perf.calibrate import costs_here, perf_upfront
 from lnbench.perf.estimate import PerfEstimate
 from lnbench.perf.plan import PerfPlan

@@ -7,7 +7,7 @@ that names it, so the worker's `cuda:0` is that GPU and no other device's stream
 How the cases run (run_spread): every GPU's group of workers at once, one thread each; on each GPU one group
 of workers, as on one GPU (the protocol is unchanged). perf and abi-compare keep host-bound timed runs apart with
 a host lock (lnbench.measure.host_lock; lnbench.perf.spread). A GPU whose run raises loses only its own cases:
-the others' results are kept. An interrupt stops every GPU's workers (lnbench.measure.workers: `stop`).
+the others' results are kept. An interrupt stops every GPU's workers (lnbench.run.workers: `stop`).
 """
 from __future__ import annotations
 

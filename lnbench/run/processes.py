@@ -3,7 +3,7 @@ and a worker process dies with its parent even when the parent is killed hard.
 
 Parent side: `terminate_on_signals()` (a context manager used by cli_common.guarded) makes SIGINT raise
 KeyboardInterrupt and SIGTERM and SIGHUP raise `Terminated`, a BaseException like KeyboardInterrupt: every
-try/finally and context manager on the way out (lnbench.measure.pool.Pool stops its workers and removes
+try/finally and context manager on the way out (lnbench.run.pool.Pool stops its workers and removes
 its temp folder; lnbench.output.files writes the finished cases, marked incomplete) runs. Only the first signal
 raises; later ones are ignored while that cleanup runs. A signal that is ignored when lnbench starts (SIGHUP
 under nohup, SIGINT of a background job) stays ignored.
@@ -13,7 +13,7 @@ the emulated device's launch callback (which may not unwind into C), calls `chec
 so a stop is never turned into a result (the emulator's scheduler calls it between steps: lnbench.run.device
 installs it when it activates the emulated device).
 
-Worker side: `die_with_parent()` (called by lnbench.measure.pool.worker_setup, the first thing every worker does)
+Worker side: `die_with_parent()` (called by lnbench.run.pool.worker_setup, the first thing every worker does)
 asks Linux to send the worker SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG), and exits at once if the
 parent is already gone. A no-op where prctl is not available.
 """
@@ -130,7 +130,7 @@ TERM_GRACE_S = 3.0
 
 
 class ChildProcess(Protocol):
-    """What the pools use of a worker process: a subprocess.Popen, or lnbench.measure.pool.ForkedProcess."""
+    """What the pools use of a worker process: a subprocess.Popen, or lnbench.run.pool.ForkedProcess."""
 
     pid: int
     stdin: IO[bytes] | None
@@ -205,7 +205,7 @@ def name_process(name: bytes) -> None:
 
 def die_with_parent() -> None:
     """Worker side (Linux): get SIGTERM when the parent dies; exit now if it already has. A no-op elsewhere,
-    and in a process not started by lnbench.measure.pool (no $LNBENCH_PARENT_PID)."""
+    and in a process not started by lnbench.run.pool (no $LNBENCH_PARENT_PID)."""
     expected = os.environ.get(PARENT_PID_VAR, "")
     if not expected.isdigit() or not sys.platform.startswith("linux"):
         return

@@ -66,6 +66,10 @@ def verify_command(details: bool, quiet: bool, **options: Any) -> int:
       err/allowed  the fraction of the bar used (< 1 is within it; 1 = on the bar)
     The CSV/JSON also keep max_rel_err (element-wise, huge where the reference is near 0) and torch_err.
     """
+    from lnbench.verify.parallel import may_fork
+
+    # before anything imports torch (verify.plan does); starts nothing (lnbench.run.pool)
+    may_fork(options["device"], options["jobs"], options["devices"], options["self_test"])
     from lnbench.verify.plan import VerifyOptions, build_plan
 
     o = VerifyOptions(**options)
@@ -88,7 +92,6 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     from lnbench.run.eta import cores
     from lnbench.run.progress import CommandProgress
     from lnbench.run.upfront import fmt_seconds
-    from lnbench.verify import prestart
     from lnbench.verify.calibrate import estimate_run
     from lnbench.verify.diagnosis import abi_twins, diagnose
     from lnbench.verify.estimate import WARN_S
@@ -136,7 +139,6 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
                 run_units(spec, sorted(units, key=costs.__getitem__, reverse=True), job_count, done, slots or (),
                           record.compiled)
             else:
-                prestart.discard()
                 _run_inline(spec, dev, done, record.compiled)
         rows = diagnose(sink.rows, abi_twins(names))
         print_rows(rows, metadata.device_label, details, console if not quiet else silent_console())

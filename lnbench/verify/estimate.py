@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from lnbench.backends import runs_flydsl
 from lnbench.run.device import Device
 from lnbench.run.eta import RunningEstimate, busy_threads, makespan, slowdown
-from lnbench.verify import prestart
 from lnbench.verify.cases import Case
 
 #: (seconds per unit, seconds per element of x) of a FlyDSL verify case on the emulated device (forward,
@@ -53,7 +52,7 @@ COMPILE_S = 0.1
 COLD_COMPILE_S = 0.4
 #: a run's fixed start left once the estimate is printed: the workers' first launch on the emulated device and
 #: the first fp64 reference (the workers are forks of the parent, which has imported what they need:
-#: lnbench.verify.prestart; a worker's first unit took 0.6–1.0 s longer than its next ones at a slowdown of 1.5)
+#: lnbench.run.pool; a worker's first unit took 0.6–1.0 s longer than its next ones at a slowdown of 1.5)
 STARTUP_S = 0.5
 #: the same on a GPU: the device's context and torch's first calls there (an NVIDIA H200: 4-5 s after the estimate
 #: line, the first unit 2.2 s of it, on a machine that has never run; December 2026)
@@ -210,7 +209,7 @@ class Estimate:
     def __init__(self, costs: dict[int, float], jobs: int, compile_s: float = 0.0, others: float | None = None,
                  cpus: int | None = None, startup_s: float = STARTUP_S) -> None:
         self.costs, self.jobs = costs, max(1, jobs)
-        self.others = busy_threads(prestart.pids()) if others is None else others    # not its own early workers
+        self.others = busy_threads() if others is None else others
         self.scale = slowdown(self.jobs, self.others, cpus)
         self.fixed = (startup_s + compile_s / self.jobs) * self.scale
         self.wall_s = self.fixed + makespan(costs.values(), self.jobs) * self.scale

@@ -1,14 +1,15 @@
 """`verify --jobs N`: the cases of an emulated run in N worker processes, with the same rows as one process.
 
 A unit is one case on one backend (index = backend position × number of cases + case position). The parent
-starts N workers (`python -m lnbench.verify.parallel SPEC FD`) in a pool of lnbench.measure.pool and deals
-them the units through lnbench.measure.units: one at a time on stdin (longest first, by the estimate, each
+starts N workers (`python -m lnbench.verify.parallel SPEC FD`) in a pool of lnbench.run.pool and deals
+them the units through lnbench.run.units: one at a time on stdin (longest first, by the estimate, each
 worker keeping to the kernels it has: lnbench.verify.affinity), one JSON line back per unit on the worker's
 answer pipe: the unit's rows and how long it took. Rows are built by the same code as in one process
 (runner.backend_case_rows), on the same seeded inputs, with torch on as many threads as the parent uses
 (torch's CPU reductions split work by thread count), and JSON keeps every float exactly: the files are bitwise
 those of --jobs 1, whatever worker runs a unit and whatever order units finish in (lnbench.output.sink orders
-them by index). Workers started early (lnbench.verify.prestart) are adopted into the pool.
+them by index). On the emulated device the workers are forks of the parent (lnbench.run.pool: they share its
+imports of torch, FlyDSL and the emulator) where the command allowed it before importing torch (`may_fork`).
 
 A worker that dies (a segfault, the OOM killer) costs only the unit it was running: that unit gets an `error`
 row naming the exit status and the last line of the worker's stderr, and a fresh worker takes over. On any
@@ -18,23 +19,32 @@ pool); a worker also dies with the parent when the parent is killed hard (proces
 from __future__ import annotations
 
 import gc
-import json
+import importlib.util
 import os
+import platform
 import pickle
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from lnbench.run.gpus import GpuSlot
-from lnbench.measure import units
-from lnbench.measure.pool import Pool, Worker, worker_setup
-from lnbench.run.processes import child_environment
+from lnbench.run import units
+from lnbench.run.pool import WORKER_ENV, Pool, Worker, allow_fork, worker_setup
 from lnbench.results import VerifyRow, plain
-from lnbench.backends.tolerance import Tolerance
-from lnbench.verify import prestart
 from lnbench.verify.affinity import AffinityQueue
-from lnbench.verify.cases import Case
+
+if TYPE_CHECKING:      # (both import torch: may_fork runs before torch loads)
+    from lnbench.backends.tolerance import Tolerance
+    from lnbench.verify.cases import Case
+
+#: what a forked worker's parent imports before it forks (the emulated device's path: FlyDSL, the emulator), which a
+#: worker would otherwise import itself (lnbench.run.pool.Pool.start)
+WORKER_IMPORTS = ("lnbench.verify.runner", "lnbench.backends.flydsl_backend", "lnbench.flydsl.launch",
+                  "lnbench.emu.machine", "flydsl.compiler")
+#: device nodes of a GPU torch may see: with one, verify's default device is that GPU (no workers)
+_GPU_NODES = ("/dev/kfd", "/dev/nvidia0")
+
 
 @dataclass(frozen=True)
 class VerifySpec:
@@ -63,15 +73,36 @@ SLOT_DEATHS = units.SLOT_DEATHS
 
 
 def _start(pool: Pool, spec_path: Path, number: int, slot: GpuSlot | None) -> Worker:
-    """A worker for `slot` (None: the emulated device), adopted from lnbench.verify.prestart where one waits."""
-    early = prestart.take() if slot is None else None
-    if early is not None:
-        env = child_environment(prestart.WORKER_ENV)      # what the parent set since (--emu-checks, ...)
-        early.send(f"{spec_path}\n{json.dumps(env)}")      # (one that died already: its EOF makes a fresh one)
-        early.number = number
-        return pool.adopt(early)
-    return pool.start(number, "lnbench.verify.parallel", [str(spec_path)],
-                      {**prestart.WORKER_ENV, **(slot.env() if slot else {})}, pool.folder(f"w{number}"), answers=True)
+    """A worker for `slot` (None: the emulated device, a fork of this process where the command allowed it)."""
+    return pool.start(number, "lnbench.verify.parallel", [str(spec_path)], {**WORKER_ENV, **(slot.env() if slot else {})},
+                      pool.folder(f"w{number}"), answers=True, fork=slot is None)
+
+
+def may_fork(device: str | None, jobs: int | None, devices: str | None, self_test: bool) -> bool:
+    """After verify's arguments are parsed, before torch is imported: where the run will most likely hand its cases
+    to workers on the emulated device (installed; no --device other than emu, no GPU device node; no --jobs 1,
+    --devices or --self-test), let them be forks of this process (lnbench.run.pool.allow_fork: the workers'
+    OpenMP setting, given to this process before torch loads). Starts nothing; returns whether forks may come."""
+    if self_test or devices is not None or (jobs is not None and jobs <= 1):
+        return False
+    if device is not None and not device.startswith("emu"):
+        return False
+    if device is None and any(os.path.exists(node) for node in _GPU_NODES):
+        return False
+    if jobs is None:
+        try:
+            if len(os.sched_getaffinity(0)) <= 1:
+                return False
+        except (AttributeError, OSError):
+            return False
+    return _emulator_installed() and allow_fork()
+
+
+def _emulator_installed() -> bool:
+    """The cheap part of lnbench.emu.runtime.availability: the platform and the packages it needs."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    return all(importlib.util.find_spec(name) is not None for name in ("ziglang", "tinygrad", "msgpack", "flydsl"))
 
 
 def _unit_rows(spec: VerifySpec, unit: int, status: str, detail: str) -> list[VerifyRow]:
@@ -110,37 +141,21 @@ def run_units(spec: VerifySpec, order: Sequence[int], jobs: int, on_done: OnDone
         spec_path = pool.root / "spec.pickle"
         spec_path.write_bytes(pickle.dumps(spec))
         every: list[GpuSlot | None] = [*slots] or [None] * jobs
-        first = min(len(every), len(order))            # workers started at once: one per slot with a unit
 
         def start(number: int, slot: GpuSlot | None) -> Worker:
-            worker = _start(pool, spec_path, number, slot)
-            if number == first - 1:
-                prestart.discard()                     # early workers this run has no unit for
-            return worker
+            return _start(pool, spec_path, number, slot)
 
-        try:
-            left = units.run_units(pool, start, AffinityQueue(order, spec.group), every, answered, lost, SLOT_DEATHS)
-        finally:
-            prestart.discard()
+        left = units.run_units(pool, start, AffinityQueue(order, spec.group), every, answered, lost, SLOT_DEATHS)
     for unit in left:       # every GPU failed: what is left cannot run
         on_done(unit, _unit_rows(spec, unit, "error", "not run: the workers of every GPU died (see the errors above)"),
                 0.0)
 
 
 def worker_main(argv: list[str]) -> None:
-    """Worker side: activate the device, then run each unit named on stdin and answer on the pipe
-    (lnbench.measure.units.serve). SPEC `-` (a fork of lnbench.verify.prestart): read the spec's path and the
-    environment from stdin."""
+    """Worker side (`python -m lnbench.verify.parallel SPEC FD`, or a fork calling it): activate the device, then
+    run each unit named on stdin and answer on the pipe (lnbench.run.units.serve)."""
     worker_setup()
-    if argv[0] == "-":
-        spec_path = sys.stdin.readline().strip()
-        if not spec_path:                # stopped before a run adopted it
-            return
-        env = json.loads(sys.stdin.readline())
-        os.environ.clear()               # the environment a worker started now would get
-        os.environ.update(env)
-    else:
-        spec_path = argv[0]
+    spec_path = argv[0]
     spec: VerifySpec = pickle.loads(Path(spec_path).read_bytes())
     import torch
 

@@ -1,4 +1,4 @@
-"""A queue of units dealt to worker processes of a Pool (lnbench.measure.pool) as they come free: `verify --jobs`.
+"""A queue of units dealt to worker processes of a Pool (lnbench.run.pool) as they come free: `verify --jobs`.
 
 The parent gives a worker one unit at a time, its index as a line on the worker's stdin; the worker (`serve`)
 answers with one JSON line on a pipe of its own: {"unit", "seconds", ...its answer}. A worker that has an
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from lnbench.measure.pool import Pool, Worker
+from lnbench.run.pool import Pool, Worker
 
 #: workers of one slot that die this many times in a row without finishing a unit: the slot takes no more units
 SLOT_DEATHS = 2

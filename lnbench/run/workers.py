@@ -1,5 +1,5 @@
 """Run worker processes (start-up side by side, timed turns one at a time), each with a timeout, and read their
-JSON results from files: one spec per worker, in a pool of lnbench.measure.pool (how workers start, what a dead
+JSON results from files: one spec per worker, in a pool of lnbench.run.pool (how workers start, what a dead
 one left on stderr, how all are stopped).
 
 Used by `lnbench perf` and `lnbench abi-compare`. The worker contract:
@@ -46,7 +46,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence, Union
 
-from lnbench.measure.pool import Pool, Worker, last_line, stderr_tail, worker_setup
+from lnbench.run.pool import Pool, Worker, last_line, stderr_tail, worker_setup
 from lnbench.run.processes import ChildProcess, Stopped
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLYDSL_RUNTIME_CACHE_DIR")
@@ -119,7 +119,7 @@ class WorkerResult:
 
 def read_spec(argv: list[str] | None = None) -> tuple[dict[str, Any], Path, Path | None]:
     """Worker side: (spec, result path, progress path) from the command line. Also makes this worker die with
-    its parent and run on its GPU's CPUs (lnbench.measure.pool.worker_setup): every worker calls this first."""
+    its parent and run on its GPU's CPUs (lnbench.run.pool.worker_setup): every worker calls this first."""
     worker_setup()
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2:
@@ -175,7 +175,7 @@ def _lines(path: Path) -> tuple[int, str]:
 
 
 def _child_env(index: int, count: int, root: Path, env: Mapping[str, str | None] | None) -> dict[str, str | None]:
-    """`env` (wins over os.environ: lnbench.measure.pool.spawn), own cache folders unless `env` names them."""
+    """`env` (wins over os.environ: lnbench.run.pool.spawn), own cache folders unless `env` names them."""
     child = dict(env or {})
     for var in CACHE_VARS:
         if env and var in env:

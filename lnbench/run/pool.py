@@ -1,32 +1,36 @@
-"""The worker processes of `verify`, `perf` and `abi-compare`: how one starts, what is read back when one dies,
-and how every one of them is stopped however a run ends.
+"""The one worker mechanism of `verify`, `perf` (and its emulated `--device emu` profile) and `abi-compare`: how a
+worker starts, what is read back when one dies, and how every one of them is stopped however a run ends.
 
-A `Pool` owns a temporary folder and every worker started in it (or adopted into it: lnbench.verify.prestart).
-Each worker is `python -m <module> ARGS...` in a session of its own (a terminal's Ctrl-C reaches only the
-parent, which stops the workers itself), stdin a pipe from the parent, stderr (and stdout) to a file, and,
-where the worker answers on a pipe, that pipe's write end as its last argument. Leaving the pool (done, an
-exception, Ctrl-C, SIGTERM: any BaseException) stops every worker still running (processes.kill_group: its
-whole process group) and removes the folder (kept with $LNBENCH_KEEP_WORKER_DIRS). What a dead worker leaves
-behind is read in one way: `stderr_tail` and its last line, with the exit status (negative: killed by that
-signal). A worker calls `worker_setup()` first: it dies with its parent (processes.die_with_parent) and runs
-on the CPUs of its GPU (processes.pin_to_gpu_cpus).
+A worker is a worker module run again (the pyperf pattern: the same program with a worker entry), started through
+one function, `Pool.start(number, module, args, env, folder)`: `python -m <module> ARGS...` (`spawn`), or, where
+the command allowed it before importing torch (`allow_fork`), a fork of the parent that calls the module's
+`worker_main(ARGS)` (`fork`: verify's emulated workers share the parent's imports of torch, FlyDSL and the
+emulator instead of doing them again, ~2 s of CPU each). Either way a worker runs in a session of its own (a
+terminal's Ctrl-C reaches only the parent, which stops the workers itself), stdin a pipe from the parent, stdout
+and stderr to files in the pool's folder (a worker never writes to the user's terminal), and, where the worker
+answers on a pipe, that pipe's write end as its last argument. A command starts workers only once its arguments
+are parsed and its plan is built: a usage error starts none. `started()` counts the workers this process started.
 
-A worker is a fresh interpreter (`spawn`), or a fork of the parent once the parent has imported what the worker
-needs (`fork`: verify's first workers, lnbench.verify.prestart), which skips the worker's own imports of torch,
-FlyDSL and the emulator (~2 s of CPU each).
+A `Pool` owns a temporary folder and every worker started in it. Leaving the pool (done, an exception, Ctrl-C,
+SIGTERM: any BaseException) stops every worker still running (processes.kill_group: its whole process group) and
+removes the folder (kept with $LNBENCH_KEEP_WORKER_DIRS). What a dead worker leaves behind is read in one way:
+`stderr_tail` and its last line, with the exit status (negative: killed by that signal). A worker calls
+`worker_setup()` first: it dies with its parent (processes.die_with_parent) and runs on the CPUs of its GPU
+(processes.pin_to_gpu_cpus).
 
 Two ways of handing out work are built on it, and the commands pass in what differs (modules, specs, units,
-callbacks): lnbench.measure.workers (one spec per worker, start-up side by side, timed turns one at a time,
-results in files: perf, abi-compare) and lnbench.measure.units (a queue of units dealt to workers as they come
-free, answers on a pipe: verify --jobs).
+callbacks): lnbench.run.workers (one spec per worker, start-up side by side, timed turns one at a time, results
+in files: perf, abi-compare) and lnbench.run.units (a queue of units dealt to workers as they come free, answers
+on a pipe: verify --jobs, perf --device emu).
 
-Standard library only: lnbench.verify.prestart imports it before the command line imports torch.
+Standard library only.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import gc
+import importlib
 import os
 import select
 import shutil
@@ -50,6 +54,31 @@ TAIL_CHARS = 2000
 WORKER_NAME = b"lnbench-worker"
 #: set (to anything) to keep the workers' folders (spec, result, stderr files) for debugging
 KEEP_VAR = "LNBENCH_KEEP_WORKER_DIRS"
+#: OpenMP threads that sleep when idle instead of spinning: torch's threads in one worker would otherwise burn
+#: the core another worker's emulation needs (the main job: ~30 s less CPU on 2 cores); values are unchanged.
+#: A value the user set wins. Every worker runs with it; a parent that forks must have it before torch loads
+#: (libgomp reads it when it loads), which `allow_fork` sees to.
+WORKER_ENV = {} if "OMP_WAIT_POLICY" in os.environ else {"OMP_WAIT_POLICY": "PASSIVE"}
+
+_started = 0
+_fork_allowed = False
+
+
+def started() -> int:
+    """How many worker processes this process has started (spawned or forked) so far."""
+    return _started
+
+
+def allow_fork() -> bool:
+    """A command whose run will most likely use workers calls this after parsing its arguments, before it imports
+    torch: this process gets the workers' OpenMP setting (WORKER_ENV), and `Pool.start(..., fork=True)` may fork
+    it from then on. Once torch is imported without that setting it does nothing (forks would spin: the run
+    spawns). Returns whether forks are allowed. Starts nothing."""
+    global _fork_allowed
+    if not _fork_allowed and not ("torch" in sys.modules and WORKER_ENV):
+        os.environ.update(WORKER_ENV)
+        _fork_allowed = True
+    return _fork_allowed
 
 
 def worker_setup() -> None:
@@ -224,11 +253,12 @@ def _until_exit(pid: int, seconds: float) -> None:
 
 
 def fork(main: Callable[[list[str]], None], args: list[str], stderr: IO[bytes],
-         close: Iterable[int] = ()) -> tuple[ForkedProcess, int]:
+         close: Iterable[int] = (), env: Mapping[str, str] | None = None) -> tuple[ForkedProcess, int]:
     """Fork a worker that runs main(ARGS + [its answer pipe's write end]) with stdin a pipe from this process,
     stdout and stderr to `stderr`, in a session of its own, and exits when main returns (os._exit: no atexit
     handler of this process runs twice). `close`: this process's ends of earlier workers' pipes, which the new
-    one must not hold (a worker sees the end of its stdin only when no process holds its write end).
+    one must not hold (a worker sees the end of its stdin only when no process holds its write end). `env`: the
+    worker's whole environment (processes.child_environment), as a spawned one would get it; default: this one's.
 
     Only fork a process that has run no torch operation yet (libgomp's threads do not survive a fork; OpenBLAS's
     stop and restart around one). Returns (process, the answer pipe's read end)."""
@@ -238,18 +268,26 @@ def fork(main: Callable[[list[str]], None], args: list[str], stderr: IO[bytes],
         with contextlib.suppress(Exception):
             stream.flush()
     parent = os.getpid()
+    # the stop signals wait until the fork has its own handlers and streams: none reaches the user's terminal
+    # through this process's handlers (the child unblocks them; the parent right after the fork)
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
         pid = os.fork()
     except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         for fd in (read_fd, write_fd, in_read, in_write):
             os.close(fd)
         raise
     if pid == 0:
         _forked_child(main, [*args, str(write_fd)], parent, in_read, stderr.fileno(),
-                      {*close, read_fd, in_write})
+                      {*close, read_fd, in_write}, env, blocked)
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     os.close(write_fd)
     os.close(in_read)
     return ForkedProcess(pid, os.fdopen(in_write, "wb")), read_fd
+
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _above_stdio(fd: int) -> int:
@@ -263,7 +301,7 @@ def _above_stdio(fd: int) -> int:
 
 
 def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: int, stdin_fd: int, stderr_fd: int,
-                  close: set[int]) -> None:
+                  close: set[int], env: Mapping[str, str] | None, mask: Iterable[int]) -> None:
     """The forked worker: the set-up a fresh interpreter would have (its own session and streams, Python's
     default signal handlers where the signal is not ignored, $LNBENCH_PARENT_PID), then main(args); never returns."""
     code = 1
@@ -283,6 +321,10 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
                              (signal.SIGHUP, signal.SIG_DFL)):
             if signal.getsignal(sig) != signal.SIG_IGN:     # one ignored stays ignored, as across an exec (nohup)
                 signal.signal(sig, default)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
         os.environ[PARENT_PID_VAR] = str(parent)
         name_process(WORKER_NAME)
         gc.enable()                  # (a parent still importing forks with the collector off: lnbench.cli)
@@ -299,9 +341,22 @@ def _forked_child(main: Callable[[list[str]], None], args: list[str], parent: in
         os._exit(code)
 
 
+def _worker_main(module: str) -> Callable[[list[str]], None]:
+    """A worker module's entry for a fork, after importing what its workers need (its WORKER_IMPORTS; one that
+    cannot be imported is the business of whoever uses it)."""
+    mod = importlib.import_module(module)
+    for name in getattr(mod, "WORKER_IMPORTS", ()):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    return mod.worker_main
+
+
+_fork = fork
+
+
 class Pool:
-    """Workers started in (or adopted into) one temporary folder; leaving the `with` block stops every one still
-    running and removes the folder (module docstring)."""
+    """Workers started in one temporary folder; leaving the `with` block stops every one still running and removes
+    the folder (module docstring)."""
 
     def __init__(self, prefix: str) -> None:
         self.root = Path(tempfile.mkdtemp(prefix=prefix))
@@ -320,20 +375,32 @@ class Pool:
         return path
 
     def start(self, number: int, module: str, args: list[str], env: Mapping[str, str | None] | None, folder: Path,
-              *, answers: bool = False, own_stdout: bool = False) -> Worker:
-        """Start a worker; its stderr goes to FOLDER/stderr.txt (its stdout too, unless `own_stdout`: then
-        FOLDER/stdout.txt). A worker that cannot start is returned with proc None and `start_error`."""
+              *, answers: bool = False, own_stdout: bool = False, fork: bool = False) -> Worker:
+        """Start a worker (the module docstring): `python -m module ARGS`, or with `fork` (where `allow_fork` was
+        called; `answers` only) a fork calling the module's `worker_main(ARGS + [answer pipe])` after importing
+        its WORKER_IMPORTS here. Its stderr goes to FOLDER/stderr.txt (its stdout too, unless `own_stdout`:
+        then FOLDER/stdout.txt). A worker that cannot start is returned with proc None and `start_error`."""
+        global _started
         stderr = folder / "stderr.txt"
         with open(stderr, "wb") as err, \
                 open(folder / "stdout.txt", "wb") if own_stdout else contextlib.nullcontext() as out:
+            proc: ChildProcess
+            fd: int | None
             try:
-                proc, fd = spawn(module, args, env, err, out, answers)
+                if fork and answers and _fork_allowed:
+                    main = _worker_main(module)
+                    gc.freeze()     # what the parent made so far: a fork's collections skip it (walking it would
+                    #                 copy the shared pages)
+                    proc, fd = _fork(main, args, err, [f for w in self.workers for f in w.own_fds()],
+                                     child_environment(env))
+                else:
+                    proc, fd = spawn(module, args, env, err, out, answers)
             except OSError as exc:
-                return self.adopt(Worker(number, None, stderr, start_error=f"cannot start worker: {exc}"))
-        return self.adopt(Worker(number, proc, stderr, fd))
+                return self._add(Worker(number, None, stderr, start_error=f"cannot start worker: {exc}"))
+        _started += 1
+        return self._add(Worker(number, proc, stderr, fd))
 
-    def adopt(self, worker: Worker) -> Worker:
-        """Make a worker started elsewhere (lnbench.verify.prestart) the pool's: it is stopped with the others."""
+    def _add(self, worker: Worker) -> Worker:
         self.workers.append(worker)
         return worker
 
