@@ -899,3 +899,17 @@ def test_a_held_out_run_replayed_is_within_1_25x_from_a_quarter_of_the_work(trai
     assert len(judged) >= 50 and len(inside) >= within * len(judged), (len(inside), len(judged), min(judged),
                                                                        max(judged))
     assert all(1 / bound <= r <= bound for r in judged), (min(judged), max(judged))
+
+
+def test_a_one_core_run_after_a_fit_without_its_root_term_is_priced():
+    """The emulated units' fit holds its √element column at 0 where the sizes recorded fit a line (two sizes):
+    the units are then (fixed, per element). A one-process run's record (`.inline`) beside them was unpacked as
+    three numbers and failed the next run (`taskset -c 0 lnbench verify` after one earlier on one core)."""
+    emu = emu_device("gfx942")
+    at = calibration.device_key(emu)
+    line = [{"x": x, "s": 0.05 + 4e-7 * x, "b": "flydsl"} for x in (1024,) * 4 + (1 << 20,) * 4]
+    inline = [{**o, "s": 2 * o["s"]} for o in line[:3] + line[4:7]]
+    costs = costs_here(emu, calibration.Calibration({f"verify.emulated@{at}": line,
+                                                     f"verify.emulated.inline@{at}": inline}))
+    assert len(costs.units["emulated"]) == 2
+    assert costs.units["emulated.inline"][1] == pytest.approx(2 * costs.units["emulated"][1], rel=0.05)

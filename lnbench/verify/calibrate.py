@@ -57,7 +57,8 @@ def costs_here(device: Device, recorded: calibration.Calibration | None = None) 
             units[f"{kind}.inline"] = cal.linear(f"verify.{kind}.inline@{at}",
                                                  (fixed * INLINE_EMULATED, per_element * INLINE_EMULATED))
     if cal.get(f"verify.emulated.inline@{at}") or cal.get(f"verify.emulated-autograd.inline@{at}"):
-        fixed, per_element, per_root = units["emulated"]
+        fixed, per_element, *root = units["emulated"]          # (fixed, per element) where the fit held √ at 0
+        per_root = root[0] if root else 0.0
         _emulated(cal, at, units, (fixed * INLINE_EMULATED, per_root * INLINE_EMULATED,
                                    per_element * INLINE_EMULATED), ".inline", backends, sizes)
     return VerifyCosts(units, compile_s=cal.mean(f"verify.compile@{at}", COMPILE_S),
