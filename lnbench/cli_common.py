@@ -263,7 +263,7 @@ def emit_outputs(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any],
                  step_summary: bool = True) -> None:
     """Write the CSV (if any), the JSON (if any), the Markdown summary (--md, if any) and `more` outputs ((what,
     path, writer)) all or nothing (report.atomic_write_all), then say where they went (unless not `announce`:
-    a checkpoint of lnbench.output.sink). The metadata names the rows' kind (results.Kind.run stamps it). Rows
+    a checkpoint of lnbench.scaffold.sink). The metadata names the rows' kind (results.Kind.run stamps it). Rows
     that cannot be encoded (a value a writer refuses, rows that break their kind's declaration) are kept as JSON
     lines (output_fallback.keep_rows): ResultsNotWritten names where. A final write (`announce`) also appends the
     Markdown to $GITHUB_STEP_SUMMARY when that is set (unless not `step_summary`). The Markdown is `md_text`, else

@@ -1,41 +1,42 @@
-"""lnbench's layering: each package or module in a numbered layer; a module may import its own layer or lower
-ones, never a higher one (tests/test_layering.py checks every import, top level and inside functions).
+"""lnbench's layering: each folder (package) or loose module in one numbered layer; a module may import its own
+layer or lower ones, never a higher one (tests/test_layering.py checks every import, top level, inside functions
+and under `if TYPE_CHECKING:`; and that no two modules, and no two folders, import each other in a circle).
 
     0  leaf utilities     errors, constants, validate, results (the result model and the verdict words),
-                          machine (cache folder, install hints, ROCm, zig), output (tables, files, claims, fallback,
-                          Markdown), run (processes, progress, estimates, calibration, clocks, checkout)
+                          machine (cache folder, install hints, ROCm, zig, which checkout and command line ran),
+                          output (tables, result files, file claims, the kept-rows fallback, Markdown)
     1  configuration      settings: the packaged defaults, a user file, shapes and dtypes, backend tables; modelled:
                           the Instinct targets' published figures and the floors modelled from an emulated profile
     2  emulator           emu: the emulated CDNA device
-    3  device             run.device (the Device value commands ask questions of), run.metadata
+    3  runs               run: the Device value commands ask questions of (device, metadata), process lifetime
+                          (processes), the one worker mechanism (pool; workers: one spec per worker in timed
+                          turns; units: a queue of units), progress and estimates, --devices (gpus), --shard (shard)
     4  kernels            flydsl: kernel math, launch geometry, launch/ABI, inspection, pre-flight checks
     5  backends           backends (the registry, every backend, the fp64 reference and the pass rule)
-    6  measurement        measure: protocol, timing, worker processes, kernel timer, statistics
-    7  command plumbing   cli_common, output.sink (checkpoints), run.gpus (--devices), run.shard (--shard),
-                          run.setup (a run command's set-up: config, kernel source, preflight, shapes, outputs), store
+    6  measurement        measure: protocol, timing, kernel timer, statistics, machine load, host lock
+    7  command plumbing   cli_common (the shared options, the guarded command, writing outputs), scaffold (a run
+                          command's set-up and its result sink), store
     8  commands           one package per command (its click command in `command.py`): perf (and peak), verify,
                           abi (abi-compare), compare, plot, merge, inspect, config, env, history (store,
                           history): side by side, none
                           importing another's internals (COMMANDS, SHARED)
     9  entry point        cli
 
-A package may hold modules of several layers (output, run): the longest declared prefix of a module's name decides.
+A folder's modules all stand in the folder's layer: LAYERS names folders and loose modules only.
 """
 from __future__ import annotations
 
-#: package or module -> layer; the longest matching prefix of a module's dotted name decides
+#: folder or loose module -> layer (a module inside a folder has the folder's layer)
 LAYERS: dict[str, int] = {
     "lnbench": 0, "lnbench.layers": 0, "lnbench.errors": 0, "lnbench.constants": 0, "lnbench.validate": 0,
-    "lnbench.results": 0, "lnbench.machine": 0,
-    "lnbench.output": 0, "lnbench.output.sink": 7,
-    "lnbench.run": 0, "lnbench.run.device": 3, "lnbench.run.metadata": 3, "lnbench.run.gpus": 7, "lnbench.run.shard": 7,
-    "lnbench.run.setup": 7,
+    "lnbench.results": 0, "lnbench.machine": 0, "lnbench.output": 0,
     "lnbench.settings": 1, "lnbench.modelled": 1,
     "lnbench.emu": 2,
+    "lnbench.run": 3,
     "lnbench.flydsl": 4,
     "lnbench.backends": 5,
     "lnbench.measure": 6,
-    "lnbench.cli_common": 7, "lnbench.store": 7,
+    "lnbench.cli_common": 7, "lnbench.scaffold": 7, "lnbench.store": 7,
     "lnbench.perf": 8, "lnbench.verify": 8, "lnbench.abi": 8, "lnbench.compare": 8, "lnbench.plot": 8,
     "lnbench.merge": 8, "lnbench.inspect": 8, "lnbench.config": 8, "lnbench.env": 8, "lnbench.history": 8,
     "lnbench.cli": 9,
@@ -66,8 +67,8 @@ EXEMPT: dict[tuple[str, str], str] = {
 
 
 def layer_of(module: str) -> int | None:
-    """The layer of a dotted lnbench module name (None when no prefix of it below the package is declared: the
-    package's own entry, `lnbench`, is its __init__ alone)."""
+    """The layer of a dotted lnbench module name: its folder's, or its own as a loose module (None when neither is
+    declared: the package's own entry, `lnbench`, is its __init__ alone)."""
     if module == "lnbench":
         return LAYERS[module]
     name = module

@@ -1,5 +1,5 @@
 """The command scaffold (issue 39 item 2): each run command's options record holds exactly the click options its
-plan takes, and run.setup's steps keep their messages, order and inputs."""
+plan takes, and scaffold.setup's steps keep their messages, order and inputs."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +17,7 @@ from lnbench.inspect.command import InspectOptions, inspect_command
 from lnbench.perf.command import peak_command, perf_command
 from lnbench.perf.peak_run import PeakOptions
 from lnbench.perf.options import PerfOptions
-from lnbench.run.setup import Setup, begin, element_bytes
+from lnbench.scaffold.setup import Setup, begin, element_bytes
 from lnbench.verify.command import verify_command
 from lnbench.verify.plan import VerifyOptions
 
@@ -81,9 +81,9 @@ def test_element_bytes_takes_the_widest_dtype() -> None:
 
 
 def test_the_scaffold_imports_no_torch() -> None:
-    """compare and merge load a config and reserve outputs through run.setup: that alone imports no torch."""
+    """compare and merge load a config and reserve outputs through scaffold.setup: that alone imports no torch."""
     import subprocess
 
-    code = "import sys, lnbench.run.setup; print('torch' in sys.modules)"
+    code = "import sys, lnbench.scaffold.setup; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -355,7 +355,7 @@ def test_a_source_tree_without_git_is_named_by_a_content_hash(tmp_path):
     """A `git archive` export has no .git: source_commit was empty, so two different trees looked the same."""
     import shutil
 
-    from lnbench.run.checkout import content_hash
+    from lnbench.machine.checkout import content_hash
 
     tree = tmp_path / "export"
     shutil.copytree(SOURCES, tree, ignore=shutil.ignore_patterns("__pycache__"))

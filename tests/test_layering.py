@@ -1,5 +1,6 @@
-"""lnbench's import structure: no import circle among its modules, and no module importing one that stands in a
-higher layer (lnbench.layers.LAYERS), and no command importing another command's modules. Every import counts: top
+"""lnbench's import structure: no import circle among its modules nor among its folders, each folder in one layer
+(lnbench.layers.LAYERS), no module importing one that stands in a higher layer, and no command importing another
+command's modules. Every import counts: top
 level, inside functions and under `if TYPE_CHECKING:`, `import lnbench.x`, `from lnbench.x import y` and relative
 imports. Parsed with `ast`, so nothing is imported to check it."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lnbench.layers import EXEMPT, SHARED, command_of, layer_of
+from lnbench.layers import EXEMPT, LAYERS, SHARED, command_of, layer_of
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lnbench"
 
@@ -132,6 +133,65 @@ def test_a_circle_through_type_checking_imports_is_a_circle(monkeypatch):
     assert edges == [("lnbench.emu.machine", 3)]
     monkeypatch.setitem(GRAPH, "lnbench.emu.profile", [*GRAPH["lnbench.emu.profile"], *edges])
     assert {"lnbench.emu.machine", "lnbench.emu.profile"} <= set(_cycle() or [])
+
+
+def folder_of(module: str) -> str:
+    """The folder (package below lnbench) a module stands in, or the module itself when it is loose."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (len(parts) == 2 and module in PACKAGES) else module
+
+
+PACKAGES = {m for m, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def _folder_cycle(graph: dict[str, list[tuple[str, int]]]) -> list[str] | None:
+    """One circle among lnbench's folders (a folder importing, through its modules, a folder that imports it back),
+    or None."""
+    edges: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        for target, _line in targets:
+            if (module, target) not in EXEMPT and folder_of(module) != folder_of(target):
+                edges.setdefault(folder_of(module), set()).add(folder_of(target))
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for folder in sorted(edges):
+        if folder not in state and (found := visit(folder)):
+            return found
+    return None
+
+
+def test_no_import_circle_between_folders():
+    cycle = _folder_cycle(GRAPH)
+    assert cycle is None, "folder circle: " + " -> ".join(cycle or [])
+
+
+def test_the_folder_circle_check_sees_one(monkeypatch):
+    """output (layer 0) importing the run machinery back, as output.claims once did (run.eta imports output)."""
+    monkeypatch.setitem(GRAPH, "lnbench.output.claims", [*GRAPH["lnbench.output.claims"], ("lnbench.run.processes", 1)])
+    assert set(_folder_cycle(GRAPH) or []) == {"lnbench.output", "lnbench.run"}
+
+
+def test_each_folder_stands_in_one_layer():
+    """LAYERS names folders and loose modules only, so every module of a folder has the folder's layer."""
+    assert [key for key in LAYERS if key.count(".") > 1] == []
+    assert [key for key in LAYERS if key != "lnbench" and key not in MODULES] == []
+    by_folder: dict[str, set[int | None]] = {}
+    for module in MODULES:
+        by_folder.setdefault(folder_of(module), set()).add(layer_of(module))
+    assert {folder: layers for folder, layers in by_folder.items() if len(layers) != 1} == {}
 
 
 def test_every_module_has_a_layer():

@@ -22,7 +22,7 @@ import pytest
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.claims import sidecar_of
 from lnbench.output.files import ResultsNotWritten, check_writable, release_outputs
-from lnbench.output.sink import ResultSink
+from lnbench.scaffold.sink import ResultSink
 from cli_helpers import invoke
 
 VERIFY = ["verify", "--device", "cpu", "--backend", "torch", "--dtype", "f32", "--shapes", "2x8", "-q"]
@@ -191,7 +191,7 @@ def _meta() -> dict:
 
 
 def test_a_checkpoint_that_fails_keeps_the_rows_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.scaffold.sink.CHECKPOINT_S", 0.0)
     out = tmp_path / "out"
     full = {"on": True}
     real = pd.DataFrame.to_csv
@@ -227,7 +227,7 @@ def test_a_checkpoint_that_fails_keeps_the_rows_and_the_run_goes_on(tmp_path, mo
 
 
 def test_a_checkpoint_that_fails_then_a_final_write_that_succeeds_leaves_no_kept_copy(tmp_path, monkeypatch):
-    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.scaffold.sink.CHECKPOINT_S", 0.0)
     out = tmp_path / "out"
     full = {"on": True}
     real = pd.DataFrame.to_csv
@@ -249,7 +249,7 @@ def test_a_checkpoint_that_fails_then_a_final_write_that_succeeds_leaves_no_kept
 
 def test_a_usage_error_still_leaves_no_result_file(tmp_path, monkeypatch):
     """(a guard) exit 2 for bad input still removes the checkpoints; a kept copy too."""
-    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.scaffold.sink.CHECKPOINT_S", 0.0)
     csv_path = check_writable(tmp_path / "out" / "r.csv")
     try:
         with pytest.raises(LnbenchUsageError):

@@ -25,7 +25,7 @@ from lnbench.run.device import emulator_status
 from lnbench.errors import LnbenchUsageError
 from lnbench.output.files import release_outputs
 from lnbench.run.processes import Terminated, terminate_on_signals
-from lnbench.output.sink import ResultSink
+from lnbench.scaffold.sink import ResultSink
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 #: a stopped run that has not exited after this is hung (the limit ends the test; it judges no speed)
@@ -359,7 +359,7 @@ def _sink_paths(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_sink_checkpoints_are_loadable_files_marked_running(tmp_path, monkeypatch):
-    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.scaffold.sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
     with ResultSink(csv_path, json_path, _meta(device="x"), total=3) as sink:
         sink.add(1, [_row("b", "PASS", max_abs_err=2.5)])
@@ -402,7 +402,7 @@ def test_sink_on_interrupt_without_result_files_names_no_empty_path(capsys):
 
 
 def test_sink_on_a_usage_error_leaves_no_result_file(tmp_path, monkeypatch):
-    monkeypatch.setattr("lnbench.output.sink.CHECKPOINT_S", 0.0)
+    monkeypatch.setattr("lnbench.scaffold.sink.CHECKPOINT_S", 0.0)
     csv_path, json_path = _sink_paths(tmp_path)
     with pytest.raises(LnbenchUsageError):
         with ResultSink(csv_path, json_path, _meta(), total=2) as sink:

@@ -89,7 +89,7 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
     from lnbench.abi.cases import pair_info
     from lnbench.abi.summary import MORE, print_static
     from lnbench.abi.workers import Share, not_run_status, time_shares
-    from lnbench.output.sink import ResultSink
+    from lnbench.scaffold.sink import ResultSink
     from lnbench.output.tables import silent_console
     from lnbench.results import AbiRow
 

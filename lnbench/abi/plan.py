@@ -21,7 +21,7 @@ from lnbench.measure.protocol import Protocol
 from lnbench.run.metadata import provenance
 from lnbench.results import ABI, AbiRun
 from lnbench.machine.rocm import has_rocm_gpu
-from lnbench.run.setup import begin, element_bytes
+from lnbench.scaffold.setup import begin, element_bytes
 from lnbench.run.shard import Shard, parse_shard, record_shard
 
 TABLE = "abi_compare"

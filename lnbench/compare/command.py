@@ -51,7 +51,7 @@ def compare_command(quiet: bool, **options: Any) -> int:
 
     o = CompareOptions(**options)
     base, new, fail_pct = o.base, o.new, o.fail_pct
-    # the flags checked once, before either path: a bad flag is its one line before any file is read (run.setup)
+    # the flags checked once, before either path: a bad flag is its one line before any file is read (scaffold.setup)
     check_flags(o.threshold_pct, fail_pct, o.flydsl_label)
     pair = modelled.load_pair(base, new) if base is not None and new is not None else None
     if pair is not None:                    # `perf --device emu` results: an exact diff, no statistics

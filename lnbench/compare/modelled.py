@@ -19,9 +19,9 @@ from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs
 from lnbench.results.verdicts import Verdict, fails_gate, floor_verdict
 from lnbench.errors import LnbenchUsageError
-from lnbench.run.checkout import git_commit, timestamp
-from lnbench.run.processes import command_line
-from lnbench.run.setup import Setup
+from lnbench.machine.checkout import git_commit, timestamp
+from lnbench.machine.checkout import command_line
+from lnbench.scaffold.setup import Setup
 from lnbench.results import (ABI_KIND, COMPARE, PERF_KIND, PROFILE, PROFILE_KIND, CompareRow,
                              ResultFile, load_result, missing)
 from lnbench.output.tables import Column, fmt_time_us, render_table

@@ -12,11 +12,11 @@ from lnbench.compare.match import mismatches, require_overlap, same_command
 from lnbench.results import ABI_KIND as ABI, PERF_KIND as PERF, load_result
 from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
-from lnbench.run.checkout import git_commit, timestamp
-from lnbench.run.processes import command_line
+from lnbench.machine.checkout import git_commit, timestamp
+from lnbench.machine.checkout import command_line
 from lnbench.cli_common import reserve_flydsl_file
 from lnbench.results.flydsl_table import check_label
-from lnbench.run.setup import Outputs, begin
+from lnbench.scaffold.setup import Outputs, begin
 from lnbench.results import COMPARE, CompareRun
 
 

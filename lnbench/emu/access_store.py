@@ -16,7 +16,7 @@ from pathlib import Path
 
 from lnbench.emu.decode_store import read_rows, write_rows
 from lnbench.emu.hazards import Access, make_access
-from lnbench.run.checkout import content_hash
+from lnbench.machine.checkout import content_hash
 
 
 @functools.lru_cache(maxsize=1)

@@ -171,7 +171,7 @@ def _provenance_of(spec: SourceSpec) -> dict[str, str]:
     if file:
         path = Path(file).resolve()
         out["source_file"] = str(path)
-        from lnbench.run.checkout import content_hash, git_commit_of
+        from lnbench.machine.checkout import content_hash, git_commit_of
         tree = Path(spec.path).resolve() if spec.path and path.is_relative_to(Path(spec.path).resolve()) else path.parent
         out["source_commit"] = git_commit_of(path.parent) or content_hash(tree)    # no checkout: what the tree holds
     return out

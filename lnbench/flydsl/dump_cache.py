@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from lnbench.machine.cache_dirs import lnbench_cache_dir, write_cache_file
-from lnbench.run.checkout import content_hash
+from lnbench.machine.checkout import content_hash
 
 #: bump when the stored form changes
 FORMAT = 1

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lnbench.machine.cache_dirs import lnbench_cache_dir, write_cache_file
-from lnbench.run.checkout import content_hash
+from lnbench.machine.checkout import content_hash
 
 #: the index's layout; a change makes every old entry a miss
 SCHEMA = 1

@@ -14,13 +14,13 @@ from typing import Any, Sequence
 
 import lnbench
 from lnbench.output import markdown
-from lnbench.run.checkout import git_commit, timestamp
+from lnbench.machine.checkout import git_commit, timestamp
 from lnbench.cli_common import console, emit_outputs
 from lnbench.history.cache import METHOD
 from lnbench.history.gate import Gate
 from lnbench.history.significance import FDR_Q, METHOD_TEXT
 from lnbench.history.summary import BAD, CHECK_KINDS, changes_text, noise_text, shifts_text
-from lnbench.run.processes import command_line
+from lnbench.machine.checkout import command_line
 from lnbench.results import HISTORY, HistoryRow, HistoryRun
 from lnbench.output.tables import SHOWN, Column, fmt_number, render_table, silent_console, styled_status
 

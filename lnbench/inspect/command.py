@@ -21,7 +21,7 @@ from lnbench.output.tables import Column, styled_status
 from lnbench.validate import choices as _choices
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lnbench.output.sink import ResultSink
+    from lnbench.scaffold.sink import ResultSink
     from lnbench.results import InspectRow, InspectRun
     from lnbench.run.progress import CommandProgress
 
@@ -281,7 +281,7 @@ def build_plan(o: InspectOptions) -> InspectPlan:
     from lnbench.results import INSPECT
     from lnbench.run.device import compile_device
     from lnbench.run.metadata import emu_checks as emu_checks_in_effect, package_version, provenance
-    from lnbench.run.setup import Setup, begin
+    from lnbench.scaffold.setup import Setup, begin
 
     arches, abis, ops, dtypes, shapes, strategy, execute, backends, isa_dir, emu_checks = (
         o.arches, o.abis, o.ops, o.dtypes, o.shapes, o.strategy, o.execute, o.backends, o.isa_dir, o.emu_checks)
@@ -344,7 +344,7 @@ def build_plan(o: InspectOptions) -> InspectPlan:
 
 def run(plan: InspectPlan, quiet: bool) -> int:
     """Compile (and with --execute run) every variant, print the tables, write the rows; exit 1 on any error."""
-    from lnbench.output.sink import ResultSink
+    from lnbench.scaffold.sink import ResultSink
     from lnbench.output.tables import render_table, silent_console
     from lnbench.results import InspectRow
     from lnbench.run.progress import CommandProgress

@@ -1,13 +1,16 @@
-"""Which lnbench code ran, and when: the git commit of a checkout (with -dirty), a content hash for a source tree
-without git, and the UTC time. Imports nothing heavy (lnbench.run.metadata, which reads torch's and the device's
-facts, re-exports these), so a command that never touches a tensor (history) can name its run."""
+"""Which lnbench code ran, how and when: the git commit of a checkout (with -dirty), a content hash for a source
+tree without git, the command line (`command_line`) and the UTC time. Imports nothing heavy (lnbench.run.metadata,
+which reads torch's and the device's facts, re-exports these), so a command that never touches a tensor
+(history) can name its run."""
 from __future__ import annotations
 
 import datetime as _dt
 import functools
 import hashlib
 import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import lnbench
@@ -57,3 +60,14 @@ def content_hash(folder: Path) -> str:
 def timestamp() -> str:
     """UTC timestamp in ISO 8601 to the second."""
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command line this process runs, shell-quoted so it can be pasted back: `lnbench verify --shapes
+    64x256` (lnbench's own entry points, `python -m lnbench.cli` too, read as `lnbench`)."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        return ""
+    head = Path(argv[0]).name
+    program = ["lnbench"] if head in ("lnbench", "cli.py", "__main__.py") else argv[:1]
+    return shlex.join(program + argv[1:])

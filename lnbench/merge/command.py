@@ -178,7 +178,7 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     """Join the result files of one command's parts (--shard K/N) into one result, CSV and/or JSON."""
     from lnbench.perf.aggregate import add_speedups
     from lnbench.results import PerfRun
-    from lnbench.run.setup import Setup
+    from lnbench.scaffold.setup import Setup
 
     results = load_parts(files)
     found = problems(results)

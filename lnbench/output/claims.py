@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lnbench.errors import LnbenchUsageError
-from lnbench.run.processes import command_line
+from lnbench.machine.checkout import command_line
 
 SUFFIX = ".lnbench-claim"
 

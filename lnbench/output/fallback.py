@@ -6,7 +6,7 @@ and results that cannot be written where asked are kept elsewhere, in a folder t
 * `keep`: when writing results fails (outputs.atomic_write_all: a disk filled during the run, ENOSPC, EIO), every
   result of that write is written again into one folder of this run, `lnbench-kept-XXXX` under $TMPDIR (else
   under lnbench's cache folder, else the home folder), by the same writers; the error then ends with `; the results
-  are kept in FOLDER/ (NAME, ...)`. A running command's checkpoints (lnbench.output.sink) reuse the folder, so it
+  are kept in FOLDER/ (NAME, ...)`. A running command's checkpoints (lnbench.scaffold.sink) reuse the folder, so it
   always holds the latest rows.
 * `keep_rows`: rows that cannot be encoded as asked (a value a CSV or JSON writer refuses) go into the same
   folder as JSON lines that always encode (`NAME.rows.jsonl`, one row per line, and `NAME.metadata.json`): any value

@@ -3,7 +3,7 @@
 Modules, one job each:
     options      PerfOptions: perf's click options as one typed record (both plans below take it)
     plan         `lnbench perf`'s plan (PerfPlan, build_plan): options and config checked once (over
-                 lnbench.run.setup: config, kernel source, preflight, shapes, outputs)
+                 lnbench.scaffold.setup: config, kernel source, preflight, shapes, outputs)
     modelled     `perf --device emu`'s plan and run (build_modelled_plan, run_modelled): profiles, modelled floors
     cases        the cases: backend × op × dtype × shape × mode
     spread       which cases run on which GPU and when (--devices): the plan's groups, their worker specs, running them

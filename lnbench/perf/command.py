@@ -119,7 +119,7 @@ def run(plan: PerfPlan, if_loaded: str | None, quiet: bool, flydsl_table: bool =
     (lnbench.perf.outputs), each entered once; the exit code. `flydsl_table`: print FlyDSL's table after the run
     (and write it to `table_file` when given)."""
     from lnbench.measure import load
-    from lnbench.output.sink import ResultSink
+    from lnbench.scaffold.sink import ResultSink
     from lnbench.perf.aggregate import failed, run_rows
     from lnbench.perf.calibrate import record_perf
     from lnbench.perf.outputs import device_facts, write_outputs

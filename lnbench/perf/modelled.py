@@ -27,7 +27,7 @@ from lnbench.modelled.floors import MODES, floors
 from lnbench.modelled.targets import Target, targets_for
 from lnbench.perf.options import PerfOptions
 from lnbench.results import PROFILE, ProfileRow, RunRecord
-from lnbench.run.setup import Setup, begin, element_bytes
+from lnbench.scaffold.setup import Setup, begin, element_bytes
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
     from lnbench.perf.calibrate import modelled_estimate
     from lnbench.perf.modelled_tables import print_profile
     from lnbench.run.progress import CommandProgress
-    from lnbench.output.sink import ResultSink
+    from lnbench.scaffold.sink import ResultSink
 
     started = time.monotonic()
     csv_path, json_path, md_path = plan.outputs

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lnbench.measure import load
-from lnbench.output.sink import ResultSink
+from lnbench.scaffold.sink import ResultSink
 from lnbench.perf.messages import payload_of
 from lnbench.perf.plan import PerfPlan
 from lnbench.perf.spread import Group

@@ -13,7 +13,7 @@ from lnbench.run.device import Device
 from lnbench.measure import load
 from lnbench.perf.peak import copy_size, default_peak_path, measure_copy_bandwidth, reserve_peak_file, store_peak
 from lnbench.perf.plan import loaded_policy, timed_device
-from lnbench.run.setup import begin
+from lnbench.scaffold.setup import begin
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from lnbench.perf.peak import default_peak_path, load_peak
 from lnbench.perf.options import PerfOptions
 from lnbench.perf.protocol import PerfProtocol
 from lnbench.perf.spread import Group, plan_groups
-from lnbench.run.setup import begin, element_bytes
+from lnbench.scaffold.setup import begin, element_bytes
 from lnbench.run.shard import parse_shard, record_shard
 from lnbench.results import PERF, PerfRun
 

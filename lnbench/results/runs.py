@@ -58,7 +58,7 @@ class RunRecord(Record):
     @property
     def incomplete(self) -> str:
         """Why the run did not finish ("interrupted (SIGINT) after 2 of 40 cases"), or "" (complete, or written
-        by an lnbench that did not record it). lnbench.output.sink."""
+        by an lnbench that did not record it). lnbench.scaffold.sink."""
         if self.get("complete") in (False, "False", "false"):
             return str(self.get("stopped") or "stopped before the end")
         return ""

@@ -244,7 +244,7 @@ def locked(path: Path, wait_s: float | None = None, clock: Callable[[], float] =
 def _merge_and_write(path: Path, series: dict[str, list[dict[str, Any]]], compiled: dict[str, dict[str, Any]],
                      machine: str) -> bool:
     """The file re-read, `series` and `compiled` merged into `machine`'s entry, written whole (under the lock)."""
-    from lnbench.run.checkout import timestamp
+    from lnbench.machine.checkout import timestamp
 
     try:
         data = _read(path) or {"format": FORMAT, "version": VERSION, "machines": {}}

@@ -10,8 +10,7 @@ import torch
 import lnbench
 from lnbench.run.device import Device, torch_device_info
 from lnbench.results import IdentifiedRun, Kind
-from lnbench.run.processes import command_line
-from lnbench.run.checkout import git_commit, timestamp
+from lnbench.machine.checkout import command_line, git_commit, timestamp
 
 #: the run record class of the kind a run record is made for
 RunT = TypeVar("RunT", bound=IdentifiedRun)

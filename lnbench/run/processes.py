@@ -21,24 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import IO, Iterator, Mapping, Protocol
-
-
-def command_line(argv: list[str] | None = None) -> str:
-    """The command line this process runs, shell-quoted so it can be pasted back: `lnbench verify --shapes
-    64x256` (lnbench's own entry points, `python -m lnbench.cli` too, read as `lnbench`)."""
-    argv = list(sys.argv if argv is None else argv)
-    if not argv:
-        return ""
-    head = Path(argv[0]).name
-    program = ["lnbench"] if head in ("lnbench", "cli.py", "__main__.py") else argv[:1]
-    return shlex.join(program + argv[1:])
 
 
 #: the environment variable holding the pid of the process that started a worker (set by the parent)

@@ -333,7 +333,7 @@ def run_workers(module: str, specs: Sequence[Spec], timeout_s: float, env: Mappi
     A worker calls `wait_turn()` once at the start of each phase. Returns one WorkerResult per spec, in spec
     order; a crash or timeout never raises, it is reported in its WorkerResult (exit status, stderr tail)
     and the remaining specs still run. `on_done` is called after each worker has finished (and, when run_workers
-    is interrupted, for each worker it stopped, with what that worker had written: lnbench.output.sink);
+    is interrupted, for each worker it stopped, with what that worker had written: lnbench.scaffold.sink);
     `on_progress(index, lines, last line)` while one runs, as its progress file grows.
     WorkerResult.duration_s is the time of the worker's sequential turns. Each worker gets its own fresh
     compile-cache folders (see the module docstring). `stop`: when set (by another thread), the workers are

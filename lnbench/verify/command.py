@@ -87,7 +87,7 @@ def verify_command(details: bool, quiet: bool, **options: Any) -> int:
 def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     """Run every backend × case unit (in workers where that pays), print the rows, write them; the exit code."""
     from lnbench.emu.ledger import rows_summary
-    from lnbench.output.sink import ResultSink
+    from lnbench.scaffold.sink import ResultSink
     from lnbench.output.tables import silent_console
     from lnbench.run.eta import cores
     from lnbench.run.progress import CommandProgress

@@ -7,7 +7,7 @@ worker keeping to the kernels it has: lnbench.verify.affinity), one JSON line ba
 answer pipe: the unit's rows and how long it took. Rows are built by the same code as in one process
 (runner.backend_case_rows), on the same seeded inputs, with torch on as many threads as the parent uses
 (torch's CPU reductions split work by thread count), and JSON keeps every float exactly: the files are bitwise
-those of --jobs 1, whatever worker runs a unit and whatever order units finish in (lnbench.output.sink orders
+those of --jobs 1, whatever worker runs a unit and whatever order units finish in (lnbench.scaffold.sink orders
 them by index). On the emulated device the workers are forks of the parent (lnbench.run.pool: they share its
 imports of torch, FlyDSL and the emulator) where the command allowed it before importing torch (`may_fork`).
 

@@ -17,7 +17,7 @@ from lnbench.errors import LnbenchUsageError
 from lnbench.run.gpus import parse_devices, record_devices
 from lnbench.run.metadata import provenance
 from lnbench.results import SELFTEST, VERIFY, SelftestRun, VerifyRun
-from lnbench.run.setup import begin
+from lnbench.scaffold.setup import begin
 from lnbench.run.shard import WHOLE, parse_shard, record_shard
 from lnbench.verify.cases import build_cases, check_eps_values
 from lnbench.backends.tolerance import Tolerance
