@@ -359,3 +359,17 @@ def plan_for(m: int, n: int, dtype: object, arch: str) -> BwdPlan:
         else:
             _memo[key] = choose(m, n, dtype, ts)
     return _memo[key]
+
+
+def note(m: int, n: int, dtype: object, arch: str, executed_bytes: int | None = None) -> str:
+    """One line naming the backward's plan for (M, N, dtype) on `arch` and its bytes against the compulsory bytes
+    (`executed_bytes`: the distinct bytes its launches executed on the emulated device, summed over the launches:
+    the modelled floors' count), with each target's bound by the chooser's estimate."""
+    plan = plan_for(m, n, dtype, arch)
+    bounds = ", ".join(f"{t} {plan.bound(t).split(' ')[0]} {plan.worst_ratio(t):.2f}" for t in plan.targets)
+    line = f"{geometry.dtype_name(dtype)} {m}x{n} on {arch}: {plan.describe()}"
+    if m * n < MIN_ELEMS:
+        line += " (today's grid: below 2^20 elements)"
+    if executed_bytes is not None:
+        line += f"; executed {executed_bytes / 1e6:.3g} MB = {executed_bytes / plan.compulsory_bytes:.2f}x"
+    return f"{line}; estimated VALU/memory: {bounds}"

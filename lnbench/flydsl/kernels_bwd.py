@@ -296,14 +296,12 @@ def combine_floats(plan: RowPlan) -> int:
     return 2 * plan.rows_per_block * _pow2_ceil(plan.tiles * plan.vec) * plan.lanes
 
 
-def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane, nbytes=None,
-                  out_dtype: str = "f32") -> None:
+def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane) -> None:
     """Deterministic strategy, several rows per block: add the R row slots' dγ/dβ partials in LDS (slot 0
     first) and store their sum as the program's ONE partial row (ws_g/ws_b: its row pointers). Thread t
     sums outputs t, t+block, ... (fp32 scalars, dγ then dβ). A slot's `tiles·vec` values per lane are padded to
     a power of two (combine_floats), so that every index is a shift (the emulator has no v_mad_u32_u24); an
-    output that does not exist stores past the bound. nbytes: the rows' bound (default the whole row of fp32);
-    out_dtype: the stored dtype (the strip kernel's final dγ/dβ)."""
+    output that does not exist stores past the bound."""
     R, lanes, vec, n = plan.rows_per_block, plan.lanes, plan.vec, plan.n
     tv = plan.tiles * vec
     padded = _pow2_ceil(tv) * lanes                      # LDS floats of one slot's dγ (or dβ) partial
@@ -313,8 +311,8 @@ def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane
                 fx.memref_store(acc[t][e], part, (k * R + slot) * padded + (t * vec + e) * lanes + lane)
     fx.gpu.barrier()
     # views one element longer than the row: a size-1 view would fold the past-the-bound index to 0
-    views = [rowio.chunked(ptr, n + 1, 1, n * 4 if nbytes is None else nbytes) for ptr in (ws_g, ws_b)]
-    atom = rowio.copy_atom(1, out_dtype)
+    views = [rowio.chunked(ptr, n + 1, 1, n * 4) for ptr in (ws_g, ws_b)]
+    atom = rowio.copy_atom(1, "f32")
     for q in range_constexpr(-(-2 * padded // plan.block)):
         o = tid + q * plan.block
         k, r = o // padded, o % padded
@@ -327,7 +325,7 @@ def combine_slots(plan: RowPlan, acc_g, acc_b, part, ws_g, ws_b, tid, slot, lane
         col = ((te // vec) * lanes + ln) * vec + te % vec              # past the row end: dropped by the bound
         for kk in range_constexpr(2):
             rowio.store_from_f32(atom, views[kk], (ok & (k == kk)).select(col, fx.Int32(n)),
-                                 fx.full(1, total, fx.Float32), 1, out_dtype)
+                                 fx.full(1, total, fx.Float32), 1, "f32")
 
 
 def bwd_batch(plan: RowPlan, g, m, row_ptrs, mean_ptr, rstd_ptr, w_ptr, lane, reducer: RowReducer,
@@ -502,78 +500,46 @@ def build_bwd(plan: RowPlan, strategy: str, abi: str, name: str = "") -> Callabl
         return ([fx.full(plan.vec, 0.0, fx.Float32) for _ in range(plan.tiles)],
                 [fx.full(plan.vec, 0.0, fx.Float32) for _ in range(plan.tiles)])
 
-    if abi == "pointer":
-        @flyc.kernel(name=kname)
-        def kern(X: fx.Pointer, DY: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
-                 DX: fx.Pointer, WSg: fx.Pointer, WSb: fx.Pointer, DG: fx.Pointer, DB: fx.Pointer,
-                 m: fx.Int32, p: fx.Int32):
-            tid, slot, lane, reducer, part = setup()
-            pid = fx.Int32(fx.block_idx.x)
-            gammas = load_gammas(plan, W, lane)
-            views = ws_views(plan, WSg, WSb, ws_row(pid, slot)) if const_expr(uses_ws) else (None, None)
-            acc_g, acc_b = zeros()
-            groups = (m + (G - 1)) // G
-            ptrs_of = lambda row0: tuple(T + fx.Int64(row0) * n for T in (X, DY, DX))  # noqa: E731
-            start = pid
-            if const_expr(peel):
-                acc_g, acc_b = reg_group(pid, groups, m, ptrs_of, Mean, Rstd, gammas, slot, lane, reducer, None, None,
-                                         views, pid, peeled=True)
-                start = pid + p
-            for g in range(start, groups, p):
-                if const_expr(plan.streaming):
-                    bwd_batch(plan, g, m, lambda r: (X + fx.Int64(r) * n, DY + fx.Int64(r) * n,
-                                                     DX + fx.Int64(r) * n),
-                              Mean, Rstd, W, lane, reducer, views, fx.Int32(g) == pid)
-                else:
-                    acc_g, acc_b = reg_group(g, groups, m, ptrs_of, Mean, Rstd, gammas, slot, lane, reducer, acc_g,
-                                             acc_b, views, pid)
-            finish(acc_g, acc_b, views, part, WSg, WSb, DG, DB, tid, slot, lane, pid)
-
-        @flyc.jit
-        def launch(X: fx.Pointer, DY: fx.Pointer, W: fx.Pointer, Mean: fx.Pointer, Rstd: fx.Pointer,
-                   DX: fx.Pointer, WSg: fx.Pointer, WSb: fx.Pointer, DG: fx.Pointer, DB: fx.Pointer,
-                   m: fx.Int32, p: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, DY, W, Mean, Rstd, DX, WSg, WSb, DG, DB, m, p).launch(
-                grid=(p, 1, 1), block=(BLOCK, 1, 1), stream=stream)
-    elif abi == "tensor":
-        @flyc.kernel(name=kname)
-        def kern(X: fx.Tensor, DY: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                 DX: fx.Tensor, WSg: fx.Tensor, WSb: fx.Tensor, DG: fx.Tensor, DB: fx.Tensor,
-                 m: fx.Int32, p: fx.Int32):
-            tid, slot, lane, reducer, part = setup()
-            pid = fx.Int32(fx.block_idx.x)
-            gammas = load_gammas(plan, fx.get_iter(W), lane)
-            views = (ws_views(plan, fx.get_iter(WSg), fx.get_iter(WSb), ws_row(pid, slot))
-                     if const_expr(uses_ws) else (None, None))
-            acc_g, acc_b = zeros()
-            groups = (m + (G - 1)) // G
-            ptrs_of = lambda row0: tuple(fx.get_iter(fx.slice(T, (row0, None))) for T in (X, DY, DX))  # noqa: E731
-            start = pid
-            if const_expr(peel):
-                acc_g, acc_b = reg_group(pid, groups, m, ptrs_of, fx.get_iter(Mean), fx.get_iter(Rstd), gammas, slot,
-                                         lane, reducer, None, None, views, pid, peeled=True)
-                start = pid + p
-            for g in range(start, groups, p):
-                if const_expr(plan.streaming):
-                    bwd_batch(plan, g, m, lambda r: (fx.get_iter(fx.slice(X, (r, None))),
-                                                     fx.get_iter(fx.slice(DY, (r, None))),
-                                                     fx.get_iter(fx.slice(DX, (r, None)))),
-                              fx.get_iter(Mean), fx.get_iter(Rstd), fx.get_iter(W), lane, reducer, views,
-                              fx.Int32(g) == pid)
-                else:
-                    acc_g, acc_b = reg_group(g, groups, m, ptrs_of, fx.get_iter(Mean), fx.get_iter(Rstd), gammas,
-                                             slot, lane, reducer, acc_g, acc_b, views, pid)
-            finish(acc_g, acc_b, views, part, fx.get_iter(WSg), fx.get_iter(WSb), fx.get_iter(DG),
-                   fx.get_iter(DB), tid, slot, lane, pid)
-
-        @flyc.jit
-        def launch(X: fx.Tensor, DY: fx.Tensor, W: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                   DX: fx.Tensor, WSg: fx.Tensor, WSb: fx.Tensor, DG: fx.Tensor, DB: fx.Tensor,
-                   m: fx.Int32, p: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, DY, W, Mean, Rstd, DX, WSg, WSb, DG, DB, m, p).launch(
-                grid=(p, 1, 1), block=(BLOCK, 1, 1), stream=stream)
-    else:
+    if abi not in ("pointer", "tensor"):
         raise ValueError(f"abi must be 'pointer' or 'tensor', got {abi!r}")
+    T = fx.Pointer if abi == "pointer" else fx.Tensor          # the ABIs differ in their argument type and in
+    ptr = (lambda v: v) if abi == "pointer" else fx.get_iter    # where a row's pointer comes from (ptrs_of)
+
+    def row_ptrs(tensors, r):
+        """(x, dy, dx) pointers of row r: from the base pointer (Pointer ABI), or the layout's row (Tensor ABI)."""
+        if abi == "pointer":
+            return tuple(t + fx.Int64(r) * n for t in tensors)
+        return tuple(fx.get_iter(fx.slice(t, (r, None))) for t in tensors)
+
+    @flyc.kernel(name=kname)
+    def kern(X: T, DY: T, W: T, Mean: T, Rstd: T, DX: T, WSg: T, WSb: T,  # type: ignore[valid-type]
+             DG: T, DB: T, m: fx.Int32, p: fx.Int32):  # type: ignore[valid-type]
+        tid, slot, lane, reducer, part = setup()
+        pid = fx.Int32(fx.block_idx.x)
+        gammas = load_gammas(plan, ptr(W), lane)
+        views = ws_views(plan, ptr(WSg), ptr(WSb), ws_row(pid, slot)) if const_expr(uses_ws) else (None, None)
+        acc_g, acc_b = zeros()
+        groups = (m + (G - 1)) // G
+        ptrs_of = lambda row0: row_ptrs((X, DY, DX), row0)  # noqa: E731
+        start = pid
+        if const_expr(peel):
+            acc_g, acc_b = reg_group(pid, groups, m, ptrs_of, ptr(Mean), ptr(Rstd), gammas, slot, lane, reducer, None,
+                                     None, views, pid, peeled=True)
+            start = pid + p
+        for g in range(start, groups, p):
+            if const_expr(plan.streaming):
+                bwd_batch(plan, g, m, lambda r: row_ptrs((X, DY, DX), r), ptr(Mean), ptr(Rstd), ptr(W), lane, reducer,
+                          views, fx.Int32(g) == pid)
+            else:
+                acc_g, acc_b = reg_group(g, groups, m, ptrs_of, ptr(Mean), ptr(Rstd), gammas, slot, lane, reducer,
+                                         acc_g, acc_b, views, pid)
+        finish(acc_g, acc_b, views, part, ptr(WSg), ptr(WSb), ptr(DG), ptr(DB), tid, slot, lane, pid)
+
+    @flyc.jit
+    def launch(X: T, DY: T, W: T, Mean: T, Rstd: T, DX: T, WSg: T, WSb: T,  # type: ignore[valid-type]
+               DG: T, DB: T, m: fx.Int32, p: fx.Int32, stream: fx.Stream = fx.Stream(None)):  # type: ignore[valid-type]
+        kern(X, DY, W, Mean, Rstd, DX, WSg, WSb, DG, DB, m, p).launch(
+            grid=(p, 1, 1), block=(BLOCK, 1, 1), stream=stream)
     return launch
 
 

@@ -242,46 +242,27 @@ def build_fwd(plan: RowPlan, eps: float, store_stats: bool, abi: str, name: str 
         fwd_row(plan, eps, store_stats, xr, fx.get_iter(W), fx.get_iter(B), yr, mp, rp, slot, rows_nb, stat_nb,
                 lane, reducer_for(wave))
 
-    if abi == "pointer" and store_stats:
-        @flyc.kernel(name=kname)
-        def kern(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, Mean: fx.Pointer,
-                 Rstd: fx.Pointer, m: fx.Int32):
-            ptr_body(X, W, B, Y, Mean, Rstd, m)
-
-        @flyc.jit
-        def launch(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, Mean: fx.Pointer,
-                   Rstd: fx.Pointer, m: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, W, B, Y, Mean, Rstd, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1),
-                                                   stream=stream)
-    elif abi == "pointer":
-        @flyc.kernel(name=kname)
-        def kern(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, m: fx.Int32):
-            ptr_body(X, W, B, Y, None, None, m)
-
-        @flyc.jit
-        def launch(X: fx.Pointer, W: fx.Pointer, B: fx.Pointer, Y: fx.Pointer, m: fx.Int32,
-                   stream: fx.Stream = fx.Stream(None)):
-            kern(X, W, B, Y, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1), stream=stream)
-    elif abi == "tensor" and store_stats:
-        @flyc.kernel(name=kname)
-        def kern(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                 m: fx.Int32):
-            tensor_body(X, W, B, Y, Mean, Rstd, m)
-
-        @flyc.jit
-        def launch(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, Mean: fx.Tensor, Rstd: fx.Tensor,
-                   m: fx.Int32, stream: fx.Stream = fx.Stream(None)):
-            kern(X, W, B, Y, Mean, Rstd, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1),
-                                                   stream=stream)
-    elif abi == "tensor":
-        @flyc.kernel(name=kname)
-        def kern(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, m: fx.Int32):
-            tensor_body(X, W, B, Y, None, None, m)
-
-        @flyc.jit
-        def launch(X: fx.Tensor, W: fx.Tensor, B: fx.Tensor, Y: fx.Tensor, m: fx.Int32,
-                   stream: fx.Stream = fx.Stream(None)):
-            kern(X, W, B, Y, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1), stream=stream)
-    else:
+    if abi not in ("pointer", "tensor"):
         raise ValueError(f"abi must be 'pointer' or 'tensor', got {abi!r}")
+    T = fx.Pointer if abi == "pointer" else fx.Tensor          # the ABIs differ in their argument type alone
+    body = ptr_body if abi == "pointer" else tensor_body
+    if store_stats:
+        @flyc.kernel(name=kname)
+        def kern(X: T, W: T, B: T, Y: T, Mean: T, Rstd: T, m: fx.Int32):  # type: ignore[valid-type]
+            body(X, W, B, Y, Mean, Rstd, m)
+
+        @flyc.jit
+        def launch(X: T, W: T, B: T, Y: T, Mean: T, Rstd: T, m: fx.Int32,  # type: ignore[valid-type]
+                   stream: fx.Stream = fx.Stream(None)):
+            kern(X, W, B, Y, Mean, Rstd, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1),
+                                                   stream=stream)
+    else:
+        @flyc.kernel(name=kname)
+        def kern(X: T, W: T, B: T, Y: T, m: fx.Int32):  # type: ignore[valid-type]
+            body(X, W, B, Y, None, None, m)
+
+        @flyc.jit
+        def launch(X: T, W: T, B: T, Y: T, m: fx.Int32,  # type: ignore[valid-type]
+                   stream: fx.Stream = fx.Stream(None)):
+            kern(X, W, B, Y, m).launch(grid=((m + (R - 1)) // R, 1, 1), block=(BLOCK, 1, 1), stream=stream)
     return launch

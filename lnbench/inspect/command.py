@@ -88,7 +88,7 @@ def _variant_rows(variants: Iterable[InspectRow], rows_of: Callable[[InspectRow]
     rows: list[InspectRow] = []
     for variant in variants:
         try:
-            made = [variant.with_(**row, status="ok") for row in rows_of(variant)]
+            made = [variant.with_(**row.cells(), status="ok") for row in rows_of(variant)]
             status = "ok"
         except NotRun as why:                 # a kernel source without that builder
             made = [variant.with_(status="not run", detail=str(why))]
@@ -98,9 +98,9 @@ def _variant_rows(variants: Iterable[InspectRow], rows_of: Callable[[InspectRow]
             status = "error"
         rows.extend(made)
         if sink is not None:
-            sink.add(sink.done, [row if "part" in row else row.with_(part="static") for row in made])
-        where = variant.get("shape") or f"N={variant['n']}"
-        progress.advance(" ".join(str(variant[k]) for k in ("arch", "abi", "op", "dtype")) + f" {where} {status}")
+            sink.add(sink.done, [row if row.has("part") else row.with_(part="static") for row in made])
+        where = variant.shape or f"N={variant.n}"
+        progress.advance(" ".join(str(variant.value(k)) for k in ("arch", "abi", "op", "dtype")) + f" {where} {status}")
     return rows
 
 
@@ -108,21 +108,27 @@ class NotRun(Exception):
     """A variant that does not exist (a kernel source's missing builder); the message says what is missing."""
 
 
-def _source(variant: Mapping[str, Any]):
+def _source(variant: InspectRow):
     """The kernel source a variant's backend drives (None: lnbench's own kernels)."""
     from lnbench.backends import source_spec
-    return source_spec(variant["backend"]) if variant["backend"] not in OWN_FLYDSL else None
+    return source_spec(str(variant.backend)) if variant.backend not in OWN_FLYDSL else None
 
 
-def _static_facts(variant: Mapping[str, Any], isa_dir: Path | None = None) -> list[InspectRow]:
+def _variant(variant: InspectRow) -> tuple[str, str, int, str, str, str]:
+    """(op, dtype, n, abi, arch, dγ strategy) of a variant row: backend_variants and its callers set each one."""
+    return (str(variant.op), str(variant.dtype), int(variant.n or 0), str(variant.abi), str(variant.arch),
+            str(variant.dgamma_strategy))
+
+
+def _static_facts(variant: InspectRow, isa_dir: Path | None = None) -> list[InspectRow]:
     from lnbench.flydsl.inspect import compile_facts, facts_to_rows, isa_file_name, source_facts
 
     spec = _source(variant)
+    op, dtype, n, abi, arch, strategy = _variant(variant)
     if spec is None:
-        facts = compile_facts(variant["op"], variant["dtype"], variant["n"], variant["abi"], variant["arch"],
-                              dgamma_strategy=variant["dgamma_strategy"])
+        facts = compile_facts(op, dtype, n, abi, arch, dgamma_strategy=strategy)
     else:
-        facts = source_facts(spec, variant["op"], variant["dtype"], variant["n"], variant["arch"])
+        facts = source_facts(spec, op, dtype, n, arch)
         if not facts:
             raise NotRun(_missing(spec))
     rows = facts_to_rows(facts)
@@ -135,24 +141,24 @@ def _static_facts(variant: Mapping[str, Any], isa_dir: Path | None = None) -> li
                 raise LnbenchUsageError(f"--isa: cannot write {path}: {exc.strerror or exc}") from None
             row.isa_file = str(path)
     for row in rows:
-        row.update(arg_count=len(row.kernel_args.split()) if row.kernel_args else 0,
-                   spills=f"{row.vgpr_spills}/{row.sgpr_spills}")
+        row.set(arg_count=len(row.kernel_args.split()) if row.kernel_args else 0,
+                spills=f"{row.vgpr_spills}/{row.sgpr_spills}")
     return rows
 
 
-def _executed_launches(variant: Mapping[str, Any]) -> list[InspectRow]:
+def _executed_launches(variant: InspectRow) -> list[InspectRow]:
     from lnbench.flydsl.inspect import execute_variant, kernel_role
 
     spec = _source(variant)
-    if spec is not None and variant["op"] == "bwd" and _missing(spec):
+    if spec is not None and variant.op == "bwd" and _missing(spec):
         raise NotRun(_missing(spec))
     rows = []
-    for kernel in execute_variant(variant["op"], variant["dtype"], variant["M"], variant["n"], variant["abi"],
-                                  variant["arch"], dgamma_strategy=variant["dgamma_strategy"], source=spec):
+    op, dtype, n, abi, arch, strategy = _variant(variant)
+    for kernel in execute_variant(op, dtype, int(variant.M or 0), n, abi, arch, dgamma_strategy=strategy, source=spec):
         row = kernel.to_row()
-        row.update(shape=variant["shape"], kernel=kernel_role(kernel.kernel_name),
-                   launch=f"{kernel.grid[0]}×{kernel.block[0]}",
-                   unique_bytes=f"{row.unique_bytes_loaded:,} / {row.unique_bytes_stored:,}")
+        row.set(shape=variant.shape, kernel=kernel_role(kernel.kernel_name),
+                launch=f"{kernel.grid[0]}×{kernel.block[0]}",
+                unique_bytes=f"{row.unique_bytes_loaded:,} / {row.unique_bytes_stored:,}")
         rows.append(row)
     return rows
 
@@ -335,8 +341,8 @@ def build_plan(o: InspectOptions) -> InspectPlan:
     from lnbench.flydsl.toolkit import describe
 
     metadata = provenance(compile_device(arch_list), INSPECT, "inspect")
-    metadata.update(toolkit=describe(), executed_on=",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
-                    emu_checks=emu_checks_in_effect() if execute else None)
+    metadata.set(toolkit=describe(), executed_on=",".join(f"emu:{arch}" for arch in arch_list) if execute else None,
+                 emu_checks=emu_checks_in_effect() if execute else None)
     record_sources(metadata, backend_list)
     return InspectPlan(backend_list, arch_list, abi_list, op_list, dtype_list, shape_list, widths, strategy, execute,
                        checks_line, isa_dir, outputs, total, executed_total, metadata)
@@ -358,6 +364,10 @@ def run(plan: InspectPlan, quiet: bool) -> int:
                                 sink, p.isa_dir)
         render_table(console if not quiet else silent_console(),
                      "lnbench inspect: compiled FlyDSL kernels (compile-only, nothing executed)", COLUMNS, rows)
+        if not quiet and "bwd" in p.ops and p.strategy != "atomic" and "flydsl" in p.backends:
+            from lnbench.flydsl.bwd_plan import note            # the backward's plan per shape (issue 55)
+            for arch, dt, (m, n) in itertools.product(p.arches, p.dtypes, p.shapes):
+                console.print(escape(f"backward plan, {note(m, n, dt, arch)}"), soft_wrap=True, highlight=False)
         executed: list[InspectRow] = []
         if p.execute:
             if not quiet:
@@ -370,31 +380,31 @@ def run(plan: InspectPlan, quiet: bool) -> int:
                          "by class; global bytes = instruction bytes, distinct = compulsory; not a timing)",
                          EXECUTED_COLUMNS, executed)
         for row in rows + executed:
-            if row["status"] in ("error", "not run"):
-                console.print(f"[red]{row['backend']} {row['arch']} {row['abi']} {row['op']} {row['dtype']} "
-                              f"N={row['n']}:[/red] {escape(row['detail'])}")
+            if row.status in ("error", "not run"):
+                console.print(f"[red]{row.backend} {row.arch} {row.abi} {row.op} {row.dtype} "
+                              f"N={row.n}:[/red] {escape(str(row.detail or ''))}")
         for row in rows + executed:                   # each row names its kernel source (module, file, commit)
             spec = _source(row)
             if spec is not None:
                 from lnbench.flydsl.contract import provenance
-                row.update(provenance(spec))
+                row.set(**provenance(spec))
         summary, errors = _summary(rows, executed if p.execute else None, p.total, p.isa_dir)
         sink.finish([r.with_(part="static") for r in rows] + executed, md_path=md_final, summary=summary)
     console.print(summary)
     return EXIT_FAILED if errors else EXIT_OK
 
-def _summary(rows: Sequence[Mapping[str, Any]], executed: Sequence[Mapping[str, Any]] | None, total: int,
+def _summary(rows: Sequence[InspectRow], executed: Sequence[InspectRow] | None, total: int,
              isa_dir: Path | None) -> tuple[str, int]:
     """The summary line and the count of compile and execution errors (`executed`: None without --execute)."""
-    errors = sum(r["status"] == "error" for r in rows)
-    not_run = sum(r["status"] == "not run" for r in rows)
+    errors = sum(r.status == "error" for r in rows)
+    not_run = sum(r.status == "not run" for r in rows)
     summary = f"{len(rows) - not_run} kernels from {total} variants, {errors} compile errors"
     if not_run:
         summary += f", {not_run} not run (no such builder)"
     if executed is not None:
-        failed = sum(r["status"] == "error" for r in executed)
-        summary += f"; {sum(r['status'] == 'ok' for r in executed)} launches executed, {failed} execution errors"
+        failed = sum(r.status == "error" for r in executed)
+        summary += f"; {sum(r.status == 'ok' for r in executed)} launches executed, {failed} execution errors"
         errors += failed
     if isa_dir is not None:
-        summary += f"; ISA of {sum('isa_file' in r for r in rows)} kernels in {isa_dir}"
+        summary += f"; ISA of {sum(r.has('isa_file') for r in rows)} kernels in {isa_dir}"
     return summary, errors

@@ -31,16 +31,37 @@ def print_profile(rows: Sequence[ProfileRow], arch: str, quiet: bool = False) ->
     the table recorded for the Markdown only)."""
     shown = []
     for r in rows:
-        ok = r.get("status") == "ok"
-        shown.append({**r, "_bytes": (r["unique_bytes_loaded"] + r["unique_bytes_stored"]) if ok else None,
-                      "_by": r["bound_by"] if ok else f"{r.get('status')}: {r.get('detail', '')}"})
+        ok = r.status == "ok"
+        shown.append({**r.cells(), "_bytes": (r.unique_bytes_loaded or 0) + (r.unique_bytes_stored or 0) if ok else None,
+                      "_by": r.bound_by if ok else f"{r.status}: {r.detail or ''}"})
     title = f"lnbench perf on the emulated device ({arch}): MODELLED lower bounds, µs — not timings"
     render_table(silent_console() if quiet else console, title, COLUMNS, shown)
     if quiet:
         return
+    _bwd_plan_lines(rows, arch)
     notes = sorted({"issue floors of the classes other than VALU: no published issue rate"
                     if n.startswith("issue floors of") else n
-                    for r in rows for n in str(r.get("notes") or "").split("; ") if n})
+                    for r in rows for n in str(r.notes or "").split("; ") if n})
     if notes:
         console.print("not computed (no published figure; docs/targets.md): " + "; ".join(notes), style="yellow",
                       soft_wrap=True)
+
+
+def _bwd_plan_lines(rows: Sequence[ProfileRow], arch: str) -> None:
+    """The deterministic backward's plan of each lnbench FlyDSL case (lnbench.flydsl.bwd_plan, issue 55): its
+    bytes against the compulsory bytes, and the distinct bytes its launches executed here (summed over them)."""
+    from rich.markup import escape
+
+    from lnbench.flydsl.bwd_plan import note
+    executed: dict[tuple, int] = {}
+    for r in rows:
+        if (r.status == "ok" and r.op == "bwd" and str(r.backend).startswith("flydsl")
+                and r.dgamma_strategy == "deterministic" and r.M and r.N):
+            key = (r.backend, r.dtype, r.M, r.N, r.target, r.mode)
+            executed[key] = executed.get(key, 0) + (r.unique_bytes_loaded or 0) + (r.unique_bytes_stored or 0)
+    seen = set()
+    for (backend, dtype, m, n, _target, _mode), nbytes in executed.items():
+        if (backend, dtype, m, n) not in seen:
+            seen.add((backend, dtype, m, n))
+            console.print(escape(f"backward plan ({backend}), {note(m, n, dtype, arch, nbytes)}"), soft_wrap=True,
+                          highlight=False)
