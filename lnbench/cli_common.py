@@ -26,6 +26,7 @@ from lnbench.store import hook as store_hook
 
 if TYPE_CHECKING:  # pragma: no cover
     from lnbench.output.files import Writer
+    from lnbench.results.records import Cells
 
 
 def console_width() -> int | None:
@@ -256,7 +257,7 @@ def prepare_outputs(command: str, csv_path: Path | None, json_path: Path | None,
     return final.get("--csv"), final.get("--json"), final.get("--md")
 
 
-def emit_outputs(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any], csv_path: Path | None,
+def emit_outputs(rows: Sequence[Cells], metadata: Cells, csv_path: Path | None,
                  json_path: Path | None, extra_json: dict[str, Any] | None = None,
                  more: Sequence[tuple[str, Path, Writer]] = (), announce: bool = True,
                  md_path: Path | None = None, summary: str = "", md_text: str | None = None,

@@ -32,11 +32,11 @@ def test_compare_facts_rows_and_ratios():
     rows = static.compare_facts([_facts("tensor", 112, 14, 13)], [_facts("pointer", 52, 8, 7)])
     assert len(rows) == 1
     row = rows[0]
-    assert row["kernel"] == "ln_fwd"
-    assert (row["kernarg_tensor"], row["kernarg_pointer"]) == (112, 52)
-    assert row["kernarg_ratio"] == pytest.approx(52 / 112)
-    assert row["slots_ratio"] == pytest.approx(8 / 14)
-    assert (row["args_tensor"], row["args_pointer"]) == (13, 7)
+    assert row.kernel == "ln_fwd"
+    assert (row.kernarg_tensor, row.kernarg_pointer) == (112, 52)
+    assert row.kernarg_ratio == pytest.approx(52 / 112)
+    assert row.slots_ratio == pytest.approx(8 / 14)
+    assert (row.args_tensor, row.args_pointer) == (13, 7)
     with pytest.raises(ValueError):
         static.compare_facts([_facts("tensor", 1, 1, 1)], [])
 
@@ -47,11 +47,11 @@ def test_static_rows_report_errors_and_missing_flydsl(monkeypatch):
             raise RuntimeError("LLVM error: boom\nmore")
         return [_facts(abi, 112 if abi == "tensor" else 52, 14 if abi == "tensor" else 8, 3)]
     rows = static.static_rows(["gfx942"], ["fwd"], ["bf16"], [64, 7], facts_fn=facts_fn)
-    assert [r["status"] for r in rows] == ["ok", "error"]
-    assert rows[1]["detail"] == "RuntimeError: LLVM error: boom"
+    assert [r.status for r in rows] == ["ok", "error"]
+    assert rows[1].detail == "RuntimeError: LLVM error: boom"
     monkeypatch.setattr(static, "flydsl_installed", lambda: False)
     rows = static.static_rows(["gfx942", "gfx950"], ["fwd", "bwd"], ["bf16"], [1024])
-    assert len(rows) == 4 and {r["status"] for r in rows} == {"not run (flydsl not installed)"}
+    assert len(rows) == 4 and {r.status for r in rows} == {"not run (flydsl not installed)"}
 
 
 def test_static_real_compile_pointer_smaller_than_tensor():
@@ -60,12 +60,12 @@ def test_static_real_compile_pointer_smaller_than_tensor():
     if toolkit_info().kind == "missing":
         pytest.skip("no linker toolkit (install ziglang)")
     rows = static.static_rows(["gfx942"], ["fwd", "bwd"], ["bf16"], [1024])
-    assert all(r["status"] == "ok" for r in rows), rows
+    assert all(r.status == "ok" for r in rows), rows
     for row in rows:
-        assert row["kernarg_pointer"] < row["kernarg_tensor"]
-        assert row["slots_pointer"] < row["slots_tensor"]
-        assert row["args_pointer"] < row["args_tensor"]
-        assert row["spills_pointer"] == 0 and row["scratch_pointer"] == 0
+        assert row.kernarg_pointer < row.kernarg_tensor
+        assert row.slots_pointer < row.slots_tensor
+        assert row.args_pointer < row.args_tensor
+        assert row.spills_pointer == 0 and row.scratch_pointer == 0
 
 
 @pytest.mark.parametrize("args, needle", [

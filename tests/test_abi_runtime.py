@@ -51,12 +51,12 @@ def test_worker_times_every_unit_in_abba_order():
         assert entry.metrics["device"].skipped == "no device events on the CPU"
     assert AbiWorkerPayload.from_wire(json.loads(json.dumps(payload.to_wire()))) == payload    # across the pipe
     rows = aggregate("torch-entry", PAIRS["torch-entry"].labels, [payload, payload])
-    measured = [r for r in rows if r["status"] == "ok"]
+    measured = [r for r in rows if r.status == "ok"]
     assert len(measured) == 2 * 2 * 2
     for row in measured:
-        assert row["ci_low"] <= row["speedup"] <= row["ci_high"]
-        assert row["verdict"] in ("FASTER", "SAME", "SLOWER")
-        assert row["tensor_min_us"] <= row["tensor_us"] <= row["tensor_max_us"]
+        assert row.ci_low <= row.speedup <= row.ci_high
+        assert row.verdict in ("FASTER", "SAME", "SLOWER")
+        assert row.tensor_min_us <= row.tensor_us <= row.tensor_max_us
 
 
 def test_planted_slow_pair_comes_out_slower(monkeypatch):
@@ -70,9 +70,9 @@ def test_planted_slow_pair_comes_out_slower(monkeypatch):
     rows = aggregate("planted-slow", PAIRS["planted-slow"].labels, payloads, ["direct", "wrapper"], n_boot=1000)
     assert len(rows) == 4
     for row in rows:
-        assert row["verdict"] == "SLOWER", row
-        assert (row["tensor_us"], row["pointer_us"]) == (pytest.approx(100.0), pytest.approx(400.0)), row
-        assert row["speedup"] == row["ci_low"] == row["ci_high"] == pytest.approx(0.25), row
+        assert row.verdict == "SLOWER", row
+        assert (row.tensor_us, row.pointer_us) == (pytest.approx(100.0), pytest.approx(400.0)), row
+        assert row.speedup == row.ci_low == row.ci_high == pytest.approx(0.25), row
 
 
 def _fake_case(shape: tuple[int, int], store: dict, stale: bool) -> PairCase:
@@ -123,4 +123,4 @@ def test_disagreeing_sides_fail_before_timing():
     assert payload.cases[case.key].failed_check
     assert payload.cases[case.key].metrics["direct"].tensor == []      # never timed
     rows = aggregate("x", {}, [payload], ["direct"])
-    assert rows[0]["status"] == "check failed"
+    assert rows[0].status == "check failed"

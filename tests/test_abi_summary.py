@@ -11,6 +11,7 @@ import pytest
 
 from lnbench import settings as cfg
 from lnbench.abi.summary import runtime_summary, static_summary
+from lnbench.results import AbiRow
 
 
 def _lnbench(args: list[str], tmp_path, columns: int = 80,
@@ -22,9 +23,9 @@ def _lnbench(args: list[str], tmp_path, columns: int = 80,
 
 
 def test_runtime_summary_spans_shapes_and_folds_a_measurement_no_worker_takes():
-    rows = [{"op": "fwd", "metric": "direct", "status": "ok", "speedup": s, "verdict": v}
+    rows = [AbiRow(op="fwd", metric="direct", status="ok", speedup=s, verdict=v)
             for s, v in ((1.70, "faster"), (1.85, "faster"), (1.01, "same"))]
-    rows += [{"op": "fwd", "metric": "device", "status": "not run (null device: no device time)"}] * 3
+    rows += [AbiRow(op="fwd", metric="device", status="not run (null device: no device time)")] * 3
     summary, lines = runtime_summary(rows)
     assert summary == [{"op": "fwd", "metric": "direct", "rows": "3", "speedup": "1.01–1.85×",
                         "outcome": "2 faster, 1 same"}]
@@ -32,9 +33,9 @@ def test_runtime_summary_spans_shapes_and_folds_a_measurement_no_worker_takes():
 
 
 def test_static_summary_is_one_row_per_arch_op_kernel():
-    rows = [{"arch": "gfx942", "op": "fwd", "kernel": "ln_fwd", "status": "ok", "kernarg_ratio": 0.46,
-             "instr_ratio": r, "exec_status": "ok", "exec_ratio": r} for r in (0.97, 0.98)]
-    rows.append({"arch": "gfx942", "op": "fwd", "kernel": "ln_fwd", "status": "error"})
+    rows = [AbiRow(arch="gfx942", op="fwd", kernel="ln_fwd", status="ok", kernarg_ratio=0.46, instr_ratio=r,
+                   exec_status="ok", exec_ratio=r) for r in (0.97, 0.98)]
+    rows.append(AbiRow(arch="gfx942", op="fwd", kernel="ln_fwd", status="error"))
     (row,) = static_summary(rows)
     assert row["rows"] == "3" and row["instr"] == "0.97–0.98" and row["kernarg"] == "0.46"
     assert row["status"] == "2 ok, 1 error"

@@ -47,10 +47,10 @@ def test_inspect_logs_one_line_per_variant_and_keeps_going_past_a_failed_one(mon
     with CommandProgress(Console(file=log, width=200), "compiling", 4) as progress:
         rows = inspect_command.inspect_rows(["gfx942"], ["pointer", "tensor"], ["fwd", "bwd"], ["f16"], [1000],
                                             "deterministic", progress)
-    assert [(r["op"], r["abi"], r["status"]) for r in rows] == [
+    assert [(r.op, r.abi, r.status) for r in rows] == [
         ("fwd", "pointer", "ok"), ("fwd", "tensor", "ok"), ("bwd", "pointer", "error"), ("bwd", "tensor", "error")]
-    assert rows[0]["arg_count"] == 3 and rows[0]["spills"] == "0/1" and rows[0]["n"] == 1000
-    assert rows[2]["detail"] == "RuntimeError: boom"
+    assert rows[0].arg_count == 3 and rows[0].spills == "0/1" and rows[0].n == 1000
+    assert rows[2].detail == "RuntimeError: boom"
     lines = log.getvalue().splitlines()
     assert len(lines) == 4
     assert lines[0].startswith("[1/4 25%] compiling: gfx942 pointer fwd f16 N=1000 ok")

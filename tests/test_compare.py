@@ -290,16 +290,16 @@ def test_verdicts_follow_interval_and_threshold():
     base = 100 + rng.normal(0, 0.5, size=(3, 5))
     settings = Settings(threshold_pct=3.0)
     same = compare_case(_case(base), _case(100 + rng.normal(0, 0.5, size=(3, 5))), settings)
-    assert same["verdict"] == SAME and same["ci_low"] <= same["ratio"] <= same["ci_high"]
+    assert same.verdict == SAME and same.ci_low <= same.ratio <= same.ci_high
     slow = compare_case(_case(base), _case(base * 1.06), settings)
-    assert slow["verdict"] == SLOWER and slow["ci_low"] > 1 and slow["change_pct"] == pytest.approx(6)
+    assert slow.verdict == SLOWER and slow.ci_low > 1 and slow.change_pct == pytest.approx(6)
     small = compare_case(_case(base), _case(base * 1.02), settings)         # significant but under 3 %
-    assert small["verdict"] == SAME and small["ci_low"] > 1
+    assert small.verdict == SAME and small.ci_low > 1
     noisy = compare_case(_case(base), _case(110 + rng.normal(0, 30, size=(3, 5))), settings)
-    assert noisy["verdict"] == SAME and noisy["ci_low"] < 1 < noisy["ci_high"]   # 10 % inside the noise
+    assert noisy.verdict == SAME and noisy.ci_low < 1 < noisy.ci_high   # 10 % inside the noise
     partial = compare_case(_case(base), _case(base[:2] * 1.2, [0, 2]), settings)
-    assert partial["workers"] == 2 and "paired on worker(s) 0,2 (base has 3, new 2)" in partial["detail"]
-    assert math.isnan(compare_case(_case(base), TimedCase(KEY, "error: boom"), settings)["ratio"])
+    assert partial.workers == 2 and "paired on worker(s) 0,2 (base has 3, new 2)" in partial.detail
+    assert math.isnan(compare_case(_case(base), TimedCase(KEY, "error: boom"), settings).ratio)
 
 
 def test_config_compare_table_and_sweep_shape_set():

@@ -104,9 +104,9 @@ def _case(values: np.ndarray) -> TimedCase:
 def test_the_sample_size_rule_counts_paired_workers_not_runs():
     settings = Settings(threshold_pct=3.0)
     one_worker = np.array([[100.0, 101.0, 102.0, 103.0, 104.0, 105.0]])          # many runs, one process
-    assert compare_case(_case(one_worker), _case(one_worker * 1.2), settings)["verdict"] == TOO_FEW
+    assert compare_case(_case(one_worker), _case(one_worker * 1.2), settings).verdict == TOO_FEW
     two_workers = np.array([[100.0, 101.0], [103.0, 104.0]])                    # 2 processes: a verdict
-    assert compare_case(_case(two_workers), _case(two_workers * 1.2), settings)["verdict"] == SLOWER
+    assert compare_case(_case(two_workers), _case(two_workers * 1.2), settings).verdict == SLOWER
 
 
 def test_the_interval_is_a_paired_t_over_worker_medians():
@@ -116,11 +116,11 @@ def test_the_interval_is_a_paired_t_over_worker_medians():
     d = np.log(shifts)
     half = t_quantile(0.95, 2) * d.std(ddof=1) / np.sqrt(3)                # t(0.975, 2 df) = 4.303
     assert t_quantile(0.95, 2) == pytest.approx(4.3027, abs=1e-4)
-    center = np.log(row["ratio"])                                           # around the headline ratio
-    assert row["ci_low"] == pytest.approx(np.exp(center - half)) and row["ci_high"] == pytest.approx(np.exp(center + half))
-    assert row["verdict"] == SAME and row["ci_low"] < 1 < row["ci_high"]        # 2-10 % apart across processes
+    center = np.log(row.ratio)                                           # around the headline ratio
+    assert row.ci_low == pytest.approx(np.exp(center - half)) and row.ci_high == pytest.approx(np.exp(center + half))
+    assert row.verdict == SAME and row.ci_low < 1 < row.ci_high        # 2-10 % apart across processes
     steady = compare_case(_case(base), _case(base * 1.06), Settings(threshold_pct=3.0))
-    assert steady["verdict"] == SLOWER and steady["ci_low"] == pytest.approx(1.06) and steady["p"] < 1e-6
+    assert steady.verdict == SLOWER and steady.ci_low == pytest.approx(1.06) and steady.p < 1e-6
 
 
 def test_runs_inside_a_worker_do_not_narrow_the_interval():
@@ -129,5 +129,5 @@ def test_runs_inside_a_worker_do_not_narrow_the_interval():
     offsets = np.exp(rng.normal(0, 0.05, size=(2, 3, 1)))              # per-process level, 5 % spread
     base, new = (100 * offsets[i] * (1 + rng.normal(0, 0.001, size=(3, 15))) for i in range(2))
     row = compare_case(_case(base), _case(new), Settings(threshold_pct=0.0))
-    width = row["ci_high"] / row["ci_low"]
+    width = row.ci_high / row.ci_low
     assert width > 1.05, row                                             # the interval holds the process spread

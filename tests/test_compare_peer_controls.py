@@ -34,7 +34,7 @@ def _invocation(rng: np.random.Generator, shift: dict[str, float], shape: str = 
 
 
 def _verdicts(base: dict, new: dict, settings: Settings) -> dict[tuple, str]:
-    return {tuple(r[f] for f in ("backend", "op", "dtype", "shape", "mode")): r["verdict"]
+    return {tuple(r.value(f) for f in ("backend", "op", "dtype", "shape", "mode")): r.verdict
             for r in compare_all(base, new, settings)}
 
 
@@ -57,7 +57,7 @@ def test_a_session_shift_of_every_backend_is_not_a_change(settings):
     shifts = peer_shifts(base, new)
     assert all(3.0 < s < 7.0 for s in shifts.values()), shifts  # the peers' shift, about 5%
     rows = compare_all(base, new, settings)
-    assert all("session shift" in r["detail"] and r["peer_shift_pct"] > 3 for r in rows)
+    assert all("session shift" in r.detail and r.peer_shift_pct > 3 for r in rows)
 
 
 def test_one_backend_slower_with_its_peers_unmoved_is_still_slower(settings):
@@ -74,7 +74,7 @@ def test_a_run_of_one_backend_has_no_peers_and_keeps_the_config_floor(settings):
     only = {k: v for k, v in base.items() if k[0] == "torch"}, {k: v for k, v in new.items() if k[0] == "torch"}
     assert peer_shifts(*only) == {}
     rows = compare_all(*only, settings)
-    assert all(math.isnan(r["peer_shift_pct"]) and r["verdict"] == Verdict.SLOWER for r in rows)
+    assert all(math.isnan(r.peer_shift_pct) and r.verdict == Verdict.SLOWER for r in rows)
 
 
 def test_peers_are_the_same_shape_and_mode_only(settings):

@@ -34,7 +34,7 @@ def _invocation(rng: np.random.Generator, session_sd: float, worker_sd: float, r
 def _aa_rate(settings: Settings, seed: int, pairs: int = 400) -> float:
     rng = np.random.default_rng(seed)
     cases = [_invocation(rng, 0.02, 0.004, 0.01) for _ in range(pairs + 1)]
-    verdicts = [compare_case(a, b, settings)["verdict"] for a, b in zip(cases, cases[1:])]
+    verdicts = [compare_case(a, b, settings).verdict for a, b in zip(cases, cases[1:])]
     return sum(Verdict(v).changed for v in verdicts) / len(verdicts)
 
 
@@ -76,8 +76,8 @@ def test_a_planted_5pct_slowdown_is_still_slower_with_the_packaged_floor():
     base = _invocation(rng, 0.0, 0.002, 0.002)
     new = TimedCase(KEY, "ok", base.headline_us * 1.05, {w: [v * 1.05 for v in r] for w, r in base.runs.items()})
     row = compare_case(base, new, settings)
-    assert row["verdict"] == Verdict.SLOWER and row["change_pct"] == pytest.approx(5.0)
-    assert row["ci_low"] > 1.0
+    assert row.verdict == Verdict.SLOWER and row.change_pct == pytest.approx(5.0)
+    assert row.ci_low > 1.0
 
 
 def test_the_floor_is_estimated_from_aa_comparisons():

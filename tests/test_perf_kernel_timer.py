@@ -345,31 +345,31 @@ def _results() -> list[WorkerResult]:
 
 def test_perf_rows_carry_kernel_time_names_and_gap():
     rows = build_rows(CASES, [CASES] * 3, _results(), peak_gbps=4000.0, baseline="torch")
-    agg = {r["backend"]: r for r in rows if r["row_kind"] == "aggregate"}
+    agg = {r.backend: r for r in rows if r.row_kind == "aggregate"}
     torch_row = agg["torch"]
-    assert torch_row["median_us"] == pytest.approx(32.1)                       # stream headline unchanged
-    assert torch_row["kernel_us"] == pytest.approx(29.8)                       # median of 29.8, 29.9, 29.7
-    assert (torch_row["kernel_min_us"], torch_row["kernel_max_us"]) == pytest.approx((29.7, 29.9))
-    assert torch_row["kernel_run_us"] == pytest.approx([29.8, 29.9, 29.7])
-    assert torch_row["gap_us"] == pytest.approx(32.1 - 29.8) and torch_row["kernels_per_call"] == 1.0
-    assert json.loads(torch_row["kernel_names"])[LN]["per_call"] == 1.0
-    assert torch_row["kernel_status"] == "ok" and torch_row["headline"] == "stream"
-    assert torch_row["kernel_window_us"] == pytest.approx(31.8)               # median of the profiled runs' event times
-    assert torch_row["gbps"] == pytest.approx(67_158_016 / 32.1e-6 / 1e9)     # GB/s from stream time
-    assert agg["liger"]["speedup"] == pytest.approx(32.1 / 21.7)
-    workers = [r for r in rows if r["row_kind"] == "worker" and r["backend"] == "torch"]
-    assert [r["kernel_us"] for r in workers] == pytest.approx([29.8, 29.9, 29.7])
-    assert [r["gap_us"] for r in workers] == pytest.approx([32.1 - 29.8, 32.3 - 29.9, 32.0 - 29.7])
+    assert torch_row.median_us == pytest.approx(32.1)                       # stream headline unchanged
+    assert torch_row.kernel_us == pytest.approx(29.8)                       # median of 29.8, 29.9, 29.7
+    assert (torch_row.kernel_min_us, torch_row.kernel_max_us) == pytest.approx((29.7, 29.9))
+    assert torch_row.kernel_run_us == pytest.approx([29.8, 29.9, 29.7])
+    assert torch_row.gap_us == pytest.approx(32.1 - 29.8) and torch_row.kernels_per_call == 1.0
+    assert json.loads(torch_row.kernel_names)[LN]["per_call"] == 1.0
+    assert torch_row.kernel_status == "ok" and torch_row.headline == "stream"
+    assert torch_row.kernel_window_us == pytest.approx(31.8)               # median of the profiled runs' event times
+    assert torch_row.gbps == pytest.approx(67_158_016 / 32.1e-6 / 1e9)     # GB/s from stream time
+    assert agg["liger"].speedup == pytest.approx(32.1 / 21.7)
+    workers = [r for r in rows if r.row_kind == "worker" and r.backend == "torch"]
+    assert [r.kernel_us for r in workers] == pytest.approx([29.8, 29.9, 29.7])
+    assert [r.gap_us for r in workers] == pytest.approx([32.1 - 29.8, 32.3 - 29.9, 32.0 - 29.7])
     assert not failed(rows, _results())
 
 
 def test_timer_kernel_moves_gbps_peak_and_speedup_to_kernel_time():
     rows = build_rows(CASES, [CASES] * 3, _results(), peak_gbps=4000.0, baseline="torch", headline="kernel")
-    agg = {r["backend"]: r for r in rows if r["row_kind"] == "aggregate"}
-    assert agg["torch"]["headline"] == "kernel" and agg["torch"]["median_us"] == pytest.approx(32.1)
-    assert agg["torch"]["gbps"] == pytest.approx(67_158_016 / 29.8e-6 / 1e9)
-    assert agg["torch"]["pct_peak"] == pytest.approx(agg["torch"]["gbps"] / 40)
-    assert agg["liger"]["speedup"] == pytest.approx(29.8 / 18.5)
+    agg = {r.backend: r for r in rows if r.row_kind == "aggregate"}
+    assert agg["torch"].headline == "kernel" and agg["torch"].median_us == pytest.approx(32.1)
+    assert agg["torch"].gbps == pytest.approx(67_158_016 / 29.8e-6 / 1e9)
+    assert agg["torch"].pct_peak == pytest.approx(agg["torch"].gbps / 40)
+    assert agg["liger"].speedup == pytest.approx(29.8 / 18.5)
     with pytest.raises(ValueError):
         build_rows(CASES, [CASES] * 3, _results(), None, "torch", headline="events")
 
@@ -379,18 +379,18 @@ def test_na_kernel_rows_are_empty_never_zero_and_errors_fail_the_run():
     results = [WorkerResult(w, True, 0, False, {"cases": [_entry(0, [10.0, 11.0], na)]}, "", 1.0) for w in range(2)]
     rows = build_rows(CASES[:1], [CASES[:1]] * 2, results, None, "torch")
     for row in rows:
-        assert row["kernel_status"] == "n/a (no GPU activity on the cpu device)"
-        assert math.isnan(row["kernel_us"]) and math.isnan(row["gap_us"]) and math.isnan(row["kernels_per_call"])
+        assert row.kernel_status == "n/a (no GPU activity on the cpu device)"
+        assert math.isnan(row.kernel_us) and math.isnan(row.gap_us) and math.isnan(row.kernels_per_call)
     assert not failed(rows, results)
     broken = kernel_stats.not_available("RuntimeError: CUPTI_ERROR_NOT_INITIALIZED", "error")
     results[1].payload["cases"][0]["kernel"] = broken
     rows = build_rows(CASES[:1], [CASES[:1]] * 2, results, None, "torch")
     agg = rows[-1]
-    assert agg["kernel_status"] == "n/a (no GPU activity on the cpu device)"  # no worker has kernel time
+    assert agg.kernel_status == "n/a (no GPU activity on the cpu device)"  # no worker has kernel time
     results[0].payload["cases"][0]["kernel"] = _kernel([30.0, 30.0])
     rows = build_rows(CASES[:1], [CASES[:1]] * 2, results, None, "torch")
-    assert rows[-1]["kernel_status"].startswith("partial (1/2 workers): RuntimeError: CUPTI")
-    assert rows[-1]["kernel_us"] == pytest.approx(30.0) and failed(rows, results)
+    assert rows[-1].kernel_status.startswith("partial (1/2 workers): RuntimeError: CUPTI")
+    assert rows[-1].kernel_us == pytest.approx(30.0) and failed(rows, results)
 
 
 # --- the worker passes, with a fake profiler ---------------------------------------------------------
@@ -500,12 +500,12 @@ def test_abi_device_rows_get_kernel_time_gap_and_a_kernel_speedup():
 
     payloads = [AbiWorkerPayload.from_wire(payload(shift)) for shift in (0.0, 0.1, -0.1)]
     (row,) = aggregate("flydsl", {}, payloads, ["device"], n_boot=500)
-    assert row["status"] == "ok" and row["tensor_us"] == pytest.approx(25.1)
-    assert row["tensor_kernel_us"] == pytest.approx(20.1) and row["pointer_kernel_us"] == pytest.approx(19.1)
-    assert row["tensor_gap_us"] == pytest.approx(5.0) and row["pointer_gap_us"] == pytest.approx(3.0)
-    assert row["tensor_kernels_per_call"] == 1.0 and row["tensor_kernel_status"] == "ok"
-    assert row["kernel_speedup"] == pytest.approx(20.1 / 19.1) and row["kernel_verdict"] == "FASTER"
-    assert row["kernel_ci_low"] <= row["kernel_speedup"] <= row["kernel_ci_high"]
+    assert row.status == "ok" and row.tensor_us == pytest.approx(25.1)
+    assert row.tensor_kernel_us == pytest.approx(20.1) and row.pointer_kernel_us == pytest.approx(19.1)
+    assert row.tensor_gap_us == pytest.approx(5.0) and row.pointer_gap_us == pytest.approx(3.0)
+    assert row.tensor_kernels_per_call == 1.0 and row.tensor_kernel_status == "ok"
+    assert row.kernel_speedup == pytest.approx(20.1 / 19.1) and row.kernel_verdict == "FASTER"
+    assert row.kernel_ci_low <= row.kernel_speedup <= row.kernel_ci_high
 
 
 def test_abi_kernel_pass_on_a_fake_gpu_and_na_on_the_cpu(fake_gpu_profiler):

@@ -180,22 +180,22 @@ def test_median_of_worker_medians_with_min_max_gbps_peak_and_speedup():
     orders = [[cases[0], cases[1]], [cases[1], cases[0]], [cases[0], cases[1]]]
     rows = build_rows(cases, orders, results, peak_gbps=60.0, baseline="torch")
     assert len(rows) == 2 * (3 + 1) + 1  # case × worker + aggregate, and one `not run` row
-    agg = {r["backend"]: r for r in rows if r["row_kind"] == "aggregate"}
+    agg = {r.backend: r for r in rows if r.row_kind == "aggregate"}
     torch_row = agg["torch"]
-    assert torch_row["median_us"] == 20.0  # median of worker medians 10, 30, 20
-    assert (torch_row["min_us"], torch_row["max_us"]) == (10.0, 30.0)
-    assert torch_row["run_us"] == [10.0, 30.0, 20.0] and torch_row["worker"] is None
-    assert torch_row["gbps"] == pytest.approx(1_000_000 / 20e-6 / 1e9)  # 50 GB/s
-    assert torch_row["pct_peak"] == pytest.approx(50 / 60 * 100) and not torch_row["above_peak"]
-    assert torch_row["speedup"] == 1.0 and torch_row["status"] == "ok"
+    assert torch_row.median_us == 20.0  # median of worker medians 10, 30, 20
+    assert (torch_row.min_us, torch_row.max_us) == (10.0, 30.0)
+    assert torch_row.run_us == [10.0, 30.0, 20.0] and torch_row.worker is None
+    assert torch_row.gbps == pytest.approx(1_000_000 / 20e-6 / 1e9)  # 50 GB/s
+    assert torch_row.pct_peak == pytest.approx(50 / 60 * 100) and not torch_row.above_peak
+    assert torch_row.speedup == 1.0 and torch_row.status == "ok"
     liger_row = agg["liger"]
-    assert liger_row["median_us"] == 5.0  # worker medians 5, 5, 4
-    assert liger_row["above_peak"] and liger_row["pct_peak"] == pytest.approx(200 / 60 * 100)
-    assert liger_row["speedup"] == pytest.approx(4.0)
-    assert agg["compile"]["status"] == "not run" and agg["compile"]["detail"] == "not installed"
-    workers = [r for r in rows if r["row_kind"] == "worker" and r["backend"] == "torch"]
-    assert [r["median_us"] for r in workers] == [10.0, 30.0, 20.0]
-    assert [r["order"] for r in workers] == [0, 1, 0]
+    assert liger_row.median_us == 5.0  # worker medians 5, 5, 4
+    assert liger_row.above_peak and liger_row.pct_peak == pytest.approx(200 / 60 * 100)
+    assert liger_row.speedup == pytest.approx(4.0)
+    assert agg["compile"].status == "not run" and agg["compile"].detail == "not installed"
+    workers = [r for r in rows if r.row_kind == "worker" and r.backend == "torch"]
+    assert [r.median_us for r in workers] == [10.0, 30.0, 20.0]
+    assert [r.order for r in workers] == [0, 1, 0]
     assert not failed(rows, results)
 
 
@@ -204,10 +204,10 @@ def test_crashed_worker_is_reported_and_the_rest_aggregated():
     results = [_result(0, [_entry(0, [1.0]), _entry(1, [2.0])]),
                _result(1, [_entry(0, [3.0])], ok=False, code=-9, tail="boom\nSegmentation fault\n")]
     rows = build_rows(cases, [cases, cases], results, None, "torch")
-    crashed = [r for r in rows if r["row_kind"] == "worker" and r["worker"] == 1 and r["op"] == "bwd"][0]
-    assert crashed["status"] == "error" and "status -9" in crashed["detail"] and "Segmentation fault" in crashed["detail"]
-    agg = {r["op"]: r for r in rows if r["row_kind"] == "aggregate"}
-    assert agg["fwd"]["status"] == "ok" and agg["fwd"]["median_us"] == 2.0
-    assert agg["bwd"]["status"] == "partial (1/2 workers)" and agg["bwd"]["median_us"] == 2.0
-    assert math.isnan(agg["bwd"]["pct_peak"])  # no measured peak: blank
+    crashed = [r for r in rows if r.row_kind == "worker" and r.worker == 1 and r.op == "bwd"][0]
+    assert crashed.status == "error" and "status -9" in crashed.detail and "Segmentation fault" in crashed.detail
+    agg = {r.op: r for r in rows if r.row_kind == "aggregate"}
+    assert agg["fwd"].status == "ok" and agg["fwd"].median_us == 2.0
+    assert agg["bwd"].status == "partial (1/2 workers)" and agg["bwd"].median_us == 2.0
+    assert math.isnan(agg["bwd"].pct_peak)  # no measured peak: blank
     assert failed(rows, results)

@@ -88,7 +88,7 @@ def test_round_trip_declared_columns_and_dtypes(runs: Path, kind: str, stem: str
     result = load_result(runs / f"{stem}.{suffix}")
     assert (result.kind, result.version) == (kind, declared.version)
     assert result.run.schema == declared.schema and isinstance(result.run, declared.run_record)
-    row_columns = [c for c in result.rows.columns if c not in result.run or c in declared.names]
+    row_columns = [c for c in result.rows.columns if not result.run.has(c) or c in declared.names]
     assert set(row_columns) <= set(declared.names), set(row_columns) - set(declared.names)
     present = [c for c in result.rows.columns if c in declared.names]
     assert present == results.ordered_columns(declared, present)          # written in declared order

@@ -29,25 +29,35 @@ def test_a_row_naming_an_undeclared_column_fails_where_it_is_built() -> None:
         results.VerifyRow(backend="torch", bogus=1)
     row = results.PerfRow(backend="torch", status="ok")
     with pytest.raises(SchemaError, match="median_uss"):
-        row["median_uss"] = 1.0
-    with pytest.raises(SchemaError, match="median_uss"):
-        row.median_uss = 1.0                                   # an attribute typo is caught too
+        row.median_uss = 1.0                                   # an attribute typo is caught
     with pytest.raises(SchemaError, match="bogus"):
-        row.update(bogus=2)
+        row.set(bogus=2)
     with pytest.raises(SchemaError, match="undeclared column"):
         results.CompareRow.of({"backend": "x", "bogus": 1})
 
 
 def test_a_record_holds_the_cells_a_writer_set_in_declared_order() -> None:
     row = results.VerifyRow(status="PASS", backend="torch", detail=None)
-    assert list(row) == ["backend", "status", "detail"]        # declared order, not the order given
-    assert row == {"backend": "torch", "status": "PASS", "detail": None} and "case" not in row
-    assert row.get("case", "-") == "-" and row.case is UNSET and not row.case
+    assert list(row.cells()) == ["backend", "status", "detail"]        # declared order, not the order given
+    assert row.cells() == {"backend": "torch", "status": "PASS", "detail": None} and not row.has("case")
+    assert row.case is None and row.has("detail") and row.detail is None   # unset and set-to-None both read None
     copy = row.with_(case="randn")
-    assert copy.case == "randn" and "case" not in row           # with_ copies
-    del copy["case"]
-    assert "case" not in copy
+    assert copy.case == "randn" and not row.has("case")          # with_ copies
+    copy.unset("case")
+    assert not copy.has("case") and copy == row
     assert pickle.loads(pickle.dumps(row)) == row and type(pickle.loads(pickle.dumps(row))) is results.VerifyRow
+
+
+def test_a_record_is_no_mapping_and_its_unset_fields_read_none() -> None:
+    """Rows are read by attribute; `cells()` is the one way to a dict (frames, files, display)."""
+    from collections.abc import Mapping
+
+    row = results.PerfRow(backend="torch", status="ok", median_us=2.5)
+    assert not isinstance(row, Mapping) and not hasattr(row, "__getitem__") and not hasattr(row, "keys")
+    with pytest.raises(TypeError):
+        row["median_us"]                                       # noqa: B018 - the read a mapping would allow
+    assert row.min_us is None and not row.has("min_us") and row.value("median_us") == 2.5
+    assert row.value("no_such_column") is None and repr(UNSET) == "UNSET"
 
 
 def test_a_run_record_answers_by_field_not_by_key_string() -> None:
@@ -70,7 +80,7 @@ def test_csv_run_cells_are_the_declared_ones_never_a_constant_row_column(tmp_pat
     emit_outputs(rows, run, tmp_path / "v.csv", tmp_path / "v.json", announce=False)
     from_csv, from_json = load_result(tmp_path / "v.csv"), load_result(tmp_path / "v.json")
     assert isinstance(from_csv.run, results.VerifyRun) and from_csv.run.device == "cpu"
-    assert from_csv.run.seed is UNSET and from_json.run.seed == 1234
+    assert not from_csv.run.has("seed") and from_json.run.seed == 1234
     assert list(from_csv.rows["seed"]) == [1235, 1235] and not from_csv.undeclared
 
 

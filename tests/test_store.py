@@ -87,7 +87,7 @@ def test_an_emulated_profile_is_recorded_as_modelled_series_never_measured_ones(
     assert all(s[7].startswith("bound by issue_valu; code ") for s in series)
     record_result(store, load_result(DATA / "perf.json"))            # measured: its own series, kind perf
     assert {(s[0], s[5]) for s in _series(store_url)} == {("profile", "modelled us"), ("perf", "us")}
-    figures = json.loads(json.dumps(light.run["targets"]))
+    figures = json.loads(json.dumps(light.run.value("targets")))
     figures["MI300X"]["hbm_gbps"] = 1.0
     record(store, light.kind, light.version, light.run.with_(targets=figures), light.rows)
     store.close()

@@ -63,9 +63,9 @@ def test_max_errors_non_finite_is_infinite():
 def test_torch_backend_passes_every_kind(tol):
     rows = verify_rows(TorchBackend(), small_cases(("f32", "f16", "bf16")), CPU, tol)
     assert rows and not failed(rows)
-    assert {r["tensor"] for r in rows} == {"y", "mean", "rstd", "dx", "dweight", "dbias"}
-    assert all(r["status"] == "PASS" and r["margin"] >= 0 for r in rows)
-    assert {r["determinism"] for r in rows if r["tensor"] == "dweight" and r["case"] != "autograd-3d"} == {"bitwise"}
+    assert {r.tensor for r in rows} == {"y", "mean", "rstd", "dx", "dweight", "dbias"}
+    assert all(r.status == "PASS" and r.margin >= 0 for r in rows)
+    assert {r.determinism for r in rows if r.tensor == "dweight" and r.case != "autograd-3d"} == {"bitwise"}
 
 
 @pytest.mark.parametrize("bug", [b for b in BUGS if b != "none"])
@@ -95,9 +95,9 @@ class ExplodingBackend(TorchBackend):
 
 def test_an_exception_in_one_case_keeps_the_others(tol):
     rows = verify_rows(ExplodingBackend(), small_cases(("f32",)), CPU, tol)
-    errors = [r for r in rows if r["status"] == "error"]
-    assert errors and all("kernel crashed" in r["detail"] and r["N"] == 33 for r in errors)
-    assert any(r["status"] == "PASS" and r["N"] == 64 for r in rows)
+    errors = [r for r in rows if r.status == "error"]
+    assert errors and all("kernel crashed" in r.detail and r.N == 33 for r in errors)
+    assert any(r.status == "PASS" and r.N == 64 for r in rows)
     assert failed(rows)
 
 
@@ -114,8 +114,8 @@ class Bf16StatsBackend(TorchBackend):
 
 def test_stats_must_be_fp32(tol):
     rows = verify_rows(Bf16StatsBackend(), small_cases(("f32",))[:1], CPU, tol)
-    mean_row = next(r for r in rows if r["tensor"] == "mean")
-    assert mean_row["status"] == "FAIL" and "torch.float32" in mean_row["detail"]
+    mean_row = next(r for r in rows if r.tensor == "mean")
+    assert mean_row.status == "FAIL" and "torch.float32" in mean_row.detail
 
 
 class NoisyBackend(TorchBackend):
@@ -133,12 +133,12 @@ class NoisyBackend(TorchBackend):
 def test_determinism_failure_only_for_deterministic_backends(tol):
     cases = small_cases(("f32",))[:1]
     rows = verify_rows(NoisyBackend(), cases, CPU, tol)
-    dw = next(r for r in rows if r["tensor"] == "dweight")
-    assert dw["determinism"] == "differs" and dw["status"] == "FAIL"
+    dw = next(r for r in rows if r.tensor == "dweight")
+    assert dw.determinism == "differs" and dw.status == "FAIL"
     NoisyBackend.deterministic = False
     try:
-        dw = next(r for r in verify_rows(NoisyBackend(), cases, CPU, tol) if r["tensor"] == "dweight")
-        assert dw["determinism"] == "differs" and dw["status"] == "PASS"
+        dw = next(r for r in verify_rows(NoisyBackend(), cases, CPU, tol) if r.tensor == "dweight")
+        assert dw.determinism == "differs" and dw.status == "PASS"
     finally:
         NoisyBackend.deterministic = True
 
@@ -166,10 +166,10 @@ def test_cases_that_cannot_execute_are_never_pass(tol):
     cases = small_cases(("f32",))
     rows = verify_rows(CompileOnlyBackend(), cases, CPU, tol)
     assert len(rows) == len(cases)
-    assert all(r["status"].startswith("compiled, not executed") for r in rows)
+    assert all(r.status.startswith("compiled, not executed") for r in rows)
     assert len(CompileOnlyBackend.compiled) == 4  # two widths x two eps values, each compiled once
     rows = verify_rows(MissingBackend(), cases, CPU, tol)
-    assert all(r["status"] == "not run" and r["detail"] == "not installed" for r in rows)
+    assert all(r.status == "not run" and r.detail == "not installed" for r in rows)
     assert not failed(rows)
 
 

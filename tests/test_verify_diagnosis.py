@@ -32,55 +32,55 @@ def rows():
 
 
 def failing(rows, bug):
-    return [r for r in rows if r["backend"] == f"planted:{bug}" and r["status"] == "FAIL"]
+    return [r for r in rows if r.backend == f"planted:{bug}" and r.status == "FAIL"]
 
 
 def rules(row):
-    return rule_of(row["diagnosis"])
+    return rule_of(row.diagnosis)
 
 
 def test_correct_math_gets_no_diagnosis(rows):
-    control = [r for r in rows if r["backend"] == "planted:none"]
-    assert control and all(r["status"] == "PASS" and r["diagnosis"] == "" for r in control)
+    control = [r for r in rows if r.backend == "planted:none"]
+    assert control and all(r.status == "PASS" and r.diagnosis == "" for r in control)
 
 
 def test_one_pass_variance(rows):
     bad = failing(rows, "naive-variance")
-    offset = [r for r in bad if r["case"] == "offset" and r["tensor"] == "rstd"]
-    assert {r["dtype"] for r in offset} == {"f32", "bf16"}
-    assert all(rules(r) == ["one-pass variance"] and "|mean|/σ ≈ 1000" in r["diagnosis"] for r in offset)
-    constant = [r for r in bad if r["case"] == "constant" and r["tensor"] == "rstd"]
+    offset = [r for r in bad if r.case == "offset" and r.tensor == "rstd"]
+    assert {r.dtype for r in offset} == {"f32", "bf16"}
+    assert all(rules(r) == ["one-pass variance"] and "|mean|/σ ≈ 1000" in r.diagnosis for r in offset)
+    constant = [r for r in bad if r.case == "constant" and r.tensor == "rstd"]
     assert constant and all(rules(r) == ["constant rows"] for r in constant)
-    backward = [r for r in bad if r["tensor"] in ("dx", "dweight")]
+    backward = [r for r in bad if r.tensor in ("dx", "dweight")]
     assert backward and all(rules(r) == ["backward follows stats"] for r in backward)
-    assert {r["diagnosis"].rsplit("(", 1)[1] for r in backward} == {"one-pass variance)", "constant rows)"}
+    assert {r.diagnosis.rsplit("(", 1)[1] for r in backward} == {"one-pass variance)", "constant rows)"}
 
 
 def test_eps_not_honoured(rows):
     bad = failing(rows, "eps-decade")
-    assert any(r["case"] == "eps2" for r in bad)
-    assert all("eps not honoured" in r["diagnosis"] for r in bad)       # directly, or as the stats' diagnosis
-    assert all(rules(r) == ["eps not honoured"] for r in bad if r["tensor"] in ("rstd", "y"))
+    assert any(r.case == "eps2" for r in bad)
+    assert all("eps not honoured" in r.diagnosis for r in bad)       # directly, or as the stats' diagnosis
+    assert all(rules(r) == ["eps not honoured"] for r in bad if r.tensor in ("rstd", "y"))
 
 
 @pytest.mark.parametrize("bug, said", [("bf16-mean", "mean is bfloat16, not float32"), ("f16-stats", "f16 rounding")])
 def test_stats_in_the_wrong_dtype(rows, bug, said):
     bad = failing(rows, bug)
-    stats = [r for r in bad if r["tensor"] in ("mean", "rstd")]
-    assert stats and all(rules(r) == ["stats dtype"] and said in r["diagnosis"] for r in stats)
-    assert all(rules(r) == ["backward follows stats"] and "(stats dtype)" in r["diagnosis"]
+    stats = [r for r in bad if r.tensor in ("mean", "rstd")]
+    assert stats and all(rules(r) == ["stats dtype"] and said in r.diagnosis for r in stats)
+    assert all(rules(r) == ["backward follows stats"] and "(stats dtype)" in r.diagnosis
                for r in bad if r not in stats)
 
 
 def test_backward_using_wrong_stats(rows):
     bad = failing(rows, "bwd-own-stats")
-    assert bad and {r["tensor"] for r in bad} <= {"dx", "dweight", "dbias"}
+    assert bad and {r.tensor for r in bad} <= {"dx", "dweight", "dbias"}
     assert all(rules(r) == ["backward's own stats"] for r in bad)
 
 
 def test_nothing_fits_leaves_it_empty(rows):
     bad = failing(rows, "drop-c2")                   # dx wrong on every kind: no pattern of these rules
-    assert bad and all(r["diagnosis"] == "" for r in bad)
+    assert bad and all(r.diagnosis == "" for r in bad)
     assert [g["rule"] for g in by_rule(bad)] == [UNEXPLAINED]
 
 
@@ -99,11 +99,11 @@ def test_abi_difference_for_fail_and_error_rows():
     got = [*verify_rows(pointer, cases, CPU, tol), *verify_rows(tensor, cases, CPU, tol),
            *verify_rows(TorchBackend(), cases, CPU, tol), *verify_rows(Crashing(), cases, CPU, tol)]
     diagnose(got, {"k": "k-tensor", "k-tensor": "k", "torch": "t-tensor", "t-tensor": "torch"})
-    bad = [r for r in got if r["status"] in ("FAIL", "error")]
-    assert {r["backend"] for r in bad} == {"k-tensor", "t-tensor"}
-    assert all(r["diagnosis"] == "ABI difference: k passes this check" for r in bad if r["backend"] == "k-tensor")
-    assert all(r["diagnosis"] == "ABI difference: torch runs this case" for r in bad if r["backend"] == "t-tensor")
-    assert diagnose(got)[0]["diagnosis"] == "" and all(r["diagnosis"] == "" for r in got if r["backend"] == "k-tensor")
+    bad = [r for r in got if r.status in ("FAIL", "error")]
+    assert {r.backend for r in bad} == {"k-tensor", "t-tensor"}
+    assert all(r.diagnosis == "ABI difference: k passes this check" for r in bad if r.backend == "k-tensor")
+    assert all(r.diagnosis == "ABI difference: torch runs this case" for r in bad if r.backend == "t-tensor")
+    assert diagnose(got)[0].diagnosis == "" and all(r.diagnosis == "" for r in got if r.backend == "k-tensor")
 
 
 class WideOnly(TorchBackend):
@@ -126,12 +126,12 @@ class WideOnly(TorchBackend):
 def test_errors_confined_to_a_width_or_a_dtype():
     tol = Tolerance.packaged()
     got = diagnose(verify_rows(WideOnly(), build_cases([(8, 64), (3, 33)], ["f32"], [1e-5], 1), CPU, tol))
-    errors = [r for r in got if r["status"] == "error"]
-    assert errors and {r["diagnosis"] for r in errors} == {"only at N: errors only at N = 33 (N = 64 ran)"}
+    errors = [r for r in got if r.status == "error"]
+    assert errors and {r.diagnosis for r in errors} == {"only at N: errors only at N = 33 (N = 64 ran)"}
     got = diagnose(verify_rows(WideOnly(), build_cases([(8, 64)], ["f32", "f16"], [1e-5], 1), CPU, tol))
-    assert {r["diagnosis"] for r in got if r["status"] == "error"} == {
+    assert {r.diagnosis for r in got if r.status == "error"} == {
         "only in dtype: errors only at dtype = f16 (dtype = f32 ran)"}
-    assert {r["diagnosis"] for r in got if r["status"] != "error"} == {""}
+    assert {r.diagnosis for r in got if r.status != "error"} == {""}
 
 
 def test_abi_twins_pairs_the_same_kernel_in_two_abis():

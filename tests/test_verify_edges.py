@@ -11,7 +11,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from cli_helpers import error_line
-from lnbench.results import load_result
+from lnbench.results import VerifyRow, load_result
 from lnbench.plot.verify import verify_figures
 from lnbench.verify.command import verify_command
 from lnbench.verify.tables import bar_used
@@ -30,11 +30,12 @@ dbias = 0.0
 
 
 def test_bar_used_with_a_zero_bar():
-    assert bar_used({"max_abs_err": 0.5, "allowed": 0.0}) == math.inf
-    assert bar_used({"max_abs_err": 0.0, "allowed": 0.0}) == 0.0
-    assert bar_used({"max_abs_err": 0.5, "allowed": 2.0}) == 0.25
-    assert bar_used({"max_abs_err": None, "allowed": 0.0}) is None
-    assert bar_used({"max_abs_err": float("nan"), "allowed": 1.0}) is None
+    assert bar_used(VerifyRow(max_abs_err=0.5, allowed=0.0)) == math.inf
+    assert bar_used(VerifyRow(max_abs_err=0.0, allowed=0.0)) == 0.0
+    assert bar_used(VerifyRow(max_abs_err=0.5, allowed=2.0)) == 0.25
+    assert bar_used(VerifyRow(max_abs_err=None, allowed=0.0)) is None
+    assert bar_used(VerifyRow(allowed=0.0)) is None
+    assert bar_used(VerifyRow(max_abs_err=float("nan"), allowed=1.0)) is None
 
 
 def test_a_strict_verify_fails_shows_inf_and_plots(tmp_path: Path):

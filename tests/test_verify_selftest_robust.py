@@ -30,8 +30,8 @@ def _control_failures(shapes, dtypes, seeds, tol):
     bad = []
     for seed in seeds:
         rows = verify_rows(PlantedBackend("none"), build_cases(shapes, dtypes, EPS, seed), CPU, tol)
-        bad += [(seed, r["case"], r["dtype"], r["shape"], r["tensor"], r["max_abs_err"], r["allowed"])
-                for r in rows if r["status"] != "PASS"]
+        bad += [(seed, r.case, r.dtype, r.shape, r.tensor, r.max_abs_err, r.allowed)
+                for r in rows if r.status != "PASS"]
     return bad
 
 

@@ -61,21 +61,21 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[AbiWorkerPay
             row = base_row(pair, labels, entry.op, entry.dtype, entry.shape, metric)
             rows.append(row)
             if key in check_problems:
-                row.update(status="check failed", detail=check_problems[key][0])
+                row.set(status="check failed", detail=check_problems[key][0])
                 continue
             skipped = entry.metrics[metric].skipped
             if skipped:
-                row.update(status=f"not measured ({skipped})")
+                row.set(status=f"not measured ({skipped})")
                 if metric == "device":    # no kernel time either, for the same reason
                     for side in SIDES:
-                        row.update(kernel_stats.row_columns(kernel_stats.not_available(skipped), None, f"{side}_"))
+                        row.set(**kernel_stats.row_columns(kernel_stats.not_available(skipped), None, f"{side}_"))
                 continue
             workers = [(i if p.worker is None else p.worker, p.cases[key].metrics[metric])
                        for i, p in enumerate(payloads) if key in p.cases]
             workers = [(w, r) for w, r in workers if r.tensor and r.pointer]
             records = [r for _, r in workers]
             if not records:
-                row.update(status="error", detail="no worker produced run values")
+                row.set(status="error", detail="no worker produced run values")
                 continue
             t_runs = [list(r.tensor) for r in records]
             p_runs = [list(r.pointer) for r in records]
@@ -86,7 +86,7 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[AbiWorkerPay
             flags = [f"{side}: {text}" for side, runs in (("Tensor", t_runs), ("Pointer", p_runs))
                      for text in worker_flags(runs, names).values()]
             spin_short = sum(int(r.spin_short) for r in records)
-            row.update(
+            row.set(
                 tensor_us=t_med, tensor_min_us=t_min, tensor_max_us=t_max,
                 pointer_us=p_med, pointer_min_us=p_min, pointer_max_us=p_max,
                 tensor_calls_per_s=1e6 / t_med if t_med > 0 else None,
@@ -98,11 +98,11 @@ def aggregate(pair: str, labels: dict[str, str], payloads: Sequence[AbiWorkerPay
                 detail=(f"{spin_short} device run(s): spin ended before the host finished enqueueing"
                         if spin_short else ""))
             if metric == "device":
-                row.update(kernel_columns(records, row, n_boot=n_boot, confidence=confidence, seed=seed))
+                row.set(**kernel_columns(records, row, n_boot=n_boot, confidence=confidence, seed=seed))
     return rows
 
 
-def kernel_columns(records: Sequence[MetricRecord], row: Mapping[str, Any], *, n_boot: int, confidence: float,
+def kernel_columns(records: Sequence[MetricRecord], row: AbiRow, *, n_boot: int, confidence: float,
                    seed: int) -> dict[str, Any]:
     """Kernel time of a `device` row, per side (median of worker medians, min–max, kernels per call, names,
     gap = event time − kernel time), and the kernel-time speed-up Tensor / Pointer with its paired bootstrap
@@ -110,7 +110,7 @@ def kernel_columns(records: Sequence[MetricRecord], row: Mapping[str, Any], *, n
     out: dict[str, Any] = {}
     for side in SIDES:
         agg = kernel_stats.aggregate([(r.kernel or {}).get(side) for r in records])
-        out.update(kernel_stats.row_columns(agg, row.get(f"{side}_us"), f"{side}_"))
+        out.update(kernel_stats.row_columns(agg, row.value(f"{side}_us"), f"{side}_"))
     paired = [r.kernel for r in records if r.kernel is not None
               and all((r.kernel.get(side) or {}).get("status") == "ok" for side in SIDES)]
     if paired:  # paired by worker, as the stream-time speed-up
@@ -146,7 +146,7 @@ def runtime_rows(plan: AbiPlan, shares: Sequence[Share], not_run: Mapping[str, s
             if not plan.dev.times_are_real:                        # the null device: host work only
                 row.scope = HOST_ONLY_NULL
             if share.slot is not None:
-                row.update(gpu=share.slot.label, gpu_model=share.slot.model, timed_alone=True)
+                row.set(gpu=share.slot.label, gpu_model=share.slot.model, timed_alone=True)
         rows += timed
     return _in_order(rows, plan.ops, plan.dtypes, plan.shapes, plan.metrics)
 
@@ -156,7 +156,7 @@ def _in_order(rows: list[AbiRow], ops: Sequence[str], dtypes: Sequence[str], sha
     """Rows sorted by the options' order of op, dtype, shape and metric (a value not among them last)."""
     shape_names = [f"{m}x{n}" for m, n in shapes]
 
-    def rank(row: Mapping[str, Any]) -> tuple[int, ...]:
-        return tuple(seq.index(row[key]) if row[key] in seq else len(seq)
+    def rank(row: AbiRow) -> tuple[int, ...]:
+        return tuple(seq.index(value) if (value := row.value(key)) in seq else len(seq)
                      for seq, key in ((ops, "op"), (dtypes, "dtype"), (shape_names, "shape"), (metrics, "metric")))
     return sorted(rows, key=rank)

@@ -125,8 +125,8 @@ def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:
         console.print(MORE)
     problems = _problems(shares)
     code = _exit_code(runtime_rows, static, problems, plan.fail_pct)
-    if not static and not any(row.get("status") == "ok" for row in runtime_rows) and not problems:
-        why = next((str(row.get("status")) for row in runtime_rows if row.get("status")), "no measurement")
+    if not static and not any(row.status == "ok" for row in runtime_rows) and not problems:
+        why = next((str(row.status) for row in runtime_rows if row.status), "no measurement")
         return nothing_ran(why)
     return code
 
@@ -159,8 +159,8 @@ def _print_problems(rows: Sequence[AbiRow], problems: list[str]) -> None:
     for problem in problems:
         console.print(f"[red]{problem}[/red]")
     for row in rows:
-        if row.get("status") in ("check failed", "error") and row.get("detail"):
-            console.print(f"[red]{row['op']} {row['dtype']} {row['shape']} {row['metric']}:[/red] {row['detail']}")
+        if row.status in ("check failed", "error") and row.detail:
+            console.print(f"[red]{row.op} {row.dtype} {row.shape} {row.metric}:[/red] {row.detail}")
 
 
 def _static_part(plan: AbiPlan, quiet: bool) -> list[AbiRow]:
@@ -181,7 +181,7 @@ def _static_part(plan: AbiPlan, quiet: bool) -> list[AbiRow]:
                            on_step=lambda: progress.advance(), execute=rows_for, **pair_fns)
 
 
-def modelled_part(runtime_rows: Sequence[Mapping[str, Any]], plan: AbiPlan, quiet: bool) -> list[AbiRow]:
+def modelled_part(runtime_rows: Sequence[AbiRow], plan: AbiPlan, quiet: bool) -> list[AbiRow]:
     """The modelled rows of `abi-compare --device emu` (lnbench.abi.modelled), printed as their own table."""
     from lnbench.output.tables import silent_console
 
@@ -204,21 +204,21 @@ def modelled_part(runtime_rows: Sequence[Mapping[str, Any]], plan: AbiPlan, quie
     return rows
 
 
-def _bad(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _bad(runtime_rows: Sequence[AbiRow], static: Sequence[AbiRow]) -> list[AbiRow]:
     """Rows with an error or a failed check."""
-    return [r for r in [*runtime_rows, *static] if str(r.get("status", "")).startswith(("error", "check failed"))
-            or str(r.get("exec_status", "")).startswith("error")]
+    return [r for r in [*runtime_rows, *static] if str(r.status or "").startswith(("error", "check failed"))
+            or str(r.exec_status or "").startswith("error")]
 
 
-def _verdicts(runtime_rows: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
+def _verdicts(runtime_rows: Sequence[AbiRow]) -> tuple[list[AbiRow], dict[str, int]]:
     from lnbench.results.verdicts import Verdict
 
-    ok_rows = [r for r in runtime_rows if r.get("status") == "ok"]
-    return ok_rows, {v: sum(r.get("verdict") == v for r in ok_rows)
+    ok_rows = [r for r in runtime_rows if r.status == "ok"]
+    return ok_rows, {v: sum(r.verdict == v for r in ok_rows)
                      for v in (Verdict.FASTER, Verdict.SAME, Verdict.SLOWER, Verdict.TOO_FEW)}
 
 
-def _summary_line(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]]) -> str:
+def _summary_line(runtime_rows: Sequence[AbiRow], static: Sequence[AbiRow]) -> str:
     """`runtime: 6 measured (3 FASTER, ...), 3 not measured; static: 8 of 8 kernel rows compiled; 0 errors`."""
     ok_rows, counts = _verdicts(runtime_rows)
     parts = []
@@ -226,11 +226,11 @@ def _summary_line(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Ma
         parts.append(f"runtime: {len(ok_rows)} measured ({', '.join(f'{n} {v}' for v, n in counts.items())}), "
                      f"{len(runtime_rows) - len(ok_rows)} not measured")
     if static:
-        parts.append(f"static: {sum(r.get('status') == 'ok' for r in static)} of {len(static)} kernel rows compiled")
+        parts.append(f"static: {sum(r.status == 'ok' for r in static)} of {len(static)} kernel rows compiled")
     return "; ".join(parts + [f"{len(_bad(runtime_rows, static))} errors"])
 
 
-def _exit_code(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mapping[str, Any]], problems: list[str],
+def _exit_code(runtime_rows: Sequence[AbiRow], static: Sequence[AbiRow], problems: list[str],
                fail_pct: float | None) -> int:
     """Print the summary line; 1 on errors, failed checks, worker problems or a --fail-if-slower hit."""
     from lnbench.measure import stats
@@ -238,16 +238,16 @@ def _exit_code(runtime_rows: Sequence[Mapping[str, Any]], static: Sequence[Mappi
     from lnbench.results.verdicts import Verdict
 
     bad = _bad(runtime_rows, static)
-    slower = [r for r in runtime_rows if r.get("status") == "ok"
-              and verdicts.fails_gate(r["verdict"], r["slowdown_pct"], fail_pct)] if fail_pct is not None else []
+    slower = [r for r in runtime_rows if r.status == "ok"
+              and verdicts.fails_gate(r.verdict, r.slowdown_pct, fail_pct)] if fail_pct is not None else []
     ok_rows, counts = _verdicts(runtime_rows)
     warning = stats.too_few_warning(counts[Verdict.TOO_FEW], "measurement",
-                                    float(ok_rows[0]["confidence"]) if ok_rows else 0.95)
+                                    float(ok_rows[0].confidence or 0.95) if ok_rows else 0.95)
     if warning:
         err_console.print(warning, soft_wrap=True, highlight=False)
     console.print(_summary_line(runtime_rows, static))
     for r in slower:
-        console.print(f"[bold red]--fail-if-slower {fail_pct:g}: Pointer side {r['slowdown_pct']:.1f}% slower "
-                      f"on {r['op']} {r['dtype']} {r['shape']} {r['metric']} "
-                      f"(speed-up {r['speedup']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}])[/bold red]")
+        console.print(f"[bold red]--fail-if-slower {fail_pct:g}: Pointer side {r.slowdown_pct:.1f}% slower "
+                      f"on {r.op} {r.dtype} {r.shape} {r.metric} "
+                      f"(speed-up {r.speedup:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}])[/bold red]")
     return EXIT_FAILED if bad or problems or slower else EXIT_OK

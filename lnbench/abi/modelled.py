@@ -4,7 +4,7 @@ set), and which of the two limits a hot call. The host columns are measurements,
 lower bounds; each row says so (`modelled`, `scope`)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from lnbench.modelled.floors import floors
 from lnbench.modelled.targets import Target
@@ -20,26 +20,26 @@ def _bound(launches: Sequence[Any], t: Target) -> tuple[float, str]:
     return sum(f.bound_us for f in found), largest.bound_by
 
 
-def modelled_rows(runtime_rows: Sequence[Mapping[str, Any]], targets: Sequence[Target], arch: str, eps: float,
+def modelled_rows(runtime_rows: Sequence[AbiRow], targets: Sequence[Target], arch: str, eps: float,
                   strategy: str) -> list[AbiRow]:
     """One row per measured `direct` case × target: host cost of each ABI beside its modelled device floor (each
     side's kernels executed once on the emulated device)."""
     from lnbench.flydsl.inspect import execute_variant
     out = []
     for row in runtime_rows:
-        if row.get("metric") != "direct" or row.get("status") != "ok":
+        if row.metric != "direct" or row.status != "ok":
             continue
-        m, n = (int(v) for v in str(row["shape"]).split("x"))
-        launches = {side: execute_variant(row["op"], row["dtype"], m, n, side, arch, eps=eps,
+        m, n = (int(v) for v in str(row.shape).split("x"))
+        launches = {side: execute_variant(str(row.op), str(row.dtype), m, n, side, arch, eps=eps,
                                           dgamma_strategy=strategy) for side in ("tensor", "pointer")}
         for t in targets:
-            cells = AbiRow(part="modelled", pair=row.get("pair"), op=row["op"], dtype=row["dtype"],
-                           shape=row["shape"], M=m, N=n, metric="direct", arch=arch, target=t.name, modelled=True,
+            cells = AbiRow(part="modelled", pair=row.pair, op=row.op, dtype=row.dtype,
+                           shape=row.shape, M=m, N=n, metric="direct", arch=arch, target=t.name, modelled=True,
                            status="ok", scope=SCOPE)
             for side in ("tensor", "pointer"):
                 bound, by = _bound(launches[side], t)
-                host = row.get(f"{side}_us")
-                cells.update({f"{side}_us": host, f"{side}_bound_us": bound, f"{side}_bound_by": by,
-                              f"{side}_limit": "host" if host is not None and host > bound else "device"})
+                host = row.value(f"{side}_us")
+                cells.set(**{f"{side}_us": host, f"{side}_bound_us": bound, f"{side}_bound_by": by,
+                             f"{side}_limit": "host" if host is not None and host > bound else "device"})
             out.append(cells)
     return out

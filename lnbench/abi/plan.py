@@ -202,9 +202,9 @@ def _pair_options(pair: str, backend_pair: tuple[str, str] | None, strategy: str
 def _record_protocol(metadata: AbiRun, protocol: Protocol, seed: int, table: dict[str, Any]) -> None:
     """The runtime part's settings in the run record: what changes a measurement, beside the dγ strategy and the
     planted delay the plan records."""
-    metadata.update(processes=protocol.processes, runs=protocol.runs, warmup_s=protocol.warmup_s,
-                    target_run_s=protocol.target_run_s, iters_clamp=f"{protocol.min_iters}-{protocol.max_iters}",
-                    seed=seed, confidence=table.get("confidence"), bootstrap=table.get("bootstrap"))
+    metadata.set(processes=protocol.processes, runs=protocol.runs, warmup_s=protocol.warmup_s,
+                 target_run_s=protocol.target_run_s, iters_clamp=f"{protocol.min_iters}-{protocol.max_iters}",
+                 seed=seed, confidence=table.get("confidence"), bootstrap=table.get("bootstrap"))
 
 
 def build_plan(o: AbiOptions) -> AbiPlan:
@@ -266,9 +266,9 @@ def build_plan(o: AbiOptions) -> AbiPlan:
     run_them = not runtime_only and execute and flydsl_installed() and emulator_status()[0]
     executed_on = ",".join(f"emu:{arch}" for arch in arch_list) if run_them else None
     metadata = provenance(compile_device(arch_list) if static_only else dev, ABI, "abi-compare")
-    metadata.update(pair=pair, eps=eps_value,
-                    dgamma_strategy=strategy if pair == "flydsl" or not runtime_only else None,
-                    planted_delay_us=pair_options.get("delay_us"), static_executed_on=executed_on)
+    metadata.set(pair=pair, eps=eps_value,
+                 dgamma_strategy=strategy if pair == "flydsl" or not runtime_only else None,
+                 planted_delay_us=pair_options.get("delay_us"), static_executed_on=executed_on)
     record_devices(record_shard(metadata, part, len(every_shape)), slots)
     record_sources(metadata, list(backend_pair or ()))
     if not static_only:

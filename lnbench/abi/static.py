@@ -53,14 +53,14 @@ def compare_facts(tensor_facts: Sequence[Any], pointer_facts: Sequence[Any]) -> 
     for t, p in zip(tensor_facts, pointer_facts):
         row = AbiRow(kernel=kernel_role(p.kernel_name), tensor_kernel=t.kernel_name, pointer_kernel=p.kernel_name)
         for attr, key in FIELDS.items():
-            row[f"{key}_tensor"], row[f"{key}_pointer"] = int(getattr(t, attr)), int(getattr(p, attr))
-        row.update(args_tensor=len(t.kernel_args), args_pointer=len(p.kernel_args),
-                   spills_tensor=int(t.vgpr_spills) + int(t.sgpr_spills),
-                   spills_pointer=int(p.vgpr_spills) + int(p.sgpr_spills))
+            row.set(**{f"{key}_tensor": int(getattr(t, attr)), f"{key}_pointer": int(getattr(p, attr))})
+        row.set(args_tensor=len(t.kernel_args), args_pointer=len(p.kernel_args),
+                spills_tensor=int(t.vgpr_spills) + int(t.sgpr_spills),
+                spills_pointer=int(p.vgpr_spills) + int(p.sgpr_spills))
         for key in RATIO_FIELDS:
-            row[f"{key}_ratio"] = _ratio(row[f"{key}_pointer"], row[f"{key}_tensor"])
-        row.update(tensor_args_list=" ".join(f"{o}:{s}:{k}" for o, s, k in t.kernel_args),
-                   pointer_args_list=" ".join(f"{o}:{s}:{k}" for o, s, k in p.kernel_args))
+            row.set(**{f"{key}_ratio": _ratio(row.value(f"{key}_pointer"), row.value(f"{key}_tensor"))})
+        row.set(tensor_args_list=" ".join(f"{o}:{s}:{k}" for o, s, k in t.kernel_args),
+                pointer_args_list=" ".join(f"{o}:{s}:{k}" for o, s, k in p.kernel_args))
         rows.append(row)
     return rows
 
@@ -75,10 +75,10 @@ def executed_columns(tensor_runs: Sequence[Any], pointer_runs: Sequence[Any]) ->
                       exec_per_row_tensor=t.total / max(t.m, 1), exec_per_row_pointer=p.total / max(p.m, 1),
                       exec_ratio=_ratio(p.total, t.total))
         for cls in EXEC_CLASSES:
-            cols[f"exec_{cls}_tensor"] = t.wave_instructions.get(cls, 0)
-            cols[f"exec_{cls}_pointer"] = p.wave_instructions.get(cls, 0)
+            cols.set(**{f"exec_{cls}_tensor": t.wave_instructions.get(cls, 0),
+                        f"exec_{cls}_pointer": p.wave_instructions.get(cls, 0)})
         # SHA-256 (16 hex) of each side's code object
-        cols.update(exec_code_tensor=getattr(t, "code_object", ""), exec_code_pointer=getattr(p, "code_object", ""))
+        cols.set(exec_code_tensor=getattr(t, "code_object", ""), exec_code_pointer=getattr(p, "code_object", ""))
         out.append(cols)
     return out
 
@@ -114,7 +114,7 @@ def static_rows(arches: Sequence[str], ops: Sequence[str], dtypes: Sequence[str]
                     try:
                         t = facts_fn(op, dtype, n, "tensor", arch, eps=eps, dgamma_strategy=dgamma_strategy)
                         p = facts_fn(op, dtype, n, "pointer", arch, eps=eps, dgamma_strategy=dgamma_strategy)
-                        variant = [base.with_(**row, status="ok") for row in compare_facts(t, p)]
+                        variant = [base.with_(**row.cells(), status="ok") for row in compare_facts(t, p)]
                     except Exception as exc:  # noqa: BLE001 - one failing variant must not hide the others
                         missing = type(exc).__name__ == "MissingBuilder"     # a kernel source without that builder
                         rows.append(base.with_(status="not run" if missing else "error",
@@ -142,7 +142,7 @@ def _add_executed(variant: list[AbiRow], execute_fn: FactsFn | None, op: str, dt
             raise ValueError(f"{len(columns)} executed launch(es) for {len(variant)} compiled kernel(s)")
     except Exception as exc:  # noqa: BLE001 - the compile-only facts stand
         for row in variant:
-            row["exec_status"] = f"error: {one_line(exc, 300)}"
+            row.exec_status = f"error: {one_line(exc, 300)}"
         return
     for row, cols in zip(variant, columns):
-        row.update(cols, exec_status="ok")
+        row.set(**cols.cells(), exec_status="ok")

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from lnbench.abi.tables import render_runtime, render_static
 from lnbench.output.tables import Column, render_table, styled_status
+from lnbench.results.rows import AbiRow
 
 #: the line under the summary tables saying where the rest is
 MORE = "every row: --details (or the CSV/JSON)"
@@ -30,47 +31,47 @@ def _counts(words: Iterable[str]) -> str:
     return ", ".join(f"{n} {escape(word)}" for word, n in Counter(words).most_common())
 
 
-def _grouped(rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> dict[tuple, list[Mapping[str, Any]]]:
-    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+def _grouped(rows: Iterable[AbiRow], keys: tuple[str, ...]) -> dict[tuple, list[AbiRow]]:
+    groups: dict[tuple, list[AbiRow]] = {}
     for row in rows:
-        groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+        groups.setdefault(tuple(row.value(k) for k in keys), []).append(row)
     return groups
 
 
-def runtime_summary(rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def runtime_summary(rows: Sequence[AbiRow]) -> tuple[list[dict[str, Any]], list[str]]:
     """(a summary row per op × measurement with a measured row, a line per measurement not run anywhere)."""
     out, lines = [], []
     for (metric,), group in _grouped(rows, ("metric",)).items():
-        if all(r.get("status") != "ok" for r in group) and len({r.get("status") for r in group}) == 1:
-            lines.append(f"{metric}: {group[0].get('status')} ({len(group)} rows)")
+        if all(r.status != "ok" for r in group) and len({r.status for r in group}) == 1:
+            lines.append(f"{metric}: {group[0].status} ({len(group)} rows)")
     quiet = {line.split(":")[0] for line in lines}
     for (op, metric), group in _grouped(rows, ("op", "metric")).items():
         if metric in quiet:
             continue
-        ok = [r for r in group if r.get("status") == "ok"]
+        ok = [r for r in group if r.status == "ok"]
         out.append({"op": op, "metric": metric, "rows": str(len(group)),
-                    "speedup": _span((r.get("speedup") for r in ok), suffix="×"),
-                    "outcome": _counts(str(r.get("verdict") if r.get("status") == "ok" else r.get("status"))
+                    "speedup": _span((r.speedup for r in ok), suffix="×"),
+                    "outcome": _counts(str(r.verdict if r.status == "ok" else r.status)
                                        for r in group)})
     return out, lines
 
 
-def static_summary(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def static_summary(rows: Sequence[AbiRow]) -> list[dict[str, Any]]:
     """A summary row per arch × op × kernel: Pointer/Tensor ratios of kernarg bytes, ISA and executed
     instructions (ranges over dtypes and widths), and the rows' statuses."""
     out = []
     for (arch, op, kernel), group in _grouped(rows, ("arch", "op", "kernel")).items():
-        ok = [r for r in group if r.get("status") == "ok"]
-        executed = [r for r in ok if r.get("exec_status") == "ok"]
+        ok = [r for r in group if r.status == "ok"]
+        executed = [r for r in ok if r.exec_status == "ok"]
         out.append({"arch": arch, "op": op, "kernel": kernel or "", "rows": str(len(group)),
-                    "kernarg": _span(r.get("kernarg_ratio") for r in ok),
-                    "instr": _span(r.get("instr_ratio") for r in ok),
-                    "executed": _span(r.get("exec_ratio") for r in executed),
-                    "status": _counts(str(r.get("status")) for r in group)})
+                    "kernarg": _span(r.kernarg_ratio for r in ok),
+                    "instr": _span(r.instr_ratio for r in ok),
+                    "executed": _span(r.exec_ratio for r in executed),
+                    "status": _counts(str(r.status) for r in group)})
     return out
 
 
-def print_runtime(rows: Sequence[Mapping[str, Any]], title: str, details: bool, out: Console) -> None:
+def print_runtime(rows: Sequence[AbiRow], title: str, details: bool, out: Console) -> None:
     """The runtime part: the full table with `details`, else its summary."""
     if details:
         render_runtime(rows, title, out)
@@ -87,7 +88,7 @@ def print_runtime(rows: Sequence[Mapping[str, Any]], title: str, details: bool, 
         out.print(escape(line), soft_wrap=True, highlight=False)
 
 
-def print_static(rows: Sequence[Mapping[str, Any]], labels: dict[str, str] | None, details: bool,
+def print_static(rows: Sequence[AbiRow], labels: dict[str, str] | None, details: bool,
                  out: Console) -> None:
     """The static part: the full table with `details`, else its summary."""
     if details:

@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from lnbench.cli_common import console
 from lnbench.output.tables import Column, plain_number, render_table, styled_status, time_unit
+from lnbench.results.records import Cells, plain
 
 
 def _timing_cell(side: str) -> Callable[[Mapping[str, Any]], str]:
@@ -39,8 +40,9 @@ def _verdict_cell(row: Mapping[str, Any]) -> str:
     return styled_status(escape(str(row.get("verdict") if row.get("status") == "ok" else row.get("status"))))
 
 
-def render_runtime(rows: Sequence[Mapping[str, Any]], title: str, out: Console | None = None) -> None:
+def render_runtime(records: Sequence[Cells], title: str, out: Console | None = None) -> None:
     """The runtime table: time per call of both sides, calls/s, the speed-up with its interval, the verdict."""
+    rows = [plain(r) for r in records]
     display = [{"op": r["op"], "dtype": r["dtype"], "shape": r["shape"], "metric": r["metric"],
                 "scope": str(r.get("scope", "")).replace(" (null device)", ""),   # the title names the device
                 "tensor": _timing_cell("tensor")(r), "pointer": _timing_cell("pointer")(r),
@@ -78,11 +80,11 @@ def _executed_cell(row: Mapping[str, Any]) -> str:
     return f"{t:,.1f} → {p:,.1f} ({row['exec_ratio']:.2f}) @{row['exec_rows']}"
 
 
-def render_static(rows: Sequence[Mapping[str, Any]], labels: dict[str, str] | None = None,
+def render_static(rows: Sequence[Cells], labels: dict[str, str] | None = None,
                    out: Console | None = None) -> None:
     """The static table; `labels` names a backend pair's sides (else Tensor ABI → Pointer ABI)."""
     display = []
-    for r in rows:
+    for r in map(plain, rows):
         d = {k: r.get(k, "") for k in ("arch", "op", "dtype", "N", "kernel")}
         for key, ratio in (("kernarg", True), ("args", True), ("slots", True), ("vgpr", False), ("sgpr", False),
                            ("spills", False), ("lds", False), ("scratch", False), ("instr", True)):

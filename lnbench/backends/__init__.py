@@ -8,7 +8,10 @@ import importlib.util
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, MutableMapping
+
+if TYPE_CHECKING:
+    from lnbench.results.records import Record
 
 from lnbench.settings.backend_table import FLYDSL_SRC, MODULE_PREFIX, REGISTRY as _REGISTRY, check_source_table
 from lnbench.backends.base import Availability, Backend
@@ -129,7 +132,7 @@ def record_sources(run: Any, names: list[str]) -> Any:
     return run
 
 
-def name_rows(rows: Iterable[MutableMapping[str, Any]], sources: dict[str, dict[str, str]] | None,
+def name_rows(rows: Iterable[Record], sources: dict[str, dict[str, str]] | None,
               sides: dict[str, str] | None = None) -> None:
     """Name result rows after their kernel source, in place. Each row gets its backend's provenance columns
     (module, file, checkout commit; nothing for a built-in backend), or, with `sides` ({column: backend name}:
@@ -138,7 +141,7 @@ def name_rows(rows: Iterable[MutableMapping[str, Any]], sources: dict[str, dict[
     sources = sources or {}
     named = {column: source_label(name, sources) for column, name in sides.items()} if sides else None
     for row in rows:
-        row.update(named if named is not None else sources.get(row["backend"], {}))
+        row.set(**(named if named is not None else sources.get(str(row.value("backend")), {})))
 
 
 def source_label(name: str, sources: dict[str, dict[str, str]]) -> str:

@@ -14,29 +14,29 @@ HEADER = ("| backend | op | dtype | shape | mode | base time | new time | new/ba
 
 def ratio_text(row: CompareRow) -> str:
     """`1.102 [1.091, 1.113] (+10.2%)`, or '—' for rows that were not compared."""
-    ratio = row.get("ratio")
+    ratio = row.ratio
     if not isinstance(ratio, (int, float)) or not math.isfinite(ratio):
         return "—"
-    low, high = row.get("ci_low"), row.get("ci_high")
+    low, high = row.ci_low, row.ci_high
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high)):
         return f"{ratio:.3f} ({row.change_pct:+.1f}%)"          # no interval: too few workers
     return f"{ratio:.3f} [{low:.3f}, {high:.3f}] ({row.change_pct:+.1f}%)"
 
 
 def _line(row: CompareRow) -> str:
-    word = Verdict(row["verdict"])
+    word = Verdict(str(row.verdict))
     verdict = word.markdown
-    if row.get("detail") and word not in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
+    if row.detail and word not in (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME):
         verdict = f"{verdict}: {row.detail}"
     cells = [row.backend, row.op, row.dtype, row.shape, row.mode, fmt_time_us(row.base_us) or "—",
-             fmt_time_us(row.new_us) or "—", ratio_text(row), fmt_float(2)(row.get("p", row.get("mw_p"))) or "—", verdict]
+             fmt_time_us(row.new_us) or "—", ratio_text(row), fmt_float(2)(row.p) or "—", verdict]
     return "| " + " | ".join(cell(str(c)) for c in cells) + " |"
 
 
 def render(rows: Sequence[CompareRow], run: CompareRun, summary: str, gate: str) -> str:
     """The comment: what was compared (the compare's run record), the verdict line, the cases that changed, then
     every case folded."""
-    changed = [r for r in rows if Verdict(r["verdict"]).changed]
+    changed = [r for r in rows if Verdict(str(r.verdict)).changed]
     other = [r for r in rows if r not in changed]
     out = ["## lnbench compare", "",
            f"**{summary}**" + (f" — {gate}" if gate else ""), "",

@@ -76,7 +76,7 @@ def diff_rows(base: ResultFile, new: ResultFile) -> list[CompareRow]:
         row = CompareRow(modelled=True, **{k: cells[k] for k in ("backend", "op", "dtype", "shape", "mode",
                                                                   "launch", "target")})
         if key not in n or key not in b:
-            row.update(verdict=ONLY_BASE if key not in n else ONLY_NEW, changes="")
+            row.set(verdict=ONLY_BASE if key not in n else ONLY_NEW, changes="")
             rows.append(row)
             continue
         old, now = b[key], n[key]
@@ -89,8 +89,8 @@ def diff_rows(base: ResultFile, new: ResultFile) -> list[CompareRow]:
             verdict = CHANGED
         else:
             verdict = SLOWER if new_us > base_us else FASTER if new_us < base_us else CHANGED
-        row.update(base_us=base_us, new_us=new_us, ratio=ratio, verdict=verdict, changes="; ".join(changes),
-                   change_pct=(ratio - 1) * 100 if ratio is not None else None)
+        row.set(base_us=base_us, new_us=new_us, ratio=ratio, verdict=verdict, changes="; ".join(changes),
+                change_pct=(ratio - 1) * 100 if ratio is not None else None)
         rows.append(row)
     return rows
 
@@ -121,12 +121,12 @@ def gate(rows: list[CompareRow], pct: float | None) -> list[CompareRow]:
     """Rows whose bound_us grew by more than `pct` %, or that BASE had and NEW lost."""
     if pct is None:
         return []
-    return [r for r in rows if r["verdict"] == ONLY_BASE
-            or (r.get("change_pct") is not None and fails_gate(r["verdict"], r["change_pct"], pct))]
+    return [r for r in rows if r.verdict == ONLY_BASE
+            or (r.change_pct is not None and fails_gate(r.verdict, r.change_pct, pct))]
 
 
 def _grew(row: CompareRow) -> str:
-    grew = [c for c in str(row.get("changes") or "").split("; ") if "(+" in c]
+    grew = [c for c in str(row.changes or "").split("; ") if "(+" in c]
     return "; ".join(grew) or "lost in NEW"
 
 
@@ -143,8 +143,8 @@ def run(base_path: Path, new_path: Path, pair: tuple[ResultFile, ResultFile], fa
                                 f"measured times ({'NEW' if side == 'BASE' else 'BASE'} is lnbench "
                                 f"{new.kind if side == 'BASE' else base.kind}): they are never mixed (--force "
                                 f"shows each measurement beside its floors)")
-    if not mixed and base.run.get("device") != new.run.get("device") and not force:
-        raise LnbenchUsageError(f"BASE ran on {base.run.get('device')} and NEW on {new.run.get('device')}: "
+    if not mixed and base.run.device != new.run.device and not force:
+        raise LnbenchUsageError(f"BASE ran on {base.run.device} and NEW on {new.run.device}: "
                                 f"different arches (--force compares anyway)")
     rows = (against_measured(*((base, new) if base.kind == PROFILE_KIND else (new, base))) if mixed
             else diff_rows(base, new))
@@ -158,7 +158,7 @@ def run(base_path: Path, new_path: Path, pair: tuple[ResultFile, ResultFile], fa
     if not quiet:
         _print(rows, f"lnbench compare (modelled, exact): {base_path} → {new_path}")
     emit_outputs(rows, meta, csv_final, json_final, md_path=md_final)
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in dict.fromkeys(r["verdict"] for r in rows)}
+    counts = {v: sum(r.verdict == v for r in rows) for v in dict.fromkeys(r.verdict for r in rows)}
     console.print(f"{len(rows)} modelled row(s): " + ", ".join(f"{n} {v}" for v, n in counts.items()))
     for row in hits:
         console.print(f"[bold red]--fail-if-slower {fail_pct:g}: {escape(_label(row))}: bound_us "
@@ -167,15 +167,15 @@ def run(base_path: Path, new_path: Path, pair: tuple[ResultFile, ResultFile], fa
 
 
 def _label(row: CompareRow) -> str:
-    return " ".join(str(row.get(k) or "") for k in KEY if row.get(k))
+    return " ".join(str(row.value(k)) for k in KEY if row.value(k))
 
 
 def _pct(row: CompareRow) -> str:
-    return f"{row.change_pct:+.1f}%" if row.get("change_pct") is not None else "lost in NEW"
+    return f"{row.change_pct:+.1f}%" if row.change_pct is not None else "lost in NEW"
 
 
 def _print(rows: list[CompareRow], title: str) -> None:
     columns = [Column(k, k, justify="left") for k in KEY] + [
         Column("base_us", "base bound", fmt_time_us), Column("new_us", "new bound", fmt_time_us),
         Column("verdict", "verdict", justify="left"), Column("changes", "changes", justify="left")]
-    render_table(console, title, columns, [{**r, "changes": r.get("changes") or r.get("detail") or ""} for r in rows])
+    render_table(console, title, columns, [{**r.cells(), "changes": r.changes or r.detail or ""} for r in rows])

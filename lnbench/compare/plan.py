@@ -98,14 +98,14 @@ def context(plan: ComparePlan) -> CompareRun:
                       lnbench_version=lnbench.__version__, git_commit=git_commit(), timestamp=timestamp(),
                       base=str(base.path), new=str(new.path))
     b, n = base.run, new.run
-    run.update(base_device=b.device_name or b.device or None, base_commit=b.commit,
-               base_timestamp=b.timestamp or "", base_lnbench_version=b.lnbench_version or "",
-               new_device=n.device_name or n.device or None, new_commit=n.commit,
-               new_timestamp=n.timestamp or "", new_lnbench_version=n.lnbench_version or "")
-    run.update(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
-               run_noise_pct=settings.run_noise_pct, peer_controls=settings.peer_controls,
-               interval="paired t over worker medians + run noise floor (Welch-Satterthwaite)"
+    run.set(base_device=b.device_name or b.device or None, base_commit=b.commit,
+            base_timestamp=b.timestamp or "", base_lnbench_version=b.lnbench_version or "",
+            new_device=n.device_name or n.device or None, new_commit=n.commit,
+            new_timestamp=n.timestamp or "", new_lnbench_version=n.lnbench_version or "")
+    run.set(threshold_pct=settings.threshold_pct, confidence=settings.confidence,
+            run_noise_pct=settings.run_noise_pct, peer_controls=settings.peer_controls,
+            interval="paired t over worker medians + run noise floor (Welch-Satterthwaite)"
                         + (", the floor raised to the peers' session shift" if settings.peer_controls else ""),
-               fail_if_slower_pct=plan.fail_pct,
-               forced="; ".join(plan.problems))
+            fail_if_slower_pct=plan.fail_pct,
+            forced="; ".join(plan.problems))
     return run

@@ -24,8 +24,8 @@ _TIMES = ("median_us", "min_us", "max_us", "kernel_us", "kernel_min_us", "kernel
 _RATES = ("gbps", "pct_peak")
 
 
-def _key(row: Mapping[str, Any]) -> CaseKey:
-    return tuple(str(row.get(k)) for k in KEY_FIELDS)  # type: ignore[return-value]
+def _key(row: PerfRow) -> CaseKey:
+    return tuple(str(row.value(k)) for k in KEY_FIELDS)  # type: ignore[return-value]
 
 
 def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None = None) -> tuple[dict[str, Any], CaseKey]:
@@ -46,11 +46,11 @@ def plant_slowdown(payload: dict[str, Any], factor: float, case: CaseKey | None 
         if isinstance(row.kernel_run_us, list):          # perf --timer kernel: compare's time
             row.kernel_run_us = [round(float(v) * factor, 4) for v in row.kernel_run_us]
         for name in _TIMES:
-            if isinstance(row.get(name), (int, float)):
-                row[name] *= factor
+            if isinstance(value := row.value(name), (int, float)):
+                setattr(row, name, value * factor)
         for name in _RATES:
-            if isinstance(row.get(name), (int, float)):
-                row[name] /= factor
+            if isinstance(value := row.value(name), (int, float)):
+                setattr(row, name, value / factor)
     out["data" if "schema" in out else "rows"] = [r.cells() for r in rows]
     run, undeclared = PERF_RECORD.run_record.read(out["metadata"])
     run.planted_slowdown = f"{key_text(case)} x{factor:g}"

@@ -60,7 +60,7 @@ def print_table(rows: list[CompareRow], title: str, settings: Settings, problems
     """The --force notes, the per-case table and its legend."""
     for problem in problems:
         console.print(f"[yellow]--force: {escape(problem)}[/yellow]", soft_wrap=True)
-    shown = [{**r, "_ratio": ratio_text(r), "_verdict": _verdict_cell(r["verdict"])} for r in rows]
+    shown = [{**r.cells(), "_ratio": ratio_text(r), "_verdict": _verdict_cell(str(r.verdict))} for r in rows]
     render_table(console, title, TABLE_COLUMNS, shown)
     console.print(f"ratio = new/base (> 1: NEW slower); {settings.confidence:.0%} paired t interval over the "
                   f"worker medians with a {settings.run_noise_pct:g}% run noise floor"

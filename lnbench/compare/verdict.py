@@ -167,5 +167,5 @@ def gate_hits(rows: list[CompareRow], pct: float, lost: AbstractSet[CaseKey] = f
     """The cases `--fail-if-slower PCT` fails on: those the gate rule shared with abi-compare
     (verdicts.fails_gate: SLOWER and the new median more than PCT % above the base's) fails, and every lost
     case (lost_cases)."""
-    return [row for row in rows if verdicts.fails_gate(row.verdict, row["change_pct"], pct)
-            or tuple(row[f] for f in KEY_FIELDS) in lost]
+    return [row for row in rows if verdicts.fails_gate(row.verdict, row.change_pct, pct)
+            or tuple(row.value(f) for f in KEY_FIELDS) in lost]

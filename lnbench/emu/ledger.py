@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from lnbench.emu.semantics import approximated
+
+if TYPE_CHECKING:
+    from lnbench.results.rows import VerifyRow
 
 
 def ledger(launches: Iterable[Any]) -> dict[str, Any]:
@@ -82,17 +85,17 @@ def row_columns(launches: list[Any]) -> dict[str, str]:
             "emu_code": " ".join(c[:12] for c in entry["code_objects"])}
 
 
-def rows_summary(rows: Iterable[Mapping[str, Any]]) -> str | None:
+def rows_summary(rows: Iterable[VerifyRow]) -> str | None:
     """One line over result rows carrying ledger columns (None when no row ran on the emulator)."""
     ops: set[str] = set()
     approx: set[str] = set()
     codes: set[str] = set()
     for row in rows:
-        if not row.get("emu_code"):
+        if not row.emu_code:
             continue
-        ops.update(str(row.get("emu_opcodes") or "").split())
-        approx.update(str(row.get("emu_approx") or "").split())
-        codes.update(str(row["emu_code"]).split())
+        ops.update(str(row.emu_opcodes or "").split())
+        approx.update(str(row.emu_approx or "").split())
+        codes.update(str(row.emu_code).split())
     if not codes:
         return None
     listed = f" ({', '.join(sorted(approx))})" if approx else ""

@@ -253,8 +253,7 @@ class ExecutedKernel(LaunchCounts):
             lds_bytes_executed=self.lds_bytes, code_object=self.code_object, unique_bytes_loaded=loaded,
             unique_bytes_stored=stored, lds_bank_cycles=self.lds_bank_cycles,
             lds_conflict_cycles=self.lds_conflict_cycles)
-        for cls in INSTRUCTION_CLASSES:
-            row[f"exec_{cls}"] = self.wave_instructions.get(cls, 0)
+        row.set(**{f"exec_{cls}": self.wave_instructions.get(cls, 0) for cls in INSTRUCTION_CLASSES})
         return row
 
 

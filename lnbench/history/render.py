@@ -62,9 +62,9 @@ def history_run(store_url: str, filters: dict[str, Any], judged: Sequence[Path],
         run.judged_files = "; ".join(map(str, judged))
     if gate is not None:
         counts = gate.counts()
-        run.update(fail_on_regression_pct=gate.pct, regressions=len(gate.slower),
-                   unjudged=counts.get("nothing to judge yet", 0), gate_text=gate.exit_text,
-                   not_gated=counts.get("not gated (unit)", 0), too_noisy=counts.get("too noisy for the threshold", 0))
+        run.set(fail_on_regression_pct=gate.pct, regressions=len(gate.slower),
+                unjudged=counts.get("nothing to judge yet", 0), gate_text=gate.exit_text,
+                not_gated=counts.get("not gated (unit)", 0), too_noisy=counts.get("too noisy for the threshold", 0))
     return run
 
 

@@ -120,18 +120,18 @@ def split_gap(results: Sequence[ResultFile]) -> str:
 
 def merged_run(results: Sequence[ResultFile]) -> IdentifiedRun:
     """The merged file's run record: the fields every part agrees on, plus the merge's own (parts, complete)."""
-    from lnbench.results import KINDS, SCHEMA_KEY
+    from lnbench.results import KINDS
 
     first = results[0].run
     per_part = set(first.PER_PART)
     agreed = first.copy()
-    for name in list(agreed):
-        if name in per_part or not all(name in r.run and _plain(r.run[name]) == _plain(agreed[name])
+    for name in list(agreed.cells()):
+        if name in per_part or not all(r.run.has(name) and _plain(r.run.value(name)) == _plain(agreed.value(name))
                                         for r in results[1:]):
-            del agreed[name]
+            agreed.unset(name)
     why = [f"{r.path}: {r.incomplete}" for r in results if r.incomplete] + [split_gap(results)]
     merged = agreed.merged(len(results), "; ".join(w for w in why if w))
-    merged[SCHEMA_KEY] = KINDS[results[0].kind].schema
+    merged.schema = KINDS[results[0].kind].schema
     return merged
 
 
@@ -177,7 +177,7 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
                   quiet: bool) -> int:
     """Join the result files of one command's parts (--shard K/N) into one result, CSV and/or JSON."""
     from lnbench.perf.aggregate import add_speedups
-    from lnbench.results import PerfRun
+    from lnbench.results import PerfRow, PerfRun
     from lnbench.scaffold.setup import Setup
 
     results = load_parts(files)
@@ -191,13 +191,13 @@ def merge_command(files: tuple[Path, ...], force: bool, csv_path: Path | None, j
     parts = []
     for r in results:
         extra = {k: v for k, v in r.extra.items() if k != "workers"}      # the workers go to the top level
-        own = {k: v for k, v in r.run.cells().items() if k not in metadata or k in r.run.PER_PART}
+        own = {k: v for k, v in r.run.cells().items() if not metadata.has(k) or k in r.run.PER_PART}
         parts.append({"path": str(r.path), **own, **({"extra": extra} if extra else {})})
     # every part's worker payloads, as one run's: abi-compare's hold the run values `compare` pairs by worker
     workers = [w for r in results if isinstance(r.extra.get("workers"), list) for w in r.extra["workers"]]
     rows = merged_rows(results)
     if isinstance(metadata, PerfRun) and metadata.baseline:
-        add_speedups(rows, str(metadata.baseline))         # a part lacks the speed-ups whose baseline another ran
+        add_speedups([row for row in rows if isinstance(row, PerfRow)], str(metadata.baseline))         # a part lacks the speed-ups whose baseline another ran
     emit_outputs(rows, metadata, csv_final, json_final, {"parts": parts, **({"workers": workers} if workers else {})},
                  announce=not quiet, step_summary=False)
     for line in found:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lnbench.machine.cache_dirs import lnbench_cache_dir
 from lnbench.errors import LnbenchUsageError
-from lnbench.results.records import plain
+from lnbench.results.records import Cells, plain
 
 #: bytes written into the result's temporary file before the work (a block: a full file system refuses it)
 PROBE_BYTES = 4096
@@ -104,7 +104,7 @@ def always_json(value: Any) -> Any:
     return repr(value)
 
 
-def keep_rows(name: str, rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any]) -> tuple[str, bool]:
+def keep_rows(name: str, rows: Sequence[Cells], metadata: Cells) -> tuple[str, bool]:
     """`rows` and the run's `metadata` kept as JSON lines in this run's kept folder (keep), for rows that could
     not be encoded as asked."""
     lines = "".join(json.dumps(always_json(plain(row))) + "\n" for row in rows)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lnbench.output import claims as output_claims, fallback as output_fallback
 from lnbench.errors import LnbenchUsageError
-from lnbench.results import SCHEMA_KEY, csv_frame, json_table, kind_of_metadata, plain
+from lnbench.results import SCHEMA_KEY, Cells, csv_frame, json_table, kind_of_metadata, plain
 
 
 def default_output_path(command: str, suffix: str, results_dir: Path | None = None) -> Path:
@@ -272,7 +272,7 @@ def atomic_write(path: Path, write: Writer) -> Path:
 TEXT_ERRORS = "backslashreplace"
 
 
-def csv_writer(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None = None) -> Writer:
+def csv_writer(rows: Sequence[Cells], metadata: Cells | None = None) -> Writer:
     """Row records (+ the run record's cells as columns) as CSV, for atomic_write(_all): one type per column,
     lists joined."""
     frame = csv_frame(rows, metadata)
@@ -281,12 +281,12 @@ def csv_writer(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | 
     return lambda tmp: frame.to_csv(tmp, index=False, errors=TEXT_ERRORS)
 
 
-def result_json_writer(rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any],
+def result_json_writer(rows: Sequence[Cells], metadata: Cells,
                        extra: dict[str, Any] | None = None) -> Writer:
     """A result file: {"metadata", the command's other entries, "schema", "data"}. Load its rows with
     `pd.read_json(path, orient="table")` (the other top-level entries are ignored there) and the metadata with
     `json.load(open(path))["metadata"]`."""
-    kind = kind_of_metadata(metadata) if SCHEMA_KEY in metadata else None
+    kind = kind_of_metadata(metadata) if SCHEMA_KEY in plain(metadata) else None
     return json_writer({"metadata": plain(metadata), **(extra or {}), **json_table(rows, kind)})
 
 
@@ -305,7 +305,7 @@ def json_writer(payload: Any) -> Writer:
     return lambda tmp: tmp.write_text(text + "\n")
 
 
-def write_csv(rows: Sequence[Mapping[str, Any]], path: Path, metadata: Mapping[str, Any] | None = None) -> Path:
+def write_csv(rows: Sequence[Cells], path: Path, metadata: Cells | None = None) -> Path:
     """Rows (+ metadata columns) to CSV, atomically."""
     return atomic_write(Path(path), csv_writer(rows, metadata))
 

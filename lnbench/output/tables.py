@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
 from lnbench.results.verdicts import Verdict
+
+if TYPE_CHECKING:
+    from lnbench.results.records import Cells
 
 STATUS_STYLES = {"PASS": "green", "FAIL": "bold red", "error": "bold red", "not run": "yellow",
                  "compiled, not executed": "cyan", "ok": "green", **{v.value: v.style for v in Verdict}}
@@ -117,7 +120,7 @@ def styled_status(value: Any) -> str:
 
 
 #: the tables this command has shown (title, columns, rows), in order: its Markdown summary (lnbench.output.markdown)
-SHOWN: list[tuple[str, list[Column], list[Mapping[str, Any]]]] = []
+SHOWN: list[tuple[str, list[Column], list[dict[str, Any]]]] = []
 
 
 def silent_console() -> Console:
@@ -132,16 +135,18 @@ def silent_console() -> Console:
 MIN_COLUMN_WIDTH = 5
 
 
-def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Print rows as one rich table (and keep it in SHOWN for the command's Markdown)."""
-    rows = list(rows)
-    SHOWN.append((title, list(columns), rows))
+def render_table(console: Console, title: str, columns: Sequence[Column], rows: Iterable[Cells]) -> None:
+    """Print rows (records, or display dicts) as one rich table (and keep it in SHOWN for the command's
+    Markdown)."""
+    from lnbench.results.records import plain
+    shown = [plain(row) for row in rows]
+    SHOWN.append((title, list(columns), shown))
     if console.quiet:
         return
     table = Table(title=title, header_style="bold", show_lines=False)
     for col in columns:
         table.add_column(col.header, justify=col.justify, overflow="fold")
-    for row in rows:
+    for row in shown:
         table.add_row(*[col.fmt(row.get(col.key)) if (col.markup or col.fmt is styled_status)
                         else escape(col.fmt(row.get(col.key))) for col in columns])
     needed = len(columns) * MIN_COLUMN_WIDTH + 1

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Mapping, MutableMapping, Sequence
+from typing import Any, Sequence, TypeVar
 
 from lnbench.backends import name_rows
 from lnbench.measure import kernel_stats
@@ -47,27 +47,27 @@ MIB = 1 << 20
 
 def _blank(row: PerfRow, headline: str) -> PerfRow:
     """`row` with every measured column set empty (a file's columns do not depend on which cases ran)."""
-    row.update(iters=None, runs=None, run_us=[], median_us=math.nan, min_us=math.nan, max_us=math.nan,
-               spread_pct=math.nan, gbps=math.nan, pct_peak=math.nan, above_peak=False, speedup=math.nan,
-               nbytes=None, sets=None, working_set_mib=math.nan, llc_mib=math.nan, timer="", warmup_calls=None,
-               warmup_s=math.nan, note="", kernel_us=math.nan, kernel_min_us=math.nan, kernel_max_us=math.nan,
-               kernel_run_us=[], kernels_per_call=math.nan, kernel_names="{}", gap_us=math.nan,
-               kernel_window_us=math.nan, kernel_untraced_window_us=math.nan, kernel_status="", kernel_note="",
-               headline=headline, worker_flag="", host_fraction=math.nan)
+    row.set(iters=None, runs=None, run_us=[], median_us=math.nan, min_us=math.nan, max_us=math.nan,
+            spread_pct=math.nan, gbps=math.nan, pct_peak=math.nan, above_peak=False, speedup=math.nan,
+            nbytes=None, sets=None, working_set_mib=math.nan, llc_mib=math.nan, timer="", warmup_calls=None,
+            warmup_s=math.nan, note="", kernel_us=math.nan, kernel_min_us=math.nan, kernel_max_us=math.nan,
+            kernel_run_us=[], kernels_per_call=math.nan, kernel_names="{}", gap_us=math.nan,
+            kernel_window_us=math.nan, kernel_untraced_window_us=math.nan, kernel_status="", kernel_note="",
+            headline=headline, worker_flag="", host_fraction=math.nan)
     return row
 
 
-def headline_us(row: Mapping[str, Any]) -> float:
+def headline_us(row: PerfRow) -> float:
     """The time GB/s, % peak and speed-up are computed from: median_us, or kernel_us under --timer kernel (NaN
     when missing: None in rows read back from a file)."""
-    value = row.get("kernel_us") if row.get("headline") == "kernel" else row.get("median_us")
+    value = row.kernel_us if row.headline == "kernel" else row.median_us
     return math.nan if value is None else value
 
 
 def _rates(row: PerfRow, peak_gbps: float | None) -> None:
     """GB/s and % peak at the row's headline time (NaN where that time is missing)."""
     us = headline_us(row)
-    nbytes = row.get("nbytes")
+    nbytes = row.nbytes
     row.gbps = rate = gbps(nbytes, us) if nbytes and math.isfinite(us) else math.nan
     if peak_gbps and math.isfinite(rate):
         row.pct_peak = pct = rate / peak_gbps * 100
@@ -85,10 +85,10 @@ def _kernel_worker(row: PerfRow, summary: dict[str, Any] | None) -> None:
     if summary and summary.get("status") == "ok":
         runs = [float(v) for v in summary["run_us"]]
         summary = dict(summary, min_us=min(runs), max_us=max(runs))
-        row.update(kernel_run_us=[round(v, 4) for v in runs], kernel_note=summary.get("note", ""),
-                   kernel_window_us=_median_finite(summary.get("window_us", [])),
-                   kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
-    row.update(kernel_stats.row_columns(summary, row.median_us))
+        row.set(kernel_run_us=[round(v, 4) for v in runs], kernel_note=summary.get("note", ""),
+                kernel_window_us=_median_finite(summary.get("window_us", [])),
+                kernel_untraced_window_us=_median_finite(summary.get("bare_window_us", [])))
+    row.set(**kernel_stats.row_columns(summary, row.median_us))
 
 
 def _kernel_aggregate(row: PerfRow, summaries: list[dict[str, Any] | None],
@@ -96,12 +96,12 @@ def _kernel_aggregate(row: PerfRow, summaries: list[dict[str, Any] | None],
     """Kernel columns of an aggregate row: median of worker medians, min–max across workers, gap; the status
     says `partial` when some workers have kernel time and others do not."""
     agg = kernel_stats.aggregate(summaries)
-    row.update(kernel_stats.row_columns(agg, row.median_us))
+    row.set(**kernel_stats.row_columns(agg, row.median_us))
     if agg["status"] != "ok":
         return
-    row.update(kernel_run_us=[round(v, 4) for v in agg["worker_medians"]], kernel_note=agg["note"],
-               kernel_window_us=_median_finite([r.get("kernel_window_us") for r in worker_rows]),
-               kernel_untraced_window_us=_median_finite([r.get("kernel_untraced_window_us") for r in worker_rows]))
+    row.set(kernel_run_us=[round(v, 4) for v in agg["worker_medians"]], kernel_note=agg["note"],
+            kernel_window_us=_median_finite([r.kernel_window_us for r in worker_rows]),
+            kernel_untraced_window_us=_median_finite([r.kernel_untraced_window_us for r in worker_rows]))
     present = [s for s in summaries if s]
     if agg["workers"] < len(present):
         why = next((s.get("reason") for s in present if s.get("status") != "ok"), "")
@@ -116,25 +116,34 @@ def worker_row(case: PerfCase, worker: int, order: int | None, entry: CaseResult
     if entry is None:
         return row.with_(status="not run" if stopped else "error",
                          detail=problem or "worker returned no result for this case")
-    row.update(status=entry.status, detail=entry.detail)
+    row.set(status=entry.status, detail=entry.detail)
     meas = entry.measurement
     if row.status != "ok" or not meas:
         return row
     runs = [float(v) for v in meas["run_us"]]
     median = float(statistics.median(runs))
-    row.update(iters=meas["iters_per_run"], runs=len(runs), run_us=[round(v, 4) for v in runs],
-               median_us=median, min_us=min(runs), max_us=max(runs), spread_pct=spread_pct(runs),
-               nbytes=entry.nbytes, sets=entry.sets,
-               working_set_mib=entry.working_set_bytes / MIB, llc_mib=entry.llc_bytes / MIB,
-               timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
-               warmup_s=meas.get("warmup_s", math.nan), note=entry.note,
-               host_fraction=(meas.get("extra") or {}).get("host_fraction", math.nan))
+    row.set(iters=meas["iters_per_run"], runs=len(runs), run_us=[round(v, 4) for v in runs],
+            median_us=median, min_us=min(runs), max_us=max(runs), spread_pct=spread_pct(runs),
+            nbytes=entry.nbytes, sets=entry.sets,
+            working_set_mib=entry.working_set_bytes / MIB, llc_mib=entry.llc_bytes / MIB,
+            timer=meas.get("timer", ""), warmup_calls=meas.get("warmup_calls"),
+            warmup_s=meas.get("warmup_s", math.nan), note=entry.note,
+            host_fraction=(meas.get("extra") or {}).get("host_fraction", math.nan))
     short = (meas.get("extra") or {}).get("spin_short", 0)
     if short:  # "held" runs whose spin ran out before the host finished queueing: host gaps may be inside
         row.note = "; ".join(filter(None, [row.note, f"{short} of {len(runs)} runs outlasted the stream hold"]))
     _kernel_worker(row, entry.kernel)
     _rates(row, peak_gbps)
     return row
+
+
+T = TypeVar("T")
+
+
+def _known(value: T | None) -> T:
+    """A field every ok worker row has (worker_row sets it), or every worker row (its worker index)."""
+    assert value is not None
+    return value
 
 
 def aggregate_row(case: PerfCase, rows: list[PerfRow], processes: int, peak_gbps: float | None,
@@ -145,47 +154,47 @@ def aggregate_row(case: PerfCase, rows: list[PerfRow], processes: int, peak_gbps
     row = _blank(case.row(row_kind="aggregate", worker=None, order=None), headline)
     if case.skip:
         return row.with_(status="not run", detail=case.skip)
-    good = [r for r in rows if r["status"] == "ok"]
+    good = [r for r in rows if r.status == "ok"]
     if not good:
-        statuses = {r["status"] for r in rows}
+        statuses = {r.status for r in rows}
         status = "not run" if statuses == {"not run"} else "error"
-        detail = next((r["detail"] for r in rows if r["detail"]), "no worker produced a result")
+        detail = next((r.detail for r in rows if r.detail), "no worker produced a result")
         return row.with_(status=status, detail=detail)
-    medians = [r["median_us"] for r in good]
+    medians = [_known(r.median_us) for r in good]
     median, low, high = across_workers(medians)
     first = good[0]
-    iters = [r["iters"] for r in good]
-    row.update(iters=int(statistics.median(iters)), runs=first["runs"],
-               run_us=[round(v, 4) for v in medians], median_us=median,
-               min_us=low, max_us=high,
-               spread_pct=spread_pct(medians),
-               nbytes=first["nbytes"], sets=first["sets"], working_set_mib=first["working_set_mib"],
-               llc_mib=first["llc_mib"], timer=first["timer"], warmup_calls=first["warmup_calls"],
-               warmup_s=first["warmup_s"], note=first["note"],
-               iters_range=f"{min(iters)}-{max(iters)}", host_fraction=_median_finite(r["host_fraction"] for r in good))
+    iters = [_known(r.iters) for r in good]
+    row.set(iters=int(statistics.median(iters)), runs=first.runs,
+            run_us=[round(v, 4) for v in medians], median_us=median,
+            min_us=low, max_us=high,
+            spread_pct=spread_pct(medians),
+            nbytes=first.nbytes, sets=first.sets, working_set_mib=first.working_set_mib,
+            llc_mib=first.llc_mib, timer=first.timer, warmup_calls=first.warmup_calls,
+            warmup_s=first.warmup_s, note=first.note,
+            iters_range=f"{min(iters)}-{max(iters)}", host_fraction=_median_finite(r.host_fraction for r in good))
     _kernel_aggregate(row, list(kernels or []), good)
     _rates(row, peak_gbps)
-    flags = worker_flags([r["run_us"] for r in good], [f"worker {r['worker']}" for r in good])
+    flags = worker_flags([_known(r.run_us) for r in good], [f"worker {r.worker}" for r in good])
     for i, text in flags.items():
-        good[i]["worker_flag"] = text
+        good[i].worker_flag = text
     row.worker_flag = "; ".join(flags[i] for i in sorted(flags))
     if len(good) == processes:
-        row.update(status="ok", detail="")
+        row.set(status="ok", detail="")
     else:
-        bad = next((r["detail"] for r in rows if r["status"] != "ok" and r["detail"]), "")
-        row.update(status=f"partial ({len(good)}/{processes} workers)", detail=bad)
+        bad = next((r.detail for r in rows if r.status != "ok" and r.detail), "")
+        row.set(status=f"partial ({len(good)}/{processes} workers)", detail=bad)
     return row
 
 
-def add_speedups(rows: Sequence[MutableMapping[str, Any]], baseline: str) -> None:
+def add_speedups(rows: Sequence[PerfRow], baseline: str) -> None:
     """speedup = baseline's headline time / this row's, per (op, dtype, shape, mode); aggregate rows only."""
-    key = lambda r: (r["op"], r["dtype"], r["shape"], r["mode"])  # noqa: E731
+    key = lambda r: (r.op, r.dtype, r.shape, r.mode)  # noqa: E731
     base = {key(r): headline_us(r) for r in rows
-            if r["row_kind"] == "aggregate" and r["backend"] == baseline and math.isfinite(headline_us(r))}
+            if r.row_kind == "aggregate" and r.backend == baseline and math.isfinite(headline_us(r))}
     for r in rows:
         us = headline_us(r)
-        if r["row_kind"] == "aggregate" and key(r) in base and math.isfinite(us) and us > 0:
-            r["speedup"] = base[key(r)] / us
+        if r.row_kind == "aggregate" and key(r) in base and math.isfinite(us) and us > 0:
+            r.speedup = base[key(r)] / us
 
 
 def build_rows(cases: list[PerfCase], orders: list[list[PerfCase]], results: list[WorkerResult],
@@ -217,7 +226,7 @@ def failed(rows: list[PerfRow], results: list[WorkerResult]) -> bool:
     (kernel_status "error ..." or "partial ..."; "n/a" where no GPU activity exists is not a failure)."""
     if any(not r.ok for r in results):
         return True
-    return any(row.status not in ("ok", "not run") or row["kernel_status"].startswith(("error", "partial"))
+    return any(row.status not in ("ok", "not run") or str(row.kernel_status).startswith(("error", "partial"))
                for row in rows)
 
 
@@ -245,16 +254,17 @@ def group_rows(group: Group, peak_gbps: float | None, baseline: str, headline: s
     case = next(cases, None)
     for row in rows:
         assert case is not None                     # a case's rows, then its aggregate row: one per case
-        if row["row_kind"] == "aggregate":
+        if row.row_kind == "aggregate":
             mine = [entries[(w, case.id)] for w in range(len(results)) if (w, case.id) in entries]
             why = alone_reason(mine)
         else:
-            mine = [entries[(row["worker"], case.id)]] if (row["worker"], case.id) in entries else []
+            worker = _known(row.worker)
+            mine = [entries[(worker, case.id)]] if (worker, case.id) in entries else []
             why = alone_reason(mine)
-        row.update(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=bool(why),
-                   alone_reason=why)
+        row.set(gpu=group.gpu, gpu_model=group.slot.model if group.slot else "", timed_alone=bool(why),
+                alone_reason=why)
         out.setdefault(case.id, []).append(row)
-        if row["row_kind"] == "aggregate":
+        if row.row_kind == "aggregate":
             case = next(cases, None)
     return out
 

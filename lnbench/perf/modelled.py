@@ -115,8 +115,8 @@ def build_modelled_plan(o: PerfOptions) -> ModelledPlan:
              for op in op_list for dt in dtype_list for m, n in shape_list]
     outputs = setup.reserve_outputs(o.csv_path, o.json_path, o.md_path)
     run = provenance(dev, PROFILE, "perf")
-    run.update(modelled=True, targets={t.name: _figures(t) for t in targets}, modes=",".join(mode_list),
-               eps=float(eps_value), seed=int(seed_value))
+    run.set(modelled=True, targets={t.name: _figures(t) for t in targets}, modes=",".join(mode_list),
+            eps=float(eps_value), seed=int(seed_value))
     jobs = max(1, min(len(cases), len(os.sched_getaffinity(0))))
     run.jobs = jobs
     return ModelledPlan(dev, targets, mode_list, cases, float(eps_value), int(seed_value), jobs,
@@ -158,12 +158,11 @@ def case_rows(case: ModelCase, launches: list[Any], plan: ModelledPlan) -> list[
                                  M=case.m, N=case.n, launch=kernel_role(k.kernel_name), kernel_name=k.kernel_name,
                                  abi=k.abi, dgamma_strategy=k.dgamma_strategy, arch=plan.dev.arch, target=t.name,
                                  mode=mode, status="ok", **profile)
-                row.update(waves_per_simd=f.occupancy.waves_per_simd, workgroups_per_cu=f.occupancy.workgroups_per_cu,
-                           occupancy_limiter=f.occupancy.limiter, busiest_cu_workgroups=f.busiest_cu_workgroups,
-                           memory_us=f.memory_us, lds_us=f.lds_us, launch_us=f.launch_us,
-                           bound_us=f.bound_us, bound_by=f.bound_by, notes="; ".join(f.notes))
-                for cls, us in f.issue_us.items():
-                    row[f"issue_{cls}_us"] = us
+                row.set(waves_per_simd=f.occupancy.waves_per_simd, workgroups_per_cu=f.occupancy.workgroups_per_cu,
+                        occupancy_limiter=f.occupancy.limiter, busiest_cu_workgroups=f.busiest_cu_workgroups,
+                        memory_us=f.memory_us, lds_us=f.lds_us, launch_us=f.launch_us,
+                        bound_us=f.bound_us, bound_by=f.bound_by, notes="; ".join(f.notes))
+                row.set(**{f"issue_{cls}_us": us for cls, us in f.issue_us.items()})
                 rows.append(row)
     return rows
 
@@ -260,7 +259,7 @@ def _rows(case: ModelCase, got: tuple[list[Any], str, Any], plan: ModelledPlan) 
 
 
 def finish(plan: ModelledPlan, started: float) -> None:
-    plan.run.update(wall_s=round(time.monotonic() - started, 3))
+    plan.run.set(wall_s=round(time.monotonic() - started, 3))
 
 
 def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
@@ -299,7 +298,7 @@ def run_modelled(plan: ModelledPlan, quiet: bool) -> int:
         sink.finish(rows, plan.run, md_path=md_path,
                     summary=f"{len(rows)} modelled row(s) over {len(plan.targets)} target(s)")
     record.finish()                 # what its cases, compiles and start took, for the next estimate here
-    return EXIT_FAILED if any(r["status"] != "ok" for r in rows) else EXIT_OK
+    return EXIT_FAILED if any(r.status != "ok" for r in rows) else EXIT_OK
 
 if __name__ == "__main__":
     from lnbench.perf.modelled import worker_main as _main     # (the module's own names, not __main__'s: pickles)

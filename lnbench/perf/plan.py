@@ -82,10 +82,10 @@ def perf_run(dev: Device, protocol: PerfProtocol, baseline: str, headline: str, 
     """The run record of a perf run as planned: identity, protocol, baseline and headline, kernel sources (the
     rest, measured, is set when the run ends)."""
     run = provenance(dev, PERF, "perf")
-    run.update(P=protocol.processes, R=protocol.runs, I_min=protocol.min_iters, I_max=protocol.max_iters,
-               warmup_s_min=protocol.warmup_s, min_warmup_calls=protocol.min_warmup_calls,
-               target_run_s=protocol.target_run_s, modes=",".join(protocol.modes), baseline=baseline,
-               cold_factor=protocol.cold_factor, headline=headline)
+    run.set(P=protocol.processes, R=protocol.runs, I_min=protocol.min_iters, I_max=protocol.max_iters,
+            warmup_s_min=protocol.warmup_s, min_warmup_calls=protocol.min_warmup_calls,
+            target_run_s=protocol.target_run_s, modes=",".join(protocol.modes), baseline=baseline,
+            cold_factor=protocol.cold_factor, headline=headline)
     return record_sources(run, backends)
 
 

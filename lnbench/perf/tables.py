@@ -97,10 +97,10 @@ def _kernel_lines(rows: Sequence[Mapping[str, Any]]) -> None:
 
 def summary_line(rows: Sequence[PerfRow], results: list[WorkerResult], seconds: float, groups: list[Group]) -> str:
     """The run's last line: cases by status, workers, the phases' medians, the GPUs and how many ran alone."""
-    agg = [r for r in rows if r["row_kind"] == "aggregate"]
+    agg = [r for r in rows if r.row_kind == "aggregate"]
     counts: dict[str, int] = {}
     for row in agg:
-        key = row["status"].split(" (")[0]
+        key = str(row.status).split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
     bad = sum(1 for r in results if not r.ok)
     parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
@@ -114,8 +114,8 @@ def summary_line(rows: Sequence[PerfRow], results: list[WorkerResult], seconds: 
     gpus = sorted({g.gpu for g in groups if g.slot})
     where = ""
     if len(gpus) > 1:
-        alone = [r for r in agg if r.get("timed_alone")]
-        measured = sum(1 for r in alone if str(r.get("alone_reason", "")).startswith("measured"))
+        alone = [r for r in agg if r.timed_alone]
+        measured = sum(1 for r in alone if str(r.alone_reason or "").startswith("measured"))
         where = (f"; on {len(gpus)} GPUs ({', '.join(gpus)}), {len(alone)} of {len(agg)} cases timed alone "
                  f"(host-bound: {len(alone) - measured} by size, {measured} measured)")
     elif gpus:
@@ -126,7 +126,8 @@ def summary_line(rows: Sequence[PerfRow], results: list[WorkerResult], seconds: 
 def print_rows(rows: Sequence[PerfRow], groups: list[Group], results: list[WorkerResult], title: str,
                base_name: str, backend_list: list[str], quiet: bool) -> None:
     """The table of aggregate rows (quiet: recorded for the Markdown only), its notes, group and worker errors."""
-    shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
+    shown = [{**cells, **{key: cell(cells) for key, cell in _CELLS.items()}}
+             for cells in (r.cells() for r in rows if r.row_kind == "aggregate")]
     extra = ([GPU_COLUMN] if any(g.slot for g in groups) else []) + \
         ([NOTE_COLUMN] if any(r.get("worker_flag") for r in shown) else [])
     render_table(console if not quiet else silent_console(), title, TABLE_COLUMNS + extra, shown)   # quiet: Markdown only

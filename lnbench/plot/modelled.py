@@ -33,7 +33,7 @@ def _rows(result: ResultFile) -> pd.DataFrame:
 def profile_figures(result: ResultFile) -> list[tuple[str, Any]]:
     """(name, Figure) per target: its roofline and its bound_us against N; [] when no launch has a bound."""
     frame = _rows(result)
-    targets = result.run.get("targets") or {}
+    targets = result.run.value("targets") or {}
     styles = backend_styles(frame.backend)
     out = []
     for target, group in frame.groupby("target", sort=False):

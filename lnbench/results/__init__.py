@@ -1,7 +1,7 @@
 """lnbench's result model: typed records for every result's rows and run, the kinds built from them, one
 codec for list cells, the frames files are written from, and the loader.
 
-    records   the Record base: declared fields, UNSET until a writer sets them, read as a mapping
+    records   the Record base: declared fields, unset (None) until a writer sets them; cells() to a dict
     rows      a row record a kind (VerifyRow, PerfRow, AbiRow, InspectRow, CompareRow, SelftestRow, HistoryRow)
     runs      a run record a kind (VerifyRun, PerfRun, ...): identity, protocol, load, shard, devices
     kinds     Kind: name + schema version + row and run records; KINDS
@@ -23,7 +23,7 @@ if TYPE_CHECKING:     # what a type checker sees; at run time each name is impor
         PROFILE, PROFILE_KIND, SELFTEST, SELFTEST_KIND, VERIFY, VERIFY_KIND, Kind, kind_of_metadata, ordered_columns,
         typed)
     from lnbench.results.records import (
-        BOOL, FLOAT, INT, JSON, LIST, PANDAS_DTYPES, STR, UNSET, Col, Record, SchemaError, missing, plain, value_fits)
+        BOOL, FLOAT, INT, JSON, LIST, PANDAS_DTYPES, STR, UNSET, Cells, Col, Record, SchemaError, missing, plain, value_fits)
     from lnbench.results.rows import (
         FLOOR_COLUMNS, AbiRow, CompareRow, HistoryRow, InspectRow, PerfRow, ProfileRow, SelftestRow, VerifyRow)
     from lnbench.results.runs import (
@@ -40,7 +40,7 @@ _HOME: dict[str, str] = {
         "ABI ABI_KIND COMPARE COMPARE_KIND HISTORY HISTORY_KIND INSPECT INSPECT_KIND KINDS PERF PERF_KIND PROFILE "
         "PROFILE_KIND SELFTEST SELFTEST_KIND VERIFY VERIFY_KIND Kind kind_of_metadata ordered_columns typed").split(),
         "kinds"),
-    **dict.fromkeys(("BOOL FLOAT INT JSON LIST PANDAS_DTYPES STR UNSET Col Record SchemaError missing plain "
+    **dict.fromkeys(("BOOL FLOAT INT JSON LIST PANDAS_DTYPES STR UNSET Cells Col Record SchemaError missing plain "
                      "value_fits").split(), "records"),
     **dict.fromkeys("AbiRow CompareRow FLOOR_COLUMNS HistoryRow InspectRow PerfRow ProfileRow SelftestRow VerifyRow"
                     .split(), "rows"),

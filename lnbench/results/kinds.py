@@ -24,7 +24,7 @@ import pandas as pd
 
 from lnbench.results import rows as R
 from lnbench.results import runs as U
-from lnbench.results.records import LIST, PANDAS_DTYPES, STR, JSON, Col, Record, SchemaError, value_fits
+from lnbench.results.records import LIST, PANDAS_DTYPES, STR, JSON, Cells, Col, Record, SchemaError, plain, value_fits
 from lnbench.results.runs import SCHEMA_KEY, IdentifiedRun
 
 
@@ -107,12 +107,13 @@ PERF_KIND, ABI_KIND, VERIFY_KIND, COMPARE_KIND, INSPECT_KIND, SELFTEST_KIND, PRO
     PERF.name, ABI.name, VERIFY.name, COMPARE.name, INSPECT.name, SELFTEST.name, PROFILE.name, HISTORY.name)
 
 
-def kind_of_metadata(metadata: Mapping[str, Any]) -> Kind:
+def kind_of_metadata(metadata: Cells) -> Kind:
     """The declared kind a run record (or a writer's metadata) names (SchemaError when it names none: every
     result is stamped)."""
-    name = str(metadata.get(SCHEMA_KEY, "")).rsplit("/", 1)[0]
+    schema = plain(metadata).get(SCHEMA_KEY)
+    name = str(schema or "").rsplit("/", 1)[0]
     if name not in KINDS:
-        raise SchemaError(f"result metadata names no declared kind (schema = {metadata.get(SCHEMA_KEY)!r})")
+        raise SchemaError(f"result metadata names no declared kind (schema = {schema!r})")
     return KINDS[name]
 
 

@@ -7,21 +7,22 @@ is a TypeError at the line that builds it, never a column silently written.
 
 A record class is a class statement, decorated `@record`, whose fields are `col(...)` declarations; each column's
 type (STR, INT, ...) is its annotation's (`str | None`, `int | None`, `float | None`, `bool | None`,
-`list[float] | None`, `Any`), so a type checker sees every field. Code reads a record by field (`row.median_us`;
-an unset field reads UNSET). A record is also a mapping of the cells a writer set, for the code that handles rows
-of any kind by column name: the frames (CSV, JSON, pandas: `plain`), the tables (`Column` keys), `{**row}` display
-dicts, `row.get("detail")` where a column may be unset (None, not UNSET), and names computed at run time. A field is
-set by attribute or name; a name the record does not declare is a SchemaError.
+`list[float] | None`, `Any`), so a type checker sees every field. Code reads a record by field (`row.median_us`);
+an unset field reads None, so what a reader gets is the annotation's type, and `row.has("median_us")` tells an
+unset field from one set to None. A record is no mapping: `cells()` (and `plain`, which also takes a mapping) is
+the one adapter to a plain dict, at the boundary where rows become frames, CSV/JSON files, store points and
+display tables. A field is set by attribute (or `set(**cells)`); a name the record does not declare is a
+SchemaError.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import numbers
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, Self, TypeVar, dataclass_transform, get_type_hints
+from typing import Any, ClassVar, Final, Self, Union, TypeVar, dataclass_transform, get_type_hints
 
 import numpy as np
 
@@ -58,7 +59,9 @@ class _Unset:
         return "UNSET"            # one instance across pickling (worker processes send records)
 
 
-UNSET: Any = _Unset()
+#: the default of every field, standing for "no writer set it": setting it forgets the cell, and an unset field
+#: reads None (its class attribute), so a field's annotation (`str | None`) is what a reader gets
+UNSET: Final[_Unset] = _Unset()
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,9 @@ def value_fits(value: Any, kind: str) -> bool:
     return False
 
 
-class Record(MutableMapping):
-    """Base of the record classes (declared with `@record` and `col` fields): declared fields, read as a mapping
-    of the cells a writer set."""
+class Record:
+    """Base of the record classes (declared with `@record` and `col` fields): declared fields, read by attribute
+    (an unset field reads None); `cells()` is the one way to a plain dict (files, frames, display)."""
 
     COLUMNS: ClassVar[tuple[Col, ...]] = ()
     _NAMES: ClassVar[frozenset[str]] = frozenset()
@@ -105,7 +108,17 @@ class Record(MutableMapping):
     # -- the cells ----------------------------------------------------------------------------------------
     def cells(self) -> dict[str, Any]:
         """The fields a writer set, in declared order (a plain dict: what files and frames are made of)."""
-        return {c.name: v for c in self.COLUMNS if (v := getattr(self, c.name)) is not UNSET}
+        have = self.__dict__
+        return {c.name: have[c.name] for c in self.COLUMNS if c.name in have}
+
+    def has(self, name: str) -> bool:
+        """Did a writer set the field `name` (None included)?"""
+        return name in self.__dict__
+
+    def value(self, name: str) -> Any:
+        """The field `name` where the name is computed at run time or the kind may not declare it (code that
+        handles records of several kinds): None where unset or undeclared."""
+        return self.__dict__.get(name) if name in self._NAMES else None
 
     @classmethod
     def of(cls, cells: Mapping[str, Any]) -> Self:
@@ -128,48 +141,36 @@ class Record(MutableMapping):
         return name in cls._NAMES
 
     def copy(self) -> Self:
-        return dataclasses.replace(self)
+        return type(self)(**self.cells())
+
+    def set(self, **cells: Any) -> Self:
+        """Set some fields (a SchemaError for an undeclared one); the record itself."""
+        for key, value in cells.items():
+            setattr(self, key, value)
+        return self
 
     def with_(self, **changes: Any) -> Self:
         """A copy with some fields set (a SchemaError for an undeclared one)."""
-        out = self.copy()
-        out.update(changes)
-        return out
+        return self.copy().set(**changes)
 
-    # -- the mapping protocol (tables, pandas and older call sites read rows by column name) -----------------
-    def __getitem__(self, key: str) -> Any:
-        value = getattr(self, key, UNSET) if key in self._NAMES else UNSET
-        if value is UNSET:
-            raise KeyError(key)
-        return value
+    def unset(self, name: str) -> None:
+        """Forget the field `name` (the record has no such cell again)."""
+        setattr(self, name, UNSET)
 
     def __setattr__(self, key: str, value: Any) -> None:
         if key not in self._NAMES:
             raise SchemaError(f"{type(self).__name__}: undeclared field {key!r}")
-        object.__setattr__(self, key, value)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key not in self._NAMES:
-            raise SchemaError(f"{type(self).__name__}: undeclared column {key!r}")
-        object.__setattr__(self, key, value)
-
-    def __delitem__(self, key: str) -> None:
-        if key not in self._NAMES or getattr(self, key) is UNSET:
-            raise KeyError(key)
-        object.__setattr__(self, key, UNSET)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.cells())
-
-    def __len__(self) -> int:
-        return len(self.cells())
+        if value is UNSET:
+            self.__dict__.pop(key, None)       # reads the class's None again
+        else:
+            self.__dict__[key] = value
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.cells().items())})"
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Mapping):
-            return self.cells() == dict(other.items())
+        if isinstance(other, Record):
+            return type(self) is type(other) and self.cells() == other.cells()
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]      # mutable
@@ -181,6 +182,10 @@ class Record(MutableMapping):
 def _rebuild(module: str, name: str, cells: dict[str, Any]) -> Record:
     import importlib
     return getattr(importlib.import_module(module), name)(**cells)
+
+
+#: a record, or cells as a plain mapping (a file's row read back, a display dict): what writers and tables take
+Cells = Union[Record, Mapping[str, Any]]
 
 
 def col(meaning: str, *, required: bool = False) -> Any:
@@ -195,8 +200,13 @@ _R = TypeVar("_R", bound=Record)
 @dataclass_transform(eq_default=False)      # `col` is no field specifier to a checker: every field has a default
 def record(cls: type[_R]) -> type[_R]:
     """Make a Record subclass declared with `col` fields a record: a dataclass (eq and repr are Record's) whose
-    COLUMNS are its fields in declared order (base classes' first), each column typed after its annotation."""
+    COLUMNS are its fields in declared order, each column typed after its annotation. The order reads as the class
+    statement does: the columns of its bases in the order the bases are listed (a shared column group is a base),
+    then its own; a field it declares again (another meaning) keeps its base's place."""
     cls = dataclass(eq=False, repr=False)(cls)
+    made = cls.__dataclass_fields__                      # dataclasses' order: the bases right to left, then its own
+    order = list(dict.fromkeys([c.name for base in cls.__bases__ for c in getattr(base, "COLUMNS", ())] + list(made)))
+    cls.__dataclass_fields__ = {name: made[name] for name in order}
     hints = get_type_hints(cls)
     columns = []
     for f in dataclasses.fields(cls):
@@ -207,11 +217,12 @@ def record(cls: type[_R]) -> type[_R]:
         column = Col(f.name, kind, f.metadata["meaning"], f.metadata["required"])
         f.metadata = MappingProxyType({**f.metadata, "col": column})
         columns.append(column)
+        setattr(cls, f.name, None)          # an unset field reads None (the instance holds only the set ones)
     cls.COLUMNS = tuple(columns)
     cls._NAMES = frozenset(c.name for c in columns)
     return cls
 
 
-def plain(record: Mapping[str, Any]) -> dict[str, Any]:
+def plain(record: Cells) -> dict[str, Any]:
     """A record's cells (or a mapping's items) as a plain dict."""
     return record.cells() if isinstance(record, Record) else dict(record)

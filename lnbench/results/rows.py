@@ -12,6 +12,10 @@
 
 Commands build these records (never dicts), so a column a writer names is declared here or the line that
 builds the row fails; lnbench.results.kinds derives each kind's columns, CSV/JSON encoding and loader from them.
+
+Column groups several kinds share are declared once, as bases (CheckColumns, SourceColumns, GpuColumns, ...): a
+record's columns are its bases' in the order the bases are listed, then its own (lnbench.results.records.record).
+A kind whose own columns come before a shared group declares them in a private base (_PerfCells, ...).
 """
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ from lnbench.results.records import Record, col, record
 
 
 @record
-class VerifyRow(Record):
-    """One check of lnbench verify: a backend × case × tensor."""
+class CheckColumns(Record):
+    """The columns of a verify check (lnbench verify and its --self-test): the case, the tensor, its error against
+    the bar, the status and the diagnosis."""
 
     backend: str | None = col("backend checked", required=True)
     case: str | None = col("case kind (random, offset rows, ...)", required=True)
@@ -41,45 +46,64 @@ class VerifyRow(Record):
     status: str | None = col("PASS, FAIL, error, not run, compiled ...", required=True)
     detail: str | None = col("why a row failed or did not run")
     diagnosis: str | None = col("FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty")
+
+
+@record
+class EmulatedColumns(Record):
+    """What an emulated case executed (lnbench.emu.ledger)."""
+
     emu_opcodes: str | None = col("emulated: opcodes the case's launches executed")
     emu_approx: str | None = col("emulated: those the emulator approximates")
     emu_code: str | None = col("emulated: SHA-256 (12 hex digits) of each FlyDSL code object launched")
+
+
+@record
+class SourceColumns(Record):
+    """The kernel source a row's backend drives (lnbench.backends.name_rows); empty for lnbench's own kernels."""
+
     source: str | None = col("kernel source backend name")
     source_module: str | None = col("its Python module")
     source_file: str | None = col("the module's file")
     source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
+
+
+@record
+class GpuColumns(Record):
+    """--devices: the GPU a row ran on."""
+
     gpu: str | None = col("--devices: the GPU the row ran on (cuda:N)")
     gpu_model: str | None = col("--devices: its model")
 
 
 @record
-class SelftestRow(Record):
-    """One check of lnbench verify --self-test: a planted bug × case × tensor."""
+class AloneColumns(GpuColumns):
+    """--devices: the GPU a timed row ran on, and whether it was timed alone."""
 
-    planted_bug: str | None = col("planted bug (or control) in a copy of the reference math", required=True)
-    backend: str | None = col("the planted copy's name")
-    case: str | None = col("case kind (random, offset rows, ...)", required=True)
-    dtype: str | None = col("f32, f16 or bf16", required=True)
-    shape: str | None = col("MxN", required=True)
-    M: int | None = col("rows")
-    N: int | None = col("row length")
-    eps: float | None = col("LayerNorm eps")
-    seed: int | None = col("input seed of the case")
-    tensor: str | None = col("y, mean, rstd, dx, dweight, dbias, or - for a case without values", required=True)
-    max_abs_err: float | None = col("max |backend − fp64 reference|")
-    max_rel_err: float | None = col("max element-wise relative error (huge near zero references)")
-    torch_err: float | None = col("torch's own max abs error in the same dtype")
-    allowed: float | None = col("the pass bar (docs/verify.md)")
-    margin: float | None = col("allowed − max_abs_err")
-    determinism: str | None = col("dγ/dβ repeat check")
-    status: str | None = col("PASS, FAIL, error, not run, compiled ...", required=True)
-    detail: str | None = col("why a row failed or did not run")
-    diagnosis: str | None = col("FAIL/error rows: the pattern the run's numbers fit (verify.diagnosis), else empty")
+    timed_alone: bool | None = col("--devices: timed with every other GPU idle (host-bound case)")
 
 
 @record
-class PerfRow(Record):
-    """One row of lnbench perf: a case's worker (row_kind worker) or the case across workers (aggregate)."""
+class VerifyRow(CheckColumns, EmulatedColumns, SourceColumns, GpuColumns):
+    """One check of lnbench verify: a backend × case × tensor."""
+
+
+@record
+class _PlantedBug(Record):
+    """The planted bug a self-test row checks (SelftestRow's first column)."""
+
+    planted_bug: str | None = col("planted bug (or control) in a copy of the reference math", required=True)
+
+
+@record
+class SelftestRow(_PlantedBug, CheckColumns):
+    """One check of lnbench verify --self-test: a planted bug × case × tensor."""
+
+    backend: str | None = col("the planted copy's name")
+
+
+@record
+class _PerfCells(Record):
+    """PerfRow's own columns before its shared groups."""
 
     backend: str | None = col("backend timed", required=True)
     op: str | None = col("fwd or bwd", required=True)
@@ -126,20 +150,19 @@ class PerfRow(Record):
     status: str | None = col("ok, partial, error, not run", required=True)
     detail: str | None = col("why a row is not ok")
     iters_range: str | None = col("min-max calls per run across workers")
-    source: str | None = col("kernel source backend name")
-    source_module: str | None = col("its Python module")
-    source_file: str | None = col("the module's file")
-    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
-    gpu: str | None = col("--devices: the GPU the row ran on (cuda:N)")
-    gpu_model: str | None = col("--devices: its model")
-    timed_alone: bool | None = col("--devices: timed with every other GPU idle (host-bound case)")
+
+
+@record
+class PerfRow(_PerfCells, SourceColumns, AloneColumns):
+    """One row of lnbench perf: a case's worker (row_kind worker) or the case across workers (aggregate)."""
+
     host_fraction: float | None = col("share of an untimed run the host spent issuing its calls (1: host-bound)")
     alone_reason: str | None = col("--devices: size (bytes per call below alone_below_mib) or measured (host_fraction)")
 
 
 @record
-class AbiRow(Record):
-    """One row of lnbench abi-compare: a runtime pair × case × metric, or a static kernel pair."""
+class _AbiCells(Record):
+    """AbiRow's own columns before its shared group."""
 
     part: str | None = col("runtime or static", required=True)
     pair: str | None = col("the call-path pair compared")
@@ -258,14 +281,16 @@ class AbiRow(Record):
     exec_status: str | None = col("executed: ok or error (why)")
     tensor_source: str | None = col("backend pair: the Tensor slot's kernels (module@commit)")
     pointer_source: str | None = col("backend pair: the Pointer slot's kernels (module@commit)")
-    gpu: str | None = col("--devices: the GPU the row ran on (cuda:N)")
-    gpu_model: str | None = col("--devices: its model")
-    timed_alone: bool | None = col("--devices: timed with every other GPU idle (host-bound case)")
 
 
 @record
-class InspectRow(Record):
-    """One row of lnbench inspect: a compiled kernel (static) or an emulated launch (executed)."""
+class AbiRow(_AbiCells, AloneColumns):
+    """One row of lnbench abi-compare: a runtime pair × case × metric, or a static kernel pair."""
+
+
+@record
+class _InspectCells(Record):
+    """InspectRow's own columns before its shared group."""
 
     part: str | None = col("static (compiled) or executed (emulated launch)", required=True)
     backend: str | None = col("kernels inspected", required=True)
@@ -324,10 +349,11 @@ class InspectRow(Record):
     kernel: str | None = col("executed: kernel role")
     launch: str | None = col("executed: grid × block")
     unique_bytes: str | None = col("executed: distinct bytes loaded / stored")
-    source: str | None = col("kernel source backend name")
-    source_module: str | None = col("its Python module")
-    source_file: str | None = col("the module's file")
-    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
+
+
+@record
+class InspectRow(_InspectCells, SourceColumns):
+    """One row of lnbench inspect: a compiled kernel (static) or an emulated launch (executed)."""
 
 
 @record
@@ -402,9 +428,11 @@ class HistoryRow(Record):
 FLOOR_COLUMNS = ("memory_us", *(f"issue_{c}_us" for c in CLASSES), "lds_us", "launch_us", "bound_us")
 
 
+
+
 @record
-class ProfileRow(Record):
-    """One launch of lnbench perf --device emu on one target in one mode: its profile and modelled floors."""
+class _ProfileCells(Record):
+    """ProfileRow's own columns before its shared group."""
 
     modelled: bool | None = col("always true: lower bounds from the emulated profile and published figures, not "
                                 "timings", required=True)
@@ -469,7 +497,8 @@ class ProfileRow(Record):
     bound_by: str | None = col("the floor that sets bound_us")
     notes: str | None = col("floors not computed and why (a figure that is not published)")
     code_object: str | None = col("SHA-256 (16 hex digits) of the code object that executed")
-    source: str | None = col("kernel source backend name")
-    source_module: str | None = col("its Python module")
-    source_file: str | None = col("the module's file")
-    source_commit: str | None = col("git commit of the file's checkout, or content:<12 hex> for a tree without git")
+
+
+@record
+class ProfileRow(_ProfileCells, SourceColumns):
+    """One launch of lnbench perf --device emu on one target in one mode: its profile and modelled floors."""

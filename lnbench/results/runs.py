@@ -11,9 +11,11 @@ record a kind, declared in sections that kinds share.
     protocol      perf: P, R, I_min, ...; abi-compare: processes, runs, ...    perf, abi-compare
     history       store, filters, --last, change-point method, the gate         history
 
-The sections most kinds share at the same place are base classes (`IdentifiedRun`: identity, the type of any kind's
-run record; `_Completed`: + completion; `CasesRun`: + shard, devices, sources, merge); the others are written out in
-each record that has them.
+Every section is declared once. Those most kinds share at the same place are a chain of base classes
+(`IdentifiedRun`: identity, the type of any kind's run record; `_Completed`: + completion; `CasesRun`: + shard,
+devices, sources, merge); the others are column groups a record lists among its bases (`LoadColumns`,
+`EstimateColumns`, `VerifySettings`): its columns are its bases' in the order listed, then its own
+(lnbench.results.records.record).
 
 A run record is written flat: its cells are the JSON's `metadata` and, in a CSV, columns repeated on every row
 (a column a row also has, such as verify's per-case `seed`, keeps the row's value in the CSV). Readers use the
@@ -53,28 +55,28 @@ class RunRecord(Record):
     @property
     def device_label(self) -> str:
         """The device the run names (its model where recorded)."""
-        return str(self.get("device_name") or self.get("device") or "unknown device")
+        return str(self.value("device_name") or self.value("device") or "unknown device")
 
     @property
     def incomplete(self) -> str:
         """Why the run did not finish ("interrupted (SIGINT) after 2 of 40 cases"), or "" (complete, or written
         by an lnbench that did not record it). lnbench.scaffold.sink."""
-        if self.get("complete") in (False, "False", "false"):
-            return str(self.get("stopped") or "stopped before the end")
+        if self.value("complete") in (False, "False", "false"):
+            return str(self.value("stopped") or "stopped before the end")
         return ""
 
     @property
     def protocol(self) -> Protocol:
         """The timing protocol as recorded in the metadata (compare's `protocol`)."""
-        return Protocol(tuple((name, self[key]) for key, name in self.PROTOCOL_NAMES.items() if key in self))
+        return Protocol(tuple((name, self.value(key)) for key, name in self.PROTOCOL_NAMES.items() if self.has(key)))
 
     @property
     def commit(self) -> str:
-        return str(self.get("git_commit") or "")
+        return str(self.value("git_commit") or "")
 
     def agreement(self) -> dict[str, Any]:
         """The AGREE fields this run records, by name (merge compares them between parts)."""
-        return {name: self[name] for name in self.AGREE if name in self}
+        return {name: self.value(name) for name in self.AGREE if self.has(name)}
 
     def merged(self, parts: int, stopped: str) -> Self:
         """The run record of a merge of `parts` files of one split, this record holding what they agree on:
@@ -127,42 +129,50 @@ class CasesRun(_Completed):
 
 
 @record
-class VerifyRun(CasesRun):
-    """A verify run: identity, seed, jobs."""
-
-    AGREE = ("lnbench_version", "seed", "emu_checks", "device")
+class VerifySettings(Record):
+    """verify's and its --self-test's run settings: the seed, the workers, what the emulator ran."""
 
     seed: int | None = col("the run's base input seed")
     jobs: int | None = col("worker processes")
     emu_fidelity: str | None = col("emulated: what the emulator executed and approximates")
+
+
+@record
+class EstimateColumns(Record):
+    """The up-front estimate a run printed and what it took (lnbench.run.upfront)."""
+
     estimate_s: float | None = col("the up-front estimate printed, seconds (a range's geometric middle)")
     estimate_range: str | None = col("the up-front range printed where no earlier run of the kind was here ('' for a point)")
     actual_s: float | None = col("seconds from the estimate line to the end")
 
 
 @record
-class SelftestRun(CasesRun):
-    """A verify --self-test run."""
-
-    seed: int | None = col("the run's base input seed")
-    jobs: int | None = col("worker processes")
-    emu_fidelity: str | None = col("emulated: what the emulator executed and approximates")
-
-
-@record
-class PerfRun(CasesRun):
-    """A perf run: identity, protocol, load, peak."""
-
-    PROTOCOL_NAMES = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s", "min_warmup_calls": "min_warmup_calls",
-                      "target_run_s": "target_run_s", "I_min": "min_iters", "I_max": "max_iters",
-                      "cold_factor": "cold_factor"}
-    AGREE = ("lnbench_version", "headline", "baseline", "modes", "kernel_timer")
+class LoadColumns(Record):
+    """The machine's load around a timed run (lnbench.measure.load)."""
 
     load_before: float | None = col("1-minute load average before the timing")
     load_after: float | None = col("the same after")
     cpus_available: int | None = col("cores this process may use")
     other_timing_runs: int | None = col("other lnbench timing runs seen")
     load_flag: str | None = col("why the machine counted as busy ('' when not)")
+
+
+@record
+class VerifyRun(CasesRun, VerifySettings, EstimateColumns):
+    """A verify run: identity, seed, jobs."""
+
+    AGREE = ("lnbench_version", "seed", "emu_checks", "device")
+
+
+@record
+class SelftestRun(CasesRun, VerifySettings):
+    """A verify --self-test run."""
+
+
+@record
+class _PerfSettings(Record):
+    """PerfRun's own columns between its shared groups."""
+
     P: int | None = col("worker processes")
     R: int | None = col("timed runs per worker")
     I_min: int | None = col("fewest calls per run")
@@ -181,24 +191,26 @@ class PerfRun(CasesRun):
     wall_s: float | None = col("the run's seconds")
     kernel_timer: str | None = col("on, off or n/a (why)")
     planted_slowdown: str | None = col("a planted slowdown for proving the gate (lnbench.compare.planted)")
-    estimate_s: float | None = col("the up-front estimate printed, seconds (a range's geometric middle)")
-    estimate_range: str | None = col("the up-front range printed where no earlier run of the kind was here ('' for a point)")
-    actual_s: float | None = col("seconds from the estimate line to the end")
 
 
 @record
-class AbiRun(CasesRun):
+class PerfRun(CasesRun, LoadColumns, _PerfSettings, EstimateColumns):
+    """A perf run: identity, protocol, load, peak."""
+
+    PROTOCOL_NAMES = {"P": "processes", "R": "runs", "warmup_s_min": "warmup_s", "min_warmup_calls": "min_warmup_calls",
+                      "target_run_s": "target_run_s", "I_min": "min_iters", "I_max": "max_iters",
+                      "cold_factor": "cold_factor"}
+    AGREE = ("lnbench_version", "headline", "baseline", "modes", "kernel_timer")
+
+
+@record
+class AbiRun(CasesRun, LoadColumns):
     """An abi-compare run: identity, pair, protocol."""
 
     PROTOCOL_NAMES = {k: k for k in ("pair", "processes", "runs", "warmup_s", "target_run_s", "iters_clamp",
                                      "dgamma_strategy", "planted_delay_us")}
     AGREE = ("lnbench_version", "pair", "eps", "seed", "confidence", "bootstrap", "static_executed_on")
 
-    load_before: float | None = col("1-minute load average before the timing")
-    load_after: float | None = col("the same after")
-    cpus_available: int | None = col("cores this process may use")
-    other_timing_runs: int | None = col("other lnbench timing runs seen")
-    load_flag: str | None = col("why the machine counted as busy ('' when not)")
     processes: int | None = col("worker processes")
     runs: int | None = col("timed runs per worker")
     warmup_s: float | None = col("warm-up seconds")
@@ -249,10 +261,8 @@ class CompareRun(_Completed):
 
 
 @record
-class ProfileRun(CasesRun):
-    """A perf --device emu run: identity, the targets' figures (modelled)."""
-
-    AGREE = ("lnbench_version", "device", "modes", "eps", "seed", "targets")
+class _ProfileSettings(Record):
+    """ProfileRun's own columns before its shared group."""
 
     modelled: bool | None = col("the rows are modelled floors, not measurements")
     targets: Any = col("the figures of each target the floors used ([targets.NAME])")
@@ -262,9 +272,14 @@ class ProfileRun(CasesRun):
     jobs: int | None = col("worker processes")
     wall_s: float | None = col("the run's seconds")
     emu_fidelity: str | None = col("what the emulator executed and approximates")
-    estimate_s: float | None = col("the up-front estimate printed, seconds (a range's geometric middle)")
-    estimate_range: str | None = col("the up-front range printed where no earlier run of the kind was here ('' for a point)")
-    actual_s: float | None = col("seconds from the estimate line to the end")
+
+
+@record
+class ProfileRun(CasesRun, _ProfileSettings, EstimateColumns):
+    """A perf --device emu run: identity, the targets' figures (modelled)."""
+
+    AGREE = ("lnbench_version", "device", "modes", "eps", "seed", "targets")
+
 
 
 @record

@@ -106,7 +106,7 @@ def floor_verdict(floor_us: float, measured_us: float) -> Verdict:
     return Verdict.FLOOR_ABOVE if floor_us > measured_us else Verdict.FLOOR_BELOW
 
 
-def fails_gate(verdict: Any, slowdown_pct: float, pct: float) -> bool:
+def fails_gate(verdict: Any, slowdown_pct: float | None, pct: float) -> bool:
     """The `--fail-if-slower PCT` rule of compare and abi-compare: the verdict is SLOWER (the statistics tell
     the slowdown from the noise) and NEW's time is more than PCT % above BASE's. TOO_FEW never fails it."""
-    return parse(verdict) is Verdict.SLOWER and slowdown_pct > pct
+    return parse(verdict) is Verdict.SLOWER and slowdown_pct is not None and slowdown_pct > pct

@@ -154,9 +154,9 @@ class Upfront:
     def keep(self, run: Any, actual_s: float | None = None) -> None:
         """Set what the run record (verify, perf, perf --device emu) keeps: estimate_s, estimate_range and, at the
         end, actual_s."""
-        run.update(estimate_s=round(self.seconds, 2), estimate_range=self.range_text)
+        run.set(estimate_s=round(self.seconds, 2), estimate_range=self.range_text)
         if actual_s is not None:
-            run.update(actual_s=round(actual_s, 2))
+            run.set(actual_s=round(actual_s, 2))
 
 
 def history(recorded: calibration.Calibration, key: str, cold: bool) -> list[float]:

@@ -32,13 +32,13 @@ import signal
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any, MutableMapping, Sequence
+from typing import Any, Sequence
 
 from lnbench.output import fallback as output_fallback
 from lnbench.errors import ContractError, LnbenchUsageError, one_line
 from lnbench.run.processes import Terminated
 from lnbench.output.files import ResultsNotWritten, Writer, check_writable, renamable
-from lnbench.results import RunRecord
+from lnbench.results import Record, RunRecord
 
 #: at most one checkpoint rewrite per this many seconds (the final and the incomplete write are never held back)
 CHECKPOINT_S = 1.0
@@ -60,8 +60,8 @@ class ResultSink:
                  total: int | None, unit: str = "cases") -> None:
         self.csv_path, self.json_path, self.metadata = csv_path, json_path, metadata
         self.total, self.unit = total, unit
-        self._parts: dict[int, list[MutableMapping[str, Any]]] = {}
-        self._whole: list[MutableMapping[str, Any]] | None = None      # set by replace()
+        self._parts: dict[int, list[Record]] = {}
+        self._whole: list[Record] | None = None      # set by replace()
         self._done = 0
         self._last = time.monotonic()
         self._placed: list[Path] = []
@@ -75,7 +75,7 @@ class ResultSink:
         return self
 
     @property
-    def rows(self) -> list[MutableMapping[str, Any]]:
+    def rows(self) -> list[Record]:
         """Every finished unit's rows, in unit order (or what replace() gave)."""
         if self._whole is not None:
             return list(self._whole)
@@ -88,13 +88,13 @@ class ResultSink:
     def progress_text(self) -> str:
         return f"{self.done} of {self.total} {self.unit}" if self.total is not None else f"{self.done} {self.unit}"
 
-    def add(self, index: int, rows: Sequence[MutableMapping[str, Any]]) -> None:
+    def add(self, index: int, rows: Sequence[Record]) -> None:
         """One finished unit's rows; the files are rewritten when the last write is CHECKPOINT_S old."""
         self._parts[index] = list(rows)
         if time.monotonic() - self._last >= CHECKPOINT_S:
             self.checkpoint()
 
-    def replace(self, rows: Sequence[MutableMapping[str, Any]], done: int) -> None:
+    def replace(self, rows: Sequence[Record], done: int) -> None:
         """All rows so far at once, `done` units finished: for a command whose rows are rebuilt from every
         finished unit (perf's aggregates over workers). Checkpointed like add()."""
         self._whole, self._done = list(rows), done
@@ -117,7 +117,7 @@ class ResultSink:
             self._fell_back = True
         self._last = time.monotonic()
 
-    def finish(self, rows: Sequence[MutableMapping[str, Any]] | None = None, metadata: RunRecord | None = None,
+    def finish(self, rows: Sequence[Record] | None = None, metadata: RunRecord | None = None,
                extra_json: dict[str, Any] | None = None, more: Sequence[tuple[str, Path, Writer]] = (),
                md_path: Path | None = None, summary: str = "") -> None:
         """The complete files (cli_common.emit_outputs: all or nothing, placement announced; the Markdown

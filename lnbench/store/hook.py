@@ -7,11 +7,14 @@ This module imports nothing heavy: SQLAlchemy is imported only when a store is a
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import click
 
 from lnbench.errors import one_line
+
+if TYPE_CHECKING:
+    from lnbench.results.records import Cells
 
 #: click context key: the --store value ("" = given without a URL)
 STORE_KEY = "lnbench.store"
@@ -54,7 +57,7 @@ def prepare() -> None:
     _OPEN["store"] = open_store(store_url(given, config_path))
 
 
-def record(rows: Sequence[Mapping[str, Any]], metadata: Any) -> str | None:
+def record(rows: Sequence[Cells], metadata: Any) -> str | None:
     """Record a command's complete result in the store prepared for it; the line to print, or None when no
     store was asked for. A failure is one error line and exit 2 at the end (the result files stay written)."""
     store = _OPEN.get("store")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lnbench.results import RunRecord, missing
+from lnbench.results import IdentifiedRun, missing
 
 _SHARD = re.compile(r"\s--shard(?:=|\s+)\S+")
 
@@ -84,25 +84,25 @@ def run_id_env() -> str:
     return ""
 
 
-def machine_of(run: RunRecord) -> str:
+def machine_of(run: IdentifiedRun) -> str:
     """device name/model | driver | host CPU (the recording machine's: result files do not name it)."""
-    name = _text(run.get("device_name")) or _text(run.get("device")) or "unknown device"
-    arch = _text(run.get("device_arch"))
+    name = _text(run.device_name) or _text(run.device) or "unknown device"
+    arch = _text(run.device_arch)
     model = f"{name} ({arch})" if arch and arch not in name else name
-    return " | ".join((model, _text(run.get("driver")) or "no driver", host_cpu()))
+    return " | ".join((model, _text(run.driver) or "no driver", host_cpu()))
 
 
 def _digest(*parts: Any, size: int = 64) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:size]
 
 
-def protocol_of(kind: str, run: RunRecord) -> dict[str, Any]:
+def protocol_of(kind: str, run: IdentifiedRun) -> dict[str, Any]:
     """What a value of the run means beside its case: the timing protocol; for modelled floors (the profile kind)
     the targets' figures they were computed from, so floors under other figures are another series, not a
     change of the kernel (a CSV holds them as JSON text, a JSON file as an object: one run either way)."""
     protocol = run.protocol.as_dict()
     if kind == "profile":
-        figures = run.get("targets")
+        figures = run.value("targets")
         if isinstance(figures, str):
             try:
                 figures = json.loads(figures)
@@ -112,23 +112,23 @@ def protocol_of(kind: str, run: RunRecord) -> dict[str, Any]:
     return protocol
 
 
-def identity(kind: str, version: str, run: RunRecord) -> Identity:
+def identity(kind: str, version: str, run: IdentifiedRun) -> Identity:
     """The identity of `run`, a run record of `kind` at schema `version`."""
-    commit = _text(run.get("git_commit"))
+    commit = _text(run.git_commit)
     dirty = commit.endswith("-dirty")
     commit = commit.removesuffix("-dirty")
     protocol = json.dumps(protocol_of(kind, run), sort_keys=True, default=str)
     protocol_hash = _digest(kind, protocol, size=16)
     machine = machine_of(run)
-    shard = _text(run.get("shard"))
+    shard = _text(run.value("shard"))
     shard = "" if shard.endswith("/1") else shard            # --shard 1/1 is the whole run
-    command = _SHARD.sub("", " " + _text(run.get("command_line"))).strip()
-    when = _text(run.get("timestamp"))
-    version_ = _text(run.get("lnbench_version"))
-    tied = ("shard", _text(run.get("shard_total_cases")), run_id_env()) if shard else ("time", when, run_id_env())
+    command = _SHARD.sub("", " " + _text(run.command_line)).strip()
+    when = _text(run.timestamp)
+    version_ = _text(run.lnbench_version)
+    tied = ("shard", _text(run.value("shard_total_cases")), run_id_env()) if shard else ("time", when, run_id_env())
     key = _digest(kind, commit, dirty, branch(), machine, protocol_hash, version_, command, *tied)
-    return Identity(kind, version, commit, dirty, branch(), when, machine, _text(run.get("device")), protocol,
-                    protocol_hash, version_, command, shard, _text(run.get("load_flag")), key)
+    return Identity(kind, version, commit, dirty, branch(), when, machine, _text(run.device), protocol,
+                    protocol_hash, version_, command, shard, _text(run.value("load_flag")), key)
 
 
 def series_key(kind: str, case: tuple[str, ...], machine: str, protocol_hash: str) -> str:

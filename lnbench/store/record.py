@@ -11,7 +11,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from lnbench.results import KINDS, RunRecord, missing, rows_frame
+from lnbench.results import KINDS, Cells, IdentifiedRun, missing, rows_frame
 from lnbench.store import schema as S
 from lnbench.store.db import Store, StoreError
 from lnbench.store.identity import Identity, identity, series_key
@@ -50,12 +50,12 @@ def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[Mapping[str,
     return inserted
 
 
-def estimate_cells(run: RunRecord) -> dict[str, Any]:
+def estimate_cells(run: IdentifiedRun) -> dict[str, Any]:
     """The run's up-front estimate and actual seconds (lnbench.run.upfront), None where it has none."""
-    cells: dict[str, Any] = {"estimate_range": None if missing(run.get("estimate_range"))
-                             else str(run.get("estimate_range"))}
+    cells: dict[str, Any] = {"estimate_range": None if missing(run.value("estimate_range"))
+                             else str(run.value("estimate_range"))}
     for name in ("estimate_s", "actual_s"):
-        value: Any = run.get(name)
+        value: Any = run.value(name)
         try:
             cells[name] = None if missing(value) else float(value)
         except (TypeError, ValueError):
@@ -104,18 +104,18 @@ def _series_ids(conn: Connection, kind: str, ident: Identity, cases: list[tuple[
     return {case: ids[key] for case, key in keyed.items()}
 
 
-def _with_row_protocol(run: RunRecord, rows: pd.DataFrame) -> RunRecord:
+def _with_row_protocol(run: IdentifiedRun, rows: pd.DataFrame) -> IdentifiedRun:
     """`run` with the protocol settings a CSV holds only as row columns (abi-compare's `pair`, `runs`), so a
     run's CSV and JSON are one run."""
     fill = {}
     for key in run.PROTOCOL_NAMES:
-        if key not in run and key in rows.columns and rows[key].notna().any():
+        if not run.has(key) and key in rows.columns and rows[key].notna().any():
             value = rows[key].dropna().iloc[0]
             fill[key] = value.item() if hasattr(value, "item") else value
     return run.with_(**fill) if fill else run
 
 
-def identity_and_points(kind: str, version: str, run: RunRecord, rows: pd.DataFrame) -> tuple[Identity, list[Point]]:
+def identity_and_points(kind: str, version: str, run: IdentifiedRun, rows: pd.DataFrame) -> tuple[Identity, list[Point]]:
     """What recording a result writes, without writing it: its run's identity and its points (StoreError for a
     kind a store does not record)."""
     if kind not in KINDS:
@@ -125,7 +125,7 @@ def identity_and_points(kind: str, version: str, run: RunRecord, rows: pd.DataFr
     return identity(kind, version, _with_row_protocol(run, rows)), list(points_of(kind, rows))
 
 
-def record(store: Store, kind: str, version: str, run: RunRecord, rows: pd.DataFrame) -> Recorded:
+def record(store: Store, kind: str, version: str, run: IdentifiedRun, rows: pd.DataFrame) -> Recorded:
     """Record one result (its kind, schema version, run record and rows) as one run, in one transaction."""
     ident, points = identity_and_points(kind, version, run, rows)
     complete = not run.incomplete
@@ -143,7 +143,7 @@ def record_result(store: Store, result: Any) -> Recorded:
     return record(store, result.kind, result.version, result.run, result.rows)
 
 
-def record_rows(store: Store, rows: Iterable[Mapping[str, Any]], run: RunRecord) -> Recorded:
+def record_rows(store: Store, rows: Iterable[Cells], run: IdentifiedRun) -> Recorded:
     """Record a command's rows and run record as it writes them (cli_common.emit_outputs)."""
     from lnbench.results import kind_of_metadata
 

@@ -25,7 +25,10 @@ them comes to: warm ones took 0.001 s or 0.1-0.8 s, and the median priced the to
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from lnbench.results.records import Cells
 
 from lnbench.backends import runs_flydsl
 from lnbench.run import calibration, upfront
@@ -188,7 +191,7 @@ class VerifyRecord:
         self.seconds: dict[int, float] = {}
         self.compiles: dict[int, tuple[float, int, int]] = {}
 
-    def unit(self, unit: int, rows: Sequence[Mapping[str, Any]], seconds: float) -> None:
+    def unit(self, unit: int, rows: Sequence[Cells], seconds: float) -> None:
         """Unit `unit` took `seconds` (its compiles included); it counts when all its rows are PASS or FAIL."""
         if rows and all(status_word(row) in ("PASS", "FAIL") for row in rows):
             self.seconds[unit] = seconds

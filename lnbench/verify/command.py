@@ -140,14 +140,15 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
                           record.compiled)
             else:
                 _run_inline(spec, dev, done, record.compiled)
-        rows = diagnose(sink.rows, abi_twins(names))
+        from lnbench.results import VerifyRow
+        rows = diagnose([row for row in sink.rows if isinstance(row, VerifyRow)], abi_twins(names))
         print_rows(rows, metadata.device_label, details, console if not quiet else silent_console())
         unrunnable = {}
         for name in plan.explicit:  # a backend asked for by name that cannot run here at all fails the run, with its reason
-            own = [row for row in rows if row["backend"] == name]
+            own = [row for row in rows if row.backend == name]
             if own and all(status_word(row) not in EXECUTED for row in own):   # compiled rows: why is in the status
-                status = str(own[0]["status"])
-                unrunnable[name] = status if "(" in status else own[0].get("detail") or status
+                status = str(own[0].status)
+                unrunnable[name] = status if "(" in status else own[0].detail or status
         for name, why in unrunnable.items():
             err_console.print(f"[bold red]lnbench: backend {escape(name)} cannot run here:[/bold red] {escape(str(why))}",
                               soft_wrap=True)
@@ -165,9 +166,9 @@ def run(plan: VerifyPlan, details: bool, quiet: bool) -> int:
     return EXIT_FAILED if failed(rows) or unrunnable else EXIT_OK
 
 
-def _why(row: Mapping[str, Any]) -> str:
+def _why(row: VerifyRow) -> str:
     """A row's status with its reason: `not run (needs a CUDA/ROCm GPU)` (a `not run` row keeps it in `detail`)."""
-    status, detail = str(row.get("status")), row.get("detail")
+    status, detail = str(row.status), row.detail
     return f"{status} ({detail})" if status == "not run" and detail else status
 
 

@@ -33,9 +33,10 @@ import math
 import numbers
 import re
 from collections import defaultdict
-from collections.abc import Mapping, MutableMapping, Sequence
-from typing import Any, Callable, Iterable, TypeGuard, TypeVar
+from collections.abc import Sequence
+from typing import Any, Callable, Iterable, TypeGuard, TypeVar, Union
 
+from lnbench.results.rows import SelftestRow, VerifyRow
 from lnbench.verify.cases import MEAN_OVER_SIGMA
 
 #: a ratio of err/allowed between two cases that counts as growth
@@ -50,10 +51,10 @@ RULES = ("stats dtype", "backward follows stats", "y follows stats", "eps not ho
          "one-pass variance", "constant rows", "only at N", "only in dtype", "ABI difference")
 _NOT_FP32 = re.compile(r"(\w+) is torch\.(\w+), must be torch\.float32")
 
-#: a verify row: a VerifyRow, or its cells as a dict (tests)
-Row = MutableMapping[str, Any]
+#: a verify row (lnbench verify, or its --self-test)
+Row = Union[VerifyRow, SelftestRow]
 #: the rows diagnose() is given, returned as they are
-RowT = TypeVar("RowT", bound=Row)
+RowT = TypeVar("RowT", VerifyRow, SelftestRow)
 
 
 def rule_of(diagnosis: str) -> list[str]:
@@ -61,11 +62,11 @@ def rule_of(diagnosis: str) -> list[str]:
     return [part.split(":", 1)[0] for part in diagnosis.split("; ") if part.split(":", 1)[0] in RULES]
 
 
-def _used(row: Mapping[str, Any] | None) -> float | None:
+def _used(row: Row | None) -> float | None:
     """err/allowed of a judged row (None for a row without values)."""
-    if row is None or not all(isinstance(row.get(k), numbers.Real) for k in ("max_abs_err", "allowed")):
+    if row is None or not isinstance(row.max_abs_err, numbers.Real) or not isinstance(row.allowed, numbers.Real):
         return None
-    err, allowed = float(row["max_abs_err"]), float(row["allowed"])
+    err, allowed = float(row.max_abs_err), float(row.allowed)
     if math.isnan(err) or math.isnan(allowed):
         return None
     return err / allowed if allowed > 0 else (math.inf if err > 0 else 0.0)
@@ -84,78 +85,78 @@ class _Run:
     """The rows of one run indexed by case: (backend, dtype, kind, shape, eps) -> tensor -> row."""
 
     def __init__(self, rows: Sequence[Row]) -> None:
-        self.cases: dict[tuple, dict[str, Row]] = defaultdict(dict)
+        self.cases: dict[tuple, dict[Any, Row]] = defaultdict(dict)
         for row in rows:
-            self.cases[self.key(row)][row["tensor"]] = row
-        self.eps = {(r["backend"], r["dtype"], r["shape"]): r["eps"] for r in rows if r["case"] == "randn"}
+            self.cases[self.key(row)][row.tensor] = row
+        self.eps = {(r.backend, r.dtype, r.shape): r.eps for r in rows if r.case == "randn"}
 
     @staticmethod
     def key(row: Row) -> tuple:
-        return (row["backend"], row["dtype"], row["case"], row["shape"], row["eps"])
+        return (row.backend, row.dtype, row.case, row.shape, row.eps)
 
-    def case(self, row: Row) -> dict[str, Row]:
+    def case(self, row: Row) -> dict[Any, Row]:
         return self.cases.get(self.key(row), {})
 
-    def of(self, row: Row, kind: str = "randn") -> dict[str, Row]:
+    def of(self, row: Row, kind: str = "randn") -> dict[Any, Row]:
         """The case of `kind` (first eps) beside `row`: the same backend, dtype and shape; for an autograd-3d row
         (a 3-D shape) the first such case with the same N."""
-        eps = self.eps.get((row["backend"], row["dtype"], row["shape"]))
+        eps = self.eps.get((row.backend, row.dtype, row.shape))
         if eps is not None:
-            return self.cases.get((row["backend"], row["dtype"], kind, row["shape"], eps), {})
+            return self.cases.get((row.backend, row.dtype, kind, row.shape, eps), {})
         return next((rows for (b, d, k, shape, _), rows in self.cases.items()
-                     if (b, d, k) == (row["backend"], row["dtype"], kind)
-                     and shape.split("x")[-1] == str(row["N"])), {})
+                     if (b, d, k) == (row.backend, row.dtype, kind)
+                     and shape.split("x")[-1] == str(row.N)), {})
 
-    def stats(self, row: Row) -> dict[str, Row]:
+    def stats(self, row: Row) -> dict[Any, Row]:
         """The forward's mean and rstd rows of the row's case (autograd-3d has none: its N(0, 1) twin's)."""
-        case = self.of(row) if row["case"] == "autograd-3d" else self.case(row)
+        case = self.of(row) if row.case == "autograd-3d" else self.case(row)
         return {t: case[t] for t in STATS if t in case}
 
-    def same(self, row: Row) -> Iterable[dict[str, Row]]:
+    def same(self, row: Row) -> Iterable[dict[Any, Row]]:
         """Every case of the row's backend and dtype."""
-        return (rows for key, rows in self.cases.items() if key[:2] == (row["backend"], row["dtype"]))
+        return (rows for key, rows in self.cases.items() if key[:2] == (row.backend, row.dtype))
 
 
 def _fails(row: Row | None) -> TypeGuard[Row]:
-    return row is not None and row["status"] == "FAIL"
+    return row is not None and row.status == "FAIL"
 
 
 def _passes(row: Row | None) -> TypeGuard[Row]:
-    return row is not None and row["status"] == "PASS"
+    return row is not None and row.status == "PASS"
 
 
 def stats_dtype(row: Row, run: _Run, done: dict[int, str]) -> str:
     """mean/rstd: not fp32 by the row's own detail, or by its relative error on N(0, 1) rows."""
-    if row["tensor"] not in STATS:
+    if row.tensor not in STATS:
         return ""
-    said = _NOT_FP32.search(str(row.get("detail") or ""))
+    said = _NOT_FP32.search(str(row.detail or ""))
     if said:
         return f"stats dtype: {said.group(1)} is {said.group(2)}, not float32"
-    rel = [float(case[row["tensor"]]["max_rel_err"]) for case in run.same(row)
-           if _fails(case.get(row["tensor"])) and case[row["tensor"]]["case"] in ("randn", "eps2")]
+    rel = [float(case[row.tensor].max_rel_err or 0.0) for case in run.same(row)
+           if _fails(case.get(row.tensor)) and case[row.tensor].case in ("randn", "eps2")]
     worst = max(rel, default=0.0)
     for name, u in sorted(ROUNDING.items(), key=lambda item: -item[1]):
         if u / 8 < worst <= u:
-            return (f"stats dtype: {row['tensor']}'s relative error on N(0, 1) rows ({worst:.2g}) is {name} rounding "
+            return (f"stats dtype: {row.tensor}'s relative error on N(0, 1) rows ({worst:.2g}) is {name} rounding "
                     f"(≤ {u:.2g}), fp32 would be ~1e-7")
     return ""
 
 
 def follows_stats(row: Row, run: _Run, done: dict[int, str]) -> str:
     """dx/dγ/dβ (or y) failing only in the cases whose forward stats fail; `done`: the stats rows' diagnoses."""
-    if row["tensor"] not in (*BACKWARD, "y"):
+    if row.tensor not in (*BACKWARD, "y"):
         return ""
     bad = [t for t, s in run.stats(row).items() if _fails(s)]
     if not bad:
         return ""
     for case in run.same(row):           # wherever the forward's stats pass, this tensor passes
         stats = run.stats(next(iter(case.values())))
-        if stats and all(_passes(s) for s in stats.values()) and row["tensor"] in case \
-                and case[row["tensor"]]["status"] in ("FAIL", "error"):
+        if stats and all(_passes(s) for s in stats.values()) and row.tensor in case \
+                and case[row.tensor].status in ("FAIL", "error"):
             return ""
     stats = run.stats(row)
     why = ", ".join(dict.fromkeys(r for t in bad for r in rule_of(done.get(id(stats[t]), "")))) or "undiagnosed"
-    name = "y follows stats" if row["tensor"] == "y" else "backward follows stats"
+    name = "y follows stats" if row.tensor == "y" else "backward follows stats"
     return f"{name}: fails only where the forward's {'/'.join(bad)} fail{'s' * (len(bad) == 1)} ({why})"
 
 
@@ -164,7 +165,7 @@ def eps_ignored(row: Row, run: _Run, done: dict[int, str]) -> str:
     best: tuple[float, str] | None = None
     for case in run.same(row):
         for name, hi in case.items():
-            if hi["case"] != "eps2":
+            if hi.case != "eps2":
                 continue
             lo = run.of(hi).get(name)
             a, b = _used(hi), _used(lo)
@@ -172,39 +173,39 @@ def eps_ignored(row: Row, run: _Run, done: dict[int, str]) -> str:
                 continue
             (worse, w), (other, o) = sorted(((hi, a), (lo, b)), key=lambda p: -p[1])
             if _fails(worse) and w >= GROWTH * o and (best is None or w / max(o, 1e-300) > best[0]):
-                best = (w / max(o, 1e-300), f"{name} {_x(w)} the bar at eps={worse['eps']:g}, "
-                                            f"{_x(o)} at eps={other['eps']:g}")
+                best = (w / max(o, 1e-300), f"{name} {_x(w)} the bar at eps={worse.eps:g}, "
+                                            f"{_x(o)} at eps={other.eps:g}")
     return f"eps not honoured: the error grows with eps ({best[1]})" if best else ""
 
 
 def own_stats(row: Row, run: _Run, done: dict[int, str]) -> str:
     """dx/dγ/dβ failing on large-|mean|/σ rows whose forward stats pass, passing on N(0, 1) rows."""
     stats = run.stats(row)
-    if row["tensor"] not in BACKWARD or MEAN_OVER_SIGMA.get(row["case"], 0.0) < WIDE or not stats \
-            or not all(_passes(s) for s in stats.values()) or not _passes(run.of(row).get(row["tensor"])):
+    if row.tensor not in BACKWARD or MEAN_OVER_SIGMA.get(str(row.case), 0.0) < WIDE or not stats \
+            or not all(_passes(s) for s in stats.values()) or not _passes(run.of(row).get(row.tensor)):
         return ""
-    return (f"backward's own stats: fails on rows with {_mos(row['case'])} where the forward's mean and rstd pass "
+    return (f"backward's own stats: fails on rows with {_mos(str(row.case))} where the forward's mean and rstd pass "
             f"(and on N(0, 1) rows it passes): the backward computes its own statistics (e.g. a one-pass variance) "
             f"instead of using the saved ones")
 
 
 def one_pass(row: Row, run: _Run, done: dict[int, str]) -> str:
     """Offset rows GROWTH× further outside the bar than the N(0, 1) rows of the same shape."""
-    if not WIDE <= MEAN_OVER_SIGMA.get(row["case"], 0.0) < math.inf:
+    if not WIDE <= MEAN_OVER_SIGMA.get(str(row.case), 0.0) < math.inf:
         return ""
-    mine, peer = _used(row), _used(run.of(row).get(row["tensor"]))
+    mine, peer = _used(row), _used(run.of(row).get(row.tensor))
     if mine is None or peer is None or mine < GROWTH * peer:
         return ""
-    return (f"one-pass variance: the error grows with |mean|/σ ({_x(mine)} the bar at {_mos(row['case'])}, "
+    return (f"one-pass variance: the error grows with |mean|/σ ({_x(mine)} the bar at {_mos(str(row.case))}, "
             f"{_x(peer)} on N(0, 1) rows): E[x²]−E[x]² cancels")
 
 
 def constant_rows(row: Row, run: _Run, done: dict[int, str]) -> str:
     """Constant rows failing where the N(0, 1) rows of the same shape pass."""
-    if row["case"] != "constant" or not _passes(run.of(row).get(row["tensor"])):
+    if row.case != "constant" or not _passes(run.of(row).get(row.tensor)):
         return ""
     rstd = run.case(row).get("rstd")
-    off = f" (rstd off by {float(rstd['max_rel_err']):.2%})" if _fails(rstd) else ""
+    off = f" (rstd off by {float(rstd.max_rel_err or 0.0):.2%})" if _fails(rstd) else ""
     return (f"constant rows: variance 0, so rstd = 1/√(var + eps) rests on eps alone and a variance residue the "
             f"size of eps (what E[x²]−E[x]² leaves in rounding) shifts it{off}")
 
@@ -223,14 +224,14 @@ def confined(row: Row, run: _Run) -> str:
     errs: dict[str, set] = {"N": set(), "dtype": set()}
     ran: dict[str, set] = {"N": set(), "dtype": set()}
     for (backend, _, _, _, _), case in run.cases.items():
-        if backend != row["backend"]:
+        if backend != row.backend:
             continue
         first = next(iter(case.values()))
-        bucket = errs if any(r["status"] == "error" for r in case.values()) else \
-            ran if any(r["status"] in ("PASS", "FAIL") for r in case.values()) else None
+        bucket = errs if any(r.status == "error" for r in case.values()) else \
+            ran if any(r.status in ("PASS", "FAIL") for r in case.values()) else None
         if bucket is not None:
-            bucket["N"].add(int(first["N"]))
-            bucket["dtype"].add(first["dtype"])
+            bucket["N"].add(int(first.N or 0))
+            bucket["dtype"].add(first.dtype)
     for what, name in (("N", "only at N"), ("dtype", "only in dtype")):
         if ran[what] and not errs[what] & ran[what]:
             return (f"{name}: errors only at {what} = {', '.join(map(str, sorted(errs[what])))} "
@@ -240,14 +241,14 @@ def confined(row: Row, run: _Run) -> str:
 
 def _abi(row: Row, run: _Run, twins: dict[str, str]) -> str:
     """The other-ABI twin passes this check (runs this case, for an error row)."""
-    twin = twins.get(row["backend"])
+    twin = twins.get(str(row.backend))
     if twin is None:
         return ""
     other = run.cases.get((twin, *_Run.key(row)[1:]), {})
-    if row["status"] == "error":
-        ran = other and not any(r["status"] == "error" for r in other.values())
+    if row.status == "error":
+        ran = other and not any(r.status == "error" for r in other.values())
         return f"ABI difference: {twin} runs this case" if ran else ""
-    return f"ABI difference: {twin} passes this check" if _passes(other.get(row["tensor"])) else ""
+    return f"ABI difference: {twin} passes this check" if _passes(other.get(row.tensor)) else ""
 
 
 def diagnose(rows: list[RowT], twins: dict[str, str] | None = None) -> list[RowT]:
@@ -258,18 +259,18 @@ def diagnose(rows: list[RowT], twins: dict[str, str] | None = None) -> list[RowT
     run, twins = _Run(rows), twins or {}
     for group in ("stats", "forward", "backward"):      # the stats first: a backward row names their diagnosis
         for row in rows:
-            tensor = row.get("tensor")
+            tensor = row.tensor
             kind = "stats" if tensor in STATS else "backward" if tensor in BACKWARD else "forward"
             if kind != group:
                 continue
             found = ""
-            if row["status"] == "FAIL":
+            if row.status == "FAIL":
                 found = next((text for rule in ORDER[kind] if (text := rule(row, run, done))), "")
-            elif row["status"] == "error":
+            elif row.status == "error":
                 found = confined(row, run)
-            if row["status"] in ("FAIL", "error"):
+            if row.status in ("FAIL", "error"):
                 found = "; ".join(filter(None, (found, _abi(row, run, twins))))
-            row["diagnosis"] = done[id(row)] = found
+            row.diagnosis = done[id(row)] = found
     return rows
 
 
@@ -313,25 +314,25 @@ def _variant(backend: Any) -> tuple[tuple, str] | None:
 UNEXPLAINED = "no pattern fits"
 
 
-def _text(row: Mapping[str, Any], rule: str) -> str:
+def _text(row: Row, rule: str) -> str:
     """The part of a row's diagnosis `rule` gave, without the rule's name."""
-    return next((part.split(": ", 1)[1] for part in (row.get("diagnosis") or "").split("; ")
+    return next((part.split(": ", 1)[1] for part in (row.diagnosis or "").split("; ")
                  if part.startswith(rule + ":")), "")
 
 
-def by_rule(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def by_rule(rows: Iterable[Row]) -> list[dict[str, Any]]:
     """One row per backend × rule over the FAIL/error rows (first-seen order): how many rows, which dtype ×
     case × tensors, and the diagnosis text of the row furthest outside its bar (with its numbers)."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, str], list[Row]] = {}
     for row in rows:
-        if row["status"] in ("FAIL", "error"):
-            for rule in rule_of(row.get("diagnosis") or "") or [UNEXPLAINED]:
-                groups.setdefault((row["backend"], rule), []).append(row)
+        if row.status in ("FAIL", "error"):
+            for rule in rule_of(row.diagnosis or "") or [UNEXPLAINED]:
+                groups.setdefault((row.backend, rule), []).append(row)
     out = []
     for (backend, rule), members in groups.items():
-        where: dict[str, list[str]] = {}
+        where: dict[str, list[Any]] = {}
         for row in members:
-            where.setdefault(f"{row['dtype']} {row['case']}", []).append(row["tensor"])
+            where.setdefault(f"{row.dtype} {row.case}", []).append(row.tensor)
         worst = max(members, key=lambda r: _used(r) or 0.0)
         text = _text(worst, rule)
         if rule.endswith("follows stats"):       # name every stats diagnosis the group's rows follow
@@ -339,5 +340,5 @@ def by_rule(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             text = f"{text.rpartition(' (')[0]} ({'; '.join(reasons)})"
         out.append({"backend": backend, "rule": rule, "rows": len(members),
                     "where": "; ".join(f"{k}: {' '.join(dict.fromkeys(v))}" for k, v in where.items()),
-                    "why": text, "status": "FAIL" if any(r["status"] == "FAIL" for r in members) else "error"})
+                    "why": text, "status": "FAIL" if any(r.status == "FAIL" for r in members) else "error"})
     return out

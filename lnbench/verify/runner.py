@@ -16,7 +16,7 @@ from lnbench.run.device import Device
 from lnbench.emu.ledger import recording, row_columns
 from lnbench.errors import one_line
 from lnbench.backends.reference import TENSORS, reference
-from lnbench.results import VerifyRow
+from lnbench.results import SelftestRow, VerifyRow
 from lnbench.backends.tolerance import Conditioning, Tolerance
 from lnbench.verify.cases import Case, Inputs, make_inputs
 
@@ -298,21 +298,21 @@ def backend_case_rows(backend: Backend, case: Case, device: Device, tol: Toleran
     return [row.with_(backend=backend.name) for row in case_rows]
 
 
-def outcome(rows: Iterable[Mapping[str, Any]]) -> str:
+def outcome(rows: Iterable[VerifyRow | SelftestRow]) -> str:
     """One word for a case's rows, as the progress line shows it: error (no verdict) before FAIL (a value
     outside its bar) before the first row's status (PASS, not run, compiled, not executed)."""
-    statuses = [str(row["status"]) for row in rows]
+    statuses = [str(row.status) for row in rows]
     for word in ("error", "FAIL"):
         if word in statuses:
             return word
     return statuses[0] if statuses else ""
 
 
-def case_label(backend_name: str, case: Case, rows: Iterable[Mapping[str, Any]]) -> str:
+def case_label(backend_name: str, case: Case, rows: Iterable[VerifyRow | SelftestRow]) -> str:
     """A finished case for progress lines: backend, kind, dtype, shape, eps and its outcome."""
     return f"{backend_name} {case.label} {outcome(rows)}"
 
 
-def failed(rows: Iterable[Mapping[str, Any]]) -> bool:
+def failed(rows: Iterable[VerifyRow | SelftestRow]) -> bool:
     """Any executed check failed (FAIL or error)?"""
-    return any(row["status"] in ("FAIL", "error") for row in rows)
+    return any(row.status in ("FAIL", "error") for row in rows)

@@ -74,14 +74,14 @@ def _run_case(case: Case, device: Device, tol: Tolerance) -> dict[str, tuple[lis
             out[bug] = (status_rows(case, "error", one_line(exc)), {"-": 2})
             continue
         if bug == CONTROL:
-            control, control_rows = got, {r["tensor"]: r for r in rows}
+            control, control_rows = got, {str(r.tensor): r for r in rows}
             out[bug] = (rows, {})
             continue
         changed = {}
         for row in rows:
-            name = row["tensor"]
+            name = str(row.tensor)
             c = control_rows.get(name)
-            noise = max((v for v in (c and c["max_abs_err"], row["torch_err"])
+            noise = max((v for v in (c and c.max_abs_err, row.torch_err)
                          if isinstance(v, float) and math.isfinite(v)), default=0.0)
             changed[name] = 2 if control is None else _changed(got.tensors.get(name), control.tensors.get(name),
                                                                  ref[name], noise)
@@ -93,8 +93,8 @@ def diagnosed_as(rows: list[VerifyRow]) -> str:
     """The diagnosis rules of a planted bug's FAIL/error rows, most rows first, with their counts."""
     counts: dict[str, int] = {}
     for row in rows:
-        if row["status"] in ("FAIL", "error"):
-            for rule in rule_of(row["diagnosis"]) or ["none"]:
+        if row.status in ("FAIL", "error"):
+            for rule in rule_of(row.diagnosis or "") or ["none"]:
                 counts[rule] = counts.get(rule, 0) + 1
     return ", ".join(f"{rule} ({n})" for rule, n in sorted(counts.items(), key=lambda item: -item[1]))
 
@@ -113,18 +113,18 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
     touched: dict[str, int] = dict.fromkeys(BUGS, 0)     # checks the bug changes at all
     for index, case in enumerate(cases):
         per_bug = _run_case(case, device, tol)
-        control_bad = {r["tensor"] for r in per_bug[CONTROL][0] if r["status"] != "PASS"}
+        control_bad = {str(r.tensor) for r in per_bug[CONTROL][0] if r.status != "PASS"}
         for bug, (case_rows, changed) in per_bug.items():
             rows[bug].extend(case_rows)
             changes[bug] += sum(level == 2 for level in changed.values())
             touched[bug] += sum(level > 0 for level in changed.values())
-            bad = {r["tensor"] for r in case_rows if r["status"] != "PASS"}
+            bad = {str(r.tensor) for r in case_rows if r.status != "PASS"}
             caught[bug].extend((index, t) for t in sorted(bad if bug == CONTROL else bad - control_bad))
             outcome = "FAIL" if bad else "PASS"
             advance(f"planted:{bug} {case.kind} {case.dtype} {'x'.join(map(str, case.shape))} eps={case.eps:g} {outcome}")
     for bug, bug_rows in rows.items():
         for row in bug_rows:
-            row["backend"] = f"planted:{bug}"
+            row.backend = f"planted:{bug}"
     diagnose([row for bug_rows in rows.values() for row in bug_rows])
     summary: list[dict[str, Any]] = []
     detail: list[SelftestRow] = []
@@ -145,5 +145,5 @@ def run_self_test(cases: list[Case], device: Device, tol: Tolerance,
         summary.append({"bug": bug, "meaning": meaning, "checks": n_checks, "failed_checks": len(failed),
                         "changed_checks": changes[bug], "caught_in": " ".join(caught_in), "outcome": outcome,
                         "status": status, "diagnosis": diagnosed_as(rows[bug])})
-        detail.extend(SelftestRow(planted_bug=bug, **r) for r in rows[bug])
+        detail.extend(SelftestRow(planted_bug=bug, **r.cells()) for r in rows[bug])
     return summary, detail

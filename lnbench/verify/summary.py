@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from lnbench.results import missing
+from lnbench.results import Cells, Record, missing
 from lnbench.output.tables import Column, fmt_float, styled_status
 
 #: statuses of a case that executed (a verdict, or an error while executing)
@@ -24,16 +24,17 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def status_word(row: Mapping[str, Any]) -> str:
-    """PASS, FAIL, error, or the other statuses as they read before any parenthesis (not run, compiled, ...)."""
-    return str(row["status"]).split(" (")[0]
+def status_word(row: Cells) -> str:
+    """PASS, FAIL, error, or the other statuses as they read before any parenthesis (not run, compiled, ...), of a
+    verify row or its display dict."""
+    return str(row.value("status") if isinstance(row, Record) else row.get("status")).split(" (")[0]
 
 
 def summary_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per (backend, dtype, case kind), in first-seen order; rows carry `_used` (err/allowed)."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
     for row in rows:
-        groups.setdefault((row["backend"], row["dtype"], row["case"]), []).append(row)
+        groups.setdefault((row.get("backend"), row.get("dtype"), row.get("case")), []).append(row)
     out = []
     for (backend, dtype, kind), members in groups.items():
         words = [status_word(r) for r in members]
@@ -52,4 +53,5 @@ def summary_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def worth_a_look(row: Mapping[str, Any]) -> bool:
     """FAIL and error rows, and rows using at least NEAR_BAR of their bar."""
-    return status_word(row) in ("FAIL", "error") or (row.get("_used") is not None and row["_used"] >= NEAR_BAR)
+    used = row.get("_used")
+    return status_word(row) in ("FAIL", "error") or (used is not None and used >= NEAR_BAR)

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from lnbench.cli_common import err_console
 from lnbench.output.tables import Column, fmt_duration, fmt_float, render_table, styled_status
+from lnbench.results.rows import SelftestRow, VerifyRow
 from lnbench.verify.diagnosis import by_rule, rule_of
 from lnbench.verify.estimate import Estimate
 from lnbench.verify.plan import usable_cores
@@ -35,12 +36,12 @@ WHY_COLUMNS = [
 ]
 
 
-def bar_used(row: Mapping[str, Any]) -> float | None:
+def bar_used(row: VerifyRow | SelftestRow) -> float | None:
     """max abs err / allowed: the fraction of the pass bar a tensor uses (< 1 is within it), or None.
 
     The table shows this instead of the CSV's max_rel_err: the pass rule is absolute, and an element-wise
     relative error blows up to ~1e24 wherever the reference is near zero (dx of constant rows, a mean of ~0)."""
-    err, allowed = row.get("max_abs_err"), row.get("allowed")
+    err, allowed = row.max_abs_err, row.allowed
     if err is None or allowed is None or err != err or not allowed >= 0:
         return None
     if allowed == 0:                       # a bar of zero (a config with k = atol = fp32_ulps = 0)
@@ -48,11 +49,11 @@ def bar_used(row: Mapping[str, Any]) -> float | None:
     return err / allowed
 
 
-def summary_line(rows: Sequence[Mapping[str, Any]]) -> str:
+def summary_line(rows: Sequence[VerifyRow | SelftestRow]) -> str:
     """`N rows: k FAIL, m PASS, ...` (statuses without their parenthesised reasons)."""
     counts: dict[str, int] = {}
     for row in rows:
-        key = row["status"].split(" (")[0]
+        key = str(row.status).split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
     parts = [f"{n} {k}" for k, n in sorted(counts.items())]
     return f"{len(rows)} rows: " + ", ".join(parts)
@@ -71,10 +72,10 @@ def warn_long(estimate: Estimate, jobs: int, shapes: list[tuple[int, int]], show
                       f"--shape-set quick) or {faster}[/yellow]", soft_wrap=True)
 
 
-def print_rows(rows: Sequence[Mapping[str, Any]], device_name: str, details: bool, out: Console) -> None:
+def print_rows(rows: Sequence[VerifyRow] | Sequence[SelftestRow], device_name: str, details: bool, out: Console) -> None:
     """The summary table and the rows worth a look (every row with --details), then the diagnoses of the FAIL and
     error rows (one row per backend × rule) and each FAIL/error row's detail."""
-    shown = [{**row, "_used": bar_used(row)} for row in rows]
+    shown = [{**row.cells(), "_used": bar_used(row)} for row in rows]
     if details:
         render_table(out, f"lnbench verify on {device_name}", RESULT_COLUMNS, shown)
     else:
@@ -88,6 +89,6 @@ def print_rows(rows: Sequence[Mapping[str, Any]], device_name: str, details: boo
         render_table(out, "Why: the pattern each FAIL/error row's numbers fit (each row's in the CSV/JSON `diagnosis`)",
                      WHY_COLUMNS, why)
     for row in rows:
-        if row["detail"] and row["status"] in ("FAIL", "error"):
-            out.print(f"[red]{row['backend']} {row['case']} {row['dtype']} {row['shape']} "
-                          f"{row['tensor']}:[/red] {row['detail']}")
+        if row.detail and row.status in ("FAIL", "error"):
+            out.print(f"[red]{row.backend} {row.case} {row.dtype} {row.shape} "
+                      f"{row.tensor}:[/red] {row.detail}")
