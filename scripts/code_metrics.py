@@ -337,25 +337,51 @@ def _by_place(places: list[str]) -> list[str]:
     return sorted(places, key=key)
 
 
+def _imported_names(tree: ast.AST, module: str) -> dict[str, str]:
+    """Name bound by an import anywhere in a module -> the dotted thing it names (`from a.b import C` -> a.b.C,
+    `import a.b as x` -> a.b; relative imports resolved against `module`, a module's dotted name)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update({(a.asname or a.name.split(".")[0]): (a.name if a.asname else a.name.split(".")[0])
+                        for a in node.names})
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[: -node.level]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            out.update({(a.asname or a.name): f"{base}.{a.name}" for a in node.names})
+    return out
+
+
 def _processes(files: dict[Path, str], root: Path) -> dict[str, list[str]]:
     """Where lnbench opens a worker pool or starts a worker process (call sites):
-    pools: a call of Pool (lnbench.measure.pool's, multiprocessing's or a context's) or ProcessPoolExecutor;
-    starts: os.fork(), multiprocessing's Process(...), and subprocess.Popen(...) whose arguments run this
-    Python (sys.executable) -- a worker; Popen of any other program is not counted."""
-    out: dict[str, list[str]] = {"pools": [], "starts": []}
+    pools: a call of Pool (the project's, multiprocessing's or a context's) or ProcessPoolExecutor, each with the
+    class it calls (resolved through the module's imports: how many kinds of pool there are);
+    starts: os.fork() and a call of the project's own `fork` helper (a pre-fork), multiprocessing's Process(...),
+    and subprocess.Popen(...) whose arguments run this Python (sys.executable) -- a worker; Popen of any other
+    program is not counted."""
+    out: dict[str, list[str]] = {"pools": [], "kinds": [], "starts": []}
     for path, source in files.items():
-        for node in ast.walk(ast.parse(source)):
+        tree = ast.parse(source)
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        names = _imported_names(tree, module)
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             name = _call_name(node)
+            head, _, rest = name.partition(".")
+            resolved = names.get(head, f"{module}.{head}") + (f".{rest}" if rest else "")
             last = name.rpartition(".")[2]
             where = f"{path.relative_to(root)}:{node.lineno} {name}"
             if last in POOL_NAMES:
-                out["pools"].append(where)
-            elif name == "os.fork" or (last == "Process" and ("multiprocessing" in source or "get_context" in name)) \
+                out["pools"].append(f"{where} ({resolved})")
+                out["kinds"].append(resolved)
+            elif name == "os.fork" or (last == "fork" and resolved.startswith("lnbench.")) \
+                    or (last == "Process" and ("multiprocessing" in source or "get_context" in name)) \
                     or (last == "Popen" and _mentions(node, "sys.executable")):
                 out["starts"].append(where)
-    return {kind: _by_place(places) for kind, places in out.items()}
+    return {"pools": _by_place(out["pools"]), "kinds": sorted(set(out["kinds"])), "starts": _by_place(out["starts"])}
 
 
 def _tricks(files: dict[Path, str], root: Path) -> dict[str, list[str]]:
@@ -450,7 +476,9 @@ def issue56(root: Path, timings: bool = True) -> dict[str, object]:
         for t, line in edges if t.startswith("lnbench.run")]
     processes = _processes(files, root)
     figures["worker pools opened (Pool, ProcessPoolExecutor call sites)"] = processes["pools"]
-    figures["worker processes started (os.fork, Process, Popen of sys.executable)"] = processes["starts"]
+    figures["kinds of worker pool (the classes those sites call)"] = processes["kinds"]
+    figures["worker processes started (os.fork, lnbench's fork helper, Process, Popen of sys.executable)"] = \
+        processes["starts"]
     figures["fast_help.py present"] = "yes" if (package / "fast_help.py").exists() else "no"
     for name, where in _tricks(files, root).items():
         figures[f"{name} calls"] = where
