@@ -117,6 +117,7 @@ class BwdPlan:
     strip: int = 0
     strips: int = 0
     row_blocks: int = 1
+    seg_kind: str = "fwd"        # launch A's segment geometry: the forward's element budget, or the backward's
     targets: tuple[str, ...] = ()
     launches: dict[str, tuple[LaunchEstimate, ...]] = field(default_factory=dict, compare=False)
 
@@ -242,20 +243,22 @@ def _rows(m: int, n: int, dt: str, arch: str, targets: Sequence[Target]) -> BwdP
 
 
 def strip_geometry(n: int, dt: str, width: int, align_elems: int | None = None,
-                   block: int = 0) -> geometry.RowPlan:
+                   block: int = 0, kind: str = "bwd") -> geometry.RowPlan:
     """Row geometry of `width` columns of an N-column row (aligned as N and the base pointers are: its vector width
-    divides N and align_elems); `block`: threads a block of several row slots grows to (launch B: STRIP_BLOCK)."""
+    divides N and align_elems); `block`: threads a block of several row slots grows to (launch B: STRIP_BLOCK);
+    kind "fwd": the forward's element budget per thread (launch A keeps nothing across a second pass: fewer waves
+    a row, whose fixed work, the reduction and set-up, is paid fewer times)."""
     vec = math.gcd(n, 16 // ELEM_BYTES[dt])
     if align_elems is not None:
         vec = math.gcd(vec, align_elems)
-    plan = geometry.row_plan(width, dt, "bwd", align_elems=vec)
-    if block and plan.rows_per_block > 1 and plan.block < block:
+    plan = geometry.row_plan(width, dt, kind, align_elems=vec)
+    if block and plan.lanes <= geometry.WAVE and plan.block < block:
         plan = dataclasses.replace(plan, rows_per_block=block // plan.lanes)
     return plan
 
 
 def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_bytes: int,
-           segments: int, row_blocks: int) -> BwdPlan | None:
+           segments: int, row_blocks: int, seg_kind: str = "fwd") -> BwdPlan | None:
     """The strip plan of these parameters (None where launch A's segment would stream or B's strip has one row
     slot a block: the kernels keep a segment in registers and combine several slots)."""
     e = ELEM_BYTES[dt]
@@ -269,7 +272,8 @@ def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_
     strips = -(-n // strip)
     seg = -(-(-(-n // segments)) // vec) * vec
     segments = -(-n // seg)
-    pa, pb = strip_geometry(n, dt, seg), strip_geometry(n, dt, strip, block=STRIP_BLOCK)
+    pa = strip_geometry(n, dt, seg, block=geometry.SMALL_ROW_BLOCK, kind=seg_kind)
+    pb = strip_geometry(n, dt, strip, block=STRIP_BLOCK)
     if pa.streaming or pb.streaming or pb.rows_per_block < 2:
         return None
     a_programs = segments * -(-mc // pa.rows_per_block)
@@ -293,7 +297,7 @@ def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_
         launches[t.name] = tuple(est)
     return BwdPlan(m=m, n=n, dtype=dt, arch=arch, kind="strip", programs=strips * row_blocks,
                    compulsory_bytes=comp, distinct_bytes=distinct, model_bytes=model, chunks=chunks, chunk_rows=mc,
-                   segments=segments, seg=seg, strip=strip, strips=strips, row_blocks=row_blocks,
+                   segments=segments, seg=seg, strip=strip, strips=strips, row_blocks=row_blocks, seg_kind=seg_kind,
                    targets=tuple(t.name for t in targets), launches=launches)
 
 
@@ -306,9 +310,10 @@ def _strip_candidates(m: int, n: int, dt: str, arch: str, targets: Sequence[Targ
         for rb in (1, 2, 4, 8, 16):
             segs = 1
             while segs <= MAX_SEGMENTS:
-                plan = _strip(m, n, dt, arch, targets, sb, segs, rb)
-                if plan is not None:
-                    yield plan
+                for kind in ("fwd", "bwd"):           # fewer waves a row (fewer instructions) first
+                    plan = _strip(m, n, dt, arch, targets, sb, segs, rb, kind)
+                    if plan is not None:
+                        yield plan
                 segs *= 2
 
 

@@ -397,7 +397,7 @@ def strip_compiled(plan: bwd_plan.BwdPlan, dt: str, abi: str, dev: Device, align
     from lnbench.flydsl.kernels_bwd import build_reduce
     from lnbench.flydsl.kernels_bwd_strip import build_rowsums, build_strip
     n, final = plan.n, plan.partial_rows == 0
-    pa = bwd_plan.strip_geometry(n, dt, plan.seg, align)
+    pa = bwd_plan.strip_geometry(n, dt, plan.seg, align, geometry.SMALL_ROW_BLOCK, kind=plan.seg_kind)
     pb = bwd_plan.strip_geometry(n, dt, plan.strip, align, bwd_plan.STRIP_BLOCK)
     tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dt]
     x = torch.empty(2, n, dtype=tdt)
