@@ -81,7 +81,8 @@ STEPS: tuple[Step, ...] = (
 #: ran, how loaded the machine was and how long it took: they differ on every run
 VOLATILE_KEYS = frozenset({
     "timestamp", "git_commit", "wall_s", "load_before", "load_after", "load_flag", "other_timing_runs",
-    "pid", "hostname", "duration_s", "startup_s", "stream_s", "kernel_s", "lock_wait_s"})
+    "pid", "hostname", "duration_s", "startup_s", "stream_s", "kernel_s", "lock_wait_s",
+    "estimate_s", "estimate_range", "actual_s"})     # the estimate (this machine's history, its load) and the time
 _KERNEL_TIMER = ("kernel_us", "kernel_min_us", "kernel_max_us", "kernels_per_call", "gap_us")
 #: row columns measured by a timing run, or derived from what it measured, per result kind
 TIMED_COLUMNS: dict[str, frozenset[str]] = {
@@ -100,7 +101,7 @@ TIMED_ENTRIES = frozenset({"metrics"})
 
 #: progress lines (standard error) say in which order cases finished and how long they took; the estimate line, how
 #: long this machine's earlier runs took (lnbench.run.calibration)
-_PROGRESS = re.compile(r"^(\[\d+(/\d+ +\d+%)?\] |estimated time: ~).*\n?", re.M)
+_PROGRESS = re.compile(r"^(\[\d+(/\d+ +\d+%)?\] |estimated time: ).*\n?", re.M)
 #: in a timed command's text: load warnings, worker flags (and the note column shown when one is there), and a
 #: kernel pass shown only when it rounds above 0 s
 _TIMED_DROPS = (re.compile(r"^.*busy machine.*\n?", re.M),
