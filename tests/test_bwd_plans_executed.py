@@ -90,3 +90,25 @@ def test_a_fresh_process_gives_the_same_bits(kernel_device, tmp_path):
     dw2, db2 = torch.load(out)
     assert torch.equal(dw.view(torch.int16), dw2.view(torch.int16))
     assert torch.equal(db.view(torch.int16), db2.view(torch.int16))
+
+
+@pytest.mark.parametrize("arch,shapes", [("gfx942", "256x4097,16x65536"), ("gfx950", "128x8192,64x16384")])
+def test_verify_passes_at_grid_shapes_of_the_strip_plan(tmp_path, results_dir, arch, shapes):
+    """`lnbench verify` on the emulated arch at grid shapes (M·N = 2^20) whose backward takes the strip plan: odd N,
+    M < 256, N = 65536; every check of both ABIs passes (the offset rows' dγ/dβ included)."""
+    import pandas as pd
+    from cli_helpers import invoke
+
+    from lnbench.run.device import emulator_status
+    if not emulator_status()[0]:
+        pytest.skip("the emulator is unavailable")
+    for shape in shapes.split(","):
+        m, n = (int(v) for v in shape.split("x"))
+        assert bwd_plan.plan_for(m, n, torch.bfloat16, arch).kind == "strip"
+    out = tmp_path / "v.csv"
+    result = invoke("verify", "--device", f"emu:{arch}", "--backend", "flydsl,flydsl-tensor", "--dtype", "bf16",
+                    "--shapes", shapes, "--csv", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert set(frame["status"]) == {"PASS"} and {"dweight", "dbias"} <= set(frame["tensor"])
+    assert set(frame["shape"]) >= set(shapes.split(","))
