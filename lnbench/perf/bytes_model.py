@@ -29,7 +29,9 @@ rows per block (lnbench.flydsl.geometry) and fp32 partials/accumulators:
                    Zeroing the accumulators and casting them to dγ/dβ are torch ops around the kernel: the
                    cast's write is the model's dγ/dβ term, the rest is not counted.
 The check by execution (tests/test_byte_model_executed.py, README): the emulated kernels' distinct bytes
-per buffer equal these terms.
+per buffer equal these terms. These are today's grid (geometry.bwd_programs); from M·N = 2^20 on, the backend
+launches the plan lnbench.flydsl.bwd_plan chooses (rows with another P, or the strip plan), whose
+`distinct_bytes` and `model_bytes` state its traffic.
 """
 from __future__ import annotations
 
