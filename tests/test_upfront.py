@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import io
+import statistics
 
 import pytest
 
@@ -71,3 +72,67 @@ def test_the_history_point_of_a_run_is_at_most_the_cap_off_its_idle_runs(tmp_pat
         assert upfront.record_run(upfront.estimate(key, _wall(0.0), ()), _wall(0.0))
     busy = upfront.estimate(key, _wall(8.0), ())
     assert busy.point_s == pytest.approx(eta.LOAD_CAP * _wall(0.0)) and busy.ratio == pytest.approx(1.0)
+
+
+def test_the_same_work_again_is_priced_by_its_own_earlier_times_whatever_the_model_says_now(tmp_path, monkeypatch):
+    """The issue's case: the model of the kind moves between runs (its fit is refitted after each), so model ×
+    the kind's actual/model priced a warm main job 0.60× its time. The same work (its signature) is priced by the
+    median of its own earlier times, however the model has moved; other work of the kind keeps the ratio."""
+    monkeypatch.setenv(calibration.ENV, str(tmp_path / "calibration.json"))
+    key = upfront.run_key("verify", ["flydsl", "torch"], "emu:gfx942", "medium")
+    work = upfront.work_signature(["unit a", "unit b"], 2, False)
+    for model_s, actual_s in ((25.0, 18.0), (16.0, 22.0), (20.0, 20.0)):
+        assert upfront.record_run(upfront.estimate(key, model_s, (), work=work), actual_s)
+    again = upfront.estimate(key, 13.0, (), work=work)
+    assert again.same_work and again.runs == 3 and again.point_s == pytest.approx(20.0)
+    assert again.ratio == pytest.approx(20.0 / 13.0)                    # the live estimate's prior
+    assert "from 3 earlier runs of the same work here" in again.line("120 cases, 2 jobs", 1.0, 2)
+    other = upfront.estimate(key, 13.0, (), work=upfront.work_signature(["unit a"], 2, False))
+    assert not other.same_work
+    assert other.point_s == pytest.approx(13.0 * statistics.median([18 / 25, 22 / 16, 20 / 20]))
+    assert "of the same work" not in other.line("1 case, 1 job", 1.0, 2)
+
+
+def test_the_same_work_is_scaled_by_the_load_counted_then_and_now_and_kept_apart_by_cache_state(tmp_path,
+                                                                                                monkeypatch):
+    """A run of the work recorded with the model counting a 2× slowdown (a busy machine) prices the same work on
+    an idle machine at half its time; a cold run (compiles pending) is never priced from warm ones."""
+    monkeypatch.setenv(calibration.ENV, str(tmp_path / "calibration.json"))
+    key = upfront.run_key("perf", ["torch"], "cpu", "small")
+    work = upfront.work_signature("cases", "protocol")
+    assert upfront.record_run(upfront.estimate(key, 30.0, (), work=work, slowdown=2.0), 40.0)
+    assert upfront.estimate(key, 15.0, (), work=work, slowdown=1.0).point_s == pytest.approx(20.0)
+    cold = upfront.estimate(key, 15.0, ("FlyDSL",), work=work)
+    assert cold.point_s is None and cold.low_s < cold.high_s
+
+
+def test_a_run_recorded_without_a_signature_or_with_a_bad_slowdown_is_not_the_same_work(tmp_path, monkeypatch):
+    """Runs recorded before the signature (no "w") price by the kind's ratio; an observation whose "l" is not a
+    number is dropped when the file is read (the file may hold anything)."""
+    path = tmp_path / "calibration.json"
+    monkeypatch.setenv(calibration.ENV, str(path))
+    key = upfront.run_key("verify", ["torch"], "cpu", "tiny")
+    work = upfront.work_signature("units")
+    assert upfront.record_run(upfront.estimate(key, 10.0, ()), 12.0)          # no signature: an older lnbench
+    first = upfront.estimate(key, 10.0, (), work=work)
+    assert not first.same_work and first.point_s == pytest.approx(12.0)
+    text = path.read_text()
+    path.write_text(text.replace('"s": 12.0', '"s": 12.0, "w": "%s", "l": "busy"' % work))
+    assert not upfront.estimate(key, 10.0, (), work=work).same_work
+
+
+def test_verify_signs_its_work_by_its_units_jobs_and_process(tmp_path, monkeypatch):
+    """The same verify again has the same signature; more jobs, or other units, are other work."""
+    from lnbench.run.device import parse_device
+    from lnbench.verify.calibrate import estimate_run
+    from lnbench.verify.cases import Case
+
+    monkeypatch.setenv(calibration.ENV, str(tmp_path / "calibration.json"))
+    cpu = parse_device("cpu")
+    units = [("torch", Case("randn", "f32", 4, 64, 1e-5, 1)), ("torch", Case("randn", "f32", 8, 64, 1e-5, 1))]
+
+    def signed(chosen: list, jobs: int) -> str:
+        return estimate_run(chosen, cpu, jobs, inline=jobs == 1)[1].upfront.work
+    first = signed(units, 1)
+    assert first and first == signed(units, 1)
+    assert len({first, signed(units, 2), signed(units[:1], 1), signed(units[::-1], 1)}) == 4

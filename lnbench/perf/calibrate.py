@@ -186,7 +186,8 @@ def modelled_estimate(cases: list[Any], jobs: int, device: Device, eps: float
     shapes = [(c.op, c.m, c.n) for c in cases]
     cold = [modelled_key(c, device.arch, eps) not in warm for c in cases]
     estimate = ModelledEstimate(shapes, jobs, others, costs=modelled_costs_here(device, cal, others), cold=cold)
-    ahead = perf_upfront(cases, device, estimate.wall_s, "perf-emu", any(cold))
+    work = upfront.work_signature(shapes, jobs, eps)
+    ahead = perf_upfront(cases, device, estimate.wall_s, "perf-emu", any(cold), work, estimate.scale)
     estimate.running.set_prior(ahead.ratio)
     return estimate, ModelledRecord(estimate, cases, jobs, device, eps, ahead)
 
@@ -219,10 +220,11 @@ class ModelledRecord:
 
 
 def perf_upfront(plan_cases: list[PerfCase], device: Device, model_s: float, command: str = "perf",
-                 flydsl_cold: bool = False) -> upfront.Upfront:
-    """A perf run's up-front estimate (lnbench.run.upfront) from its cases that run and its model's `model_s`."""
+                 flydsl_cold: bool = False, work: str = "", slowdown: float = 1.0) -> upfront.Upfront:
+    """A perf run's up-front estimate (lnbench.run.upfront) from its cases that run and its model's `model_s`;
+    `work` its upfront.work_signature, `slowdown` the load the model counted."""
     runs = [c for c in plan_cases if not getattr(c, "skip", "")] or plan_cases
     backends = [c.backend for c in runs]
     key = upfront.run_key(command, backends, device_key(device), upfront.size_class(c.m * c.n for c in runs))
     pending = upfront.pending_compiles(backends, device.is_gpu, device.emulated, flydsl_cold)
-    return upfront.estimate(key, model_s, pending)
+    return upfront.estimate(key, model_s, pending, work=work, slowdown=slowdown)

@@ -16,6 +16,7 @@ from lnbench.perf.plan import PerfPlan
 from lnbench.perf.spread import Group, group_spec, run_groups
 from lnbench.perf.worker_main import KERNEL_PHASES, STREAM_PHASES
 from lnbench.run.eta import busy_threads, cores
+from lnbench.run import upfront
 from lnbench.run.upfront import record_run
 from lnbench.run.progress import CommandProgress
 
@@ -43,7 +44,10 @@ def time_groups(plan: PerfPlan, peak_gbps: float | None, quiet: bool,
     bandwidth = peak_gbps if kind == "cuda" else None
     estimate = PerfEstimate([g.orders for g in groups], protocol, kind, bandwidth, plan.kernel_pass, others,
                             costs=costs_here(plan.dev, others, bandwidth))
-    ahead = perf_upfront([c for g in groups for c in g.cases], plan.dev, estimate.wall_s)
+    work = upfront.work_signature([[[repr(c) for c in order] for order in g.orders] for g in groups], repr(protocol),
+                                  plan.kernel_pass)
+    ahead = perf_upfront([c for g in groups for c in g.cases], plan.dev, estimate.wall_s, work=work,
+                         slowdown=estimate.scale)
     estimate.running.set_prior(ahead.ratio)
     ahead.keep(plan.run)
     if not quiet:

@@ -106,12 +106,12 @@ def _number(value: Any) -> bool:
 
 
 def _clean(observations: Any) -> list[dict[str, Any]]:
-    """The well-formed observations of a series: dicts whose "s" is a number >= 0 and whose "x", "n" and "m",
-    where given, are numbers >= 0 (others are dropped)."""
+    """The well-formed observations of a series: dicts whose "s" is a number >= 0 and whose "x", "n", "m" and
+    "l", where given, are numbers >= 0 (others are dropped)."""
     if not isinstance(observations, list):
         return []
     return [o for o in observations if isinstance(o, dict) and _number(o.get("s")) and o["s"] >= 0
-            and all(_number(o[k]) and o[k] >= 0 for k in ("x", "n", "m") if k in o)]
+            and all(_number(o[k]) and o[k] >= 0 for k in ("x", "n", "m", "l") if k in o)]
 
 
 @dataclass

@@ -6,6 +6,8 @@ its largest case). The calibration file (lnbench.run.calibration) keeps, per mac
 finished runs of that kind: their wall time from the estimate line to the end ("s"), what the model said ("m",
 eta's modelled wall time, the busy machine counted) and whether compiles were pending ("c": 1 cold, 0 warm).
 
+    runs of the same work here, in the same cache     ~the median of their actual seconds (the newest HISTORY), each
+      state                                            × the load's slowdown now over its own then (eta.slowdown)
     runs of this kind here, in the same cache state   ~model × the median of their actual/model (the newest HISTORY)
     none                                              a range: model × RANGE_LOW .. model × RANGE_HIGH, plus each
                                                       pending compile's PENDING_S, plus FRESH_S where this machine
@@ -15,9 +17,16 @@ The cold caches are looked at, not guessed (`pending_compiles`): Triton's cache 
 TorchInductor's for torch.compile, lnbench's build of the emulator's HIP stand-in (zig), and FlyDSL's disk cache
 (the caller says whether it has the run's kernels: lnbench.flydsl.compile_log). Each finished run records its
 estimate and actual time (`record_run`) and its run record keeps them (`Upfront.fields`).
+
+The same work (`work_signature`: the same units or cases in the same order, run the same way: the same command
+line again) is priced by its own earlier times before the kind's ratio: the ratio is the model of now times the
+actual/model of runs whose model was fitted before them, and the fit moves between runs (the same main job was
+modelled at 23.5, 17.6, 15.9 and 26 s in one afternoon): a warm main job was priced 0.60× its time from a run of
+the same work 0.83× its time before it (docs/running.md, issue 57).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import statistics
@@ -124,6 +133,9 @@ class Upfront:
     runs: int = 0
     pending: tuple[str, ...] = ()
     fresh: bool = False
+    work: str = ""              # work_signature: "" where the caller gives none
+    slowdown: float = 1.0       # eta.slowdown at the start: the load the model counted
+    same_work: bool = False     # the point is from runs of the same work (else from runs of the kind)
 
     @property
     def ratio(self) -> float:
@@ -145,7 +157,8 @@ class Upfront:
         `estimated time: first run here: 20 s – 2 min (compiles pending: Triton (Liger), FlyDSL; ...)`."""
         load = f"{others:.0f} other busy threads on {cores} cores"
         if self.point_s is not None:
-            earlier = f"from {self.runs} earlier run{'s' if self.runs > 1 else ''} here"
+            earlier = (f"from {self.runs} earlier run{'s' if self.runs > 1 else ''}"
+                       f"{' of the same work' if self.same_work else ''} here")
             return f"estimated time: ~{fmt_seconds(self.point_s)} ({earlier}; {what}; {load})"
         first = "first run here" if self.fresh else "first run of this kind here"
         pending = f"compiles pending: {', '.join(self.pending)}; " if self.pending else ""
@@ -165,18 +178,39 @@ def history(recorded: calibration.Calibration, key: str, cold: bool) -> list[flo
     return [o["s"] / o["m"] for o in runs[-HISTORY:]]
 
 
+def work_signature(*parts: object) -> str:
+    """What exactly a run does, as a short hash of `parts` (its units or cases in order, how many jobs or workers,
+    its protocol): the same command line run again on the same machine has the same signature."""
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
+
+
+def same_work(recorded: calibration.Calibration, key: str, work: str, cold: bool, slowdown: float) -> list[float]:
+    """The actual seconds of the newest HISTORY runs of the same work in the same cache state, each scaled by the
+    slowdown the model counts now over the one it counted then (none for runs recorded without a signature)."""
+    if not work:
+        return []
+    runs = [o for o in recorded.get(_series(key))
+            if o.get("w") == work and bool(o.get("c")) == cold and o.get("s", 0) > 0]
+    return [o["s"] * slowdown / o["l"] if o.get("l", 0) > 0 else o["s"] for o in runs[-HISTORY:]]
+
+
 def estimate(key: str, model_s: float, pending: tuple[str, ...] = (),
-             recorded: calibration.Calibration | None = None) -> Upfront:
-    """The up-front estimate of a run of kind `key` the model puts at `model_s` wall seconds (module docstring)."""
+             recorded: calibration.Calibration | None = None, work: str = "", slowdown: float = 1.0) -> Upfront:
+    """The up-front estimate of a run of kind `key` the model puts at `model_s` wall seconds (module docstring);
+    `work` its work_signature, `slowdown` the load's eta.slowdown the model counted."""
     recorded = calibration.load() if recorded is None else recorded
     model_s = max(model_s, 0.1)
+    same = same_work(recorded, key, work, bool(pending), slowdown)
+    if same:
+        point = float(statistics.median(same))
+        return Upfront(key, model_s, point, point, point, len(same), pending, False, work, slowdown, True)
     ratios = history(recorded, key, bool(pending))
     if ratios:
         point = model_s * float(statistics.median(ratios))
-        return Upfront(key, model_s, point, point, point, len(ratios), pending)
+        return Upfront(key, model_s, point, point, point, len(ratios), pending, False, work, slowdown)
     fresh = not ran_here(recorded, key)
     high = model_s * RANGE_HIGH + sum(PENDING_S.get(name, 30.0) for name in pending) + (FRESH_S if fresh else 0.0)
-    return Upfront(key, model_s, model_s * RANGE_LOW, high, None, 0, pending, fresh)
+    return Upfront(key, model_s, model_s * RANGE_LOW, high, None, 0, pending, fresh, work, slowdown)
 
 
 def ran_here(recorded: calibration.Calibration, key: str) -> bool:
@@ -192,4 +226,5 @@ def ran_here(recorded: calibration.Calibration, key: str) -> bool:
 def record_run(upfront: Upfront, actual_s: float) -> bool:
     """Add a finished run (its actual seconds from the estimate line to the end) to its kind's series."""
     return calibration.record({_series(upfront.key): [{"s": max(0.0, actual_s), "m": upfront.model_s,
-                                                        "c": 1 if upfront.pending else 0}]})
+                                                        "c": 1 if upfront.pending else 0, "w": upfront.work,
+                                                        "l": upfront.slowdown}]})

@@ -161,7 +161,8 @@ def estimate_run(units: list[tuple[str, Case]], device: Device, jobs: int, inlin
                           upfront.size_class(c.rows * c.n for _, c in units))
     pending = upfront.pending_compiles([b for b, _ in units], device.is_gpu, device.emulated,
                                        cold)
-    ahead = upfront.estimate(key, estimate.wall_s, pending, cal)
+    work = upfront.work_signature([(backend, repr(case)) for backend, case in units], estimate.jobs, inline)
+    ahead = upfront.estimate(key, estimate.wall_s, pending, cal, work, estimate.scale)
     estimate.running.set_prior(ahead.ratio)
     return estimate, VerifyRecord(estimate, units, device, inline, ahead)
 
