@@ -10,6 +10,7 @@ import functools
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -126,6 +127,30 @@ def guarded(func: Callable[..., int | None]) -> Callable[..., None]:
             fail_usage(f"{failed} (the run is not recorded; its result files are written)")
         sys.exit(code or EXIT_OK)
     return wrapper
+
+
+@dataclass(frozen=True)
+class SharedOptions:
+    """The options the commands share, declared once: each command's options record extends it (perf.options'
+    PerfOptions, abi.plan's AbiOptions, verify.plan's VerifyOptions, compare.plan's CompareOptions,
+    inspect.command's InspectOptions, perf.peak_run's PeakOptions), and each command builds its record from its
+    typed parameters, by keyword. As given: None or empty is left out (the config's value applies); a command
+    without one of these options leaves it at its default."""
+
+    config_path: Path | None = None
+    kernel_src: Path | None = None
+    dtypes: tuple[str, ...] = ()
+    shapes: tuple[str, ...] = ()
+    shape_set: str | None = None
+    device: str | None = None
+    emu_checks: str | None = None
+    seed: int | None = None
+    force: bool = False
+    devices: str | None = None
+    shard: str | None = None
+    md_path: Path | None = None
+    csv_path: Path | None = None
+    json_path: Path | None = None
 
 
 class OutputFile(click.Path):

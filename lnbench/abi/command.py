@@ -11,6 +11,7 @@ error / `--fail-if-slower` hit, 2 on usage errors.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import click
@@ -75,11 +76,27 @@ def executed_widths(shapes: list[tuple[int, int]], budget: int) -> dict[int, int
 @md_option
 @output_options
 @guarded
-def abi_compare_command(details: bool, quiet: bool, **options: Any) -> int:
+def abi_compare_command(*, pair: str | None, shapes: tuple[str, ...], shape_set: str | None, dtypes: tuple[str, ...],
+                        ops: tuple[str, ...], metrics: tuple[str, ...], arches: tuple[str, ...], static_only: bool,
+                        runtime_only: bool, execute: bool | None, fail_pct: float | None, processes: int | None,
+                        runs: int | None, warmup_s: float | None, min_warmup_calls: int | None,
+                        target_run_s: float | None, min_iters: int | None, max_iters: int | None,
+                        worker_timeout_s: float | None, eps: float | None, seed: int | None, device: str | None,
+                        config_path: Path | None, planted_delay_us: float | None, details: bool, in_process: bool,
+                        devices: str | None, force: bool, shard: str | None, kernel_src: Path | None,
+                        md_path: Path | None, csv_path: Path | None, json_path: Path | None, quiet: bool) -> int:
     """Tensor vs Pointer launch ABI: compiled-kernel facts side by side, and runtime speed-up with a CI."""
     from lnbench.abi.plan import AbiOptions, build_plan
 
-    return run(build_plan(AbiOptions(**options)), quiet, details)
+    o = AbiOptions(pair=pair, shapes=shapes, shape_set=shape_set, dtypes=dtypes, ops=ops, metrics=metrics,
+                   arches=arches, static_only=static_only, runtime_only=runtime_only, execute=execute,
+                   fail_pct=fail_pct, processes=processes, runs=runs, warmup_s=warmup_s,
+                   min_warmup_calls=min_warmup_calls, target_run_s=target_run_s, min_iters=min_iters,
+                   max_iters=max_iters, worker_timeout_s=worker_timeout_s, eps=eps, seed=seed, device=device,
+                   config_path=config_path, planted_delay_us=planted_delay_us, in_process=in_process,
+                   devices=devices, force=force, shard=shard, kernel_src=kernel_src, md_path=md_path,
+                   csv_path=csv_path, json_path=json_path)
+    return run(build_plan(o), quiet, details)
 
 
 def run(plan: AbiPlan, quiet: bool, details: bool = True) -> int:

@@ -17,7 +17,8 @@ from lnbench.constants import KERNEL_OPS
 from lnbench.errors import LnbenchUsageError
 from lnbench.modelled.targets import targets_for
 from lnbench.run.gpus import parse_devices, record_devices
-from lnbench.measure.protocol import Protocol
+from lnbench.cli_common import SharedOptions
+from lnbench.measure.protocol import Protocol, TimingOptions
 from lnbench.run.metadata import provenance
 from lnbench.results import ABI, AbiRun
 from lnbench.machine.rocm import has_rocm_gpu
@@ -127,14 +128,12 @@ class AbiPlan:
 
 
 @dataclass(frozen=True)
-class AbiOptions:
-    """`lnbench abi-compare`'s options as given (None or empty: left out, the config's value applies); --details
-    and --quiet are the run's, not the plan's."""
+class AbiOptions(SharedOptions, TimingOptions):
+    """`lnbench abi-compare`'s options as given (None or empty: left out, the config's value applies): the shared
+    ones (cli_common.SharedOptions, measure.protocol.TimingOptions) and its own; --details and --quiet are the
+    run's, not the plan's."""
 
     pair: str | None = None
-    shapes: tuple[str, ...] = ()
-    shape_set: str | None = None
-    dtypes: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     arches: tuple[str, ...] = ()
@@ -142,28 +141,9 @@ class AbiOptions:
     runtime_only: bool = False
     execute: bool | None = None
     fail_pct: float | None = None
-    processes: int | None = None
-    runs: int | None = None
-    warmup_s: float | None = None
-    min_warmup_calls: int | None = None
-    target_run_s: float | None = None
-    min_iters: int | None = None
-    max_iters: int | None = None
-    worker_timeout_s: float | None = None
     eps: float | None = None
-    seed: int | None = None
-    device: str | None = None
-    config_path: Path | None = None
     planted_delay_us: float | None = None
     in_process: bool = False
-    devices: str | None = None
-    force: bool = False
-    shard: str | None = None
-    kernel_src: Path | None = None
-    md_path: Path | None = None
-    csv_path: Path | None = None
-    json_path: Path | None = None
-
 
 def _runtime_device(name: str | None, pair: str, static_only: bool, config: dict[str, Any]
                     ) -> tuple[Device, list[Any] | None]:

@@ -38,7 +38,9 @@ from lnbench.errors import LnbenchUsageError
 @config_option
 @output_options
 @guarded
-def compare_command(quiet: bool, **options: Any) -> int:
+def compare_command(*, base: Path | None, new: Path | None, threshold_pct: float | None, fail_pct: float | None,
+                    force: bool, md_path: Path | None, flydsl_table: Path | None, flydsl_label: str,
+                    config_path: Path | None, csv_path: Path | None, json_path: Path | None, quiet: bool) -> int:
     """Compare two `perf --json` (or `abi-compare --json`) results case by case: ratio new/base of the headline
     medians, a paired t interval over the worker medians (each worker is its own process) widened by the run
     noise floor ([compare] run_noise_pct), its p-value,
@@ -49,7 +51,9 @@ def compare_command(quiet: bool, **options: Any) -> int:
     from lnbench.compare.verdict import compare_all, gate_hits, lost_cases
     from lnbench.results.flydsl_table import compare_block, perf_rows
 
-    o = CompareOptions(**options)
+    o = CompareOptions(base=base, new=new, threshold_pct=threshold_pct, fail_pct=fail_pct, force=force,
+                       md_path=md_path, flydsl_table=flydsl_table, flydsl_label=flydsl_label, config_path=config_path,
+                       csv_path=csv_path, json_path=json_path)
     base, new, fail_pct = o.base, o.new, o.fail_pct
     # the flags checked once, before either path: a bad flag is its one line before any file is read (scaffold.setup)
     check_flags(o.threshold_pct, fail_pct, o.flydsl_label)

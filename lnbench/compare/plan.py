@@ -14,7 +14,7 @@ from lnbench.compare.verdict import Settings
 from lnbench.errors import LnbenchUsageError
 from lnbench.machine.checkout import git_commit, timestamp
 from lnbench.machine.checkout import command_line
-from lnbench.cli_common import reserve_flydsl_file
+from lnbench.cli_common import SharedOptions, reserve_flydsl_file
 from lnbench.results.flydsl_table import check_label
 from lnbench.scaffold.setup import Outputs, begin
 from lnbench.results import COMPARE, CompareRun
@@ -35,21 +35,16 @@ class ComparePlan:
 
 
 @dataclass(frozen=True)
-class CompareOptions:
-    """`lnbench compare`'s options as given (None: the config's value applies); --quiet is the run's."""
+class CompareOptions(SharedOptions):
+    """`lnbench compare`'s options as given (None: the config's value applies): the shared ones
+    (cli_common.SharedOptions: --config, --force, the outputs) and its own; --quiet is the run's."""
 
     base: Path | None = None
     new: Path | None = None
     threshold_pct: float | None = None
     fail_pct: float | None = None
-    force: bool = False
-    md_path: Path | None = None
-    config_path: Path | None = None
-    csv_path: Path | None = None
-    json_path: Path | None = None
     flydsl_table: Path | None = None    # --flydsl-table [FILE]: cli_common.FLYDSL_LOG_ONLY for the bare flag
     flydsl_label: str = "main"
-
 
 def check_flags(threshold_pct: float | None, fail_pct: float | None, flydsl_label: str = "main") -> None:
     """--threshold and --fail-if-slower as numbers in range, --flydsl-label a label FlyDSL's parser reads (a usage

@@ -13,8 +13,9 @@ from rich.markup import escape
 
 from lnbench import settings as cfg
 from lnbench.backends import OWN_FLYDSL, record_sources, requested_names, runs_flydsl
-from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, apply_emu_checks, config_option, console, emu_checks_option,
-                                err_console, guarded, kernel_source_option, md_option, output_options)
+from lnbench.cli_common import (EXIT_FAILED, EXIT_OK, SharedOptions, apply_emu_checks, config_option, console,
+                                emu_checks_option, err_console, guarded, kernel_source_option, md_option,
+                                output_options)
 from lnbench.constants import ARCHES, KERNEL_OPS, STRATEGIES
 from lnbench.errors import LnbenchUsageError, one_line
 from lnbench.output.tables import Column, styled_status
@@ -235,10 +236,17 @@ def executed_rows(arches: list[str], abis: list[str], ops: list[str], dtypes: li
 @md_option
 @output_options
 @guarded
-def inspect_command(quiet: bool, **options: Any) -> int:
+def inspect_command(*, arches: tuple[str, ...], abis: tuple[str, ...], ops: tuple[str, ...], dtypes: tuple[str, ...],
+                    shapes: tuple[str, ...], strategy: str | None, execute: bool, backends: tuple[str, ...],
+                    config_path: Path | None, kernel_src: Path | None, isa_dir: Path | None, emu_checks: str | None,
+                    md_path: Path | None, csv_path: Path | None, json_path: Path | None, quiet: bool) -> int:
     """Compile the FlyDSL kernels (compile-only, no GPU) and report kernarg bytes, registers, spills, LDS, ISA;
     with --execute, also what each launch executes on the emulated device."""
-    return run(build_plan(InspectOptions(**options)), quiet)
+    o = InspectOptions(arches=arches, abis=abis, ops=ops, dtypes=dtypes, shapes=shapes, strategy=strategy,
+                       execute=execute, backends=backends, config_path=config_path, kernel_src=kernel_src,
+                       isa_dir=isa_dir, emu_checks=emu_checks, md_path=md_path, csv_path=csv_path,
+                       json_path=json_path)
+    return run(build_plan(o), quiet)
 
 
 @dataclass
@@ -262,25 +270,18 @@ class InspectPlan:
 
 
 @dataclass(frozen=True)
-class InspectOptions:
-    """`lnbench inspect`'s options as given (--quiet is the run's, not the plan's)."""
+class InspectOptions(SharedOptions):
+    """`lnbench inspect`'s options as given: the shared ones (cli_common.SharedOptions) and its own (--quiet is the
+    run's, not the plan's)."""
 
     arches: tuple[str, ...] = ()
     abis: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
-    dtypes: tuple[str, ...] = ()
     shapes: tuple[str, ...] = SHAPES
     strategy: str | None = None
     execute: bool = False
     backends: tuple[str, ...] = ("flydsl",)
-    config_path: Path | None = None
-    kernel_src: Path | None = None
     isa_dir: Path | None = None
-    emu_checks: str | None = None
-    md_path: Path | None = None
-    csv_path: Path | None = None
-    json_path: Path | None = None
-
 
 def build_plan(o: InspectOptions) -> InspectPlan:
     """Check the options and the toolkit once (exit 2 on bad input), reserve the outputs."""

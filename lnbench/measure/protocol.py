@@ -116,6 +116,21 @@ class Protocol:
         return {name: getattr(self, name) for name in self.TIMING}
 
 
+@dataclass(frozen=True)
+class TimingOptions:
+    """The protocol flags perf and abi-compare share (protocol_options declares them), as given (None: the config's
+    value applies); PerfOptions and AbiOptions extend it."""
+
+    processes: int | None = None
+    runs: int | None = None
+    warmup_s: float | None = None
+    min_warmup_calls: int | None = None
+    target_run_s: float | None = None
+    min_iters: int | None = None
+    max_iters: int | None = None
+    worker_timeout_s: float | None = None
+
+
 def protocol_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """The protocol flags shared by `perf` and `abi-compare` (None = the config's value)."""
     options = [

@@ -78,7 +78,15 @@ def if_loaded_option(func: Callable[..., Any]) -> Callable[..., Any]:
 @md_option
 @output_options
 @guarded
-def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: Path | None, **options: Any) -> int:
+def perf_command(*, backends: tuple[str, ...], baseline: str | None, ops: tuple[str, ...], modes: tuple[str, ...],
+                 dtypes: tuple[str, ...], shapes: tuple[str, ...], shape_set: str | None, processes: int | None,
+                 runs: int | None, warmup_s: float | None, min_warmup_calls: int | None, target_run_s: float | None,
+                 min_iters: int | None, max_iters: int | None, worker_timeout_s: float | None,
+                 cold_factor: float | None, llc_mib: float | None, headline: str, kernel_timer: bool | None,
+                 eps: float | None, seed: int | None, device: str | None, devices: str | None, force: bool,
+                 alone_below_mib: float | None, shard: str | None, config_path: Path | None, peak_file: Path | None,
+                 kernel_src: Path | None, if_loaded: str | None, flydsl_table: Path | None, md_path: Path | None,
+                 csv_path: Path | None, json_path: Path | None, quiet: bool) -> int:
     """Time LayerNorm fwd/bwd: P worker processes, each warm-up + R runs of I calls; headline = median of
     the worker medians, with the min–max across workers, GB/s and % of the measured copy peak. On a GPU,
     --kernel-timer adds kernel time (profiler) and the gap to stream time from R more runs per worker."""
@@ -87,8 +95,15 @@ def perf_command(if_loaded: str | None, quiet: bool, flydsl_table: Path | None, 
     from lnbench.perf.plan import build_plan
     from lnbench.results.flydsl_table import profile_rows, render
 
-    o = PerfOptions(**options)
-    if is_emulated(options.get("device")):          # nothing is timed: profiles and modelled floors
+    o = PerfOptions(backends=backends, baseline=baseline, ops=ops, modes=modes, dtypes=dtypes, shapes=shapes,
+                    shape_set=shape_set, processes=processes, runs=runs, warmup_s=warmup_s,
+                    min_warmup_calls=min_warmup_calls, target_run_s=target_run_s, min_iters=min_iters,
+                    max_iters=max_iters, worker_timeout_s=worker_timeout_s, cold_factor=cold_factor, llc_mib=llc_mib,
+                    headline=headline, kernel_timer=kernel_timer, eps=eps, seed=seed, device=device, devices=devices,
+                    force=force, alone_below_mib=alone_below_mib, shard=shard, config_path=config_path,
+                    peak_file=peak_file, kernel_src=kernel_src, md_path=md_path, csv_path=csv_path,
+                    json_path=json_path)
+    if is_emulated(o.device):          # nothing is timed: profiles and modelled floors
         modelled_plan = build_modelled_plan(o)
         table_file = _reserve_table(flydsl_table, o)
         code = run_modelled(modelled_plan, quiet)
@@ -192,13 +207,15 @@ def _say_no_peak(plan: PerfPlan) -> None:
 @config_option
 @if_loaded_option
 @guarded
-def peak_command(**options: Any) -> int:
+def peak_command(*, device: str | None, size_mib: float | None, runs: int, peak_file: Path | None,
+                 config_path: Path | None, if_loaded: str | None) -> int:
     """Measure device-to-device copy bandwidth (bytes read + written) and cache it for `perf`'s % peak; a
     figure that differs from the cached one beyond the noise is reported, and the cache keeps every earlier one."""
     from lnbench.perf.peak_run import PeakOptions, build_peak_plan, run_peak
     from lnbench.perf.tables import print_peak
 
-    plan = build_peak_plan(PeakOptions(**options))
+    plan = build_peak_plan(PeakOptions(device=device, size_mib=size_mib, runs=runs, peak_file=peak_file,
+                                       config_path=config_path, if_loaded=if_loaded))
     record, change, facts = run_peak(plan)
     print_peak(plan.dev.label, plan.path, record, change, facts.load_flag)
     return EXIT_OK

@@ -5,41 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lnbench.cli_common import SharedOptions
+from lnbench.measure.protocol import TimingOptions
+
 
 @dataclass(frozen=True)
-class PerfOptions:
-    """`lnbench perf`'s options as given (None or empty: left out, the config's value applies); --if-loaded,
-    --quiet and --flydsl-table are the run's, not the plan's."""
+class PerfOptions(SharedOptions, TimingOptions):
+    """`lnbench perf`'s options as given (None or empty: left out, the config's value applies): the shared ones
+    (cli_common.SharedOptions, measure.protocol.TimingOptions) and perf's own; --if-loaded, --quiet and
+    --flydsl-table are the run's, not the plan's."""
 
     backends: tuple[str, ...] = ()
     baseline: str | None = None
     ops: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
-    dtypes: tuple[str, ...] = ()
-    shapes: tuple[str, ...] = ()
-    shape_set: str | None = None
-    processes: int | None = None
-    runs: int | None = None
-    warmup_s: float | None = None
-    min_warmup_calls: int | None = None
-    target_run_s: float | None = None
-    min_iters: int | None = None
-    max_iters: int | None = None
-    worker_timeout_s: float | None = None
     cold_factor: float | None = None
     llc_mib: float | None = None
     headline: str = "stream"
     kernel_timer: bool | None = None
     eps: float | None = None
-    seed: int | None = None
-    device: str | None = None
-    devices: str | None = None
-    force: bool = False
     alone_below_mib: float | None = None
-    shard: str | None = None
-    config_path: Path | None = None
     peak_file: Path | None = None
-    kernel_src: Path | None = None
-    md_path: Path | None = None
-    csv_path: Path | None = None
-    json_path: Path | None = None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lnbench import validate
+from lnbench.cli_common import SharedOptions
 from lnbench.run.clocks import gpu_facts
 from lnbench.run.device import Device
 from lnbench.measure import load
@@ -27,16 +28,14 @@ class PeakPlan:
 
 
 @dataclass(frozen=True)
-class PeakOptions:
-    """`lnbench peak`'s options as given (None: the default or the config's value applies)."""
+class PeakOptions(SharedOptions):
+    """`lnbench peak`'s options as given (None: the default or the config's value applies): the shared ones
+    (cli_common.SharedOptions: --device, --config) and its own."""
 
-    device: str | None = None
     size_mib: float | None = None
     runs: int = 10
     peak_file: Path | None = None
-    config_path: Path | None = None
     if_loaded: str | None = None
-
 
 def build_peak_plan(o: PeakOptions) -> PeakPlan:
     """Every option checked (a usage error names the one at fault) before anything is timed."""

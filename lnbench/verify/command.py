@@ -1,6 +1,7 @@
 """The `lnbench verify` command: parse → build cases → run backends → table + CSV, exit code."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 import click
@@ -53,7 +54,11 @@ if TYPE_CHECKING:  # pragma: no cover
 @md_option
 @output_options
 @guarded
-def verify_command(details: bool, quiet: bool, **options: Any) -> int:
+def verify_command(*, backends: tuple[str, ...], dtypes: tuple[str, ...], shapes: tuple[str, ...],
+                   shape_set: str | None, config_path: Path | None, device: str | None, seed: int | None,
+                   self_test: bool, jobs: int | None, devices: str | None, force: bool, shard: str | None,
+                   details: bool, kernel_src: Path | None, emu_checks: str | None, md_path: Path | None,
+                   csv_path: Path | None, json_path: Path | None, quiet: bool) -> int:
     """Check forward (y, mean, rstd) and backward (dx, dγ, dβ) against an fp64 autograd reference.
 
     \b
@@ -69,10 +74,13 @@ def verify_command(details: bool, quiet: bool, **options: Any) -> int:
     from lnbench.verify.parallel import may_fork
 
     # before anything imports torch (verify.plan does); starts nothing (lnbench.run.pool)
-    may_fork(options["device"], options["jobs"], options["devices"], options["self_test"])
+    may_fork(device, jobs, devices, self_test)
     from lnbench.verify.plan import VerifyOptions, build_plan
 
-    o = VerifyOptions(**options)
+    o = VerifyOptions(backends=backends, dtypes=dtypes, shapes=shapes, shape_set=shape_set, config_path=config_path,
+                      device=device, seed=seed, self_test=self_test, jobs=jobs, devices=devices, force=force,
+                      shard=shard, kernel_src=kernel_src, emu_checks=emu_checks, md_path=md_path, csv_path=csv_path,
+                      json_path=json_path)
     idle = [flag for flag, value in (("--jobs", o.jobs), ("--details", details), ("--kernel-src", o.kernel_src),
                                      ("--emu-checks", o.emu_checks)) if value not in (None, False)]
     if o.self_test and idle:      # the planted bugs run in this process, on the reference math: no kernel, no worker

@@ -11,7 +11,7 @@ import click
 from lnbench import settings as cfg
 from lnbench import validate
 from lnbench.backends import backend_names, probe_backend, record_sources, requested_names
-from lnbench.cli_common import apply_emu_checks
+from lnbench.cli_common import SharedOptions, apply_emu_checks
 from lnbench.run.device import Device, resolve_kernel_device
 from lnbench.errors import LnbenchUsageError
 from lnbench.run.gpus import parse_devices, record_devices
@@ -89,28 +89,13 @@ class VerifyPlan:
 
 
 @dataclass(frozen=True)
-class VerifyOptions:
-    """`lnbench verify`'s options as given (None or empty: left out, the config's value applies); --details and
-    --quiet are the run's, not the plan's."""
+class VerifyOptions(SharedOptions):
+    """`lnbench verify`'s options as given (None or empty: left out, the config's value applies): the shared ones
+    (cli_common.SharedOptions) and its own; --details and --quiet are the run's, not the plan's."""
 
     backends: tuple[str, ...] = ("auto",)
-    dtypes: tuple[str, ...] = ()
-    shapes: tuple[str, ...] = ()
-    shape_set: str | None = None
-    config_path: Path | None = None
-    device: str | None = None
-    seed: int | None = None
     self_test: bool = False
-    kernel_src: Path | None = None
     jobs: int | None = None
-    devices: str | None = None
-    force: bool = False
-    shard: str | None = None
-    emu_checks: str | None = None
-    md_path: Path | None = None
-    csv_path: Path | None = None
-    json_path: Path | None = None
-
 
 def build_plan(o: VerifyOptions) -> VerifyPlan:
     """Check every option against the config once (exit 2 on bad input) and reserve the outputs."""
