@@ -53,6 +53,8 @@ def _start(args: list[str], tmp_path: Path, preexec=_reset_signals, env: dict[st
     env = {**os.environ, "TMPDIR": str(tmp), "COLUMNS": "200", "LNBENCH_RESULTS_DIR": str(tmp_path / "results"),
            **(env or {})}
     env.pop("LNBENCH_DEBUG", None)
+    for channel in ("LNBENCH_BACKEND_SOURCES", "LNBENCH_KERNEL_SRC"):    # a parent's to its workers, which an
+        env.pop(channel, None)     # in-process test leaves in os.environ: a command line starts without them
     return subprocess.Popen([sys.executable, "-m", "lnbench.cli", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
 
