@@ -98,11 +98,11 @@ def measure(pct: float = 5.0) -> dict:
     aa = summarize(aa_frame)
     aa_gate = judge(aa, pct)
     frame, planted = points(stepped=True)
-    rows = {r["series_id"]: r for r in summarize(frame)}
+    rows = {s.row.series_id: s for s in summarize(frame)}
     gate = judge(list(rows.values()), pct)
     found: dict[str, list[int]] = {}
     for p in planted:
-        changes = rows[p.series_id]["changes"]
+        changes = rows[p.series_id].changes
         hit = any((c["from_commit"], c["to_commit"]) == p.commits for c in changes)
         found.setdefault(f"{p.bound} {p.step_pct:g}%", [0, 0])
         found[f"{p.bound} {p.step_pct:g}%"][0] += hit
@@ -110,14 +110,14 @@ def measure(pct: float = 5.0) -> dict:
     planted_ids = {p.series_id for p in planted}
     return {
         "aa_series": len(aa), "aa_gate_failures": len(aa_gate.slower),
-        "aa_series_with_change_points": sum(bool(r["changes"]) for r in aa),
+        "aa_series_with_change_points": sum(bool(s.changes) for s in aa),
         "found_at_commit": found,
-        "stepped_gate_failures": sorted(r["series_id"] for r in gate.slower),
-        "gate_failures_not_planted": sorted(r["series_id"] for r in gate.slower if r["series_id"] not in planted_ids),
-        "change_points_not_planted": [(sid, r["changes"]) for sid, r in rows.items() if sid not in planted_ids
-                                      and r["changes"]],
-        "noise_pct": {bound: [round(float(np.median([r["noise_pct"] for r in aa if r["series_id"] <= SERIES // 2])), 1),
-                              round(float(np.median([r["noise_pct"] for r in aa if r["series_id"] > SERIES // 2])), 1)]
+        "stepped_gate_failures": sorted(s.row.series_id for s in gate.slower),
+        "gate_failures_not_planted": sorted(s.row.series_id for s in gate.slower if s.row.series_id not in planted_ids),
+        "change_points_not_planted": [(sid, s.changes) for sid, s in rows.items() if sid not in planted_ids
+                                      and s.changes],
+        "noise_pct": {bound: [round(float(np.median([s.row.noise_pct for s in aa if s.row.series_id <= SERIES // 2])), 1),
+                              round(float(np.median([s.row.noise_pct for s in aa if s.row.series_id > SERIES // 2])), 1)]
                       [bound == "host"] for bound in ("device", "host")},
     }
 

@@ -18,7 +18,8 @@ import gate_sets
 from lnbench.cli import main
 from lnbench.history.gate import direction, judge
 from lnbench.history.significance import Noise, adjusted, detectable_pct, noise, step
-from lnbench.history.summary import summarize
+from lnbench.history.summary import Series, summarize
+from lnbench.results import HistoryRow
 from lnbench.results import load_result
 from lnbench.store.db import open_store
 from lnbench.store.record import record
@@ -240,9 +241,10 @@ def test_the_planted_slowdown_recorded_on_the_h100_fails_at_its_commit_pair_only
 
 
 def test_a_unit_without_a_slower_direction_is_listed_as_not_gated() -> None:
-    rows = [{"kind": "inspect", "unit": "VGPR", "latest": 96.0, "runs": 8, "commits": 8, "series_id": 1,
-             "changes": [{"size_pct": 20.0, "run": 5, "from_commit": "a", "to_commit": "b", "cause": "code",
-                          "detectable_pct": 1.0}], "noise_pct": 1.0, "detectable_pct": 2.0}]
+    rows = [Series(HistoryRow(kind="inspect", unit="VGPR", latest=96.0, runs=8, commits=8, series_id=1, noise_pct=1.0,
+                              detectable_pct=2.0),
+                   changes=[{"size_pct": 20.0, "run": 5, "from_commit": "a", "to_commit": "b", "cause": "code",
+                             "detectable_pct": 1.0}])]
     gate = judge(rows, 5)
     assert gate.slower == [] and gate.notes[1].startswith("not gated: unit 'VGPR'")
     assert gate.counts() == {"not gated (unit)": 1}
@@ -328,7 +330,7 @@ def test_the_history_csv_keeps_its_columns_and_adds_the_gates(tmp_path: Path) ->
 def test_summarize_runs_on_a_frame_without_worker_values() -> None:
     frame, _ = gate_sets.points(stepped=True, series=8, runs=30)
     rows = summarize(frame.drop(columns=["values"]))
-    assert len(rows) == 8 and all(r["noise_pct"] is not None for r in rows)
+    assert len(rows) == 8 and all(s.row.noise_pct is not None for s in rows)
 
 
 def test_compare_flags_at_most_5pct_of_the_h100_aa_pairs_and_says_what_noise_it_judged_against(

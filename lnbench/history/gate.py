@@ -10,10 +10,11 @@ PCT says what it detects with 2 new runs (history --with's design), and is not g
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from lnbench.results.rows import HistoryRow
 
 from lnbench.history.changes import MIN_VALUES
-from lnbench.history.summary import CHECK_KINDS, EXACT_KINDS, FASTER_UP_UNITS, TIME_UNITS
+from lnbench.history.summary import CHECK_KINDS, EXACT_KINDS, FASTER_UP_UNITS, TIME_UNITS, Series
 
 
 def direction(unit: str, size_pct: float) -> str:
@@ -34,7 +35,7 @@ class Gate:
     """The gate's verdict over the series of one history."""
 
     pct: float
-    slower: list[dict[str, Any]] = field(default_factory=list)
+    slower: list[Series] = field(default_factory=list)
     notes: dict[int, str] = field(default_factory=dict)          # series id -> why it passes (or FAILS)
 
     @property
@@ -58,36 +59,39 @@ _KINDS = (("FAILS", "failing"), ("not gated", "not gated (unit)"), ("too noisy",
           ("no measured", "nothing to judge yet"))
 
 
-def _note(row: dict[str, Any], pct: float) -> str:
+def _note(row: HistoryRow, pct: float) -> str:
     """Why a valued series passes before its change points are read ('' when it is judged)."""
-    if not gated_unit(row["unit"]):
-        return f"not gated: unit {row['unit']!r} has no slower direction"
-    exact = row["kind"] in EXACT_KINDS
-    if not exact and row.get("noise_pct") is None:
+    unit = str(row.unit)
+    if not gated_unit(unit):
+        return f"not gated: unit {row.unit!r} has no slower direction"
+    exact = row.kind in EXACT_KINDS
+    if not exact and row.noise_pct is None:
         return "no measured values (none above 0)"
-    if row["runs"] < (2 if exact else MIN_VALUES):
-        return f"too few runs ({row['runs']}; {2 if exact else MIN_VALUES} needed)"
-    if row["commits"] < 2:
+    if (row.runs or 0) < (2 if exact else MIN_VALUES):
+        return f"too few runs ({row.runs}; {2 if exact else MIN_VALUES} needed)"
+    if (row.commits or 0) < 2:
         return "one commit: no code change to judge"
-    detectable = row.get("detectable_pct")
+    detectable = row.detectable_pct
     if not exact and (detectable is None or detectable > pct):
         shown = "—" if detectable is None else f"{detectable:.0f}%"
-        return f"too noisy for {pct:g}% (noise ±{row['noise_pct']:.1f}%: detects ≥ {shown})"
+        return f"too noisy for {pct:g}% (noise ±{row.noise_pct:.1f}%: detects ≥ {shown})"
     return ""
 
 
-def judge(rows: list[dict[str, Any]], pct: float, candidates_only: bool = False) -> Gate:
-    """The gate over `rows` (lnbench.history.summary; `candidates_only`: only a change point at a run of a
+def judge(series: list[Series], pct: float, candidates_only: bool = False) -> Gate:
+    """The gate over the `series` (lnbench.history.summary; `candidates_only`: only a change point at a run of a
     `history --with` file counts, whose run ids are negative)."""
     gate = Gate(pct)
-    for row in rows:
-        if row["kind"] in CHECK_KINDS or row["latest"] is None:
+    for one in series:
+        row = one.row
+        if row.kind in CHECK_KINDS or row.latest is None:
             continue
         note = _note(row, pct)
-        newest = row["changes"][-1] if row["changes"] else None
-        if newest and (not candidates_only or newest["run"] < 0) and gated_unit(row["unit"]):
+        newest = one.changes[-1] if one.changes else None
+        unit = str(row.unit)
+        if newest and (not candidates_only or newest["run"] < 0) and gated_unit(unit):
             size = abs(newest["size_pct"])
-            if direction(row["unit"], newest["size_pct"]) != "slower":
+            if direction(unit, newest["size_pct"]) != "slower":
                 note = note or "newest change is faster"
             elif newest.get("cause") == "machine":
                 note = "newest change is the machine's (its peers moved too)"
@@ -96,7 +100,7 @@ def judge(rows: list[dict[str, Any]], pct: float, candidates_only: bool = False)
             elif size < (newest.get("detectable_pct") or 0.0):
                 note = f"slowdown under what its noise lets the test find there ({newest['detectable_pct']:.0f}%)"
             else:
-                gate.slower.append(row)
+                gate.slower.append(one)
                 note = f"FAILS: {newest['size_pct']:+.1f}% at {newest['from_commit']}..{newest['to_commit']}"
-        gate.notes[row["series_id"]] = note or "no slowdown"
+        gate.notes[int(row.series_id or 0)] = note or "no slowdown"
     return gate

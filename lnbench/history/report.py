@@ -28,9 +28,9 @@ import pandas as pd
 
 from lnbench.history.gate import direction
 from lnbench.history.significance import METHOD_TEXT
-from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, changes_text, noise_text, shifts_text
+from lnbench.history.summary import BAD, CHECK_KINDS, EXACT_KINDS, Series, changes_text, noise_text, shifts_text
 from lnbench.history.svg import Chart, Run, chart, value_text
-from lnbench.results import missing
+from lnbench.results import HistoryRow, missing
 
 TEMPLATES = Path(__file__).with_name("templates")
 #: the sections of valued series after the checks: (id, short name, heading, which kinds)
@@ -50,7 +50,8 @@ MIN_CHARTED = 2
 class SeriesView:
     """One series as the page shows it: its name and anchor, latest value, change points, chart and runs."""
 
-    row: dict[str, Any]
+    row: HistoryRow
+    series: Series
     title: str
     anchor: str
     latest: str
@@ -68,9 +69,10 @@ def _num(value: Any) -> str:
     return "" if missing(value) else value_text(float(value))
 
 
-def series_title(row: dict[str, Any]) -> str:
+def series_title(row: HistoryRow) -> str:
     """A series' name: kind backend op dtype shape mode case."""
-    return " ".join(str(row[k]) for k in ("kind", "backend", "op", "dtype", "shape", "mode", "case_name") if row[k])
+    return " ".join(str(row.value(k)) for k in ("kind", "backend", "op", "dtype", "shape", "mode", "case_name")
+                    if row.value(k))
 
 
 def _interval(values: Any) -> tuple[float | None, float | None]:
@@ -93,20 +95,20 @@ def _runs(group: pd.DataFrame) -> list[Run]:
                                                           have["value"], intervals, have["load_flag"], have["status"])]
 
 
-def series_view(row: dict[str, Any], group: pd.DataFrame) -> SeriesView:
+def series_view(series: Series, group: pd.DataFrame) -> SeriesView:
     """One series' view; its chart when it has MIN_CHARTED values or more."""
-    runs = _runs(group)
+    runs, row = _runs(group), series.row
     title = series_title(row)
-    drawn = chart(runs, row["changes"], title, row["unit"], row["machine"]) if len(runs) >= MIN_CHARTED else None
-    shifts = shifts_text(row.get("shifts") or [])
-    changes = "; ".join(filter(None, (changes_text(row["changes"]), f"machine shifts: {shifts}" if shifts else "")))
-    return SeriesView(row, title, f"s{row['series_id']}-{_anchor(title)}", _num(row["latest"]), changes,
+    drawn = chart(runs, series.changes, title, str(row.unit), str(row.machine)) if len(runs) >= MIN_CHARTED else None
+    shifts = shifts_text(series.shifts or [])
+    changes = "; ".join(filter(None, (changes_text(series.changes), f"machine shifts: {shifts}" if shifts else "")))
+    return SeriesView(row, series, title, f"s{row.series_id}-{_anchor(title)}", _num(row.latest), changes,
                       noise_text(row), runs, drawn)
 
 
 def _newest_change(view: SeriesView) -> str:
     """The date of a series' newest change point ('' when it has none)."""
-    changes = view.row["changes"]
+    changes = view.series.changes
     return view.runs[changes[-1]["index"]].timestamp if changes else ""
 
 
@@ -132,13 +134,13 @@ def changes_rows(views: Iterable[SeriesView]) -> list[dict[str, Any]]:
     out = []
     for view in views:
         values = [run.value for run in view.runs]
-        for k, change in enumerate(view.row["changes"]):
-            before, after = _medians(values, view.row["changes"], k)
-            out.append({"direction": direction(view.row["unit"], change["size_pct"]), "title": view.title,
-                        "anchor": view.anchor, "machine": view.row["machine"], "from": change["from_commit"],
+        for k, change in enumerate(view.series.changes):
+            before, after = _medians(values, view.series.changes, k)
+            out.append({"direction": direction(str(view.row.unit), change["size_pct"]), "title": view.title,
+                        "anchor": view.anchor, "machine": view.row.machine, "from": change["from_commit"],
                         "to": change["to_commit"], "date": view.runs[change["index"]].timestamp[:10],
-                        "size": f"{change['size_pct']:+.1f}%", "unit": view.row["unit"],
-                        "medians": f"{value_text(before)} → {value_text(after)} {view.row['unit']}",
+                        "size": f"{change['size_pct']:+.1f}%", "unit": view.row.unit,
+                        "medians": f"{value_text(before)} → {value_text(after)} {view.row.unit}",
                         "p": "exact" if change.get("exact") else _p_text(change)})
     order = {"slower": 0, "faster": 1, "changed": 2}
     out.sort(key=lambda r: r["date"], reverse=True)
@@ -148,9 +150,9 @@ def changes_rows(views: Iterable[SeriesView]) -> list[dict[str, Any]]:
 def _by_machine(views: list[SeriesView]) -> list[dict[str, Any]]:
     """Views grouped per machine: charts (changes first), one-value series, and no-value series by status."""
     machines = []
-    for machine in sorted({v.row["machine"] for v in views}):
-        mine = _changes_first(v for v in views if v.row["machine"] == machine)
-        empty = Counter(v.row["latest_status"] or "no status" for v in mine if not v.runs)
+    for machine in sorted({str(v.row.machine) for v in views}):
+        mine = _changes_first(v for v in views if str(v.row.machine) == machine)
+        empty = Counter(v.row.latest_status or "no status" for v in mine if not v.runs)
         machines.append({"name": machine, "anchor": _anchor(machine), "charts": [v for v in mine if v.chart],
                          "single": [v for v in mine if v.runs and not v.chart],
                          "empty": sum(empty.values()), "empty_statuses": sorted(empty.items())})
@@ -208,21 +210,22 @@ def _summary(rows: list[dict[str, Any]], timed: list[SeriesView]) -> str:
     kinds = Counter(r["kind"] for r in rows)
     machines = len({r["machine"] for r in rows})
     parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (kv[0] not in _TIMED, kv[0]))]
-    changed = sum(bool(v.row["changes"]) for v in timed)
+    changed = sum(bool(v.series.changes) for v in timed)
     return (f"{len(rows)} series on {machines} machine(s) ({', '.join(parts)}); {changed} timed series with change "
             f"points; {sum(bool(r['since']) for r in rows)} checks failing. Change points: {METHOD_TEXT}")
 
 
-def context(points: pd.DataFrame, rows: list[dict[str, Any]], store: str) -> dict[str, Any]:
+def context(points: pd.DataFrame, series: list[Series], store: str) -> dict[str, Any]:
     """What the template shows (module docstring)."""
     by_series = {int(sid): g for sid, g in points.groupby("series_id")} if len(points) else {}
-    valued = [series_view(r, by_series[r["series_id"]]) for r in rows
-              if r["kind"] not in CHECK_KINDS and r["kind"] != "compare"]
-    timed = [v for v in valued if v.row["kind"] in _TIMED]
+    valued = [series_view(s, by_series[int(s.row.series_id or 0)]) for s in series
+              if s.row.kind not in CHECK_KINDS and s.row.kind != "compare"]
+    rows = [s.row.cells() for s in series]          # the checks' and compare's tables: display dicts
+    timed = [v for v in valued if v.row.kind in _TIMED]
     sections = [{"id": sid, "name": name, "heading": heading,
-                 "machines": _by_machine([v for v in valued if wanted(v.row["kind"])])}
+                 "machines": _by_machine([v for v in valued if wanted(str(v.row.kind))])}
                 for sid, name, heading, wanted in SECTIONS]
-    other = [v for v in valued if v.row["kind"] not in _OTHER_EXCLUDED]
+    other = [v for v in valued if v.row.kind not in _OTHER_EXCLUDED]
     if other:
         sections.append({"id": "other", "name": "Other series", "heading": "Other series (inspect, ...)",
                          "machines": _by_machine(other)})
@@ -234,7 +237,7 @@ def context(points: pd.DataFrame, rows: list[dict[str, Any]], store: str) -> dic
             "generated": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()}
 
 
-def render_html(points: pd.DataFrame, rows: list[dict[str, Any]], store: str) -> str:
+def render_html(points: pd.DataFrame, rows: list[Series], store: str) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.get_template("report.html.j2").render(**context(points, rows, store))

@@ -7,6 +7,7 @@ The change points of a deterministic series (modelled floors, the profile kind) 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -16,6 +17,7 @@ from lnbench.history.cache import searched_here
 from lnbench.history.changes import ChangePoint, Search, exact_changes, sparkline
 from lnbench.history.significance import FDR_Q, worker_values
 from lnbench.history.steps import SeriesData, judge, reference_detectable
+from lnbench.results.rows import HistoryRow
 from lnbench.store import flydsl
 from lnbench.store.points import MODELLED_UNIT
 
@@ -32,6 +34,30 @@ FASTER_UP_UNITS = ("TB/s", "GB/s", "TFLOPS", "speedup", "modelled speedup")
 _IDENTITY = ("kind", "backend", "op", "dtype", "shape", "mode", "case_name", "machine", "unit")
 #: what a series shares with its peers (the same case on the same machine, another backend)
 _PEER_GROUP = ("kind", "op", "dtype", "shape", "mode", "case_name", "machine", "unit")
+
+
+@dataclass
+class Series:
+    """One series summarized: its HistoryRow (the table's and the files' columns, less the text ones render
+    derives) and the change points and machine shifts behind them (the JSON's `series` holds them as lists)."""
+
+    row: HistoryRow
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    shifts: list[dict[str, Any]] = field(default_factory=list)
+
+    def json(self) -> dict[str, Any]:
+        """The series as the JSON's `series` lists it: the row's cells with the change points and shifts after
+        `trend`, and the gate's note last."""
+        out: dict[str, Any] = {}
+        cells = self.row.cells()
+        for name, value in cells.items():
+            if name != "gate":
+                out[name] = value
+            if name == "trend":
+                out.update(changes=self.changes, shifts=self.shifts)
+        if "gate" in cells:
+            out["gate"] = cells["gate"]
+        return out
 
 
 def _label(commit: str, dirty: bool) -> str:
@@ -56,7 +82,7 @@ def _workers(points: pd.DataFrame) -> list[list[float]]:
 
 
 def summarize(points: pd.DataFrame, changes_of: Callable[[list[Search]], dict[Search, list[ChangePoint]]]
-              | None = None) -> list[dict[str, Any]]:
+              | None = None) -> list[Series]:
     """One row per series (module docstring), in series order. `changes_of` runs many e-divisive searches at
     once (lnbench.history.cache keeps them in the store; None: searched here, no cache). `points` is sorted by
     series, then time (lnbench.history.query); each series is read as a slice of plain lists (not a pandas group
@@ -79,31 +105,31 @@ def summarize(points: pd.DataFrame, changes_of: Callable[[list[Search]], dict[Se
     alpha = FDR_Q / max(len(measured), 1)
     out = []
     for a, b in spans:
-        row = {k: col[k][a] for k in _IDENTITY}
-        row.update(series_id=int(col["series_id"][a]), runs=b - a, latest=col["value"][b - 1],
-                   latest_status=col["status"][b - 1], latest_commit=labels[b - 1], since="", trend="", changes=[],
-                   shifts=[], newest_change_pct=None, noise_pct=None, detectable_pct=None,
-                   commits=len({labels[i] for i in range(a, b)}))
-        if row["kind"] == flydsl.KIND:                  # FlyDSL's own verdict of the newest run, beside lnbench's
-            row.update(flydsl_flag=flydsl.flag_text(col["detail"][b - 1]), **flydsl.flag_fields(col["detail"][b - 1]))
-        if row["kind"] in CHECK_KINDS:
-            row["since"] = _failing_since(col["status"][a:b], labels[a:b])
+        row = HistoryRow(**{k: col[k][a] for k in _IDENTITY}, series_id=int(col["series_id"][a]), runs=b - a,
+                         latest=col["value"][b - 1], latest_status=col["status"][b - 1], latest_commit=labels[b - 1],
+                         since="", trend="", newest_change_pct=None, noise_pct=None, detectable_pct=None,
+                         commits=len({labels[i] for i in range(a, b)}))
+        series = Series(row)
+        if row.kind == flydsl.KIND:                  # FlyDSL's own verdict of the newest run, beside lnbench's
+            row.set(flydsl_flag=flydsl.flag_text(col["detail"][b - 1]), **flydsl.flag_fields(col["detail"][b - 1]))
+        if row.kind in CHECK_KINDS:
+            row.since = _failing_since(col["status"][a:b], labels[a:b])
         else:
             idx = have[a]
-            row["trend"] = sparkline(value[idx].tolist())
+            row.trend = sparkline(value[idx].tolist())
             if a in measured:
                 data = measured[a]
-                row["changes"], row["shifts"] = judged[data.series_id]
-                row["noise_pct"] = round(data.noise.pct, 2)
+                series.changes, series.shifts = judged[data.series_id]
+                row.noise_pct = round(data.noise.pct, 2)
                 detectable = reference_detectable(data, alpha)
-                row["detectable_pct"] = round(detectable, 2) if math.isfinite(detectable) else None
-            elif row["kind"] in EXACT_KINDS:
-                row["changes"] = _exact(value[idx].tolist(), [labels[i] for i in idx],
+                row.detectable_pct = round(detectable, 2) if math.isfinite(detectable) else None
+            elif row.kind in EXACT_KINDS:
+                series.changes = _exact(value[idx].tolist(), [labels[i] for i in idx],
                                         [int(col["run_id"][i]) for i in idx])
-                row["noise_pct"] = row["detectable_pct"] = 0.0
-            if row["changes"]:
-                row["newest_change_pct"] = row["changes"][-1]["size_pct"]
-        out.append(row)
+                row.noise_pct = row.detectable_pct = 0.0
+            if series.changes:
+                row.newest_change_pct = series.changes[-1]["size_pct"]
+        out.append(series)
     return out
 
 
@@ -130,9 +156,9 @@ def shifts_text(shifts: list[dict[str, Any]]) -> str:
     return "; ".join(f"{s['commit']} run {s['run']} {s['size_pct']:+.1f}%" for s in shifts)
 
 
-def noise_text(row: dict[str, Any]) -> str:
+def noise_text(row: HistoryRow) -> str:
     """±noise (≥ the step the gate can find with 2 new runs), for a measured series."""
-    if row.get("noise_pct") is None or row["kind"] in CHECK_KINDS:
+    if row.noise_pct is None or row.kind in CHECK_KINDS:
         return ""
-    detects = row.get("detectable_pct")
-    return f"±{row['noise_pct']:.1f}% (≥{detects:.1f}%)" if detects is not None else f"±{row['noise_pct']:.1f}%"
+    detects = row.detectable_pct
+    return f"±{row.noise_pct:.1f}% (≥{detects:.1f}%)" if detects is not None else f"±{row.noise_pct:.1f}%"
