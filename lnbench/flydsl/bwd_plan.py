@@ -55,6 +55,9 @@ MEMORY_MARGIN = 0.9
 VALU_PER_ELEM = {"rows": {"gfx950": 0.19, "gfx942": 0.23}, "A": {"gfx950": 0.12, "gfx942": 0.15},
                  "B": {"gfx950": 0.19, "gfx942": 0.23}}
 F32_VALU = 1.3
+#: scalar-width strips (odd N) execute more VALU per element: the emulated floors of 256x4097 bf16's launch B were
+#: 1.00-1.24 of its memory floor where the 16-bit estimate said 0.84-1.02
+SCALAR_VALU = 1.4
 #: fixed VALU work per wave of a launch (set-up, reductions, the reduce kernel's tree: ~33 measured, docs; B also
 #: adds its rows' segment sums)
 VALU_PER_WAVE = {"main": 40, "reduce": 36, "A": 40, "B": 60}
@@ -177,8 +180,9 @@ def _estimate(name: str, programs: int, waves: int, nbytes: int, valu: float, t:
                           cycles / t.clock_hz * 1e6)
 
 
-def _k(kind: str, arch: str, dt: str) -> float:
-    return VALU_PER_ELEM[kind][arch] * (F32_VALU if dt == "f32" else 1.0)
+def _k(kind: str, arch: str, dt: str, vec: int = 0) -> float:
+    """VALU wave-instructions per element; scalar-width rows (vec 1: odd N) ×SCALAR_VALU."""
+    return VALU_PER_ELEM[kind][arch] * (F32_VALU if dt == "f32" else 1.0) * (SCALAR_VALU if vec == 1 else 1.0)
 
 
 def _reduce_estimate(rows: int, n: int, wbytes: int, t: Target) -> LaunchEstimate:
@@ -290,8 +294,8 @@ def _strip(m: int, n: int, dt: str, arch: str, targets: Sequence[Target], strip_
     distinct = model - 2 * m * n * e                            # B's x/dy read from the LLC
     launches: dict[str, tuple[LaunchEstimate, ...]] = {}
     for t in targets:
-        est = [_estimate("A", a_programs, pa.block // 64 or 1, a_bytes, _k("A", arch, dt) * mc * n, t),
-               _estimate("B", strips * row_blocks, pb.block // 64 or 1, b_bytes, _k("B", arch, dt) * mc * n, t)]
+        est = [_estimate("A", a_programs, pa.block // 64 or 1, a_bytes, _k("A", arch, dt, pa.vec) * mc * n, t),
+               _estimate("B", strips * row_blocks, pb.block // 64 or 1, b_bytes, _k("B", arch, dt, pb.vec) * mc * n, t)]
         if partial_rows > 1:
             est.append(_reduce_estimate(partial_rows, n, e, t))
         launches[t.name] = tuple(est)
