@@ -31,9 +31,9 @@ def test_workers_are_forks_only_where_the_run_will_use_them(monkeypatch, device,
     monkeypatch.setattr(parallel, "_emulator_installed", lambda: True)
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 1})
     asked = []
-    monkeypatch.setattr(parallel, "allow_fork", lambda: asked.append(1) or True)
+    monkeypatch.setattr(parallel, "allow_fork", lambda imports: asked.append(imports) or True)
     assert parallel.may_fork(device, jobs, devices, self_test) is wanted
-    assert len(asked) == int(wanted)
+    assert asked == ([parallel.WORKER_IMPORTS] if wanted else [])
 
 
 def test_with_a_gpu_node_only_an_explicit_emulated_device_forks(monkeypatch, tmp_path):
@@ -41,14 +41,14 @@ def test_with_a_gpu_node_only_an_explicit_emulated_device_forks(monkeypatch, tmp
     node.write_text("")
     monkeypatch.setattr(parallel, "_GPU_NODES", (str(node),))
     monkeypatch.setattr(parallel, "_emulator_installed", lambda: True)
-    monkeypatch.setattr(parallel, "allow_fork", lambda: True)
+    monkeypatch.setattr(parallel, "allow_fork", lambda imports: True)
     assert parallel.may_fork(None, 2, None, False) is False
     assert parallel.may_fork("emu", 2, None, False) is True
 
 
 def test_one_core_or_no_emulator_forks_nothing(monkeypatch):
     monkeypatch.setattr(parallel, "_GPU_NODES", ("/nonexistent/gpu",))
-    monkeypatch.setattr(parallel, "allow_fork", lambda: True)
+    monkeypatch.setattr(parallel, "allow_fork", lambda imports: True)
     monkeypatch.setattr(parallel, "_emulator_installed", lambda: False)
     assert parallel.may_fork("emu", 2, None, False) is False
     monkeypatch.setattr(parallel, "_emulator_installed", lambda: True)

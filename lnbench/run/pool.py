@@ -69,15 +69,28 @@ def started() -> int:
     return _started
 
 
-def allow_fork() -> bool:
+def allow_fork(imports: Iterable[str] = ()) -> bool:
     """A command whose run will most likely use workers calls this after parsing its arguments, before it imports
     torch: this process gets the workers' OpenMP setting (WORKER_ENV), and `Pool.start(..., fork=True)` may fork
     it from then on. Once torch is imported without that setting it does nothing (forks would spin: the run
-    spawns). Returns whether forks are allowed. Starts nothing."""
+    spawns). Then it imports `imports`, the modules the forks will share (torch, FlyDSL, the emulator), with the
+    collector paused and what they made frozen, as the command line imports a command's module (lnbench.cli:
+    the collections would walk every imported object; docs/running.md, "One worker mechanism"). Returns whether
+    forks are allowed. Starts nothing."""
     global _fork_allowed
     if not _fork_allowed and not ("torch" in sys.modules and WORKER_ENV):
         os.environ.update(WORKER_ENV)
         _fork_allowed = True
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for name in imports:
+                with contextlib.suppress(ImportError):    # (a missing one is reported where the run needs it)
+                    importlib.import_module(name)
+        finally:
+            gc.freeze()
+            if collecting:
+                gc.enable()
     return _fork_allowed
 
 

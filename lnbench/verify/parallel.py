@@ -82,7 +82,8 @@ def may_fork(device: str | None, jobs: int | None, devices: str | None, self_tes
     """After verify's arguments are parsed, before torch is imported: where the run will most likely hand its cases
     to workers on the emulated device (installed; no --device other than emu, no GPU device node; no --jobs 1,
     --devices or --self-test), let them be forks of this process (lnbench.run.pool.allow_fork: the workers'
-    OpenMP setting, given to this process before torch loads). Starts nothing; returns whether forks may come."""
+    OpenMP setting, given to this process before torch loads, and their modules imported). Starts nothing;
+    returns whether forks may come."""
     if self_test or devices is not None or (jobs is not None and jobs <= 1):
         return False
     if device is not None and not device.startswith("emu"):
@@ -95,7 +96,7 @@ def may_fork(device: str | None, jobs: int | None, devices: str | None, self_tes
                 return False
         except (AttributeError, OSError):
             return False
-    return _emulator_installed() and allow_fork()
+    return _emulator_installed() and allow_fork(WORKER_IMPORTS)
 
 
 def _emulator_installed() -> bool:
