@@ -58,14 +58,17 @@ F32_VALU = 1.3
 #: scalar-width strips (odd N) execute more VALU per element: the emulated floors of 256x4097 bf16's launch B were
 #: 1.00-1.24 of its memory floor where the 16-bit estimate said 0.84-1.02
 SCALAR_VALU = 1.4
-#: fixed VALU work per wave of a launch (set-up, reductions, the reduce kernel's tree: ~33 measured, docs; B also
-#: adds its rows' segment sums)
-VALU_PER_WAVE = {"main": 40, "reduce": 36, "A": 40, "B": 60}
+#: fixed VALU work per wave of a launch (set-up, reductions; the reduce kernel's: its waves executed 25-26 VALU
+#: with one step of (vec + 2) at 4096x256 bf16, emulated; B also adds its rows' segment sums)
+VALU_PER_WAVE = {"main": 40, "reduce": 20, "A": 40, "B": 60}
 #: the share of the last-level cache one chunk's x and dy may take (the rest: dx, other traffic)
 LLC_SHARE = 0.5
 #: strip widths of launch B tried, in bytes of a row: no narrower than 64 B (below that a wave's loads would use
 #: part of every cache line they touch: the L2 would pay what the model does not count)
 STRIP_BYTES = (512, 1024, 256, 128, 64)
+#: today's grid is kept where it is within BUDGET and its estimated VALU / memory ratio is at most this (the
+#: estimate errs by up to ~0.4 either way against the emulated floors: a grid that works is not churned for it)
+KEEP_TODAY = 1.4
 #: threads of a launch-B block (its row slots × the strip's lanes): more rows at once, fewer trips of its row loop
 STRIP_BLOCK = 256
 #: the most segments launch A cuts a row into (launch B adds that many partial sums per row)
@@ -229,8 +232,8 @@ def _rows(m: int, n: int, dt: str, arch: str, targets: Sequence[Target]) -> BwdP
     groups = -(-m // (rp.batch if rp.streaming else rp.rows_per_block))
     today = geometry.bwd_programs(m, rp, arch)
     plan = _rows_at(m, n, dt, arch, targets, today)
-    if _ok(plan):
-        return plan
+    if _ok(plan, 1.0) or (plan.ratio <= 1 + BUDGET and plan.worst_ratio() <= KEEP_TODAY):
+        return plan                       # today's grid, where it is within BUDGET (and not far from memory-bound)
     cap = today
     while cap > 1 and rows_extra(m, n, dt, cap) > BUDGET * comp:
         cap -= 1
