@@ -1,5 +1,6 @@
-"""The options of `lnbench perf` as one typed record (its click options, built once from click's keywords);
-both of its plans read it: the timed one (perf.plan) and the modelled one (perf.modelled, `--device emu`)."""
+"""The options of `lnbench perf` as one typed record (its click options, built once by keyword from perf_command's
+typed parameters); both of its plans read it: the timed one (perf.plan) and the modelled one (perf.modelled,
+`--device emu`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
