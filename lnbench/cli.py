@@ -19,8 +19,9 @@ from typing import NoReturn
 
 from lnbench.run.processes import exit_quietly_on_signals
 
-#: the command line, not a library import (nor a test's in-process CliRunner)
-COMMAND_LINE = __name__ == "__main__" or Path(sys.argv[0]).name == "lnbench"
+#: the command line, not a library import (nor a test's in-process CliRunner, nor a test that sets sys.argv to
+#: `lnbench ...` before its first import of this module: the installed script's argv[0] is its file's path)
+COMMAND_LINE = __name__ == "__main__" or (Path(sys.argv[0]).name == "lnbench" and os.path.isfile(sys.argv[0]))
 if COMMAND_LINE:
     exit_quietly_on_signals()                                       # a signal during the imports below: one line
     gc.disable()     # until the command's imports are done (get_command): they make no garbage, yet their objects

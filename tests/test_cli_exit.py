@@ -11,8 +11,8 @@ import pytest
 from lnbench import cli
 
 _SCRIPT = """
-import atexit, sys
-sys.argv = ["lnbench", *sys.argv[1:]]
+import atexit, os, sys
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "lnbench"), *sys.argv[1:]]
 atexit.register(lambda: print("atexit ran"))
 from lnbench.cli import main
 main()

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 _SCRIPT = """
-import gc, sys
-sys.argv = ["lnbench", "config", "show"]
+import gc, os, sys
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "lnbench"), "config", "show"]
 before = gc.isenabled()
 import click
 import lnbench.cli as cli
@@ -28,3 +28,13 @@ def test_a_library_import_leaves_the_collector_alone():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "0"]
+
+
+def test_a_process_that_only_names_its_argv_lnbench_is_not_the_command_line(tmp_path):
+    """A test that sets sys.argv to `lnbench ...` before its first import of lnbench.cli (tests/test_results_model.py
+    alone) is not the installed script, whose argv[0] is its file's path: its commands return to it instead of
+    ending its process (with os._exit, the test run ended silently, status 0)."""
+    script = "import sys; sys.argv = ['lnbench', 'config', 'show']; import lnbench.cli as cli; print(cli.COMMAND_LINE)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]

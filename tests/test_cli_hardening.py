@@ -214,7 +214,7 @@ def test_click_parse_errors_are_one_line_and_exit_2(args, expected):
 #: and the count of workers it started written to $STARTED_FILE as it exits (lnbench.run.pool.started)
 NO_WORKER_SCRIPT = """
 import atexit, os, sys
-sys.argv = ["lnbench", *sys.argv[1:]]
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "lnbench"), *sys.argv[1:]]
 from lnbench.run import pool
 
 def started_one(*args, **kwargs):

@@ -25,8 +25,8 @@ HEAVY = ("torch", "pandas", "numpy", "flydsl", "triton", "liger_kernel", "tinygr
 #: runs the command line as the `lnbench` script does (cli.COMMAND_LINE: the collector, exit_now), and at its exit
 #: (the atexit handlers run before exit_now's os._exit) prints which heavy packages were imported
 _HELP_SCRIPT = """
-import atexit, json, sys
-sys.argv = ["lnbench", *sys.argv[1:]]
+import atexit, json, os, sys
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "lnbench"), *sys.argv[1:]]
 atexit.register(lambda: print(json.dumps(sorted(n for n in {heavy!r} if n in sys.modules)), file=sys.stderr))
 from lnbench.cli import main
 main()
