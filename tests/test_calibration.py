@@ -269,10 +269,12 @@ def test_a_kind_never_run_here_gets_a_range_that_widens_with_the_compiles_pendin
 
 
 def _kept(ahead, actual_s=None) -> dict:
-    """What Upfront.keep sets on a run record (a dict here: keep calls its update)."""
-    kept: dict = {}
-    ahead.keep(kept, actual_s)
-    return kept
+    """What Upfront.keep sets on a perf run record: its estimate columns that are set."""
+    from lnbench.results.runs import PerfRun
+
+    run = PerfRun()
+    ahead.keep(run, actual_s)
+    return {name: run.value(name) for name in ("estimate_s", "estimate_range", "actual_s") if run.has(name)}
 
 
 def test_earlier_runs_of_the_kind_in_the_same_cache_state_make_a_point(tmp_path, monkeypatch):
