@@ -415,7 +415,9 @@ def help_times(root: Path, runs: int = 5) -> dict[str, str]:
         hit = re.search(r'^lnbench\s*=\s*"([\w.]+:\w+)"', pyproject.read_text(encoding="utf-8"), re.MULTILINE)
         entry = hit.group(1) if hit else entry
     module, func = entry.split(":")
-    code = f"import sys; sys.argv[0] = 'lnbench'; from {module} import {func}; sys.exit({func}())"
+    # argv[0] as the installed script's (a file named lnbench: lnbench.cli.COMMAND_LINE), the import from ROOT
+    script = Path(sys.executable).with_name("lnbench")
+    code = f"import sys; sys.argv[0] = {str(script)!r}; from {module} import {func}; sys.exit({func}())"
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = {"load average (1 min) before the --help runs": f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"}
     for words in (["--help"], ["verify", "--help"]):
