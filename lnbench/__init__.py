@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from lnbench.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

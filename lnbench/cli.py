@@ -30,7 +30,7 @@ if COMMAND_LINE:
 
 import click  # noqa: E402
 
-import lnbench  # noqa: E402
+from lnbench.version import __version__  # noqa: E402
 
 #: subcommand -> (module, attribute, the start of its help for `lnbench --help`); a command's module is imported
 #: only when that command runs or shows its help (tests/test_fast_help.py checks these against the commands)
@@ -165,7 +165,7 @@ class OneLineUsageErrors(click.Group):
 
 
 @click.group(cls=OneLineUsageErrors, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(lnbench.__version__, prog_name="lnbench")
+@click.version_option(__version__, prog_name="lnbench")
 def main() -> None:
     """Validate and benchmark LayerNorm kernels (FlyDSL on AMD Instinct GPUs, torch and Triton peers)."""
 

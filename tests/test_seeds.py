@@ -22,7 +22,7 @@ def test_perf_cases_from_the_largest_base_seed_record_valid_seeds():
 def test_git_commit_says_dirty_for_uncommitted_tracked_changes(tmp_path, monkeypatch):
     import subprocess
 
-    import lnbench
+    from lnbench.machine import checkout
     from lnbench.run import metadata
 
     repo = tmp_path / "repo"
@@ -32,7 +32,7 @@ def test_git_commit_says_dirty_for_uncommitted_tracked_changes(tmp_path, monkeyp
     run("init", "-q")
     run("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
-    monkeypatch.setattr(lnbench, "__file__", str(repo / "pkg" / "__init__.py"))
+    monkeypatch.setattr(checkout, "PACKAGE_DIR", repo / "pkg")
     metadata.git_commit.cache_clear()
     clean = metadata.git_commit()
     (repo / "untracked.txt").write_text("not counted\n")
@@ -49,7 +49,7 @@ def test_git_commit_is_empty_for_an_install_inside_another_checkout(tmp_path, mo
     commit is not lnbench's, so git_commit says nothing rather than naming it."""
     import subprocess
 
-    import lnbench
+    from lnbench.machine import checkout
     from lnbench.run import metadata
 
     repo = tmp_path / "project"
@@ -62,7 +62,7 @@ def test_git_commit_is_empty_for_an_install_inside_another_checkout(tmp_path, mo
     run("init", "-q")
     run("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
-    monkeypatch.setattr(lnbench, "__file__", str(installed / "__init__.py"))
+    monkeypatch.setattr(checkout, "PACKAGE_DIR", installed)
     metadata.git_commit.cache_clear()
     try:
         assert metadata.git_commit() == ""

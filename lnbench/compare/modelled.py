@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.markup import escape
 
-import lnbench
+from lnbench.version import __version__
 from lnbench import validate
 from lnbench.cli_common import EXIT_FAILED, EXIT_OK, console, emit_outputs
 from lnbench.results.verdicts import Verdict, fails_gate, floor_verdict
@@ -152,7 +152,7 @@ def run(base_path: Path, new_path: Path, pair: tuple[ResultFile, ResultFile], fa
     csv_final, json_final, md_final = Setup("compare").reserve_outputs(csv_path, json_path, md_path,
                                                                        {"BASE": base_path, "NEW": new_path})
     meta = COMPARE.run(command="compare", source_command=PROFILE_KIND, command_line=command_line(),
-                       lnbench_version=lnbench.__version__, git_commit=git_commit(), timestamp=timestamp(),
+                       lnbench_version=__version__, git_commit=git_commit(), timestamp=timestamp(),
                        base=str(base_path), new=str(new_path), interval="exact (modelled: no statistics)",
                        fail_if_slower_pct=fail_pct, forced="modelled against measured" if mixed else "")
     if not quiet:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import lnbench
+from lnbench.version import __version__
 from lnbench import validate
 from lnbench.compare.cases import timed_cases
 from lnbench.compare.match import mismatches, require_overlap, same_command
@@ -90,7 +90,7 @@ def context(plan: ComparePlan) -> CompareRun:
     statistics' settings."""
     base, new, settings = plan.base, plan.new, plan.settings
     run = COMPARE.run(command="compare", source_command=base.kind, command_line=command_line(),
-                      lnbench_version=lnbench.__version__, git_commit=git_commit(), timestamp=timestamp(),
+                      lnbench_version=__version__, git_commit=git_commit(), timestamp=timestamp(),
                       base=str(base.path), new=str(new.path))
     b, n = base.run, new.run
     run.set(base_device=b.device_name or b.device or None, base_commit=b.commit,

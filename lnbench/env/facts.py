@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-import lnbench
+from lnbench.version import __version__
 from lnbench.backends import backend_names, probe_backend
 from lnbench.constants import ARCHES
 from lnbench.run.device import Device, emu_device, emulator_status, torch_device_info
@@ -63,7 +63,7 @@ def emulator_fact() -> str:
 
 def software_facts() -> dict[str, str]:
     return {
-        "lnbench": lnbench.__version__, "python": platform.python_version(),
+        "lnbench": __version__, "python": platform.python_version(),
         "torch": torch.__version__, "gpu runtime": gpu_runtime(), "ROCm GPU": "yes" if has_rocm_gpu() else "no",
         "flydsl": package_version("flydsl"), "click": package_version("click"), "rich": package_version("rich"),
         "pandas": package_version("pandas"), "liger-kernel": package_version("liger-kernel"),

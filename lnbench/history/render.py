@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-import lnbench
+from lnbench.version import __version__
 from lnbench.output import markdown
 from lnbench.machine.checkout import git_commit, timestamp
 from lnbench.cli_common import console, emit_outputs
@@ -51,7 +51,7 @@ def history_run(store_url: str, filters: dict[str, Any], judged: Sequence[Path],
                 rows: list[Series]) -> HistoryRun:
     """The run record of a history: who wrote it and when, the store read, the filters, the files judged (--with),
     the method and the gate."""
-    run = HISTORY.run(lnbench_command="history", command_line=command_line(), lnbench_version=lnbench.__version__,
+    run = HISTORY.run(lnbench_command="history", command_line=command_line(), lnbench_version=__version__,
                       git_commit=git_commit(), timestamp=timestamp(), store_url=store_url,
                       filters={k: v for k, v in filters.items() if v and k not in ("last", "exclude_loaded")},
                       last_runs=filters.get("last"), exclude_loaded=bool(filters.get("exclude_loaded")),

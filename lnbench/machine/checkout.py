@@ -13,14 +13,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import lnbench
+
+
+#: the lnbench package's folder (lnbench/machine/checkout.py is two levels in)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
     """Short commit of the lnbench checkout, with `-dirty` when tracked files differ from it (a result from
     uncommitted code says so), or '' when it is not a git checkout."""
-    return git_commit_of(Path(lnbench.__file__).parent)
+    return git_commit_of(PACKAGE_DIR)
 
 
 def git_commit_of(folder: Path) -> str:

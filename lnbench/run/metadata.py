@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import torch
 
-import lnbench
+from lnbench.version import __version__
 from lnbench.run.device import Device, torch_device_info
 from lnbench.results import IdentifiedRun, Kind
 from lnbench.machine.checkout import command_line, git_commit, timestamp
@@ -49,7 +49,7 @@ def driver_version(device: Device) -> str:
 def provenance(device: Device, kind: Kind[Any, RunT], command: str | None = None) -> RunT:
     """A run record of `kind` with the run's identity set: command line, versions, device, commit, time, threads
     (`device` says emu:gfx942 for emulated runs). `command`: the lnbench command named in the record."""
-    run = kind.run(command_line=command_line(), lnbench_version=lnbench.__version__, torch_version=torch.__version__,
+    run = kind.run(command_line=command_line(), lnbench_version=__version__, torch_version=torch.__version__,
                    flydsl_version=package_version("flydsl"), gpu_runtime=gpu_runtime(),
                    driver=driver_version(device), device=device.name, device_name=device.label,
                    device_arch=device.arch, git_commit=git_commit(), timestamp=timestamp(),

@@ -148,12 +148,10 @@ def kill_group(proc: ChildProcess) -> None:
 def child_environment(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """A worker's environment: os.environ + `env` (wins; a None value unsets the variable), the folder holding this `lnbench` package first on
     PYTHONPATH (a checkout runs without installing), and this process's pid (die_with_parent)."""
-    import lnbench
-
     child = {**os.environ, **{k: v for k, v in (env or {}).items() if v is not None}}
     for key in [k for k, v in (env or {}).items() if v is None]:    # None: unset it in the worker
         child.pop(key, None)
-    pkg_parent = str(Path(lnbench.__file__).resolve().parent.parent)
+    pkg_parent = str(Path(__file__).resolve().parents[2])                 # lnbench/run/processes.py
     child["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, child.get("PYTHONPATH", "")) if p)
     child[PARENT_PID_VAR] = str(os.getpid())
     return child
