@@ -70,12 +70,12 @@ def test_static_rows_get_executed_columns_and_report_execution_errors():
     rows = static.static_rows(["gfx942"], ["fwd"], ["bf16"], [64, 128], facts_fn=facts_fn, execute={64: 4, 128: 2},
                               execute_fn=execute_fn)
     ok, failed = rows
-    assert ok["exec_status"] == "ok" and ok["exec_rows"] == 4
-    assert (ok["exec_tensor"], ok["exec_pointer"]) == (140, 130) and ok["exec_per_row_pointer"] == 130 / 4
-    assert ok["exec_ratio"] == pytest.approx(130 / 140) and ok["exec_salu_tensor"] == 40
-    assert failed["status"] == "ok"
-    assert failed["exec_status"] == "error: RuntimeError: EmulatorFault: kernel ln_fwd, PC 0x40"
-    assert "exec_status" not in static.static_rows(["gfx942"], ["fwd"], ["bf16"], [64], facts_fn=facts_fn)[0]
+    assert ok.exec_status == "ok" and ok.exec_rows == 4
+    assert (ok.exec_tensor, ok.exec_pointer) == (140, 130) and ok.exec_per_row_pointer == 130 / 4
+    assert ok.exec_ratio == pytest.approx(130 / 140) and ok.value("exec_salu_tensor") == 40
+    assert failed.status == "ok"
+    assert failed.exec_status == "error: RuntimeError: EmulatorFault: kernel ln_fwd, PC 0x40"
+    assert not static.static_rows(["gfx942"], ["fwd"], ["bf16"], [64], facts_fn=facts_fn)[0].has("exec_status")
 
 
 @pytest.mark.rocm
