@@ -98,15 +98,19 @@ def f():
 def _cycle() -> list[str] | None:
     """One import circle among lnbench's modules (its modules in order, first repeated at the end), or None. Imports
     under `if TYPE_CHECKING:` count: a circle the type checker reads is a circle (issue 56)."""
-    adjacency = {m: sorted({t for t, _line in GRAPH[m] if (m, t) not in EXEMPT})
-                 for m in GRAPH}
+    return find_cycle({m: {t for t, _line in GRAPH[m] if (m, t) not in EXEMPT} for m in GRAPH})
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One circle of the directed graph `edges` (its nodes in order, the first repeated at the end), or None: a
+    depth-first search in sorted order."""
     state: dict[str, int] = {}            # 1 = on the current path, 2 = done
     path: list[str] = []
 
     def visit(node: str) -> list[str] | None:
         state[node] = 1
         path.append(node)
-        for nxt in adjacency[node]:
+        for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
                 return path[path.index(nxt):] + [nxt]
             if nxt not in state and (found := visit(nxt)):
@@ -115,8 +119,8 @@ def _cycle() -> list[str] | None:
         state[node] = 2
         return None
 
-    for module in sorted(adjacency):
-        if module not in state and (found := visit(module)):
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
             return found
     return None
 
@@ -152,25 +156,7 @@ def _folder_cycle(graph: dict[str, list[tuple[str, int]]]) -> list[str] | None:
         for target, _line in targets:
             if (module, target) not in EXEMPT and folder_of(module) != folder_of(target):
                 edges.setdefault(folder_of(module), set()).add(folder_of(target))
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for folder in sorted(edges):
-        if folder not in state and (found := visit(folder)):
-            return found
-    return None
+    return find_cycle(edges)
 
 
 def test_no_import_circle_between_folders():
