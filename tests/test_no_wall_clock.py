@@ -30,7 +30,7 @@ ALLOWED = {
     ("test_user_run.py", "test_a_signal_during_start_up_is_one_line_not_a_traceback", "clock"): HANG,
     ("test_user_run.py", "test_a_signal_during_start_up_is_one_line_not_a_traceback", "sleep"):
         "the poll for the child's signal handlers",
-    ("test_verify_prestart.py", "test_a_run_that_uses_no_worker_leaves_none_behind", "sleep"):
+    ("test_verify_forks.py", "test_a_run_that_uses_no_worker_leaves_none_behind", "sleep"):
         "the poll for the early workers to be gone, with a deadline that only ends a hung test",
 }
 
