@@ -10,10 +10,12 @@ import pytest
 
 from lnbench.abi.command import abi_compare_command
 from lnbench.abi.plan import AbiOptions
+from lnbench.cli_common import SharedOptions
 from lnbench.compare.command import compare_command
 from lnbench.compare.plan import CompareOptions
 from lnbench.errors import LnbenchUsageError
 from lnbench.inspect.command import InspectOptions, inspect_command
+from lnbench.measure.protocol import TimingOptions
 from lnbench.perf.command import peak_command, perf_command
 from lnbench.perf.peak_run import PeakOptions
 from lnbench.perf.options import PerfOptions
@@ -29,11 +31,25 @@ RECORDS = [(PerfOptions, perf_command, {"if_loaded", "quiet", "flydsl_table"}),
            (PeakOptions, peak_command, set())]
 
 
+def _names(record) -> set[str]:
+    return {f.name for f in dataclasses.fields(record)}
+
+
 @pytest.mark.parametrize("record, command, run_only", RECORDS, ids=lambda x: getattr(x, "__name__", ""))
 def test_each_options_record_is_its_commands_options(record, command, run_only) -> None:
-    """A click option added to a command without a field (or a field left behind) fails here, not at run time."""
+    """A click option added to a command without a field (or a field left behind) fails here, not at run time.
+    The record's full field set (its own and those it inherits) is the command's plan options plus the shared
+    (SharedOptions) options this command does not offer, which it leaves at their defaults; a record that extends
+    TimingOptions takes every protocol flag."""
     given = {p.name for p in command.params if p.expose_value} - run_only
-    assert {f.name for f in dataclasses.fields(record)} == given
+    fields = _names(record)
+    assert given <= fields, f"click options without a field: {sorted(given - fields)}"
+    inherited = set().union(*(_names(base) for base in record.__mro__[1:] if dataclasses.is_dataclass(base)))
+    unfilled = fields - given - _names(SharedOptions)
+    assert not unfilled, f"fields no option fills: {sorted(unfilled)}"
+    assert fields - inherited, "a command's record declares at least one option of its own"
+    if issubclass(record, TimingOptions):
+        assert _names(TimingOptions) <= given, f"protocol flags missing: {sorted(_names(TimingOptions) - given)}"
 
 
 @pytest.mark.parametrize("record, command, run_only", RECORDS, ids=lambda x: getattr(x, "__name__", ""))
