@@ -159,7 +159,7 @@ def test_a_run_cell_holding_a_list_is_one_csv_cell_and_reads_back_as_the_list(tm
     rows = [AbiRow(part="runtime", pair="flydsl", op="fwd", dtype="bf16", shape="1x256", metric="direct", status="ok")]
     write_csv(rows, tmp_path / "a.csv", run)
     back = load_result(tmp_path / "a.csv")
-    assert back.run["modelled_targets"] == ["MI350X", "MI355X"]
+    assert back.run.modelled_targets == ["MI350X", "MI355X"]
     assert json.loads(back.rows.loc[0, "modelled_targets"]) == ["MI350X", "MI355X"]
 
 
@@ -198,4 +198,4 @@ def test_a_commit_that_reads_as_a_number_stays_text_in_a_csv(tmp_path: Path, com
                       source_commit=commit)]
     write_csv(rows, tmp_path / "v.csv", run)
     back = load_result(tmp_path / "v.csv")
-    assert back.run["git_commit"] == commit and back.rows["source_commit"].tolist() == [commit]
+    assert back.run.git_commit == commit and back.rows["source_commit"].tolist() == [commit]
