@@ -336,18 +336,19 @@ def test_verify_units_spread_over_gpus_and_a_dead_gpu_gives_its_units_away(monke
     from lnbench.verify.parallel import SLOT_DEATHS, VerifySpec, run_units
     from lnbench.backends.tolerance import Tolerance
     from lnbench import settings as cfg
+    from lnbench.results import VerifyRow
 
     tol = Tolerance.from_config(cfg.section(cfg.load_config(None), "verify"))
     cases = verify_cases([(8, 64), (3, 33)], ["f32"], [1e-5], 7)
     spec = VerifySpec(("torch",), tuple(cases), "cpu", tol, 1)
     # the second stand-in GPU cannot start a Python worker at all
     slots = [cpu_slots(1)[0], GpuSlot(1, "stand-in", "PYTHONHOME", "/nonexistent", device="cpu", worker_device="cpu")]
-    rows: dict[int, list[dict]] = {}
+    rows: dict[int, list[VerifyRow]] = {}
     run_units(spec, list(range(len(cases))), 9, lambda unit, got, s: rows.setdefault(unit, got), slots)
     assert sorted(rows) == list(range(len(cases)))                      # every unit has its rows
-    died = [u for u, got in rows.items() if got[0]["status"] == "error"]
-    assert 1 <= len(died) <= SLOT_DEATHS and all(rows[u][0]["gpu"] == "cuda:1" for u in died)
-    assert all(r["status"] == "PASS" and r["gpu"] == "cuda:0" for u, got in rows.items() if u not in died for r in got)
+    died = [u for u, got in rows.items() if got[0].status == "error"]
+    assert 1 <= len(died) <= SLOT_DEATHS and all(rows[u][0].gpu == "cuda:1" for u in died)
+    assert all(r.status == "PASS" and r.gpu == "cuda:0" for u, got in rows.items() if u not in died for r in got)
 
 
 @pytest.mark.parametrize("command, args", [
