@@ -103,7 +103,7 @@ def test_null_worker_checks_by_execution_then_times_the_host_side(null_gfx942):
             record = entry.metrics[metric]
             assert len(record.tensor) == len(record.pointer) == TINY.runs and min(record.tensor) > 0
     rows = aggregate("flydsl", PAIRS["flydsl"].labels, [payload], ["direct", "wrapper"], n_boot=200)
-    assert len(rows) == 2 * 2 * 2 and {r["status"] for r in rows} == {"ok"}
+    assert len(rows) == 2 * 2 * 2 and {r.status for r in rows} == {"ok"}
 
 
 def _counted_case(shape: tuple[int, int], counter: list[int], launches_made: int) -> PairCase:
