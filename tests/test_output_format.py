@@ -18,7 +18,7 @@ from lnbench.perf.aggregate import build_rows
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.tables import _CELLS, NOTE_COLUMN, TABLE_COLUMNS
 from lnbench.run.workers import WorkerResult
-from lnbench.results import CompareRow
+from lnbench.results import CompareRow, VerifyRow
 from lnbench.output.tables import fmt_number, fmt_time_range_us, fmt_time_us, render_table
 from lnbench.verify.command import verify_command
 from lnbench.verify.tables import bar_used
@@ -73,21 +73,23 @@ def _perf_rows(runs_per_worker: list[list[float]]) -> list[dict]:
 
 def test_perf_table_prints_times_in_ms_never_exponents():
     rows = _perf_rows([[11490.0, 11500.0, 11480.0], [11600.0, 11610.0, 11590.0], [11400.0, 11410.0, 11390.0]])
-    shown = [{**r, **{key: cell(r) for key, cell in _CELLS.items()}} for r in rows if r["row_kind"] == "aggregate"]
+    shown = [{**c, **{key: cell(c) for key, cell in _CELLS.items()}}
+             for c in (r.cells() for r in rows if r.row_kind == "aggregate")]
     text = _rendered(TABLE_COLUMNS, shown)
     assert "11.49 ms" in text and "11.4–11.6 ms" in text and "87.03" in text   # GB/s = 1e9 B / 11.49 ms
     assert "1×" in text and not EXPONENT.search(text)
-    assert rows[-1]["median_us"] == 11490.0                                      # the CSV keeps raw µs
+    assert rows[-1].median_us == 11490.0                                         # the CSV keeps raw µs
 
 
 def test_a_noisy_worker_is_flagged_in_its_row_and_the_aggregate():
     rows = _perf_rows([[100.0, 101.0, 100.5], [100.0, 160.0, 70.0], [100.2, 100.4, 100.1]])
-    workers = {r["worker"]: r for r in rows if r["row_kind"] == "worker"}
-    assert workers[1]["worker_flag"].startswith("worker 1 noisy: run spread 90%")
-    assert workers[0]["worker_flag"] == workers[2]["worker_flag"] == ""
+    workers = {r.worker: r for r in rows if r.row_kind == "worker"}
+    assert workers[1].worker_flag.startswith("worker 1 noisy: run spread 90%")
+    assert workers[0].worker_flag == workers[2].worker_flag == ""
     aggregate_row = rows[-1]
-    assert aggregate_row["worker_flag"] == workers[1]["worker_flag"] and aggregate_row["status"] == "ok"
-    shown = [{**aggregate_row, **{key: cell(aggregate_row) for key, cell in _CELLS.items()}}]
+    assert aggregate_row.worker_flag == workers[1].worker_flag and aggregate_row.status == "ok"
+    aggregate_cells = aggregate_row.cells()
+    shown = [{**aggregate_cells, **{key: cell(aggregate_cells) for key, cell in _CELLS.items()}}]
     assert "worker 1 noisy" in _rendered(TABLE_COLUMNS + [NOTE_COLUMN], shown)
 
 
@@ -112,7 +114,7 @@ def test_abi_compare_table_times_and_worker_flag(monkeypatch):
                 payload(2, [8344.0, 8346.0, 8341.0])]
     rows = aggregate("torch-entry", {"tensor": "T", "pointer": "P"}, [AbiWorkerPayload.from_wire(p) for p in payloads],
                      ["direct"], n_boot=200)
-    assert rows[0]["worker_flag"].startswith("Tensor: worker 1 noisy")
+    assert rows[0].worker_flag.startswith("Tensor: worker 1 noisy")
     console = Console(record=True, width=400, highlight=False)
     monkeypatch.setattr(abi_tables, "console", console)
     abi_tables.render_runtime(rows, "t")
@@ -136,9 +138,10 @@ def test_compare_table_and_markdown_print_times_with_units():
 # --- verify ----------------------------------------------------------------------------------------------
 
 def test_bar_used_is_err_over_allowed():
-    assert bar_used({"max_abs_err": 0.5, "allowed": 2.0}) == 0.25
-    assert bar_used({"max_abs_err": None, "allowed": None}) is None
-    assert bar_used({"max_abs_err": 0.0, "allowed": 0.0}) == 0.0          # a zero bar, met exactly (tests/test_verify_edges.py)
+    assert bar_used(VerifyRow().set(max_abs_err=0.5, allowed=2.0)) == 0.25
+    assert bar_used(VerifyRow().set(max_abs_err=None, allowed=None)) is None
+    assert bar_used(VerifyRow()) is None                                       # unset fields read None
+    assert bar_used(VerifyRow().set(max_abs_err=0.0, allowed=0.0)) == 0.0          # a zero bar, met exactly (tests/test_verify_edges.py)
 
 
 def test_verify_table_shows_err_over_allowed_and_csv_keeps_rel_err(tmp_path, results_dir, monkeypatch):
