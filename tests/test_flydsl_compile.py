@@ -152,8 +152,8 @@ def test_arches_differ_in_isa():
 
 def test_facts_to_rows_flattens_args():
     rows = facts_to_rows(compile_facts("fwd", "f32", 64, "pointer", "gfx942"))
-    assert rows[0]["kernel_args"].startswith("0:8:global_buffer")
-    assert rows[0]["dtype"] == "f32" and rows[0]["n"] == 64
+    assert rows[0].kernel_args.startswith("0:8:global_buffer")
+    assert rows[0].dtype == "f32" and rows[0].n == 64
 
 
 def _big_lds_launcher():

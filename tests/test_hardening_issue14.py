@@ -360,13 +360,13 @@ def test_backend_without_backward_has_not_run_backward_rows():
 
     cases = build_cases([(2, 8)], ["f32"], [1e-5, 1e-2], 1)
     rows = verify_rows(ForwardOnly(), cases, parse_device("cpu"), tol)
-    by_status = {(r["case"], r["tensor"]): r for r in rows}
-    assert by_status[("randn", "dx")]["status"] == "not run"
-    assert by_status[("randn", "dx")]["detail"] == "no standalone backward"
-    assert by_status[("randn", "y")]["status"] == "PASS"
-    assert by_status[("randn", "mean")]["status"] == "not run"
-    assert by_status[("autograd-3d", "dx")]["status"] == "PASS"
-    assert not [r for r in rows if r["status"] in ("error", "FAIL")]
+    by_status = {(r.case, r.tensor): r for r in rows}
+    assert by_status[("randn", "dx")].status == "not run"
+    assert by_status[("randn", "dx")].detail == "no standalone backward"
+    assert by_status[("randn", "y")].status == "PASS"
+    assert by_status[("randn", "mean")].status == "not run"
+    assert by_status[("autograd-3d", "dx")].status == "PASS"
+    assert not [r for r in rows if r.status in ("error", "FAIL")]
 
 
 def test_verify_compile_backend_is_not_an_error(tmp_path):

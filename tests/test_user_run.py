@@ -460,9 +460,15 @@ def test_summary_rows_count_and_locate_the_worst():
 def test_progress_outcome_says_error_for_no_verdict_and_fail_for_a_value_outside_its_bar():
     from lnbench.verify.runner import outcome
 
-    assert outcome([{"status": "PASS"}, {"status": "FAIL"}]) == "FAIL"
-    assert outcome([{"status": "error"}]) == "error"
-    assert outcome([{"status": "PASS"}]) == "PASS"
+    from lnbench.results import VerifyRow
+
+    def rows(*statuses: str) -> list[VerifyRow]:
+        return [VerifyRow().set(status=s) for s in statuses]
+
+    assert outcome(rows("PASS", "FAIL")) == "FAIL"
+    assert outcome(rows("FAIL", "error", "PASS")) == "error"          # no verdict before a value outside its bar
+    assert outcome(rows("error")) == "error"
+    assert outcome(rows("PASS")) == "PASS"
 
 
 def test_perf_with_nothing_runnable_follows_the_one_rule(results_dir):
