@@ -176,23 +176,23 @@ def _compare_line(row: TableRow, base_tbps: float, ratio_time: float, label: str
 
 
 def compare_block(compare_rows: Iterable[Any], base: list[TableRow], label: str = "main") -> str:
-    """The `=== Benchmark: current vs LABEL ===` block of `compare_rows` (lnbench compare's rows; their ratio new/base
-    of the headline times, paired), with the base's TB/s from the base result's table rows `base`. A case the base
+    """The `=== Benchmark: current vs LABEL ===` block of `compare_rows` (lnbench compare's CompareRow records; their
+    ratio new/base of the headline times, paired), with the base's TB/s from the base result's table rows `base`. A case the base
     measured and the new run did not shows `current=missing [SKIP]`; a case only one side has is counted below."""
     base_by_case = {r.case: r for r in base}
     lines = [f"=== Benchmark: current vs {check_label(label)} ===\n"]
     compared = only_new = 0
     for c in compare_rows:
-        case: CaseKey = (str(c["backend"]), str(c["op"]), str(c["dtype"]), str(c["shape"]), str(c["mode"]))
+        case: CaseKey = (str(c.backend), str(c.op), str(c.dtype), str(c.shape), str(c.mode))
         row = base_by_case.get(case)
         if row is None:
             only_new += 1
             continue
         if row.tbps is None:
             continue
-        ratio = c["ratio"]
+        ratio = c.ratio
         if missing(ratio) or not math.isfinite(float(ratio)) or float(ratio) <= 0:
-            gone = " row" if str(c["verdict"]) == Verdict.ONLY_BASE else ""
+            gone = " row" if str(c.verdict) == Verdict.ONLY_BASE else ""
             lines.append(f"  {_key_cells(row)}  current=missing{gone}  [SKIP]\n")
             continue
         compared += 1
