@@ -37,6 +37,7 @@ def _check(x, w, b, dy, got):
 
 
 @pytest.mark.parametrize("m,n,dt,kind,partial", [(16, 65536, "bf16", "strip", False),
+                                                 (128, 8192, "bf16", "strip", False),   # two-stage combine
                                                  (256, 16384, "bf16", "strip", True),
                                                  (4096, 256, "bf16", "rows", True)])
 def test_the_chosen_plan_is_accurate_and_bitwise_reproducible_across_runs_and_abis(kernel_device, m, n, dt, kind,

@@ -6,7 +6,7 @@ A  row sums (build_rowsums): program b owns segment a = b % S of the rows of gro
 B  strip (build_strip): program b owns strip s = b % strips (`plan.n` columns) of the row groups rb, rb + RB, ...
    (rb = b // strips, RB row blocks). Per row: c1 = Σ_a C1[r, a], c2 likewise, added in segment order; x and dy of
    its columns read again, dx = (wdy - (c1 + x̂·c2)/N)·rstd written, dy·x̂ and dy added to the slot's dγ/dβ in
-   registers. At the end the R slots' sums are added in LDS, slot 0 first (kernels_bwd.combine_slots), and
+   registers. At the end the R slots' sums are added in LDS in a fixed order (_combine), and
    written as γ's dtype (final: one row block, one chunk) or as the block's fp32 partial row (the partial-reduce
    kernel adds those). Every sum is in a fixed order: the results do not depend on launch timing.
 
@@ -171,15 +171,28 @@ def build_rowsums(plan: RowPlan, n: int, segments: int, abi: str, name: str = ""
     return launch
 
 
+def _parts_per_output(plan: RowPlan) -> int:
+    """Q: how many threads add one output's R slot values in the combine's first stage, each 2·tiles·vec of them
+    (every thread of the block busy); 1 where the outputs do not divide the block evenly (then each output's
+    thread adds all R)."""
+    outs, R = 2 * plan.tiles * plan.vec * plan.lanes, plan.rows_per_block
+    if outs >= plan.block or plan.block % outs or R % (plan.block // outs):
+        return 1
+    return plan.block // outs
+
+
 def _combine_floats(plan: RowPlan) -> int:
-    return 2 * plan.tiles * plan.vec * plan.lanes * (plan.rows_per_block + 4)
+    outs, q = 2 * plan.tiles * plan.vec * plan.lanes, _parts_per_output(plan)
+    return outs * (plan.rows_per_block + 4) + (outs * q if q > 1 else 0)
 
 
 def _combine(plan: RowPlan, acc, part, og, ob, tid, slot, lane, nbytes, out_dtype: str) -> None:
-    """The R row slots' dγ/dβ sums added in LDS, slot 0 first, and stored (og/ob: the strip's first column, bound
-    `nbytes`). Output o = (k·tv + te)·lanes + lane (k: dγ, dβ; te: a lane's value) keeps its R slot values side by
-    side at o·(R + 4) (read as 16-byte vectors; the pitch of R + 4 dwords spreads a wave's writes over the banks);
-    thread t adds outputs t, t + block, ... in slot order."""
+    """The R row slots' dγ/dβ sums added in LDS in a fixed order, and stored (og/ob: the strip's first column,
+    bound `nbytes`). Output o = (k·tv + te)·lanes + lane (k: dγ, dβ; te: a lane's value) keeps its R slot values
+    side by side at o·(R + 4) (read as 16-byte vectors; the pitch of R + 4 dwords spreads a wave's writes over the
+    banks). Where the outputs divide the block (Q = block / outputs > 1), thread t adds slots j·R/Q .. (j+1)·R/Q - 1
+    of output t % outputs (j = t // outputs) and the output's thread then adds its Q part sums, j = 0 first: every
+    thread works, each reads R/Q values, not R. Else thread t adds outputs t, t + block, ... over all R slots."""
     R, lanes, vec, n = plan.rows_per_block, plan.lanes, plan.vec, plan.n
     tv, pitch = plan.tiles * vec, plan.rows_per_block + 4
     for k in range_constexpr(2):
@@ -190,14 +203,33 @@ def _combine(plan: RowPlan, acc, part, og, ob, tid, slot, lane, nbytes, out_dtyp
     fx.gpu.barrier()
     views = [rowio.chunked(ptr, n + 1, 1, nbytes) for ptr in (og, ob)]
     atom = rowio.copy_atom(1, out_dtype)
-    outs = 2 * tv * lanes
-    for q in range_constexpr(-(-outs // plan.block)):
-        o = tid + q * plan.block
-        ok = o < outs
-        at = ok.select(o * pitch, fx.Int32(0))
+    outs, q_parts = 2 * tv * lanes, _parts_per_output(plan)
+    sums = []
+    if const_expr(q_parts > 1):
+        per, second = R // q_parts, outs * pitch           # slots per part; where the part sums go
+        o1, j = tid % outs, tid // outs
+        at1 = o1 * pitch + j * per
+        part_sum = fx.memref_load(part, at1)
+        for i in range_constexpr(1, per):
+            part_sum = part_sum + fx.memref_load(part, at1 + i)
+        fx.memref_store(part_sum, part, second + o1 * q_parts + j)
+        fx.gpu.barrier()
+        ok = tid < outs
+        at = ok.select(second + tid * q_parts, fx.Int32(second))
         total = fx.memref_load(part, at)
-        for i in range_constexpr(1, R):
+        for i in range_constexpr(1, q_parts):
             total = total + fx.memref_load(part, at + i)
+        sums.append((tid, ok, total))
+    else:
+        for q in range_constexpr(-(-outs // plan.block)):
+            o = tid + q * plan.block
+            ok = o < outs
+            at = ok.select(o * pitch, fx.Int32(0))
+            total = fx.memref_load(part, at)
+            for i in range_constexpr(1, R):
+                total = total + fx.memref_load(part, at + i)
+            sums.append((o, ok, total))
+    for o, ok, total in sums:
         k, r = o // (tv * lanes), o % (tv * lanes)
         te, ln = r // lanes, r % lanes
         col = ((te // vec) * lanes + ln) * vec + te % vec             # past the strip's bound: dropped
