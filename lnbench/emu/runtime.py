@@ -101,8 +101,10 @@ def _activate(arch: str, null: bool) -> None:
     ok, why = availability()
     if not ok:
         raise EmulatorUnavailable(why)
-    from lnbench.emu import hip
+    from lnbench.emu import heap, hip
     hip.load()
+    if not null:
+        heap.keep_freed_memory()
     hip.set_launch_handler(_handle_launch)
     hip.set_null_mode(null)
     _active_arch, _null = arch, null
