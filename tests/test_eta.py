@@ -20,8 +20,8 @@ from lnbench.run import calibration, eta
 from lnbench.run.device import emu_device, parse_device
 from lnbench.verify.cases import Case, build_cases
 from lnbench.verify.calibrate import VerifyRecord, costs_here, estimate_run
-from lnbench.verify.estimate import (FIRST_GUESS, Estimate, VerifyCosts, compile_keys, compile_seconds,
-                                     compile_shares, unit_costs, unit_seconds)
+from lnbench.verify.estimate import (FIRST_GUESS, FIRST_USE_S, Estimate, VerifyCosts, compile_keys, compile_seconds,
+                                     compile_shares, first_use_seconds, unit_costs, unit_seconds)
 
 #: a finished run recorded on the 2-core development machine (December 2026): `verify --device cpu --dtype bf16
 #: --shapes 3x7,2048x8192,4096x8192` (torch, in one process): per unit (kind, M, N, wall seconds), the load
@@ -570,6 +570,46 @@ def test_the_first_unit_of_a_run_of_small_and_large_units_still_gives_its_start_
     wall = 2.6 + 0.004 * 4 + 0.3 * 5 + 0.5
     (startup,) = record.observations(wall)["verify.startup@cpu"]
     assert 2.9 <= startup["s"] <= 3.2, startup
+
+
+def test_a_backends_first_use_is_priced_at_its_first_unit_and_recorded_apart_from_the_start():
+    """The H100's second verify (December 2026): 30 torch units of about 1 ms, then Liger's first unit took 11 s
+    (Triton loading its kernels) and its other 29 about 1 ms; the time left read "~0 s" through those 11 s. A
+    backend's first unit (but the run's first: that is the start) carries its first use now: the first guess, cold
+    where its compile cache is pending, then what this machine recorded; and the live time left holds it."""
+    host = parse_device("cpu")
+    cases = build_cases([(64, 256), (128, 8192)], ["bf16"], [1e-5, 1e-2], 1)
+    pairs = [("torch", c) for c in cases] + [("liger", c) for c in cases]
+    first = len(cases)
+    assert first_use_seconds(pairs, host) == {first: FIRST_USE_S["liger"][0]}
+    assert first_use_seconds(pairs, host, ("Triton (Liger)",)) == {first: FIRST_USE_S["liger"][1]}
+    assert first_use_seconds(pairs, emu_device("gfx942")) == {}
+    assert first_use_seconds([("liger", c) for c in cases], host) == {}          # the run's first unit: its start
+    took = [9.0 if unit == first else 0.002 for unit in range(len(pairs))]
+    record = VerifyRecord(Estimate({i: 0.004 for i in range(len(pairs))}, 1, others=0, cpus=2), pairs, host,
+                          inline=True)
+    for unit, seconds in enumerate(took):
+        record.unit(unit, [{"status": "PASS"}], seconds)
+    observed = record.observations(sum(took) + 0.5)
+    ((liger,),) = [observed["verify.first.liger@cpu"]]
+    assert 8.9 <= liger["s"] <= 9.0 and "verify.first.liger.cold@cpu" not in observed
+    (startup,) = observed["verify.startup@cpu"]
+    assert 0.45 <= startup["s"] <= 0.55, startup
+    costs = costs_here(host, calibration.Calibration(observed))
+    assert costs.first_use_s("liger", False) == pytest.approx(liger["s"])
+    assert costs.first_use_s("liger", True) == FIRST_USE_S["liger"][1]             # cold: not recorded yet
+    modelled = unit_costs(pairs, host, True, costs)
+    for unit, seconds in first_use_seconds(pairs, host, (), costs).items():
+        modelled[unit] += seconds
+    est = Estimate(modelled, 1, startup_s=costs.startup_s, others=0, cpus=2)
+    clock = [0.0]
+    est.running = eta.RunningEstimate(est.wall_s, clock=lambda: clock[0], in_flight_s=est.fixed + est.in_flight_s())
+    clock[0] += startup["s"]
+    for unit, seconds in enumerate(took[:first]):                  # the torch units: a quarter of the work and more
+        clock[0] += seconds
+        est.finished(unit)
+    truth = sum(took[first:])
+    assert 1 / 1.25 <= est.remaining_s() / truth <= 1.25, (est.remaining_s(), truth)
 
 
 # ---------------------------------------------------------------- issue 57: the live time left converges

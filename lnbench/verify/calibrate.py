@@ -10,6 +10,8 @@ divided by the slowdown the run was at, eta.slowdown):
     verify.compile@DEVICE       each compile (a backend, dtype, N and eps: estimate.compile_key) FlyDSL's disk
                                 cache had: the compile seconds of all its units together
     verify.compile.cold@DEVICE  the same for one that compiled at least one kernel cold
+    verify.first.BACKEND@DEVICE off the emulated device, a backend's first unit beyond OUTLIER × the median of its
+                                kind and size (BACKEND.cold where its compile cache was cold at the start)
     verify.startup@DEVICE       the rest of the wall time from the estimate line to the end (the start, the
                                 finish): wall − the makespan of the units' seconds − the compiles' / jobs
     verify.startup.cold@DEVICE  the same for a run that compiled cold, its workers' first units beyond
@@ -36,8 +38,8 @@ from lnbench.run.calibration import device_key
 from lnbench.run.device import Device
 from lnbench.run.eta import makespan
 from lnbench.verify.cases import Case
-from lnbench.verify.estimate import (COLD_COMPILE_S, COMPILE_S, EMULATED_AUTOGRAD, FIRST_GUESS, GPU_STARTUP_S,
-                                     INLINE_EMULATED,
+from lnbench.verify.estimate import (COLD_COMPILE_S, COMPILE_S, EMULATED_AUTOGRAD, FIRST_GUESS, FIRST_USE_CACHE,
+                                     GPU_STARTUP_S, INLINE_EMULATED, first_units, first_use_seconds,
                                      KINDS, STARTUP_S, Estimate, VerifyCosts, compile_key, compile_keys, compile_shares,
                                      shared_units, unit_costs, unit_kind)
 from lnbench.verify.summary import status_word
@@ -68,7 +70,15 @@ def costs_here(device: Device, recorded: calibration.Calibration | None = None) 
                        cold_compile_s=cal.mean(f"verify.compile.cold@{at}", COLD_COMPILE_S),
                        startup_s=cal.median(f"verify.startup@{at}", GPU_STARTUP_S if device.is_gpu else STARTUP_S),
                        cold_startup_s=cal.median(f"verify.startup.cold@{at}", -1.0),
-                       backends=backends, sizes=sizes)
+                       backends=backends, sizes=sizes, first_use=_first_use(cal, at))
+
+
+def _first_use(cal: calibration.Calibration, at: str) -> dict[str, float]:
+    """Each backend's recorded first use on device `at` (the median of its runs'), by BACKEND or BACKEND.cold."""
+    prefix, suffix = "verify.first.", f"@{at}"
+    names = [name[len(prefix):-len(suffix)] for name in cal.series
+             if name.startswith(prefix) and name.endswith(suffix)]
+    return {name: cal.median(f"{prefix}{name}{suffix}", 0.0) for name in names if cal.get(f"{prefix}{name}{suffix}")}
 
 
 #: a backend's own factor (`VerifyCosts.backends`) is fitted from at least this many of its emulated units
@@ -155,12 +165,14 @@ def estimate_run(units: list[tuple[str, Case]], device: Device, jobs: int, inlin
     warm = warm_compiles(device, cal)
     shares = compile_shares(units, device, costs, warm)             # each compile with the units that make it
     cold = bool(compile_keys(units, device) - warm)
-    estimate = Estimate({i: cost + shares.get(i, 0.0) for i, cost in unit_costs(units, device, inline, costs).items()},
+    pending = upfront.pending_compiles([b for b, _ in units], device.is_gpu, device.emulated,
+                                       cold)
+    first = first_use_seconds(units, device, pending, costs)      # each backend's first unit, where it runs
+    estimate = Estimate({i: cost + shares.get(i, 0.0) + first.get(i, 0.0)
+                         for i, cost in unit_costs(units, device, inline, costs).items()},
                         jobs, startup_s=costs.start(cold))
     key = upfront.run_key("verify", [b for b, _ in units], device_key(device),
                           upfront.size_class(c.rows * c.n for _, c in units))
-    pending = upfront.pending_compiles([b for b, _ in units], device.is_gpu, device.emulated,
-                                       cold)
     work = upfront.work_signature([(backend, repr(case)) for backend, case in units], estimate.jobs, inline)
     ahead = upfront.estimate(key, estimate.wall_s, pending, cal, work, estimate.scale)
     estimate.running.set_prior(ahead.ratio)
@@ -233,9 +245,27 @@ class VerifyRecord:
                      for unit in sorted(self.seconds)]
             cold = self.device.emulated and any(c for _, _, c in self.compiles.values())
             capped = _without_first_calls(clean, sizes, COLD_FIRST_CALL if cold else calibration.OUTLIER)
-            rest = wall_s / scale - makespan(capped, jobs) - compiles / jobs
+            first_use = self._first_use(clean, capped, series, at)
+            rest = wall_s / scale - makespan(capped, jobs) - compiles / jobs - first_use / jobs
             series[f"verify.startup{'.cold' if cold else ''}@{at}"] = [{"s": max(0.0, rest)}]
         return series
+
+    def _first_use(self, clean: list[float], capped: list[float], series: dict[str, list[dict[str, Any]]],
+                   at: str) -> float:
+        """Off the emulated device, each backend's first unit beyond its cap (clean and capped: the units' seconds
+        in unit order) as verify.first.BACKEND[.cold] in `series`; returns their sum (not the start's)."""
+        if self.device.emulated:
+            return 0.0
+        order = {unit: position for position, unit in enumerate(sorted(self.seconds))}
+        total = 0.0
+        for unit, backend in first_units(self.pairs).items():
+            if unit not in order:
+                continue
+            extra = clean[order[unit]] - capped[order[unit]]
+            cold = FIRST_USE_CACHE.get(backend, "") in self.upfront.pending
+            series.setdefault(f"verify.first.{backend}{'.cold' if cold else ''}@{at}", []).append({"s": extra})
+            total += extra
+        return total
 
     @calibration.quietly
     def finish(self, wall_s: float) -> bool:

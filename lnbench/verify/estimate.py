@@ -8,7 +8,9 @@ SETUP_SHARE_ELEMENTS for the next backend) costs only its own run and checks (SH
 emulated device the torch unit of a case comes after its FlyDSL units and took 0.01–0.09 s, not the 0.25–0.44 s
 of a unit that sets its case up. Each (backend, dtype, N, eps) the FlyDSL kernels meet costs a compile:
 COMPILE_S where FlyDSL's disk cache has its kernels, COLD_COMPILE_S where it does not (`compile_seconds`); the
-run a start-up (STARTUP_S: imports, the workers' first launch, the first reference). The units are spread over
+run a start-up (STARTUP_S: imports, the workers' first launch, the first reference). Off the emulated device, a
+backend's first unit in the run also carries the backend's first use (`first_use_seconds`: Liger's Triton kernels
+loaded or compiled, FIRST_USE_S), which comes mid-run, where that unit runs. The units are spread over
 the jobs longest first (eta.makespan) and the whole scaled by how busy the machine is (eta.slowdown). While it
 runs, eta.RunningEstimate corrects the model by the wall time the finished units really took.
 
@@ -57,6 +59,14 @@ STARTUP_S = 0.5
 #: the same on a GPU: the device's context and torch's first calls there (an NVIDIA H200: 4-5 s after the estimate
 #: line, the first unit 2.2 s of it, on a machine that has never run; December 2026)
 GPU_STARTUP_S = 3.0
+#: a backend's first unit in a run, off the emulated device, beyond its kind's model: (its caches warm, cold).
+#: Liger's first LayerNorm call on an NVIDIA H100 (Triton loading its kernels from its cache, or compiling them in a
+#: fresh HOME) took 11 s and 16 s where the other units of its size took a millisecond (December 2026); the live
+#: estimate said "~0 s left" through it. Fitted per backend once a run has recorded one (verify.first.BACKEND).
+FIRST_USE_S = {"liger": (11.0, 16.0)}
+#: the compile cache (lnbench.run.upfront.pending_compiles' names) whose coldness makes a backend's first use cold
+FIRST_USE_CACHE = {"liger": "Triton (Liger)", "compile": "Inductor (torch.compile)"}
+
 #: an emulated run in one process (--jobs 1) goes this many times slower per unit than in workers: the parent's
 #: torch threads spin while they wait (workers run with OMP_WAIT_POLICY=PASSIVE), measured on 80 units
 INLINE_EMULATED = 2.2
@@ -92,6 +102,16 @@ class VerifyCosts:
     #: by kind, the sizes recorded often enough (elements, the median seconds of their units): a unit of such a
     #: size costs that, any other the kind's fit (`sized`)
     sizes: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    #: a backend's first use (its first unit beyond its kind), by backend and by "BACKEND.cold" (fitted; else
+    #: FIRST_USE_S)
+    first_use: dict[str, float] = field(default_factory=dict)
+
+    def first_use_s(self, backend: str, cold: bool) -> float:
+        """Seconds a backend's first unit carries beyond its kind (recorded here, else FIRST_USE_S, else 0)."""
+        name = f"{backend}.cold" if cold else backend
+        if name in self.first_use:
+            return self.first_use[name]
+        return FIRST_USE_S.get(backend, (0.0, 0.0))[int(cold)]
 
     def start(self, cold: bool) -> float:
         """The run's start: cold_startup_s where compiles are pending and one is recorded, else startup_s."""
@@ -168,6 +188,27 @@ def unit_costs(units: list[tuple[str, Case]], device: Device, inline: bool = Fal
     """Modelled seconds of each unit of a run (index -> seconds; `units` in index order, backend by backend)."""
     return {index: unit_seconds(backend, case, device, inline, shared, costs)
             for index, ((backend, case), shared) in enumerate(zip(units, shared_units(units)))}
+
+
+def first_units(units: list[tuple[str, Case]]) -> dict[int, str]:
+    """The index of each backend's first unit but the run's own first (unit index -> backend): what the run's first
+    unit carries beyond its kind (the device's context, torch's first calls, its backend's first use) is the run's
+    start (VerifyCosts.startup_s)."""
+    first: dict[str, int] = {}
+    for index, (backend, _) in enumerate(units):
+        first.setdefault(backend, index)
+    return {index: backend for backend, index in first.items() if index > 0}
+
+
+def first_use_seconds(units: list[tuple[str, Case]], device: Device, pending: tuple[str, ...] = (),
+                      costs: VerifyCosts = FIRST_GUESS) -> dict[int, float]:
+    """What each backend's first unit carries beyond its kind, off the emulated device (unit index -> seconds;
+    there FlyDSL's compiles are modelled apart): cold where its compile cache is among `pending`."""
+    if device.emulated:
+        return {}
+    costs_of = {index: costs.first_use_s(backend, FIRST_USE_CACHE.get(backend, "") in pending)
+                for index, backend in first_units(units).items()}
+    return {index: seconds for index, seconds in costs_of.items() if seconds > 0}
 
 
 def compile_key(backend: str, case: Case, device: Device) -> str:
