@@ -4,7 +4,8 @@
 # caches) and an empty calibration file, then warm; plus held-out shapes. From the repo root:
 #   PYTHONPATH=$PWD OUT=/folder bash scripts/device_estimates.sh      (about 4 minutes on an H100)
 # Needs python3 with torch, triton, liger-kernel and the wheels sqlalchemy, alembic, mako. Writes
-# $OUT/estimates.txt (the table) and each run's log, timestamped, as $OUT/NAME.log.
+# $OUT/estimates.txt (the table), each run's log, timestamped, as $OUT/NAME.log, and its estimate's trace
+# ($LNBENCH_ETA_TRACE) as $OUT/NAME.eta.jsonl.
 set -uo pipefail
 OUT_DIR="${OUT:-results/device-estimates}"; mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
@@ -20,7 +21,8 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
   echo "|---|---|---|---|---|---|---|---|"; } > "$TABLE"
 timed() {  # timed NAME ARGS... : one lnbench command, its row of the table (scripts/estimate_table.py)
   local name="$1"; shift
-  OUT="$OUT_DIR" "$PY" "$HERE/estimate_table.py" "$name" -- "$PY" -m lnbench.cli "$@" --no-csv >> "$TABLE"
+  LNBENCH_ETA_TRACE="$OUT_DIR/$name.eta.jsonl" OUT="$OUT_DIR" "$PY" "$HERE/estimate_table.py" "$name" -- \
+      "$PY" -m lnbench.cli "$@" --no-csv >> "$TABLE"
   tail -1 "$TABLE"
 }
 timed verify-1 verify --dtype bf16

@@ -953,3 +953,20 @@ def test_a_one_core_run_after_a_fit_without_its_root_term_is_priced():
                                                      f"verify.emulated.inline@{at}": inline}))
     assert len(costs.units["emulated"]) == 2
     assert costs.units["emulated.inline"][1] == pytest.approx(2 * costs.units["emulated"][1], rel=0.05)
+
+
+def test_the_trace_records_each_report_and_time_left(tmp_path, monkeypatch):
+    """$LNBENCH_ETA_TRACE: a JSON line per report of work done and per time left asked for, on the injected clock."""
+    trace = tmp_path / "eta.jsonl"
+    monkeypatch.setenv(eta.TRACE_VAR, str(trace))
+    clock = [0.0]
+    running = eta.RunningEstimate(10.0, clock=lambda: clock[0])
+    clock[0] = 2.0
+    running.done(1.0, 1.0)
+    left = running.remaining_s()
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["done", "left"]
+    assert lines[0]["t"] == 2.0 and lines[0]["done"] == 1.0 and lines[1]["left"] == pytest.approx(left, abs=1e-3)
+    monkeypatch.delenv(eta.TRACE_VAR)
+    running.remaining_s()
+    assert len(trace.read_text().splitlines()) == 2

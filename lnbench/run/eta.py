@@ -35,6 +35,7 @@ the time expected is of the time taken (a last case overdue showed `~1 s left` f
 from __future__ import annotations
 
 import heapq
+import json
 import math
 import os
 import time
@@ -49,6 +50,10 @@ CLIP = 3.0
 WINDOW = 0.1
 #: ... or, where the units are few, the mean unit this many times over (a rate of fewer is one unit's noise)
 WINDOW_UNITS = 4
+#: set to a file's path: each report of work done and each time left asked for is appended to it as a JSON line
+#: (the clock, the modelled seconds done and in flight, the rate, the time left): why a run's "~left" was off
+TRACE_VAR = "LNBENCH_ETA_TRACE"
+
 #: the most the load counted at the start may multiply a run's modelled time by (beyond its own threads per core):
 #: a load that stays is learnt by this machine's history of the kind (lnbench.run.upfront) and the running rate
 LOAD_CAP = 2.0
@@ -166,6 +171,21 @@ class RunningEstimate:
             self.model_sum = self.model_sum * decay + step
             self.done_s, self._reported, self.steps = modelled_s, now, self.steps + 1
         self.in_flight_s = max(0.0, in_flight_s)
+        self._trace("done", now)
+
+    def _trace(self, event: str, now: float, left: float | None = None) -> None:
+        """Append this estimate's state to $LNBENCH_ETA_TRACE (nothing when it is unset or cannot be written)."""
+        path = os.environ.get(TRACE_VAR)
+        if not path:
+            return
+        state = {"event": event, "t": round(now - self.start, 3), "total": round(self.total_s, 3),
+                 "done": round(self.done_s, 3), "in_flight": round(self.in_flight_s, 3),
+                 "rate": round(self._rate(), 4), "left": None if left is None else round(left, 3)}
+        try:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(state) + "\n")
+        except OSError:
+            pass
 
     def _rate(self, wall: float = 0.0, model: float = 0.0) -> float:
         """Wall over modelled seconds: the decayed sums with `model` seconds done in `wall` more, and the prior."""
@@ -194,7 +214,10 @@ class RunningEstimate:
     def remaining_s(self) -> float:
         """Wall seconds left: the modelled seconds left (less the work in flight's credit) at the current rate."""
         rate, credit = self._now()
-        return rate * max(0.0, self.total_s - self.done_s - credit)
+        left = rate * max(0.0, self.total_s - self.done_s - credit)
+        if os.environ.get(TRACE_VAR):
+            self._trace("left", self.clock(), left)
+        return left
 
 
 def announce(wall_s: float, what: str, others: float) -> str:
