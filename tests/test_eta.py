@@ -5,6 +5,7 @@ stability. Times are injected (fixture observations, a fake clock): no test here
 measured, or its speed, with a constant."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -970,3 +971,44 @@ def test_the_trace_records_each_report_and_time_left(tmp_path, monkeypatch):
     monkeypatch.delenv(eta.TRACE_VAR)
     running.remaining_s()
     assert len(trace.read_text().splitlines()) == 2
+
+
+def test_a_perf_workers_first_case_of_a_backend_carries_its_first_use():
+    """The H100's perf (December 2026): each worker's first Liger case took ~2 s where the same case took 0.5 s in
+    the workers that had used Liger before it. Recorded as perf.first.liger (beyond the same case elsewhere) and
+    left out of the set-up's fit; the next estimate adds it to each worker's first case of the backend, and the
+    first guess does so on a GPU before anything is recorded."""
+    from lnbench.perf.calibrate import costs_here, perf_observations
+    from lnbench.perf.cases import PerfCase
+    from lnbench.perf.estimate import FIRST_USE_S, PerfCosts, PerfEstimate, first_of_backend
+    from lnbench.perf.messages import PerfWorkerPayload
+    from lnbench.perf.protocol import PerfProtocol
+
+    protocol = PerfProtocol()
+    cases = [PerfCase(i, backend, op, "bf16", 64, 256, "hot", 1e-5, 1)
+             for i, (backend, op) in enumerate([("torch", "fwd"), ("torch", "bwd"), ("liger", "fwd"),
+                                                ("liger", "bwd")])]
+    orders = [[cases, cases[2:] + cases[:2], cases[1:] + cases[:1]]]          # rotated, as perf hands them out
+    assert [first_of_backend(order) for order in orders[0]] == [[True, False, True, False],
+                                                                [True, False, True, False],
+                                                                [True, True, False, False]]
+
+    def took(order):
+        return [(2.0 if case.backend == "liger" and first else 0.5) for case, first in zip(order, first_of_backend(order))]
+
+    payloads = [[PerfWorkerPayload.from_wire(_payload(order, took(order), protocol, sum(took(order))))
+                 for order in orders[0]]]
+    first = PerfEstimate(orders, protocol, "cpu", others=0, cpus=2)
+    observed = perf_observations(first, orders, payloads, protocol, parse_device("cpu"), 9.0)
+    assert [o["s"] for o in observed["perf.first.liger@cpu"]] == pytest.approx([1.5, 1.5, 1.5])
+    assert max(o["s"] for o in observed["perf.setup@cpu"]) < 0.6
+    costs = costs_here(parse_device("cpu"), 0, None, calibration.Calibration(observed))
+    assert costs.first_use_s("liger", "cpu") == pytest.approx(1.5)
+    est = PerfEstimate(orders, protocol, "cpu", others=0, cpus=2, costs=costs)
+    plain = PerfEstimate(orders, protocol, "cpu", others=0, cpus=2, costs=dataclasses.replace(costs, first_use={}))
+    for worker, order in enumerate(orders[0]):
+        added = [a - b for a, b in zip(est.costs[0][worker], plain.costs[0][worker])]
+        assert added == pytest.approx([1.5 if c.backend == "liger" and f else 0.0
+                                       for c, f in zip(order, first_of_backend(order))])
+    assert PerfCosts().first_use_s("liger", "cuda") == FIRST_USE_S["cuda"]["liger"] > 0
+    assert PerfCosts().first_use_s("liger", "cpu") == 0.0

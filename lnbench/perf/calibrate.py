@@ -9,6 +9,9 @@ its seconds and its Measurement), in seconds of one idle core:
     perf.setup@DEVICE     the case's seconds less its warm-up, its runs and its first call, over the slowdown:
                           x = GB filled, n = rotated sets (estimate.filled)
     perf.warmup@DEVICE    its warm-up (s) and the protocol's for its call time (m)
+    perf.first.BACKEND@DEVICE  a worker's first case of a backend beyond the same case where it was not a first
+                          (another worker's), else beyond the median of the worker's other cases of its mode; its
+                          set-up is recorded without it
     perf.startup@DEVICE   once per run: the wall time from the estimate line to the end less the longest group's
                           turns (the workers' start-up side by side, the hand-overs, the finish), over the slowdown
                           of that many workers starting together
@@ -34,7 +37,8 @@ from lnbench.run.eta import busy_threads, finish_times, slowdown
 from lnbench.perf.cases import PerfCase
 from lnbench.perf.estimate import (BANDWIDTH_GBPS, CALL_S, CPU_BWD_FACTOR, FIRST_GUESS, MODELLED_COLD_COMPILE_S,
                                    MODELLED_COMPILE_S, STARTUP_S, ModelledCosts, ModelledEstimate, PerfCosts,
-                                   PerfEstimate, case_bytes, case_key, filled, how_modelled, warmup_seconds)
+                                   PerfEstimate, case_bytes, case_key, filled, first_of_backend, how_modelled,
+                                   warmup_seconds)
 from lnbench.perf.messages import CaseResult, PerfWorkerPayload, payload_of
 from lnbench.perf.protocol import PerfProtocol
 
@@ -73,9 +77,13 @@ def costs_here(device: Device, others: float, bandwidth_gbps: float | None = Non
         fixed, per_gb, per_set = calibration.fit([[1.0, o.get("x", 0.0), o.get("n", 1.0)] for o in observed],
                                                  [o["s"] for o in observed], FIRST_GUESS.setup)
         setup = (fixed, per_gb, per_set)
+    prefix, suffix = "perf.first.", f"@{at}"
+    first_use = {name[len(prefix):-len(suffix)]: cal.median(name, 0.0) for name in cal.series
+                 if name.startswith(prefix) and name.endswith(suffix) and cal.get(name)}
     return PerfCosts(startup_s=cal.median(f"perf.startup@{at}", parent_startup_s(others)), setup=setup,
                      warmup=cal.ratio(f"perf.warmup@{at}"),
-                     calls={key: float(statistics.median(values)) for key, values in by_key.items()}, call_fits=fits)
+                     calls={key: float(statistics.median(values)) for key, values in by_key.items()}, call_fits=fits,
+                     first_use=first_use)
 
 
 def _call_groups(obs: dict[str, Any]) -> tuple[str, str]:
@@ -94,28 +102,63 @@ def perf_observations(estimate: PerfEstimate, orders: list[list[list[PerfCase]]]
     turns, complete = [], True
     for group_orders, group_payloads in zip(orders, payloads):
         turn = 0.0
-        for order, payload in zip(group_orders, group_payloads):
-            payload = payload or PerfWorkerPayload()
+        filled_payloads = [payload or PerfWorkerPayload() for payload in group_payloads]
+        extra = _first_use(group_orders, filled_payloads)
+        for w, (order, payload) in enumerate(zip(group_orders, filled_payloads)):
             complete = complete and payload.stream_s is not None
             turn += float(payload.stream_s or 0.0) + float(payload.kernel_s or 0.0)
-            for case, entry in zip(order, payload.cases):
-                _case_observations(series, at, kind, case, entry, protocol, scale, estimate.scale)
+            for i, (case, entry) in enumerate(zip(order, payload.cases)):
+                first = extra.get((w, i), 0.0)
+                if (w, i) in extra:
+                    series.setdefault(f"perf.first.{case.backend}@{at}", []).append({"s": first / scale})
+                _case_observations(series, at, kind, case, entry, protocol, scale, estimate.scale, first)
         turns.append(turn)
     if complete and turns and estimate.workers:
         series[f"perf.startup@{at}"] = [{"s": max(0.0, wall_s - max(turns)) / estimate.startup_scale}]
     return series
 
 
+def _ran(entry: CaseResult) -> bool:
+    return entry.status == "ok" and bool(entry.seconds)
+
+
+def _first_use(orders: list[list[PerfCase]], payloads: list[PerfWorkerPayload]) -> dict[tuple[int, int], float]:
+    """Each worker's first case of each backend that ran: (worker, position) -> its seconds beyond the same case
+    where it was not a first (the median over the other workers), else beyond the median of the worker's other
+    cases of its mode (module docstring)."""
+    plain: dict[str, list[float]] = {}
+    firsts = []
+    for w, (order, payload) in enumerate(zip(orders, payloads)):
+        for i, (case, entry, first) in enumerate(zip(order, payload.cases, first_of_backend(order))):
+            if not _ran(entry):
+                continue
+            if first:
+                firsts.append((w, i, case, float(entry.seconds or 0.0)))
+            else:
+                plain.setdefault(case_key(case), []).append(float(entry.seconds or 0.0))
+    extra = {}
+    for w, i, case, seconds in firsts:
+        same = plain.get(case_key(case))
+        if not same:
+            same = [float(e.seconds or 0.0) for j, (c, e) in enumerate(zip(orders[w], payloads[w].cases))
+                    if j != i and c.mode == case.mode and _ran(e)]
+        if same:
+            extra[(w, i)] = max(0.0, seconds - float(statistics.median(same)))
+    return extra
+
+
 def _case_observations(series: dict[str, list[dict[str, Any]]], at: str, kind: str, case: PerfCase,
-                       entry: CaseResult, protocol: PerfProtocol, call_scale: float, scale: float) -> None:
-    """One timed case's call, set-up and warm-up (module docstring), when it ran."""
+                       entry: CaseResult, protocol: PerfProtocol, call_scale: float, scale: float,
+                       first_use: float = 0.0) -> None:
+    """One timed case's call, set-up and warm-up (module docstring), when it ran; `first_use`: the seconds its
+    backend's first use in the worker took (not its set-up's)."""
     measured = entry.measurement if entry.status == "ok" else None
     if not isinstance(measured, dict) or not measured.get("run_us") or not entry.seconds:
         return
     call = float(measured["median_us"]) * 1e-6
     iters = int(measured["iters_per_run"])
     runs = sum(measured["run_us"]) * 1e-6 * iters + (call * iters if kind == "cuda" else 0.0)
-    setup = float(entry.seconds) - float(measured["warmup_s"]) - runs - call
+    setup = float(entry.seconds) - first_use - float(measured["warmup_s"]) - runs - call
     nbytes, sets = filled(case, protocol, kind)
     series.setdefault(f"perf.call@{at}", []).append({"key": case_key(case), "backend": case.backend, "op": case.op,
                                                      "x": case_bytes(case), "s": call / call_scale})

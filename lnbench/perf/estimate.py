@@ -52,6 +52,12 @@ CPU_BWD_FACTOR = 1.5
 LLC_BYTES = {"cpu": 32 << 20, "cuda": 50 << 20}
 
 
+#: a worker's first case of a backend beyond the case's model, by device type and backend (the first guess): on an
+#: NVIDIA H100 a worker's first Liger case (its Triton kernels loaded in that process) took 1.9-2.1 s where its
+#: other cases took 0.3-0.6 s (December 2026). Fitted per backend once a run has recorded one (perf.first.BACKEND).
+FIRST_USE_S = {"cuda": {"liger": 1.5}}
+
+
 @dataclass(frozen=True)
 class PerfCosts:
     """perf's constants on one machine and device (seconds of one idle core): a worker's start-up; the set-up's
@@ -64,9 +70,25 @@ class PerfCosts:
     warmup: float = 1.0
     calls: dict[str, float] = field(default_factory=dict)
     call_fits: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: a worker's first case of a backend beyond its model, by backend (recorded; else FIRST_USE_S)
+    first_use: dict[str, float] = field(default_factory=dict)
+
+    def first_use_s(self, backend: str, kind: str) -> float:
+        """Seconds a worker's first case of `backend` takes beyond the case's model on a `kind` device."""
+        return self.first_use.get(backend, FIRST_USE_S.get(kind, {}).get(backend, 0.0))
 
 
 FIRST_GUESS = PerfCosts()
+
+
+def first_of_backend(order: list[PerfCase]) -> list[bool]:
+    """Whether each case of a worker's order is its first of that backend (a backend's first use in the process)."""
+    seen: set[str] = set()
+    firsts = []
+    for case in order:
+        firsts.append(case.backend not in seen)
+        seen.add(case.backend)
+    return firsts
 
 
 def case_key(case: PerfCase) -> str:
@@ -144,8 +166,14 @@ class PerfEstimate:
         self.startup_scale = slowdown(workers, measured, cpus)
         self.startup = costs.startup_s * self.startup_scale if workers else 0.0
         passes = 2 if kernel_pass else 1
-        self.costs = [[[case_seconds(c, protocol, kind, bandwidth_gbps, scale, costs) for c in order] * passes
-                       for order in group] for group in orders]
+        self.costs: list[list[list[float]]] = []
+        for group in orders:
+            self.costs.append([])
+            for order in group:
+                plain = [case_seconds(c, protocol, kind, bandwidth_gbps, scale, costs) for c in order]
+                first = [cost + (costs.first_use_s(c.backend, kind) if is_first else 0.0)
+                         for c, cost, is_first in zip(order, plain, first_of_backend(order))]
+                self.costs[-1].append(first + plain * (passes - 1))
         self.done = {(g, w): 0 for g, group in enumerate(orders) for w in range(len(group))}
         self.wall_s = self.startup + max((sum(map(sum, group)) for group in self.costs), default=0.0)
         self.running = RunningEstimate(self.wall_s, in_flight_s=self.startup + self._next(0))
