@@ -77,13 +77,10 @@ def costs_here(device: Device, others: float, bandwidth_gbps: float | None = Non
         fixed, per_gb, per_set = calibration.fit([[1.0, o.get("x", 0.0), o.get("n", 1.0)] for o in observed],
                                                  [o["s"] for o in observed], FIRST_GUESS.setup)
         setup = (fixed, per_gb, per_set)
-    prefix, suffix = "perf.first.", f"@{at}"
-    first_use = {name[len(prefix):-len(suffix)]: cal.median(name, 0.0) for name in cal.series
-                 if name.startswith(prefix) and name.endswith(suffix) and cal.get(name)}
     return PerfCosts(startup_s=cal.median(f"perf.startup@{at}", parent_startup_s(others)), setup=setup,
                      warmup=cal.ratio(f"perf.warmup@{at}"),
                      calls={key: float(statistics.median(values)) for key, values in by_key.items()}, call_fits=fits,
-                     first_use=first_use)
+                     first_use=cal.medians("perf.first.", at))
 
 
 def _call_groups(obs: dict[str, Any]) -> tuple[str, str]:

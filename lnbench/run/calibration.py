@@ -129,6 +129,12 @@ class Calibration:
         values = [o[key] for o in self.get(name) if _number(o.get(key))]
         return float(statistics.median(values)) if values else default
 
+    def medians(self, prefix: str, device: str) -> dict[str, float]:
+        """The median of each series named PREFIX + NAME + "@" + device that has observations, by NAME."""
+        suffix = f"@{device}"
+        return {name[len(prefix):-len(suffix)]: self.median(name, 0.0) for name in self.series
+                if name.startswith(prefix) and name.endswith(suffix) and self.get(name)}
+
     def mean(self, name: str, default: float, key: str = "s") -> float:
         """The mean of the series' `key` (its seconds), `default` when it has none: what a total of many of them
         comes to (warm compiles took 0.001 s or 0.1-0.8 s, two groups whose median, 0.01 s, priced the total short)."""

@@ -70,15 +70,7 @@ def costs_here(device: Device, recorded: calibration.Calibration | None = None) 
                        cold_compile_s=cal.mean(f"verify.compile.cold@{at}", COLD_COMPILE_S),
                        startup_s=cal.median(f"verify.startup@{at}", GPU_STARTUP_S if device.is_gpu else STARTUP_S),
                        cold_startup_s=cal.median(f"verify.startup.cold@{at}", -1.0),
-                       backends=backends, sizes=sizes, first_use=_first_use(cal, at))
-
-
-def _first_use(cal: calibration.Calibration, at: str) -> dict[str, float]:
-    """Each backend's recorded first use on device `at` (the median of its runs'), by BACKEND or BACKEND.cold."""
-    prefix, suffix = "verify.first.", f"@{at}"
-    names = [name[len(prefix):-len(suffix)] for name in cal.series
-             if name.startswith(prefix) and name.endswith(suffix)]
-    return {name: cal.median(f"{prefix}{name}{suffix}", 0.0) for name in names if cal.get(f"{prefix}{name}{suffix}")}
+                       backends=backends, sizes=sizes, first_use=cal.medians("verify.first.", at))
 
 
 #: a backend's own factor (`VerifyCosts.backends`) is fitted from at least this many of its emulated units
@@ -245,12 +237,12 @@ class VerifyRecord:
                      for unit in sorted(self.seconds)]
             cold = self.device.emulated and any(c for _, _, c in self.compiles.values())
             capped = _without_first_calls(clean, sizes, COLD_FIRST_CALL if cold else calibration.OUTLIER)
-            first_use = self._first_use(clean, capped, series, at)
+            first_use = self._record_first_use(clean, capped, series, at)
             rest = wall_s / scale - makespan(capped, jobs) - compiles / jobs - first_use / jobs
             series[f"verify.startup{'.cold' if cold else ''}@{at}"] = [{"s": max(0.0, rest)}]
         return series
 
-    def _first_use(self, clean: list[float], capped: list[float], series: dict[str, list[dict[str, Any]]],
+    def _record_first_use(self, clean: list[float], capped: list[float], series: dict[str, list[dict[str, Any]]],
                    at: str) -> float:
         """Off the emulated device, each backend's first unit beyond its cap (clean and capped: the units' seconds
         in unit order) as verify.first.BACKEND[.cold] in `series`; returns their sum (not the start's)."""
